@@ -1,0 +1,49 @@
+//! Java's `String.hashCode()` of a UTF-8 target, as the reference implementation computes it.
+//!
+//! The target is decoded from UTF-8 (strictly: invalid UTF-8 is refused, the reference would
+//! have replaced it), then hashed as `31·h + u` over its UTF-16 code units with i32 wrapping.
+//! Characters outside the BMP count as two units (a surrogate pair), as in Java.
+
+use super::msgid::MAX_HASH;
+
+/// `String.hashCode()`, or `None` when `target` is not valid UTF-8.
+pub fn java_hash_code(target: &[u8]) -> Option<i32> {
+    let s = std::str::from_utf8(target).ok()?;
+    Some(
+        s.encode_utf16()
+            .fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(i32::from(u))),
+    )
+}
+
+/// The low 22 bits of `String.hashCode()`: the `java` mode target hash.
+pub fn java_hash22(target: &[u8]) -> Option<u32> {
+    java_hash_code(target).map(|h| (h as u32) & MAX_HASH)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_values() {
+        let cases: &[(&str, i32, u32)] = &[
+            ("", 0, 0),
+            ("a", 97, 97),
+            ("user1", 111578566, 2526662),
+            ("polygenelubricants", i32::MIN, 0),
+            // U+1F600 is a surrogate pair D83D DE00: 0xD83D*31 + 0xDE00
+            ("\u{1F600}", 0xD83D * 31 + 0xDE00, (0xD83D * 31 + 0xDE00) as u32 & MAX_HASH),
+        ];
+        for &(s, code, h22) in cases {
+            assert_eq!(java_hash_code(s.as_bytes()), Some(code), "{s:?}");
+            assert_eq!(java_hash22(s.as_bytes()), Some(h22), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_refused() {
+        assert_eq!(java_hash_code(b"\xff"), None);
+        assert_eq!(java_hash_code(b"ab\xc3"), None);
+        assert_eq!(java_hash22(b"\xed\xa0\x80"), None); // an encoded lone surrogate
+    }
+}

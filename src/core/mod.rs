@@ -1,0 +1,6 @@
+//! Redis-free logic: everything here is plain Rust, unit-tested without a server.
+
+pub mod generator;
+pub mod javahash;
+pub mod msgid;
+pub mod slot;

@@ -1,0 +1,53 @@
+//! imid: identifiers for instant-messaging backends, natively inside Redis.
+//!
+//! This file is the table of contents: the module, its commands, its configs, and init.
+//! Redis-free logic lives in `core/`, command handlers in `commands/`.
+
+pub mod commands;
+pub mod config;
+pub mod core;
+mod command_info;
+mod stats;
+
+use config::{HashMode, CLUSTER_MODE, MSGID_HASH, SEQ_GAP};
+use redis_module::configuration::ConfigurationFlags;
+use redis_module::{redis_module, Context, ContextFlags, RedisString, Status};
+use std::sync::atomic::Ordering;
+
+/// Module version as Redis shows it (`MODULE LIST`): major*10000 + minor*100 + patch.
+pub const MODULE_VERSION: i32 = 100;
+
+fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+    CLUSTER_MODE.store(
+        ctx.get_flags().contains(ContextFlags::CLUSTER),
+        Ordering::Relaxed,
+    );
+    command_info::register(ctx)
+}
+
+redis_module! {
+    name: "imid",
+    version: MODULE_VERSION,
+    allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
+    data_types: [],
+    init: init,
+    commands: [
+        // name, handler, flags, first key, last key, key step, ACL categories (none: Redis 7.0)
+        ["MSGID.GEN", guarded!(commands::msgid::gen), "write fast", 2, 2, 1, ""],
+        ["MSGID.ENCODE", guarded!(commands::msgid::encode), "readonly fast", 0, 0, 0, ""],
+        ["MSGID.DECODE", guarded!(commands::msgid::decode), "readonly fast", 0, 0, 0, ""],
+        ["MSGID.HASH", guarded!(commands::msgid::hash), "readonly fast", 0, 0, 0, ""],
+        ["MSGID.FLOOR", guarded!(commands::msgid::floor), "write fast", 0, 0, 0, ""],
+    ],
+    configurations: [
+        i64: [
+            ["seq-gap", &SEQ_GAP, 1000, 0, 1_000_000_000, ConfigurationFlags::DEFAULT, None],
+        ],
+        string: [],
+        bool: [],
+        enum: [
+            ["msgid-hash", &MSGID_HASH, HashMode::auto, ConfigurationFlags::DEFAULT, None],
+        ],
+        module_args_as_configuration: true,
+    ]
+}

@@ -1,0 +1,30 @@
+# imid: `make run` builds the module and serves it; `make test` runs every test.
+# Both install what is missing first (scripts/deps.sh).
+SHELL := /bin/bash
+MODULE := $(CURDIR)/target/release/libimid.so
+PORT ?= 6379
+
+.PHONY: deps build run test unit integration soak lint bench bench-smoke cluster clean
+
+deps:
+	@bash scripts/deps.sh
+
+build: deps
+	cargo build --release
+
+# Foreground redis-server on 127.0.0.1:$(PORT) with the module loaded, data under ./data.
+run: build
+	mkdir -p data
+	redis-server --port $(PORT) --bind 127.0.0.1 --dir $(CURDIR)/data --loadmodule $(MODULE)
+
+# Unit tests (Redis-free core), then integration tests against real redis-server processes.
+test: build
+	cargo test --release --all-targets
+
+lint:
+	cargo fmt --check
+	cargo clippy --release --all-targets -- -D warnings
+
+clean:
+	cargo clean
+	rm -rf data

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what building and testing imid needs, if missing: redis-server and redis-tools
+# (redis-cli, redis-benchmark), libclang (for the redis-module crate's bindgen), faketime (clock
+# tests), and redis-py for the Python example. Debian packages; needs root or sudo.
+set -euo pipefail
+
+need=()
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
+command -v redis-benchmark >/dev/null 2>&1 || need+=(redis-tools)
+command -v faketime >/dev/null 2>&1 || need+=(faketime)
+ldconfig -p 2>/dev/null | grep -q 'libclang' || need+=(libclang-dev)
+python3 -c 'import redis' >/dev/null 2>&1 || need+=(python3-redis)
+
+if [ ${#need[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "installing: ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends $(printf '%s\n' "${need[@]}" | sort -u) >/dev/null
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "cargo not found: install a stable Rust toolchain (rustup)" >&2
+  exit 1
+fi

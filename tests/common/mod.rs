@@ -1,0 +1,382 @@
+//! The test harness: a real redis-server per test, with the imid module loaded, on a free
+//! loopback port and in a directory of its own. Dropping a [`Server`] kills it and waits.
+//!
+//! Integration tests talk to the server only; they never link the crate.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+pub use redis::{Connection, Value};
+
+/// The module under test: `$IMID_MODULE`, else the release build in this checkout.
+pub fn module_path() -> PathBuf {
+    let p = std::env::var_os("IMID_MODULE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libimid.so")
+        });
+    assert!(
+        p.exists(),
+        "module not found at {}: run `cargo build --release` (make test does) or set IMID_MODULE",
+        p.display()
+    );
+    p
+}
+
+/// The redis-server binary: `$REDIS_SERVER`, else `redis-server` on PATH.
+pub fn redis_server_bin() -> String {
+    let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
+    let ok = Command::new(&bin)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(ok, "{bin} not found: install redis-server (make test does) or set REDIS_SERVER");
+    bin
+}
+
+pub fn free_port() -> u16 {
+    // Binding port 0 lets the kernel pick; Redis binds it right after. Tests that lose the
+    // (rare) race retry in `Server::start_in`.
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("no free loopback port")
+}
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// A fresh directory under the system temp dir, removed when the owning server drops.
+pub fn temp_dir(tag: &str) -> PathBuf {
+    let n = SEQ.fetch_add(1, Ordering::SeqCst);
+    let d = std::env::temp_dir().join(format!("imid-test-{tag}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("create temp dir");
+    d
+}
+
+pub struct Server {
+    pub port: u16,
+    pub dir: PathBuf,
+    /// Extra `--name value` arguments, kept for restarts.
+    pub args: Vec<String>,
+    child: Option<Child>,
+    /// Where stdout/stderr of the process go (also holds panics).
+    log: PathBuf,
+    keep_dir: bool,
+}
+
+impl Server {
+    /// A server with persistence off and the module's defaults.
+    pub fn start() -> Server {
+        Server::start_with(&[])
+    }
+
+    /// A server with extra config arguments, e.g. `&["--appendonly", "yes", "--imid.seq-gap", "0"]`.
+    pub fn start_with(args: &[&str]) -> Server {
+        let dir = temp_dir("srv");
+        Server::start_in(dir, args)
+    }
+
+    pub fn start_in(dir: PathBuf, args: &[&str]) -> Server {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let mut last_err = String::new();
+        for _ in 0..5 {
+            let mut s = Server {
+                port: free_port(),
+                log: dir.join("redis.log"),
+                dir: dir.clone(),
+                args: args.clone(),
+                child: None,
+                keep_dir: false,
+            };
+            match s.spawn() {
+                Ok(()) => return s,
+                Err(e) => {
+                    s.keep_dir = true; // the next attempt reuses it
+                    last_err = e;
+                }
+            }
+        }
+        panic!("redis-server did not start: {last_err}");
+    }
+
+    fn command_line(&self) -> Vec<String> {
+        let mut v: Vec<String> = vec![
+            "--port".into(),
+            self.port.to_string(),
+            "--bind".into(),
+            "127.0.0.1".into(),
+            "--dir".into(),
+            self.dir.display().to_string(),
+            "--logfile".into(),
+            self.log.display().to_string(),
+            "--save".into(),
+            "".into(),
+            "--appendonly".into(),
+            "no".into(),
+            "--enable-debug-command".into(),
+            "yes".into(),
+            "--loadmodule".into(),
+            module_path().display().to_string(),
+        ];
+        v.extend(self.args.iter().cloned());
+        v
+    }
+
+    fn spawn(&mut self) -> Result<(), String> {
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("stdout.log"))
+            .map_err(|e| e.to_string())?;
+        let err = out.try_clone().map_err(|e| e.to_string())?;
+        let child = Command::new(redis_server_bin())
+            .args(self.command_line())
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| format!("spawn redis-server: {e}"))?;
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(c) = self.child.as_mut() {
+                if let Ok(Some(status)) = c.try_wait() {
+                    self.child = None;
+                    return Err(format!("exited with {status}: {}", self.log_tail()));
+                }
+            }
+            if let Ok(mut con) = self.try_client() {
+                // PING answers with -LOADING while the dataset loads; wait for PONG.
+                if redis::cmd("PING").query::<String>(&mut con).is_ok() {
+                    return Ok(());
+                }
+            }
+            if Instant::now() > deadline {
+                self.kill();
+                return Err(format!("no PONG within 20 s: {}", self.log_tail()));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn log_tail(&self) -> String {
+        let mut s = String::new();
+        for f in [&self.log, &self.dir.join("stdout.log")] {
+            if let Ok(file) = std::fs::File::open(f) {
+                let lines: Vec<String> = BufReader::new(file).lines().map_while(Result::ok).collect();
+                let start = lines.len().saturating_sub(15);
+                s.push_str(&lines[start..].join("\n"));
+                s.push('\n');
+            }
+        }
+        s
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    fn try_client(&self) -> redis::RedisResult<Connection> {
+        let client = redis::Client::open(self.url())?;
+        client.get_connection_with_timeout(Duration::from_secs(2))
+    }
+
+    /// A new connection; panics with the server's log when it cannot connect.
+    pub fn client(&self) -> Connection {
+        let mut con = self
+            .try_client()
+            .unwrap_or_else(|e| panic!("connect to {}: {e}\n{}", self.port, self.log_tail()));
+        con.set_read_timeout(Some(Duration::from_secs(60))).ok();
+        con
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
+    /// Whether the process is still running (false after a crash).
+    pub fn alive(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(c) => matches!(c.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    /// SIGKILL, as in a crash or power loss of the process: nothing is flushed.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// A clean `SHUTDOWN` (saving if a save point or AOF is configured), then wait.
+    pub fn shutdown(&mut self, save: bool) {
+        if let Ok(mut con) = self.try_client() {
+            let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN")
+                .arg(if save { "SAVE" } else { "NOSAVE" })
+                .query(&mut con);
+        }
+        if let Some(mut c) = self.child.take() {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = c.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts the process again on the same port, directory and arguments (so it loads
+    /// whatever RDB/AOF files are there). Call after `kill` or `shutdown`.
+    pub fn restart(&mut self) {
+        self.restart_with(&[]);
+    }
+
+    /// Like `restart`, with arguments replaced when `args` is not empty.
+    pub fn restart_with(&mut self, args: &[&str]) {
+        self.kill();
+        if !args.is_empty() {
+            self.args = args.iter().map(|s| s.to_string()).collect();
+        }
+        let mut last = String::new();
+        for _ in 0..5 {
+            match self.spawn() {
+                Ok(()) => return,
+                Err(e) => {
+                    last = e;
+                    // The old port may be taken meanwhile: move to another.
+                    self.port = free_port();
+                }
+            }
+        }
+        panic!("restart failed: {last}");
+    }
+
+    pub fn info_field(&self, section: &str, field: &str) -> Option<String> {
+        let mut con = self.client();
+        let info: String = redis::cmd("INFO").arg(section).query(&mut con).ok()?;
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{field}:")).map(|v| v.trim().to_owned()))
+    }
+
+    /// An `imid_<name>` counter from `INFO imid`.
+    pub fn imid_stat(&self, name: &str) -> i64 {
+        self.info_field("imid", &format!("imid_{name}"))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("INFO imid has no imid_{name}"))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+        if !self.keep_dir && !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// The server's error reply as Redis sent it, `CODE detail` (e.g. `ERR invalid ...`).
+pub fn err_text(e: &redis::RedisError) -> String {
+    match (e.code(), e.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        (Some(code), None) => code.to_owned(),
+        _ => e.to_string(),
+    }
+}
+
+/// Runs a command that must fail and returns its error text.
+pub fn expect_err(con: &mut Connection, args: &[&[u8]]) -> String {
+    let mut c = redis::cmd(std::str::from_utf8(args[0]).unwrap_or("?"));
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    match c.query::<Value>(con) {
+        Ok(v) => panic!("expected an error for {:?}, got {v:?}", args.iter().map(|a| String::from_utf8_lossy(a)).collect::<Vec<_>>()),
+        Err(e) => err_text(&e),
+    }
+}
+
+/// Runs a command built from string arguments.
+pub fn cmd<T: redis::FromRedisValue>(con: &mut Connection, args: &[&str]) -> redis::RedisResult<T> {
+    let mut c = redis::cmd(args[0]);
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    c.query(con)
+}
+
+/// The shared reference vectors: `../shared/vectors/<name>` beside this checkout, or
+/// `$IMID_VECTORS/<name>`. Returns the rows as maps from header to (unescaped) value.
+pub fn vectors(name: &str) -> Vec<std::collections::HashMap<String, String>> {
+    let dir = std::env::var_os("IMID_VECTORS").map(PathBuf::from).unwrap_or_else(|| {
+        let local = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors");
+        if local.join(name).exists() {
+            local
+        } else {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/vectors")
+        }
+    });
+    let path = dir.join(name);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("header").split('\t').collect();
+    lines
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            header
+                .iter()
+                .zip(l.split('\t').chain(std::iter::repeat("")))
+                .map(|(h, v)| (h.to_string(), v.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+/// Undoes the vectors' escaping: `\\`, `\t`, `\n`, `\r`, `\xHH`.
+pub fn unescape(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 1 < b.len() {
+            match b[i + 1] {
+                b'\\' => { out.push(b'\\'); i += 2; }
+                b't' => { out.push(b'\t'); i += 2; }
+                b'n' => { out.push(b'\n'); i += 2; }
+                b'r' => { out.push(b'\r'); i += 2; }
+                b'x' if i + 3 < b.len() + 0 && i + 4 <= b.len() => {
+                    let h = std::str::from_utf8(&b[i + 2..i + 4]).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
+                    match h {
+                        Some(v) => { out.push(v); i += 4; }
+                        None => { out.push(b[i]); i += 1; }
+                    }
+                }
+                _ => { out.push(b[i]); i += 1; }
+            }
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+pub fn hex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2)
+        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).expect("hex"))
+        .collect()
+}

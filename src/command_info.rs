@@ -8,11 +8,27 @@ use std::ffi::CString;
 
 /// (name, arity, summary). Negative arity means "at least |arity|" as in Redis.
 const COMMANDS: &[(&str, i32, &str)] = &[
-    ("MSGID.GEN", 3, "Issues a new time-ordered message ID for a conversation"),
-    ("MSGID.ENCODE", 5, "Builds a message ID from explicit fields"),
+    (
+        "MSGID.GEN",
+        3,
+        "Issues a new time-ordered message ID for a conversation",
+    ),
+    (
+        "MSGID.ENCODE",
+        5,
+        "Builds a message ID from explicit fields",
+    ),
     ("MSGID.DECODE", 2, "Splits a message ID into its fields"),
-    ("MSGID.HASH", 2, "The 22-bit target hash MSGID.GEN would embed"),
-    ("MSGID.FLOOR", 2, "Raises the message-ID time floor (replication and AOF of the time lease)"),
+    (
+        "MSGID.HASH",
+        2,
+        "The 22-bit target hash MSGID.GEN would embed",
+    ),
+    (
+        "MSGID.FLOOR",
+        2,
+        "Raises the message-ID time floor (replication and AOF of the time lease)",
+    ),
 ];
 
 const INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfoVersion {
@@ -29,9 +45,7 @@ pub fn register(ctx: &Context) -> Status {
             return Status::Err;
         };
         // SAFETY: ctx.ctx is the live module context of OnLoad; the name is NUL-terminated.
-        let cmd = unsafe {
-            raw::RedisModule_GetCommand.map(|f| f(ctx.ctx, cname.as_ptr()))
-        };
+        let cmd = unsafe { raw::RedisModule_GetCommand.map(|f| f(ctx.ctx, cname.as_ptr())) };
         let Some(cmd) = cmd.filter(|c| !c.is_null()) else {
             ctx.log_warning(&format!("imid: command {name} not registered"));
             return Status::Err;
@@ -44,9 +58,7 @@ pub fn register(ctx: &Context) -> Status {
         info.since = since.as_ptr();
         info.arity = arity;
         // SAFETY: cmd came from RedisModule_GetCommand for a command of this module.
-        let rc = unsafe {
-            raw::RedisModule_SetCommandInfo.map(|f| f(cmd, &mut info))
-        };
+        let rc = unsafe { raw::RedisModule_SetCommandInfo.map(|f| f(cmd, &info)) };
         if rc != Some(raw::REDISMODULE_OK as i32) {
             ctx.log_warning(&format!("imid: could not set command info for {name}"));
             return Status::Err;

@@ -3,16 +3,30 @@
 //! This file is the table of contents: the module, its commands, its configs, and init.
 //! Redis-free logic lives in `core/`, command handlers in `commands/`.
 
+mod command_info;
 pub mod commands;
 pub mod config;
 pub mod core;
-mod command_info;
 mod stats;
 
 use config::{HashMode, CLUSTER_MODE, MSGID_HASH, SEQ_GAP};
 use redis_module::configuration::ConfigurationFlags;
 use redis_module::{redis_module, Context, ContextFlags, RedisString, Status};
 use std::sync::atomic::Ordering;
+
+/// The global allocator: Redis's own inside redis-server (so `used_memory` and `MEMORY USAGE`
+/// see our allocations), the system allocator in unit tests and benches, which run without a
+/// server (Redis's allocator aborts there).
+#[cfg(not(any(test, feature = "system-alloc")))]
+mod allocator {
+    pub type Alloc = redis_module::alloc::RedisAlloc;
+    pub const ALLOC: Alloc = redis_module::alloc::RedisAlloc;
+}
+#[cfg(any(test, feature = "system-alloc"))]
+mod allocator {
+    pub type Alloc = std::alloc::System;
+    pub const ALLOC: Alloc = std::alloc::System;
+}
 
 /// Module version as Redis shows it (`MODULE LIST`): major*10000 + minor*100 + patch.
 pub const MODULE_VERSION: i32 = 100;
@@ -28,16 +42,17 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
 redis_module! {
     name: "imid",
     version: MODULE_VERSION,
-    allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
+    allocator: (allocator::Alloc, allocator::ALLOC),
     data_types: [],
     init: init,
     commands: [
-        // name, handler, flags, first key, last key, key step, ACL categories (none: Redis 7.0)
-        ["MSGID.GEN", guarded!(commands::msgid::gen), "write fast", 2, 2, 1, ""],
-        ["MSGID.ENCODE", guarded!(commands::msgid::encode), "readonly fast", 0, 0, 0, ""],
-        ["MSGID.DECODE", guarded!(commands::msgid::decode), "readonly fast", 0, 0, 0, ""],
-        ["MSGID.HASH", guarded!(commands::msgid::hash), "readonly fast", 0, 0, 0, ""],
-        ["MSGID.FLOOR", guarded!(commands::msgid::floor), "write fast", 0, 0, 0, ""],
+        // name (lowercase, as Redis lists its own), handler, flags, first key, last key, key
+        // step, ACL categories (none: Redis 7.0 has no module ACL categories)
+        ["msgid.gen", guarded!(commands::msgid::gen), "write fast", 2, 2, 1, ""],
+        ["msgid.encode", guarded!(commands::msgid::encode), "readonly fast", 0, 0, 0, ""],
+        ["msgid.decode", guarded!(commands::msgid::decode), "readonly fast", 0, 0, 0, ""],
+        ["msgid.hash", guarded!(commands::msgid::hash), "readonly fast", 0, 0, 0, ""],
+        ["msgid.floor", guarded!(commands::msgid::floor), "write fast", 0, 0, 0, ""],
     ],
     configurations: [
         i64: [

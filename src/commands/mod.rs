@@ -70,7 +70,9 @@ pub fn wrongtype() -> RedisError {
 pub fn int_arg(arg: &RedisString, name: &str, min: i64, max: i64) -> Result<i64, RedisError> {
     match arg.parse_integer() {
         Ok(v) if (min..=max).contains(&v) => Ok(v),
-        _ => Err(err(format_args!("{name} must be an integer in {min}..{max}"))),
+        _ => Err(err(format_args!(
+            "{name} must be an integer in {min}..{max}"
+        ))),
     }
 }
 
@@ -115,11 +117,11 @@ mod tests {
     #[test]
     fn guard_turns_panic_into_internal_error() {
         let mut logged = String::new();
-        let r: Result<(), _> = run_guarded(
+        let r: Result<u8, _> = run_guarded(
             || {
                 let v: Vec<u8> = Vec::new();
                 let i = v.len() + 3;
-                Ok(drop(v[i])) // index out of bounds
+                Ok(v[i]) // index out of bounds
             },
             |m| logged = m.to_owned(),
         );

@@ -36,8 +36,9 @@ pub fn raise_floor(ms: u64) {
 fn target_hash(target: &[u8]) -> Result<u32, RedisError> {
     match effective_hash_mode() {
         HashMode::slot => Ok(slot_hash22(target)),
-        _ => java_hash22(target)
-            .ok_or_else(|| err("target must be valid UTF-8 in java hash mode (imid.msgid-hash java)")),
+        _ => java_hash22(target).ok_or_else(|| {
+            err("target must be valid UTF-8 in java hash mode (imid.msgid-hash java)")
+        }),
     }
 }
 
@@ -61,7 +62,7 @@ pub fn gen(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         channel_type as u64,
         u64::from(hash),
     )
-    .map_err(|e| err(e))?;
+    .map_err(err)?;
     reply_bulk(ctx, &fields.to_id().to_text())
 }
 
@@ -74,14 +75,14 @@ pub fn encode(_ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let seq = int_arg(seq, "seq", 0, i64::from(MAX_SEQ))?;
     let channel_type = int_arg(channel_type, "channel_type", 0, i64::from(MAX_TYPE))?;
     let hash = int_arg(hash, "hash", 0, i64::from(MAX_HASH))?;
-    let fields = Fields::new(time as u64, seq as u64, channel_type as u64, hash as u64)
-        .map_err(|e| err(e))?;
+    let fields =
+        Fields::new(time as u64, seq as u64, channel_type as u64, hash as u64).map_err(err)?;
     Ok(RedisValue::StringBuffer(fields.to_id().to_text().to_vec()))
 }
 
 /// Parses a message ID argument under the strict rules (shared with OPENID.ENC).
 pub fn parse_msgid(arg: &RedisString) -> Result<MsgId, RedisError> {
-    MsgId::parse(arg.as_slice()).map_err(|e| err(e))
+    MsgId::parse(arg.as_slice()).map_err(err)
 }
 
 /// MSGID.DECODE msgid
@@ -106,7 +107,9 @@ pub fn hash(_ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let [_, target] = args.as_slice() else {
         return Err(RedisError::WrongArity);
     };
-    Ok(RedisValue::Integer(i64::from(target_hash(target.as_slice())?)))
+    Ok(RedisValue::Integer(i64::from(target_hash(
+        target.as_slice(),
+    )?)))
 }
 
 /// MSGID.FLOOR time_ms

@@ -32,7 +32,11 @@ mod tests {
             ("user1", 111578566, 2526662),
             ("polygenelubricants", i32::MIN, 0),
             // U+1F600 is a surrogate pair D83D DE00: 0xD83D*31 + 0xDE00
-            ("\u{1F600}", 0xD83D * 31 + 0xDE00, (0xD83D * 31 + 0xDE00) as u32 & MAX_HASH),
+            (
+                "\u{1F600}",
+                0xD83D * 31 + 0xDE00,
+                (0xD83D * 31 + 0xDE00) as u32 & MAX_HASH,
+            ),
         ];
         for &(s, code, h22) in cases {
             assert_eq!(java_hash_code(s.as_bytes()), Some(code), "{s:?}");

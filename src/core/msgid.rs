@@ -216,11 +216,32 @@ mod tests {
         // (time, seq, type, hash, hex of the 10 bytes, text)
         let cases: &[(u64, u64, u64, u64, &str, &str)] = &[
             (0, 0, 0, 0, "00000000000000000000", "0000-0000-0000-0000"),
-            (0, 4094, 1, 2526662, "00000000003ff8668dc6", "0000-0000-7VS6-D3E6"),
-            (1, 1, 1, 2526662, "00000000004004668dc6", "0000-0000-8026-D3E6"),
-            (MAX_TIME, 4095, 15, 4194303, "ffffffffffffffffffff", "VVVV-VVVV-VVVV-VVVV"),
+            (
+                0,
+                4094,
+                1,
+                2526662,
+                "00000000003ff8668dc6",
+                "0000-0000-7VS6-D3E6",
+            ),
+            (
+                1,
+                1,
+                1,
+                2526662,
+                "00000000004004668dc6",
+                "0000-0000-8026-D3E6",
+            ),
+            (
+                MAX_TIME,
+                4095,
+                15,
+                4194303,
+                "ffffffffffffffffffff",
+                "VVVV-VVVV-VVVV-VVVV",
+            ),
             (0, 0, 0, 1, "00000000000000000001", "0000-0000-0000-0001"),
-            (0, 0, 15, 0, "0000000000000003c000", "0000-0000-0000-F000"),
+            (0, 0, 15, 0, "00000000000003c00000", "0000-0000-001S-0000"),
         ];
         for &(t, s, c, h, hex, text) in cases {
             let id = Fields::new(t, s, c, h).unwrap().to_id();
@@ -259,7 +280,12 @@ mod tests {
             ("CE62-7N4Q-O006-D3é".as_bytes(), ParseError::Symbol(18)),
         ];
         for (text, err) in cases {
-            assert_eq!(MsgId::parse(text), Err(*err), "{:?}", String::from_utf8_lossy(text));
+            assert_eq!(
+                MsgId::parse(text),
+                Err(*err),
+                "{:?}",
+                String::from_utf8_lossy(text)
+            );
         }
     }
 

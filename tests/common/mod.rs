@@ -17,9 +17,7 @@ pub use redis::{Connection, Value};
 pub fn module_path() -> PathBuf {
     let p = std::env::var_os("IMID_MODULE")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libimid.so")
-        });
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libimid.so"));
     assert!(
         p.exists(),
         "module not found at {}: run `cargo build --release` (make test does) or set IMID_MODULE",
@@ -37,7 +35,10 @@ pub fn redis_server_bin() -> String {
         .status()
         .map(|s| s.success())
         .unwrap_or(false);
-    assert!(ok, "{bin} not found: install redis-server (make test does) or set REDIS_SERVER");
+    assert!(
+        ok,
+        "{bin} not found: install redis-server (make test does) or set REDIS_SERVER"
+    );
     bin
 }
 
@@ -171,7 +172,8 @@ impl Server {
         let mut s = String::new();
         for f in [&self.log, &self.dir.join("stdout.log")] {
             if let Ok(file) = std::fs::File::open(f) {
-                let lines: Vec<String> = BufReader::new(file).lines().map_while(Result::ok).collect();
+                let lines: Vec<String> =
+                    BufReader::new(file).lines().map_while(Result::ok).collect();
                 let start = lines.len().saturating_sub(15);
                 s.push_str(&lines[start..].join("\n"));
                 s.push('\n');
@@ -191,7 +193,7 @@ impl Server {
 
     /// A new connection; panics with the server's log when it cannot connect.
     pub fn client(&self) -> Connection {
-        let mut con = self
+        let con = self
             .try_client()
             .unwrap_or_else(|e| panic!("connect to {}: {e}\n{}", self.port, self.log_tail()));
         con.set_read_timeout(Some(Duration::from_secs(60))).ok();
@@ -267,8 +269,10 @@ impl Server {
     pub fn info_field(&self, section: &str, field: &str) -> Option<String> {
         let mut con = self.client();
         let info: String = redis::cmd("INFO").arg(section).query(&mut con).ok()?;
-        info.lines()
-            .find_map(|l| l.strip_prefix(&format!("{field}:")).map(|v| v.trim().to_owned()))
+        info.lines().find_map(|l| {
+            l.strip_prefix(&format!("{field}:"))
+                .map(|v| v.trim().to_owned())
+        })
     }
 
     /// An `imid_<name>` counter from `INFO imid`.
@@ -304,7 +308,12 @@ pub fn expect_err(con: &mut Connection, args: &[&[u8]]) -> String {
         c.arg(*a);
     }
     match c.query::<Value>(con) {
-        Ok(v) => panic!("expected an error for {:?}, got {v:?}", args.iter().map(|a| String::from_utf8_lossy(a)).collect::<Vec<_>>()),
+        Ok(v) => panic!(
+            "expected an error for {:?}, got {v:?}",
+            args.iter()
+                .map(|a| String::from_utf8_lossy(a))
+                .collect::<Vec<_>>()
+        ),
         Err(e) => err_text(&e),
     }
 }
@@ -321,17 +330,19 @@ pub fn cmd<T: redis::FromRedisValue>(con: &mut Connection, args: &[&str]) -> red
 /// The shared reference vectors: `../shared/vectors/<name>` beside this checkout, or
 /// `$IMID_VECTORS/<name>`. Returns the rows as maps from header to (unescaped) value.
 pub fn vectors(name: &str) -> Vec<std::collections::HashMap<String, String>> {
-    let dir = std::env::var_os("IMID_VECTORS").map(PathBuf::from).unwrap_or_else(|| {
-        let local = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors");
-        if local.join(name).exists() {
-            local
-        } else {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/vectors")
-        }
-    });
+    let dir = std::env::var_os("IMID_VECTORS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let local = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors");
+            if local.join(name).exists() {
+                local
+            } else {
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/vectors")
+            }
+        });
     let path = dir.join(name);
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().expect("header").split('\t').collect();
     lines
@@ -354,18 +365,41 @@ pub fn unescape(s: &str) -> Vec<u8> {
     while i < b.len() {
         if b[i] == b'\\' && i + 1 < b.len() {
             match b[i + 1] {
-                b'\\' => { out.push(b'\\'); i += 2; }
-                b't' => { out.push(b'\t'); i += 2; }
-                b'n' => { out.push(b'\n'); i += 2; }
-                b'r' => { out.push(b'\r'); i += 2; }
-                b'x' if i + 3 < b.len() + 0 && i + 4 <= b.len() => {
-                    let h = std::str::from_utf8(&b[i + 2..i + 4]).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
+                b'\\' => {
+                    out.push(b'\\');
+                    i += 2;
+                }
+                b't' => {
+                    out.push(b'\t');
+                    i += 2;
+                }
+                b'n' => {
+                    out.push(b'\n');
+                    i += 2;
+                }
+                b'r' => {
+                    out.push(b'\r');
+                    i += 2;
+                }
+                b'x' if i + 4 <= b.len() => {
+                    let h = std::str::from_utf8(&b[i + 2..i + 4])
+                        .ok()
+                        .and_then(|h| u8::from_str_radix(h, 16).ok());
                     match h {
-                        Some(v) => { out.push(v); i += 4; }
-                        None => { out.push(b[i]); i += 1; }
+                        Some(v) => {
+                            out.push(v);
+                            i += 4;
+                        }
+                        None => {
+                            out.push(b[i]);
+                            i += 1;
+                        }
                     }
                 }
-                _ => { out.push(b[i]); i += 1; }
+                _ => {
+                    out.push(b[i]);
+                    i += 1;
+                }
             }
         } else {
             out.push(b[i]);

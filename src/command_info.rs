@@ -29,6 +29,16 @@ const COMMANDS: &[(&str, i32, &str)] = &[
         2,
         "Raises the message-ID time floor (replication and AOF of the time lease)",
     ),
+    (
+        "OPENID.ENC",
+        4,
+        "Makes the public ID of a message (plain or keyed)",
+    ),
+    (
+        "OPENID.DEC",
+        2,
+        "Verifies a public message ID and splits it into its fields",
+    ),
 ];
 
 const INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfoVersion {

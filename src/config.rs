@@ -1,8 +1,10 @@
 //! Module configs (`imid.<name>`), settable at load and with `CONFIG SET`.
 
-use redis_module::enum_configuration;
+use crate::core::openid::KeyRing;
+use redis_module::configuration::{ConfigurationContext, ConfigurationValue};
+use redis_module::{enum_configuration, RedisError, RedisString};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock};
 
 enum_configuration! {
     /// `imid.msgid-hash`: how MSGID.GEN/HASH hash the target. The variant names are the
@@ -39,4 +41,49 @@ pub fn effective_hash_mode() -> HashMode {
 
 pub fn seq_gap() -> u64 {
     u64::try_from(SEQ_GAP.load(Ordering::Relaxed)).unwrap_or(0)
+}
+
+/// `imid.openid-keys`: the parsed key list, expanded into AES key schedules once when the
+/// config is set, so OPENID.* never parses or expands a key per call. The text is kept only
+/// for `CONFIG GET` / `CONFIG REWRITE`, which must be able to write the keys back.
+pub struct OpenIdKeys(RwLock<OpenIdKeysState>);
+
+struct OpenIdKeysState {
+    text: String,
+    ring: KeyRing,
+}
+
+pub static OPENID_KEYS: OpenIdKeys = OpenIdKeys(RwLock::new(OpenIdKeysState {
+    text: String::new(),
+    ring: KeyRing::plain(),
+}));
+
+impl OpenIdKeys {
+    /// Runs `f` with the current key ring. Commands run on the main thread, so the lock is
+    /// never contended; a poisoned lock still holds a complete ring (it is replaced whole).
+    pub fn with<T>(&self, f: impl FnOnce(&KeyRing) -> T) -> T {
+        let g = self.0.read().unwrap_or_else(|e| e.into_inner());
+        f(&g.ring)
+    }
+}
+
+impl ConfigurationValue<RedisString> for OpenIdKeys {
+    fn get(&self, _ctx: &ConfigurationContext) -> RedisString {
+        let g = self.0.read().unwrap_or_else(|e| e.into_inner());
+        RedisString::create(None, g.text.as_str())
+    }
+
+    /// Parses the whole list before replacing anything: a refused value leaves the old keys
+    /// in force. The error names the entry by position, never its text.
+    fn set(&self, _ctx: &ConfigurationContext, val: RedisString) -> Result<(), RedisError> {
+        let list = std::str::from_utf8(val.as_slice())
+            .map_err(|_| RedisError::Str("imid.openid-keys must be ASCII"))?;
+        let parsed = KeyRing::parse(list).map_err(|e| RedisError::String(e.to_string()))?;
+        let mut g = self.0.write().unwrap_or_else(|e| e.into_inner());
+        *g = OpenIdKeysState {
+            text: parsed.text,
+            ring: parsed.ring,
+        };
+        Ok(())
+    }
 }

@@ -5,7 +5,6 @@ use redis_module::InfoContext;
 use redis_module::RedisResult;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-#[allow(dead_code)] // used by the SEQ and OPENID families
 pub struct Counter(AtomicU64);
 
 #[allow(dead_code)] // used by the SEQ and OPENID families
@@ -44,6 +43,9 @@ fn imid_info(ctx: &InfoContext, _for_crash_report: bool) -> RedisResult<()> {
         ("msgid_high_water_ms", hwm),
     ];
     for (name, v) in fields {
+        ctx.add_info_field_long_long(name, i64::try_from(v).unwrap_or(i64::MAX));
+    }
+    for (name, v) in crate::commands::openid::info_fields() {
         ctx.add_info_field_long_long(name, i64::try_from(v).unwrap_or(i64::MAX));
     }
     Ok(())

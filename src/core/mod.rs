@@ -3,4 +3,5 @@
 pub mod generator;
 pub mod javahash;
 pub mod msgid;
+pub mod openid;
 pub mod slot;

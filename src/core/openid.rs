@@ -297,7 +297,8 @@ fn xor6(a: &[u8; 6], b: &[u8; 6]) -> [u8; 6] {
 #[derive(Clone)]
 pub enum Format {
     Plain,
-    Keyed(Key),
+    /// Boxed: two expanded AES key schedules dwarf the `Plain` variant.
+    Keyed(Box<Key>),
 }
 
 /// The parsed `imid.openid-keys`: the first entry encodes, every entry decodes, in order.
@@ -413,7 +414,7 @@ impl KeyRing {
                 return Err(KeyListError::Duplicate(n));
             }
             seen.push(key);
-            formats.push(Format::Keyed(Key::new(key)));
+            formats.push(Format::Keyed(Box::new(Key::new(key))));
             text.push(entry.to_ascii_lowercase());
         }
         Ok(Parsed {

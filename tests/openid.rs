@@ -529,3 +529,57 @@ fn garbage_to_dec_is_always_an_error_and_the_server_lives() {
     }
     assert!(s.alive());
 }
+
+/// Why `CONFIG GET imid.openid-keys` returns the real keys: CONFIG REWRITE writes the config
+/// file from the same getter, and must not replace the keys with a redacted form.
+#[test]
+fn config_rewrite_keeps_the_keys() {
+    let dir = temp_dir("rewrite");
+    let port = free_port();
+    let conf = dir.join("redis.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "port {port}\nbind 127.0.0.1\nsave \"\"\ndir {}\nlogfile {}\nloadmodule {}\nimid.openid-keys {KEY_A}\n",
+            dir.display(),
+            dir.join("redis.log").display(),
+            module_path().display()
+        ),
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(redis_server_bin())
+        .arg(&conf)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut con = loop {
+        if let Ok(mut c) = client.get_connection() {
+            if cmd::<String>(&mut c, &["PING"]).is_ok() {
+                break c;
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "server did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let _: () = cmd(
+        &mut con,
+        &[
+            "CONFIG",
+            "SET",
+            "imid.openid-keys",
+            &format!("{KEY_B},{KEY_A}"),
+        ],
+    )
+    .unwrap();
+    let _: () = cmd(&mut con, &["CONFIG", "REWRITE"]).unwrap();
+    let text = std::fs::read_to_string(&conf).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        text.contains(&format!("imid.openid-keys \"{KEY_B},{KEY_A}\"")),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

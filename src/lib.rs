@@ -8,6 +8,17 @@ pub mod commands;
 pub mod config;
 pub mod core;
 mod stats;
+#[cfg(feature = "test-hooks")]
+mod test_hooks;
+
+/// The wall clock the generator reads: the system clock, or the tests' steerable clock in a
+/// build with the `test-hooks` feature.
+pub fn now_ms() -> u64 {
+    #[cfg(feature = "test-hooks")]
+    return test_hooks::now_ms();
+    #[cfg(not(feature = "test-hooks"))]
+    core::generator::Clock::now_ms(&core::generator::SystemClock)
+}
 
 use config::{HashMode, CLUSTER_MODE, MSGID_HASH, OPENID_KEYS, SEQ_GAP};
 use redis_module::configuration::ConfigurationFlags;
@@ -36,6 +47,10 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         ctx.get_flags().contains(ContextFlags::CLUSTER),
         Ordering::Relaxed,
     );
+    #[cfg(feature = "test-hooks")]
+    if test_hooks::register(ctx) == Status::Err {
+        return Status::Err;
+    }
     command_info::register(ctx)
 }
 

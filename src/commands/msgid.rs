@@ -2,7 +2,7 @@
 
 use super::{err, int_arg, reply_bulk, reply_fields, Val};
 use crate::config::{effective_hash_mode, HashMode};
-use crate::core::generator::{Clock, GenStats, Generator, SystemClock};
+use crate::core::generator::{GenStats, Generator};
 use crate::core::javahash::java_hash22;
 use crate::core::msgid::{Fields, MsgId, MAX_HASH, MAX_SEQ, MAX_TIME, MAX_TYPE};
 use crate::core::slot::slot_hash22;
@@ -50,7 +50,7 @@ pub fn gen(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let channel_type = int_arg(channel_type, "channel_type", 0, i64::from(MAX_TYPE))?;
     let hash = target_hash(target.as_slice())?;
     let issued = generator()
-        .next(SystemClock.now_ms())
+        .next(crate::now_ms())
         .map_err(|_| err("message id time field exhausted (2^42-1 ms)"))?;
     if let Some(lease) = issued.renewed_lease {
         // The lease is the effect to persist and replicate; the IDs themselves are not.

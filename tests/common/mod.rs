@@ -26,6 +26,23 @@ pub fn module_path() -> PathBuf {
     p
 }
 
+/// The module built with the `test-hooks` feature (IMID.TEST-CLOCK, IMID.TEST-PANIC):
+/// `$IMID_TEST_MODULE`, else `target/test-hooks/release/libimid.so` (make test builds it).
+pub fn hooks_module_path() -> PathBuf {
+    let p = std::env::var_os("IMID_TEST_MODULE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-hooks/release/libimid.so")
+        });
+    assert!(
+        p.exists(),
+        "test-hooks module not found at {}: run `cargo build --release --features test-hooks \
+         --target-dir target/test-hooks` (make test does) or set IMID_TEST_MODULE",
+        p.display()
+    );
+    p
+}
+
 /// The redis-server binary: `$REDIS_SERVER`, else `redis-server` on PATH.
 pub fn redis_server_bin() -> String {
     let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
@@ -67,6 +84,10 @@ pub struct Server {
     pub dir: PathBuf,
     /// Extra `--name value` arguments, kept for restarts.
     pub args: Vec<String>,
+    /// Extra environment for the process, kept for restarts.
+    pub env: Vec<(String, String)>,
+    /// The module file loaded (the release build, or the test-hooks build).
+    pub module: PathBuf,
     child: Option<Child>,
     /// Where stdout/stderr of the process go (also holds panics).
     log: PathBuf,
@@ -86,6 +107,24 @@ impl Server {
     }
 
     pub fn start_in(dir: PathBuf, args: &[&str]) -> Server {
+        Server::start_in_env(dir, args, Vec::new())
+    }
+
+    /// A server running the test-hooks build of the module (steerable clock, panic command).
+    pub fn start_hooked(args: &[&str]) -> Server {
+        Server::start_hooked_in(temp_dir("hooked"), args)
+    }
+
+    pub fn start_hooked_in(dir: PathBuf, args: &[&str]) -> Server {
+        Server::start_full(dir, args, Vec::new(), hooks_module_path())
+    }
+
+    /// A server in `dir` with extra environment variables for the process.
+    pub fn start_in_env(dir: PathBuf, args: &[&str], env: Vec<(String, String)>) -> Server {
+        Server::start_full(dir, args, env, module_path())
+    }
+
+    fn start_full(dir: PathBuf, args: &[&str], env: Vec<(String, String)>, module: PathBuf) -> Server {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let mut last_err = String::new();
         for _ in 0..5 {
@@ -94,6 +133,8 @@ impl Server {
                 log: dir.join("redis.log"),
                 dir: dir.clone(),
                 args: args.clone(),
+                env: env.clone(),
+                module: module.clone(),
                 child: None,
                 keep_dir: false,
             };
@@ -125,7 +166,7 @@ impl Server {
             "--enable-debug-command".into(),
             "yes".into(),
             "--loadmodule".into(),
-            module_path().display().to_string(),
+            self.module.display().to_string(),
         ];
         v.extend(self.args.iter().cloned());
         v
@@ -140,6 +181,7 @@ impl Server {
         let err = out.try_clone().map_err(|e| e.to_string())?;
         let child = Command::new(redis_server_bin())
             .args(self.command_line())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)

@@ -1,0 +1,182 @@
+//! MSGID.GEN under a wall clock the test moves (the test-hooks build's IMID.TEST-CLOCK):
+//! frozen, stepped back, and behind after a restart or a failover. IDs keep increasing and
+//! never repeat, and the INFO counters say what happened. Also: a panic in a handler is an
+//! `ERR internal error`, not a dead server.
+mod common;
+use common::*;
+use std::collections::HashSet;
+
+fn gen_many(con: &mut Connection, n: usize, target: &str) -> Vec<String> {
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        let mut p = redis::pipe();
+        for _ in 0..(n - out.len()).min(1000) {
+            p.cmd("MSGID.GEN").arg(1).arg(target);
+        }
+        out.extend(p.query::<Vec<String>>(con).unwrap());
+    }
+    out
+}
+
+fn time_of(con: &mut Connection, id: &str) -> i64 {
+    let v: Vec<Value> = cmd(con, &["MSGID.DECODE", id]).unwrap();
+    redis::from_redis_value(v[1].clone()).unwrap()
+}
+
+fn assert_increasing(ids: &[String]) {
+    for w in ids.windows(2) {
+        assert!(w[0] < w[1], "{} then {}", w[0], w[1]);
+    }
+}
+
+fn set_clock(con: &mut Connection, args: &[&str]) {
+    let mut a = vec!["IMID.TEST-CLOCK"];
+    a.extend_from_slice(args);
+    let _: String = cmd(con, &a).unwrap();
+}
+
+fn now_ms(con: &mut Connection) -> i64 {
+    let (s, us): (i64, i64) = cmd(con, &["TIME"]).unwrap();
+    s * 1000 + us / 1000
+}
+
+#[test]
+fn frozen_clock_borrows_exactly_one_ms_per_4096_ids() {
+    let s = Server::start_hooked(&[]);
+    let mut con = s.client();
+    set_clock(&mut con, &["FREEZE", "1893456000000"]); // 2030-01-01, frozen
+    let ids = gen_many(&mut con, 10_000, "t");
+    assert_increasing(&ids);
+    assert_eq!(ids.iter().collect::<HashSet<_>>().len(), 10_000);
+    assert_eq!(time_of(&mut con, &ids[0]), 1893456000000);
+    assert_eq!(time_of(&mut con, &ids[4095]), 1893456000000);
+    assert_eq!(time_of(&mut con, &ids[4096]), 1893456000001, "4097th ID borrows the next ms");
+    assert_eq!(time_of(&mut con, &ids[9_999]), 1893456000002);
+    assert_eq!(s.imid_stat("msgid_borrowed_ms"), 2);
+    assert_eq!(s.imid_stat("msgid_clock_regressions"), 0);
+}
+
+#[test]
+fn clock_stepping_back_never_repeats_an_id() {
+    let s = Server::start_hooked(&[]);
+    let mut con = s.client();
+    let before = gen_many(&mut con, 3_000, "t");
+    set_clock(&mut con, &["OFFSET", "-30000"]); // the wall clock jumps 30 seconds back
+    let after = gen_many(&mut con, 10_000, "t");
+    let all: Vec<String> = before.iter().chain(after.iter()).cloned().collect();
+    assert_increasing(&all);
+    assert_eq!(all.iter().collect::<HashSet<_>>().len(), all.len());
+    assert_eq!(s.imid_stat("msgid_clock_regressions"), 1, "one regression event");
+    // While the clock is behind, IDs hold at the last time and count up, borrowing as needed.
+    let last_before = time_of(&mut con, before.last().unwrap());
+    assert_eq!(time_of(&mut con, &after[0]), last_before);
+    assert!(s.imid_stat("msgid_borrowed_ms") >= 2, "10,000 IDs on a held millisecond borrow");
+    assert!(time_of(&mut con, after.last().unwrap()) < now_ms(&mut con) + 100);
+}
+
+#[test]
+fn restart_from_aof_with_the_clock_behind_starts_above_old_ids() {
+    let mut s = Server::start_hooked(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut con = s.client();
+    let old = gen_many(&mut con, 5_000, "t");
+    s.kill(); // kill -9
+    s.restart();
+    let mut con = s.client();
+    set_clock(&mut con, &["OFFSET", "-60000"]); // the restarted node's clock is a minute behind
+    let new = gen_many(&mut con, 1_000, "t");
+    assert!(new[0] > *old.last().unwrap(), "{} <= {}", new[0], old.last().unwrap());
+    assert_increasing(&new);
+}
+
+#[test]
+fn restart_from_aof_without_preamble_keeps_the_mark_after_a_rewrite() {
+    let mut s = Server::start_hooked(&[
+        "--appendonly", "yes", "--appendfsync", "always", "--aof-use-rdb-preamble", "no",
+    ]);
+    let mut con = s.client();
+    let old = gen_many(&mut con, 2_000, "t");
+    let _: String = cmd(&mut con, &["BGREWRITEAOF"]).unwrap();
+    while s.info_field("persistence", "aof_rewrite_in_progress").as_deref() != Some("0")
+        || s.info_field("persistence", "aof_rewrite_scheduled").as_deref() != Some("0")
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    s.kill();
+    s.restart();
+    let mut con = s.client();
+    set_clock(&mut con, &["OFFSET", "-60000"]);
+    let new = gen_many(&mut con, 100, "t");
+    assert!(new[0] > *old.last().unwrap(), "{} <= {}", new[0], old.last().unwrap());
+}
+
+#[test]
+fn restart_from_rdb_with_the_clock_behind_starts_above_old_ids() {
+    let mut s = Server::start_hooked(&[]);
+    let mut con = s.client();
+    let old = gen_many(&mut con, 5_000, "t");
+    s.shutdown(true); // SHUTDOWN SAVE: the high-water mark travels as RDB aux data
+    s.restart();
+    let mut con = s.client();
+    set_clock(&mut con, &["OFFSET", "-60000"]);
+    let new = gen_many(&mut con, 1_000, "t");
+    assert!(new[0] > *old.last().unwrap(), "{} <= {}", new[0], old.last().unwrap());
+    assert!(s.imid_stat("msgid_high_water_ms") > time_of(&mut con, old.last().unwrap()));
+}
+
+#[test]
+fn debug_reload_keeps_the_mark() {
+    let s = Server::start_hooked(&[]);
+    let mut con = s.client();
+    let old = gen_many(&mut con, 100, "t");
+    let hwm = s.imid_stat("msgid_high_water_ms");
+    let _: String = cmd(&mut con, &["DEBUG", "RELOAD"]).unwrap();
+    assert!(s.imid_stat("msgid_high_water_ms") >= hwm);
+    set_clock(&mut con, &["OFFSET", "-60000"]);
+    assert!(gen_many(&mut con, 10, "t")[0] > *old.last().unwrap());
+}
+
+#[test]
+fn promoted_replica_with_a_slow_clock_issues_above_the_old_primary() {
+    for full_sync_first in [true, false] {
+        let mut primary = Server::start_hooked(&[]);
+        let mut pcon = primary.client();
+        // IDs issued before the replica exists reach it through the full sync (RDB aux) ...
+        let mut old = if full_sync_first { gen_many(&mut pcon, 2_000, "t") } else { Vec::new() };
+        let port = primary.port.to_string();
+        let replica = Server::start_hooked(&["--replicaof", "127.0.0.1", &port]);
+        let mut rcon = replica.client();
+        while replica.info_field("replication", "master_link_status").as_deref() != Some("up") {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // ... and IDs issued afterwards through the replicated MSGID.FLOOR.
+        old.extend(gen_many(&mut pcon, 5_000, "t"));
+        let n: i64 = cmd(&mut pcon, &["WAIT", "1", "5000"]).unwrap();
+        assert_eq!(n, 1, "replica did not acknowledge");
+        primary.kill(); // the primary dies
+        set_clock(&mut rcon, &["OFFSET", "-60000"]); // and the replica's clock is a minute behind
+        let _: String = cmd(&mut rcon, &["REPLICAOF", "NO", "ONE"]).unwrap();
+        let new = gen_many(&mut rcon, 1_000, "t");
+        assert!(new[0] > *old.last().unwrap(), "{} <= {}", new[0], old.last().unwrap());
+        assert_increasing(&new);
+    }
+}
+
+#[test]
+fn a_panic_in_a_handler_is_an_error_and_the_server_lives() {
+    let s = Server::start_hooked(&[]);
+    let mut con = s.client();
+    let _: String = cmd(&mut con, &["SET", "k", "v"]).unwrap();
+    let e = cmd::<Value>(&mut con, &["IMID.TEST-PANIC"]).unwrap_err();
+    assert_eq!(err_text(&e), "ERR internal error");
+    let v: String = cmd(&mut con, &["GET", "k"]).unwrap();
+    assert_eq!(v, "v", "the dataset survives");
+    assert!(s.log_tail().contains("imid: internal error in IMID.TEST-PANIC"), "{}", s.log_tail());
+}
+
+#[test]
+fn release_build_has_no_test_hooks() {
+    let s = Server::start();
+    let mut con = s.client();
+    let e = cmd::<Value>(&mut con, &["IMID.TEST-CLOCK", "REAL"]).unwrap_err();
+    assert!(err_text(&e).contains("unknown command"), "{e}");
+}

@@ -3,4 +3,5 @@
 pub mod generator;
 pub mod javahash;
 pub mod msgid;
+pub mod seq;
 pub mod slot;

@@ -2,6 +2,7 @@
 //! parsing, error construction and replies with named fields.
 
 pub mod msgid;
+pub mod seq;
 
 use redis_module::{raw, Context, RedisError, RedisResult, RedisString, RedisValue};
 use std::os::raw::{c_char, c_long};

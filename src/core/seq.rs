@@ -114,14 +114,18 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// (value, needs_gap, count, gap) and the expected (last, skipped_gap) or error.
+    type NextCase = (u64, bool, u64, u64, Result<(u64, bool), NextError>);
+    /// (value, needs_gap, to) and the expected (value, needs_gap).
+    type AdvanceCase = (u64, bool, u64, Option<(u64, bool)>);
+
     fn seq(value: u64, needs_gap: bool) -> Seq {
         Seq::new(value, needs_gap).unwrap()
     }
 
     #[test]
     fn next_table() {
-        // (value, needs_gap, count, gap) -> Ok((last, skipped)) or Err
-        let cases: &[(u64, bool, u64, u64, Result<(u64, bool), NextError>)] = &[
+        let cases: &[NextCase] = &[
             (0, false, 1, 1000, Ok((1, false))),
             (0, false, 10, 1000, Ok((10, false))),
             (5, false, MAX_COUNT, 0, Ok((5 + MAX_COUNT, false))),
@@ -162,7 +166,7 @@ mod tests {
 
     #[test]
     fn advance_table() {
-        let cases: &[(u64, bool, u64, Option<(u64, bool)>)] = &[
+        let cases: &[AdvanceCase] = &[
             (0, false, 0, Some((0, false))),
             (0, false, 9, Some((9, false))),
             (9, false, 3, Some((9, false))),

@@ -70,7 +70,7 @@ fn raw_type() -> *mut raw::RedisModuleType {
     *SEQ_TYPE.raw_type.borrow()
 }
 
-/// Logs why a load failed, through the IO handle (Redis adds the key name when it has one).
+/// Logs why a load failed, through the IO handle (Redis prefixes the module name).
 fn log_io(rdb: *mut raw::RedisModuleIO, msg: &str) {
     let Ok(msg) = CString::new(msg) else {
         return;
@@ -79,7 +79,7 @@ fn log_io(rdb: *mut raw::RedisModuleIO, msg: &str) {
     // callback; "%s" consumes exactly the one NUL-terminated string passed.
     unsafe {
         if let Some(log) = raw::RedisModule_LogIOError {
-            log(rdb, c"warning".as_ptr(), c"imid: %s".as_ptr(), msg.as_ptr());
+            log(rdb, c"warning".as_ptr(), c"%s".as_ptr(), msg.as_ptr());
         }
     }
 }

@@ -39,6 +39,27 @@ const COMMANDS: &[(&str, i32, &str)] = &[
         2,
         "Verifies a public message ID and splits it into its fields",
     ),
+    (
+        "SEQ.NEXT",
+        -2,
+        "Reserves the next value (or a block of COUNT values) of a sequence",
+    ),
+    (
+        "SEQ.GET",
+        2,
+        "The current value of a sequence (0 when missing)",
+    ),
+    (
+        "SEQ.MGET",
+        -2,
+        "The current values of several sequences (0 when missing)",
+    ),
+    ("SEQ.SET", 3, "Sets a sequence to an exact value"),
+    (
+        "SEQ.ADVANCE",
+        3,
+        "Raises a sequence to at least a value (a read cursor)",
+    ),
 ];
 
 const INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfoVersion {

@@ -7,6 +7,7 @@ mod command_info;
 pub mod commands;
 pub mod config;
 pub mod core;
+mod seq_type;
 mod stats;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;
@@ -22,7 +23,9 @@ pub fn now_ms() -> u64 {
 
 use config::{HashMode, CLUSTER_MODE, MSGID_HASH, OPENID_KEYS, SEQ_GAP};
 use redis_module::configuration::ConfigurationFlags;
-use redis_module::{redis_module, Context, ContextFlags, RedisString, Status};
+use redis_module::{raw, redis_module, Context, ContextFlags, RedisString, Status};
+use seq_type::SEQ_TYPE;
+use std::os::raw::c_int;
 use std::sync::atomic::Ordering;
 
 /// The global allocator: Redis's own inside redis-server (so `used_memory` and `MEMORY USAGE`
@@ -51,6 +54,14 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     if test_hooks::register(ctx) == Status::Err {
         return Status::Err;
     }
+    // SAFETY: ctx.ctx is the live context of OnLoad; SetModuleOptions is filled in at load.
+    // With this option a truncated or mistyped RDB/DUMP payload makes our loader fail (RESTORE
+    // replies an error) instead of Redis aborting the server.
+    unsafe {
+        if let Some(set_options) = raw::RedisModule_SetModuleOptions {
+            set_options(ctx.ctx, raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int);
+        }
+    }
     command_info::register(ctx)
 }
 
@@ -58,7 +69,7 @@ redis_module! {
     name: "imid",
     version: MODULE_VERSION,
     allocator: (allocator::Alloc, allocator::ALLOC),
-    data_types: [],
+    data_types: [SEQ_TYPE],
     init: init,
     commands: [
         // name (lowercase, as Redis lists its own), handler, flags, first key, last key, key
@@ -70,6 +81,11 @@ redis_module! {
         ["msgid.floor", guarded!(commands::msgid::floor), "write fast", 0, 0, 0, ""],
         ["openid.enc", guarded!(commands::openid::enc), "readonly fast", 0, 0, 0, ""],
         ["openid.dec", guarded!(commands::openid::dec), "readonly fast", 0, 0, 0, ""],
+        ["seq.next", guarded!(commands::seq::next), "write deny-oom fast", 1, 1, 1, ""],
+        ["seq.get", guarded!(commands::seq::get), "readonly fast", 1, 1, 1, ""],
+        ["seq.mget", guarded!(commands::seq::mget), "readonly fast", 1, -1, 1, ""],
+        ["seq.set", guarded!(commands::seq::set), "write deny-oom fast", 1, 1, 1, ""],
+        ["seq.advance", guarded!(commands::seq::advance), "write deny-oom fast", 1, 1, 1, ""],
     ],
     configurations: [
         i64: [

@@ -3,6 +3,7 @@
 
 pub mod msgid;
 pub mod openid;
+pub mod seq;
 
 use redis_module::{raw, Context, RedisError, RedisResult, RedisString, RedisValue};
 use std::os::raw::{c_char, c_long};

@@ -4,4 +4,5 @@ pub mod generator;
 pub mod javahash;
 pub mod msgid;
 pub mod openid;
+pub mod seq;
 pub mod slot;

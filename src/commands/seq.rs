@@ -1,0 +1,152 @@
+//! SEQ.NEXT / GET / MGET / SET / ADVANCE.
+//!
+//! Every write replicates (and so persists in the AOF) its effect as `SEQ.SET key value`,
+//! never the command as called: replaying SEQ.NEXT on a replica or from the AOF could only
+//! agree with the primary by luck. Nothing is replicated when nothing changed.
+
+use super::{err, int_arg};
+use crate::config::seq_gap;
+use crate::core::seq::{NextError, Seq, MAX_COUNT, MAX_VALUE};
+use crate::seq_type::{Found, SeqKey};
+use crate::stats::Counter;
+use redis_module::{Context, ContextFlags, RedisError, RedisResult, RedisString, RedisValue};
+
+/// Values handed out by SEQ.NEXT (the sum of the counts), for `INFO imid`.
+pub static ISSUED: Counter = Counter::new();
+/// First NEXTs that skipped `imid.seq-gap` values after a load or a replication.
+pub static GAP_SKIPS: Counter = Counter::new();
+
+/// The `INFO imid` fields of this family, in order.
+pub fn info_fields() -> [(&'static str, u64); 2] {
+    [
+        ("seq_issued", ISSUED.get()),
+        ("seq_gap_skips", GAP_SKIPS.get()),
+    ]
+}
+
+fn value_arg(arg: &RedisString) -> Result<u64, RedisError> {
+    // The range starts at 0, so the cast keeps the value.
+    int_arg(arg, "value", 0, MAX_VALUE as i64).map(|v| v as u64)
+}
+
+fn current(found: Found) -> Seq {
+    match found {
+        Found::Missing => Seq::default(),
+        Found::Seq(s) => s,
+    }
+}
+
+fn reply_int(v: u64) -> RedisResult {
+    // Sequence values are at most 2^63-1 by construction.
+    Ok(RedisValue::Integer(i64::try_from(v).unwrap_or(i64::MAX)))
+}
+
+fn replicate_set(ctx: &Context, key: &RedisString, value: u64) {
+    ctx.replicate("SEQ.SET", &[key.as_slice(), value.to_string().as_bytes()]);
+}
+
+/// SEQ.NEXT key [COUNT n]
+pub fn next(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let [_, key, opts @ ..] = args.as_slice() else {
+        return Err(RedisError::WrongArity);
+    };
+    let mut count = 1;
+    let mut rest = opts;
+    while let [name, tail @ ..] = rest {
+        match (name.as_slice().eq_ignore_ascii_case(b"COUNT"), tail) {
+            (true, [n, tail @ ..]) => {
+                count = int_arg(n, "COUNT", 1, MAX_COUNT as i64)? as u64;
+                rest = tail;
+            }
+            _ => return Err(err("syntax error")),
+        }
+    }
+    let gap = seq_gap();
+    let k = SeqKey::write(ctx, key)?;
+    let n = current(k.get()?).next(count, gap).map_err(|e| match e {
+        NextError::Overflow => err("sequence overflow"),
+        NextError::ZeroCount => err("COUNT must be an integer in 1..1000000"),
+    })?;
+    k.set(n.state)?;
+    replicate_set(ctx, key, n.last);
+    ISSUED.add(count);
+    if n.skipped_gap {
+        GAP_SKIPS.add(1);
+    }
+    reply_int(n.last)
+}
+
+/// SEQ.GET key
+pub fn get(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let [_, key] = args.as_slice() else {
+        return Err(RedisError::WrongArity);
+    };
+    let found = SeqKey::read(ctx, key)?.get()?;
+    reply_int(current(found).value())
+}
+
+/// SEQ.MGET key [key ...]
+///
+/// One key of another type fails the whole command (unlike MGET's nil), so a client never
+/// mistakes a misconfigured key for a sequence at 0.
+pub fn mget(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let [_, keys @ ..] = args.as_slice() else {
+        return Err(RedisError::WrongArity);
+    };
+    if keys.is_empty() {
+        return Err(RedisError::WrongArity);
+    }
+    let values = keys
+        .iter()
+        .map(|key| {
+            let found = SeqKey::read(ctx, key)?.get()?;
+            Ok(RedisValue::Integer(
+                i64::try_from(current(found).value()).unwrap_or(i64::MAX),
+            ))
+        })
+        .collect::<Result<Vec<_>, RedisError>>()?;
+    Ok(RedisValue::Array(values))
+}
+
+/// SEQ.SET key value
+///
+/// A value this process did not choose itself (AOF replay, the primary's stream) is marked
+/// so that the first SEQ.NEXT skips the gap; a client's SET clears the mark.
+pub fn set(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let [_, key, value] = args.as_slice() else {
+        return Err(RedisError::WrongArity);
+    };
+    let value = value_arg(value)?;
+    let from_elsewhere = ctx
+        .get_flags()
+        .intersects(ContextFlags::LOADING | ContextFlags::REPLICATED);
+    let new = Seq::new(value, from_elsewhere).ok_or_else(|| err("value out of range"))?;
+    let k = SeqKey::write(ctx, key)?;
+    let old = k.get()?;
+    if old != Found::Seq(new) {
+        k.set(new)?;
+        replicate_set(ctx, key, value);
+    }
+    Ok(RedisValue::SimpleStringStatic("OK"))
+}
+
+/// SEQ.ADVANCE key value
+///
+/// Keeps the gap mark: an acknowledged read position says nothing about values lost in a
+/// crash, so the next SEQ.NEXT must still skip.
+pub fn advance(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let [_, key, value] = args.as_slice() else {
+        return Err(RedisError::WrongArity);
+    };
+    let value = value_arg(value)?;
+    let k = SeqKey::write(ctx, key)?;
+    let old = current(k.get()?);
+    let new = old
+        .advance(value)
+        .ok_or_else(|| err("value out of range"))?;
+    if new.value() != old.value() {
+        k.set(new)?;
+        replicate_set(ctx, key, new.value());
+    }
+    reply_int(new.value())
+}

@@ -1,0 +1,248 @@
+//! Sequence rules, Redis-free: NEXT with a block count, overflow and the never-reissue gap,
+//! ADVANCE, and the one-word encoding the data type stores in place of a pointer.
+//!
+//! A sequence's whole state is a value in `0..=2^63-1` plus one bit, `needs_gap`: the value
+//! came from somewhere other than this process's own writes (RDB, AOF, the primary), so some
+//! values issued after it may have been lost, and the first NEXT must skip `imid.seq-gap`
+//! values before it reserves any (SPEC, "Never reissue").
+
+/// Largest value a sequence holds: values are RESP integers, so they stay within i64.
+pub const MAX_VALUE: u64 = i64::MAX as u64;
+
+/// Largest block SEQ.NEXT reserves at once.
+pub const MAX_COUNT: u64 = 1_000_000;
+
+/// The state of one sequence. Always canonical: `value <= MAX_VALUE`, and `needs_gap` is
+/// false at `MAX_VALUE` (every NEXT overflows there anyway, and that state is the one whose
+/// word would be zero, see [`Seq::to_word`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Seq {
+    value: u64,
+    needs_gap: bool,
+}
+
+/// Why a NEXT reserved nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NextError {
+    /// The block (after the gap, if due) would pass [`MAX_VALUE`].
+    Overflow,
+    /// A count of 0 reserves nothing; the glue rejects it before this is reached.
+    ZeroCount,
+}
+
+/// What one NEXT did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Next {
+    /// The state to store.
+    pub state: Seq,
+    /// The last value of the reserved block: the reply.
+    pub last: u64,
+    /// Whether the gap was skipped by this call.
+    pub skipped_gap: bool,
+}
+
+impl Seq {
+    /// A state, or `None` when `value` is out of range. `needs_gap` at `MAX_VALUE` is dropped.
+    pub const fn new(value: u64, needs_gap: bool) -> Option<Seq> {
+        if value > MAX_VALUE {
+            return None;
+        }
+        Some(Seq {
+            value,
+            needs_gap: needs_gap && value < MAX_VALUE,
+        })
+    }
+
+    pub const fn value(self) -> u64 {
+        self.value
+    }
+
+    pub const fn needs_gap(self) -> bool {
+        self.needs_gap
+    }
+
+    /// The word stored as the module value "pointer", so a key costs no allocation of its own.
+    /// Shifted and offset by one so that no canonical state maps to zero (Redis treats a null
+    /// value as "no value"); the only state that would, (MAX_VALUE, gap), is not canonical.
+    pub const fn to_word(self) -> u64 {
+        ((self.value << 1) | self.needs_gap as u64).wrapping_add(1)
+    }
+
+    /// Inverse of [`Seq::to_word`]. Total: every word decodes to a canonical state (the value
+    /// is at most 63 bits after the shift; zero, never produced, decodes to MAX_VALUE).
+    pub const fn from_word(word: u64) -> Seq {
+        let x = word.wrapping_sub(1);
+        let value = x >> 1;
+        Seq {
+            value,
+            needs_gap: x & 1 == 1 && value < MAX_VALUE,
+        }
+    }
+
+    /// Reserves `count` values (skipping `gap` first when the state is marked) and clears the
+    /// mark. On error nothing changes.
+    pub fn next(self, count: u64, gap: u64) -> Result<Next, NextError> {
+        if count == 0 {
+            return Err(NextError::ZeroCount);
+        }
+        let skip = if self.needs_gap { gap } else { 0 };
+        let last = self
+            .value
+            .checked_add(skip)
+            .and_then(|v| v.checked_add(count))
+            .filter(|&v| v <= MAX_VALUE)
+            .ok_or(NextError::Overflow)?;
+        Ok(Next {
+            state: Seq {
+                value: last,
+                needs_gap: false,
+            },
+            last,
+            skipped_gap: skip > 0,
+        })
+    }
+
+    /// `max(current, to)`, keeping the mark: an acknowledgement says nothing about values lost
+    /// in a crash, so the gap is still due. `None` when `to` is out of range.
+    pub fn advance(self, to: u64) -> Option<Seq> {
+        Seq::new(self.value.max(to), self.needs_gap)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// (value, needs_gap, count, gap) and the expected (last, skipped_gap) or error.
+    type NextCase = (u64, bool, u64, u64, Result<(u64, bool), NextError>);
+    /// (value, needs_gap, to) and the expected (value, needs_gap).
+    type AdvanceCase = (u64, bool, u64, Option<(u64, bool)>);
+
+    fn seq(value: u64, needs_gap: bool) -> Seq {
+        Seq::new(value, needs_gap).unwrap()
+    }
+
+    #[test]
+    fn next_table() {
+        let cases: &[NextCase] = &[
+            (0, false, 1, 1000, Ok((1, false))),
+            (0, false, 10, 1000, Ok((10, false))),
+            (5, false, MAX_COUNT, 0, Ok((5 + MAX_COUNT, false))),
+            (0, true, 1, 1000, Ok((1001, true))),
+            (41, true, 1, 1000, Ok((1042, true))),
+            (41, true, 3, 0, Ok((44, false))),
+            (MAX_VALUE - 1, false, 1, 1000, Ok((MAX_VALUE, false))),
+            (MAX_VALUE - 1, false, 2, 1000, Err(NextError::Overflow)),
+            (MAX_VALUE, false, 1, 0, Err(NextError::Overflow)),
+            (MAX_VALUE - 1000, true, 1, 1000, Err(NextError::Overflow)),
+            (MAX_VALUE - 1001, true, 1, 1000, Ok((MAX_VALUE, true))),
+            (MAX_VALUE - 5, false, u64::MAX, 0, Err(NextError::Overflow)),
+            (MAX_VALUE - 5, true, 1, u64::MAX, Err(NextError::Overflow)),
+            (3, false, 0, 0, Err(NextError::ZeroCount)),
+        ];
+        for &(value, gap_due, count, gap, want) in cases {
+            let got = seq(value, gap_due)
+                .next(count, gap)
+                .map(|n| (n.last, n.skipped_gap));
+            assert_eq!(
+                got, want,
+                "value {value} gap_due {gap_due} count {count} gap {gap}"
+            );
+            if let Ok(n) = seq(value, gap_due).next(count, gap) {
+                assert_eq!(n.state, seq(n.last, false));
+            }
+        }
+    }
+
+    #[test]
+    fn gap_is_skipped_once() {
+        let s = seq(7, true);
+        let a = s.next(1, 1000).unwrap();
+        let b = a.state.next(1, 1000).unwrap();
+        assert_eq!((a.last, a.skipped_gap), (1008, true));
+        assert_eq!((b.last, b.skipped_gap), (1009, false));
+    }
+
+    #[test]
+    fn advance_table() {
+        let cases: &[AdvanceCase] = &[
+            (0, false, 0, Some((0, false))),
+            (0, false, 9, Some((9, false))),
+            (9, false, 3, Some((9, false))),
+            (9, true, 3, Some((9, true))),
+            (9, true, 30, Some((30, true))),
+            (9, true, MAX_VALUE, Some((MAX_VALUE, false))),
+            (9, false, MAX_VALUE + 1, None),
+        ];
+        for &(value, gap_due, to, want) in cases {
+            let got = seq(value, gap_due)
+                .advance(to)
+                .map(|s| (s.value(), s.needs_gap()));
+            assert_eq!(got, want, "value {value} gap_due {gap_due} to {to}");
+        }
+    }
+
+    #[test]
+    fn word_table() {
+        let cases: &[(u64, bool, u64)] = &[
+            (0, false, 1),
+            (0, true, 2),
+            (1, false, 3),
+            (MAX_VALUE, false, u64::MAX),
+            (MAX_VALUE - 1, true, u64::MAX - 1),
+        ];
+        for &(value, gap_due, word) in cases {
+            assert_eq!(seq(value, gap_due).to_word(), word, "{value} {gap_due}");
+            assert_eq!(Seq::from_word(word), seq(value, gap_due));
+        }
+        // The one non-canonical state is folded away instead of becoming a null pointer.
+        assert_eq!(seq(MAX_VALUE, true), seq(MAX_VALUE, false));
+        assert_eq!(Seq::from_word(0), seq(MAX_VALUE, false));
+        assert_eq!(Seq::new(MAX_VALUE + 1, false), None);
+    }
+
+    proptest! {
+        #[test]
+        fn word_roundtrips_and_is_never_null(value in 0..=MAX_VALUE, gap_due: bool) {
+            let s = seq(value, gap_due);
+            prop_assert_ne!(s.to_word(), 0);
+            prop_assert_eq!(Seq::from_word(s.to_word()), s);
+        }
+
+        #[test]
+        fn any_word_decodes_canonically(word: u64) {
+            let s = Seq::from_word(word);
+            prop_assert!(s.value() <= MAX_VALUE);
+            prop_assert_eq!(Seq::new(s.value(), s.needs_gap()), Some(s));
+        }
+
+        #[test]
+        fn next_reserves_exactly_count(
+            value in 0..=MAX_VALUE, gap_due: bool, count in 1..=MAX_COUNT, gap in 0u64..=1_000_000_000,
+        ) {
+            let s = seq(value, gap_due);
+            match s.next(count, gap) {
+                Ok(n) => {
+                    let skip = if gap_due { gap } else { 0 };
+                    prop_assert_eq!(n.last, value + skip + count);
+                    prop_assert!(n.last <= MAX_VALUE);
+                    prop_assert!(!n.state.needs_gap());
+                    prop_assert_eq!(n.skipped_gap, gap_due && gap > 0);
+                }
+                Err(e) => {
+                    prop_assert_eq!(e, NextError::Overflow);
+                    let skip = if gap_due { gap } else { 0 };
+                    prop_assert!(u128::from(value) + u128::from(skip) + u128::from(count) > u128::from(MAX_VALUE));
+                }
+            }
+        }
+
+        #[test]
+        fn advance_never_goes_back(value in 0..=MAX_VALUE, gap_due: bool, to in 0..=MAX_VALUE) {
+            let a = seq(value, gap_due).advance(to).unwrap();
+            prop_assert_eq!(a.value(), value.max(to));
+            prop_assert!(a.value() >= value);
+        }
+    }
+}

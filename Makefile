@@ -4,7 +4,7 @@ SHELL := /bin/bash
 MODULE := $(CURDIR)/target/release/libimid.so
 PORT ?= 6379
 
-.PHONY: deps build run test unit integration soak lint bench bench-smoke cluster clean
+.PHONY: deps build build-test-hooks run test unit integration soak lint bench bench-smoke cluster clean
 
 deps:
 	@bash scripts/deps.sh
@@ -12,13 +12,17 @@ deps:
 build: deps
 	cargo build --release
 
+# The module with test-only hooks (IMID.TEST-CLOCK, IMID.TEST-PANIC), in its own target dir.
+build-test-hooks: deps
+	cargo build --release --features test-hooks --target-dir target/test-hooks
+
 # Foreground redis-server on 127.0.0.1:$(PORT) with the module loaded, data under ./data.
 run: build
 	mkdir -p data
 	redis-server --port $(PORT) --bind 127.0.0.1 --dir $(CURDIR)/data --loadmodule $(MODULE)
 
 # Unit tests (Redis-free core), then integration tests against real redis-server processes.
-test: build
+test: build build-test-hooks
 	cargo test --release --all-targets
 
 lint:

@@ -17,6 +17,7 @@ use redis_module::native_types::RedisType;
 use redis_module::{raw, Context, RedisError, RedisString};
 use std::ffi::{c_void, CString};
 use std::os::raw::{c_int, c_longlong};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Module type names are exactly 9 characters; the trailing digits leave room for a successor
 /// type should the value ever need more than one word.
@@ -117,6 +118,9 @@ unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) 
     raw::save_unsigned(rdb, 0);
 }
 
+/// The process that last wrote the message-ID high-water mark into a rewritten AOF.
+static FLOOR_EMITTED_BY: AtomicU32 = AtomicU32::new(0);
+
 unsafe extern "C" fn aof_rewrite(
     aof: *mut raw::RedisModuleIO,
     key: *mut raw::RedisModuleString,
@@ -124,10 +128,21 @@ unsafe extern "C" fn aof_rewrite(
 ) {
     // The value is at most 2^63-1, so it fits a long long.
     let v = ptr_to_seq(value).value() as c_longlong;
+    // An AOF rewrite without the RDB preamble has no place for aux data, and the MSGID.FLOOR
+    // lines of the old AOF are gone with it. So the first key rewritten also carries the
+    // high-water mark. Rewrites run in a forked child: the child's pid marks "already written
+    // in this rewrite" without any reset in the parent.
+    let pid = std::process::id();
+    let hwm = crate::commands::msgid::high_water();
+    let emit_floor = FLOOR_EMITTED_BY.swap(pid, Ordering::Relaxed) != pid && hwm > 0;
     // SAFETY: EmitAOF is filled in at load; "sl" consumes the key string and one long long,
-    // both passed; aof and key are the live handles of this callback.
+    // "l" one long long, all passed; aof and key are the live handles of this callback.
     unsafe {
         if let Some(emit) = raw::RedisModule_EmitAOF {
+            if emit_floor {
+                let hwm = c_longlong::try_from(hwm).unwrap_or(c_longlong::MAX);
+                emit(aof, c"MSGID.FLOOR".as_ptr(), c"l".as_ptr(), hwm);
+            }
             emit(aof, c"SEQ.SET".as_ptr(), c"sl".as_ptr(), key, v);
         }
     }

@@ -35,7 +35,9 @@ pub fn now_ms() -> u64 {
 }
 
 fn test_clock(_ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let mode = args.get(1).map(|a| a.to_string_lossy().to_ascii_uppercase());
+    let mode = args
+        .get(1)
+        .map(|a| a.to_string_lossy().to_ascii_uppercase());
     let value = args.get(2).map(|a| a.parse_integer());
     match (mode.as_deref(), value, args.len()) {
         (Some("REAL"), None, 2) => MODE.store(REAL, Ordering::Relaxed),
@@ -76,15 +78,20 @@ raw_command!(test_clock_c, test_clock);
 raw_command!(test_panic_c, test_panic);
 
 pub fn register(ctx: &Context) -> Status {
-    type Cmd = extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
-    let cmds: [(&str, Cmd); 2] = [("imid.test-clock", test_clock_c), ("imid.test-panic", test_panic_c)];
+    type Cmd =
+        extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
+    let cmds: [(&str, Cmd); 2] = [
+        ("imid.test-clock", test_clock_c),
+        ("imid.test-panic", test_panic_c),
+    ];
     for (name, f) in cmds {
         let (Ok(n), Ok(flags)) = (CString::new(name), CString::new("fast")) else {
             return Status::Err;
         };
         // SAFETY: the live OnLoad context; name and flags are NUL-terminated and copied by Redis.
         let rc = unsafe {
-            raw::RedisModule_CreateCommand.map(|c| c(ctx.ctx, n.as_ptr(), Some(f), flags.as_ptr(), 0, 0, 0))
+            raw::RedisModule_CreateCommand
+                .map(|c| c(ctx.ctx, n.as_ptr(), Some(f), flags.as_ptr(), 0, 0, 0))
         };
         if rc != Some(raw::REDISMODULE_OK as c_int) {
             return Status::Err;

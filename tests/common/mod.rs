@@ -124,7 +124,12 @@ impl Server {
         Server::start_full(dir, args, env, module_path())
     }
 
-    fn start_full(dir: PathBuf, args: &[&str], env: Vec<(String, String)>, module: PathBuf) -> Server {
+    fn start_full(
+        dir: PathBuf,
+        args: &[&str],
+        env: Vec<(String, String)>,
+        module: PathBuf,
+    ) -> Server {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let mut last_err = String::new();
         for _ in 0..5 {

@@ -24,6 +24,11 @@ run: build
 # Unit tests (Redis-free core), then integration tests against real redis-server processes.
 test: build build-test-hooks
 	cargo test --release --all-targets
+	$(MAKE) --no-print-directory soak
+
+# Crash (kill -9) and failover runs under load; sizes via IMID_SOAK_CYCLES, IMID_SOAK_KEYS.
+soak: build
+	cargo test --release --test soak -- --ignored --test-threads 1 --nocapture
 
 lint:
 	cargo fmt --check

@@ -4,7 +4,7 @@ SHELL := /bin/bash
 MODULE := $(CURDIR)/target/release/libimid.so
 PORT ?= 6379
 
-.PHONY: deps build build-test-hooks run test unit integration soak lint bench bench-smoke cluster clean
+.PHONY: deps build build-test-hooks run test unit integration soak lint bench bench-smoke cluster cluster-stop clean
 
 deps:
 	@bash scripts/deps.sh
@@ -29,6 +29,13 @@ test: build build-test-hooks
 # Crash (kill -9) and failover runs under load; sizes via IMID_SOAK_CYCLES, IMID_SOAK_KEYS.
 soak: build
 	cargo test --release --test soak -- --ignored --test-threads 1 --nocapture
+
+# A local Redis Cluster (3 primaries + 3 replicas, ports 7100-7105) with the module loaded.
+cluster: build
+	bash scripts/cluster.sh start
+
+cluster-stop:
+	bash scripts/cluster.sh stop
 
 lint:
 	cargo fmt --check

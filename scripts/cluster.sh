@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# A local Redis Cluster with the imid module: 3 primaries with 1 replica each, on loopback.
+#
+#   scripts/cluster.sh start   # (make cluster) start 6 nodes and create the cluster
+#   scripts/cluster.sh stop    # shut the nodes down
+#   scripts/cluster.sh status  # CLUSTER NODES of the first node
+#
+# Ports: IMID_CLUSTER_PORT (default 7100) .. +5. Data: ./data/cluster/<port>. Any
+# `imid.<name> value` settings can be appended to every node with IMID_CLUSTER_ARGS.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+base=${IMID_CLUSTER_PORT:-7100}
+module=$(pwd)/target/release/libimid.so
+root=$(pwd)/data/cluster
+ports=$(seq "$base" $((base + 5)))
+
+start() {
+  [ -f "$module" ] || { echo "build the module first: make build" >&2; exit 1; }
+  for p in $ports; do
+    mkdir -p "$root/$p"
+    # shellcheck disable=SC2086
+    redis-server --port "$p" --bind 127.0.0.1 --dir "$root/$p" --daemonize yes \
+      --logfile "$root/$p/redis.log" --pidfile "$root/$p/redis.pid" \
+      --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 3000 \
+      --appendonly yes --loadmodule "$module" ${IMID_CLUSTER_ARGS:-}
+  done
+  for p in $ports; do
+    for _ in $(seq 100); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  done
+  if [ "$(redis-cli -p "$base" cluster info | tr -d '\r' | awk -F: '/cluster_slots_assigned/{print $2}')" != "16384" ]; then
+    nodes=""
+    for p in $ports; do nodes="$nodes 127.0.0.1:$p"; done
+    # shellcheck disable=SC2086
+    redis-cli --cluster create $nodes --cluster-replicas 1 --cluster-yes
+  fi
+  for _ in $(seq 100); do
+    state=$(redis-cli -p "$base" cluster info | tr -d '\r' | awk -F: '/cluster_state/{print $2}')
+    [ "$state" = ok ] && break
+    sleep 0.1
+  done
+  echo "cluster up: redis-cli -c -p $base   (stop: scripts/cluster.sh stop)"
+}
+
+stop() {
+  for p in $ports; do redis-cli -p "$p" shutdown nosave >/dev/null 2>&1 || true; done
+}
+
+case "${1:-start}" in
+  start) start ;;
+  stop) stop ;;
+  status) redis-cli -p "$base" cluster nodes ;;
+  *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
+esac

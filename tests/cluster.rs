@@ -1,0 +1,345 @@
+//! imid on a real Redis Cluster: 3 primaries with a replica each, created with
+//! `redis-cli --cluster create`, driven through the `redis` crate's cluster client.
+mod common;
+use common::*;
+use redis::cluster::{ClusterClient, ClusterConnection};
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use std::collections::{HashMap, HashSet};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_XMODEM);
+
+/// Redis Cluster's key slot, computed independently of the module.
+fn slot(key: &str) -> u16 {
+    let k = key.as_bytes();
+    let tagged = k
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|o| {
+            k[o + 1..]
+                .iter()
+                .position(|&b| b == b'}')
+                .filter(|&c| c > 0)
+                .map(|c| &k[o + 1..o + 1 + c])
+        })
+        .unwrap_or(k);
+    CRC16.checksum(tagged) & 0x3FFF
+}
+
+struct Cluster {
+    nodes: Vec<Server>,
+}
+
+impl Cluster {
+    fn start() -> Cluster {
+        let nodes: Vec<Server> = (0..6)
+            .map(|_| {
+                // The bus port defaults to port + 10000, which can overflow for the high ports
+                // the kernel hands out: pick it explicitly.
+                let bus = free_port().to_string();
+                Server::start_with(&[
+                    "--cluster-port",
+                    &bus,
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "2000",
+                ])
+            })
+            .collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let out = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addrs)
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .output()
+            .expect("redis-cli (Debian redis-tools) is needed");
+        assert!(
+            out.status.success(),
+            "cluster create: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let c = Cluster { nodes };
+        c.wait_healthy();
+        c
+    }
+
+    /// Every live node reports cluster_state:ok and every replica has its link up.
+    fn wait_healthy(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let ok = self.nodes.iter().all(|n| {
+                n.cluster_state().as_deref() == Some("ok")
+                    && (n.info_field_opt("replication", "role").as_deref() != Some("slave")
+                        || n.info_field_opt("replication", "master_link_status")
+                            .as_deref()
+                            == Some("up"))
+            });
+            if ok {
+                return;
+            }
+            assert!(Instant::now() < deadline, "cluster did not become healthy");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn client(&self) -> ClusterConnection {
+        let urls: Vec<String> = self.nodes.iter().map(|n| n.url()).collect();
+        ClusterClient::builder(urls)
+            .retries(30)
+            .build()
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    }
+
+    fn role(&self, i: usize) -> String {
+        self.nodes[i]
+            .info_field_opt("replication", "role")
+            .unwrap_or_default()
+    }
+}
+
+trait InfoOpt {
+    fn info_field_opt(&self, section: &str, field: &str) -> Option<String>;
+    fn cluster_state(&self) -> Option<String>;
+}
+
+impl InfoOpt for Server {
+    /// Like `info_field`, but None instead of a panic when the node is down.
+    fn info_field_opt(&self, section: &str, field: &str) -> Option<String> {
+        let mut con = redis::Client::open(self.url())
+            .ok()?
+            .get_connection_with_timeout(Duration::from_secs(1))
+            .ok()?;
+        let info: String = redis::cmd("INFO").arg(section).query(&mut con).ok()?;
+        info.lines().find_map(|l| {
+            l.strip_prefix(&format!("{field}:"))
+                .map(|v| v.trim().to_owned())
+        })
+    }
+
+    /// `cluster_state` from CLUSTER INFO (INFO's cluster section has only cluster_enabled).
+    fn cluster_state(&self) -> Option<String> {
+        let mut con = redis::Client::open(self.url())
+            .ok()?
+            .get_connection_with_timeout(Duration::from_secs(1))
+            .ok()?;
+        let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut con).ok()?;
+        info.lines().find_map(|l| {
+            l.strip_prefix("cluster_state:")
+                .map(|v| v.trim().to_owned())
+        })
+    }
+}
+
+/// MSGID.GEN routed the way a key-spec-aware client routes it: to the primary of the
+/// target's slot (the target is the command's declared key, argument 2).
+fn gen(con: &mut ClusterConnection, ty: u8, target: &str) -> String {
+    let mut c = redis::cmd("MSGID.GEN");
+    c.arg(ty).arg(target);
+    let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
+        slot(target),
+        SlotAddr::Master,
+    )));
+    let v = con.route_command(&c, route).unwrap();
+    redis::from_redis_value(v).unwrap()
+}
+
+fn hash_of(id: &str) -> u32 {
+    let b = data_encoding::BASE32HEX_NOPAD
+        .decode(id.replace('-', "").as_bytes())
+        .unwrap();
+    let v = b.iter().fold(0u128, |acc, x| (acc << 8) | u128::from(*x));
+    (v & 0x3F_FFFF) as u32
+}
+
+#[test]
+fn ids_are_unique_cluster_wide_and_carry_the_slot_of_their_target() {
+    let cluster = Cluster::start();
+    let mut con = cluster.client();
+    let targets: Vec<String> = (0..10_000).map(|i| format!("conv:{i}")).collect();
+    let slots: HashSet<u16> = targets.iter().map(|t| slot(t)).collect();
+    assert!(
+        slots.len() > 7_000,
+        "targets spread over the slots of all three primaries"
+    );
+    let mut seen = HashSet::new();
+    for round in 0..5 {
+        for t in &targets {
+            let id = gen(&mut con, (round % 16) as u8, t);
+            assert_eq!(hash_of(&id) >> 8, u32::from(slot(t)), "{t} -> {id}");
+            assert!(seen.insert(id.clone()), "duplicate {id}");
+        }
+    }
+    assert_eq!(seen.len(), 50_000);
+    // The default client routing (by the first argument) still ends on the right primary
+    // through MOVED redirects.
+    let id: String = redis::cmd("MSGID.GEN")
+        .arg(1)
+        .arg("{conv:42}")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(hash_of(&id) >> 8, u32::from(slot("{conv:42}")));
+    // MSGID.HASH agrees with the IDs (any node: it is keyless).
+    let h: u32 = redis::cmd("MSGID.HASH")
+        .arg("conv:7")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(h >> 8, u32::from(slot("conv:7")));
+}
+
+#[test]
+fn sequences_scripts_and_crossslot() {
+    let cluster = Cluster::start();
+    let mut con = cluster.client();
+    let keys: Vec<String> = (0..1000).map(|i| format!("{{user:{i}}}:seq")).collect();
+    for round in 1..=3 {
+        for k in &keys {
+            let v: i64 = redis::cmd("SEQ.NEXT").arg(k).query(&mut con).unwrap();
+            assert_eq!(v, round, "{k}");
+        }
+    }
+    let v: i64 = redis::cmd("SEQ.GET")
+        .arg(&keys[500])
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(v, 3);
+    // A script over two keys that share a hash tag runs on the node owning that tag's slot.
+    let script = redis::Script::new(
+        "local s = redis.call('SEQ.NEXT', KEYS[1]) \
+         redis.call('ZADD', KEYS[2], s, ARGV[1]) \
+         return {s, redis.call('MSGID.GEN', 1, KEYS[1])}",
+    );
+    for i in 0..100 {
+        let seqk = format!("{{conv:{i}}}:seq");
+        let inbox = format!("{{conv:{i}}}:inbox");
+        for n in 1..=3 {
+            let (s, id): (i64, String) = script
+                .key(&seqk)
+                .key(&inbox)
+                .arg(format!("m{n}"))
+                .invoke(&mut con)
+                .unwrap();
+            assert_eq!(s, n);
+            assert_eq!(hash_of(&id) >> 8, u32::from(slot(&seqk)));
+        }
+        let z: i64 = redis::cmd("ZCARD").arg(&inbox).query(&mut con).unwrap();
+        assert_eq!(z, 3);
+    }
+    // SEQ.MGET across slots gets Redis's usual CROSSSLOT error from any node.
+    let mut node = cluster.nodes[0].client();
+    let e = cmd::<Vec<i64>>(&mut node, &["SEQ.MGET", "{a}:seq", "{b}:seq"]).unwrap_err();
+    assert!(err_text(&e).starts_with("CROSSSLOT"), "{e}");
+    // ... and works within one slot.
+    let v: Vec<i64> = redis::cmd("SEQ.MGET")
+        .arg("{user:1}:seq")
+        .arg("{user:1}:other")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(v, [3, 0]);
+}
+
+/// Issues NEXT on every key and GEN on every target, recording what was received.
+fn round(
+    con: &mut ClusterConnection,
+    keys: &[String],
+    got: &mut HashMap<String, Vec<i64>>,
+    ids: &mut HashSet<String>,
+) {
+    for k in keys {
+        let v: i64 = redis::cmd("SEQ.NEXT").arg(k).query(con).unwrap();
+        got.entry(k.clone()).or_default().push(v);
+        let id = gen(con, 1, k);
+        assert!(ids.insert(id.clone()), "duplicate id {id}");
+    }
+}
+
+fn assert_increasing(got: &HashMap<String, Vec<i64>>) {
+    for (k, vs) in got {
+        for w in vs.windows(2) {
+            assert!(w[0] < w[1], "{k}: {} then {}", w[0], w[1]);
+        }
+    }
+}
+
+#[test]
+fn failovers_neither_reissue_values_nor_ids() {
+    let mut cluster = Cluster::start();
+    let mut con = cluster.client();
+    let keys: Vec<String> = (0..300).map(|i| format!("{{conv:{i}}}:seq")).collect();
+    let mut got = HashMap::new();
+    let mut ids = HashSet::new();
+    round(&mut con, &keys, &mut got, &mut ids);
+
+    // 1. A manual failover: a replica takes over from its primary with the primary's consent.
+    let replica = (0..6).find(|&i| cluster.role(i) == "slave").unwrap();
+    let mut rcon = cluster.nodes[replica].client();
+    let _: String = cmd(&mut rcon, &["CLUSTER", "FAILOVER"]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cluster.role(replica) != "master" {
+        assert!(
+            Instant::now() < deadline,
+            "manual failover did not complete"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    cluster.wait_healthy();
+    round(&mut con, &keys, &mut got, &mut ids);
+    assert!(
+        cluster.nodes[replica].imid_stat("seq_gap_skips") > 0,
+        "the new primary skipped the gap"
+    );
+
+    // 2. A primary dies (kill -9) and the cluster promotes its replica by itself.
+    let victim = (0..6)
+        .find(|&i| cluster.role(i) == "master" && i != replica)
+        .unwrap();
+    cluster.nodes[victim].kill();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let promoted = (0..6)
+            .filter(|&i| i != victim)
+            .filter(|&i| cluster.role(i) == "master")
+            .count();
+        let ok = (0..6)
+            .filter(|&i| i != victim)
+            .all(|i| cluster.nodes[i].cluster_state().as_deref() == Some("ok"));
+        if promoted == 3 && ok {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "automatic failover did not complete"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut con = cluster.client_without(victim);
+    round(&mut con, &keys, &mut got, &mut ids);
+    assert_increasing(&got);
+    assert_eq!(ids.len(), 3 * keys.len());
+}
+
+impl Cluster {
+    fn client_without(&self, dead: usize) -> ClusterConnection {
+        let urls: Vec<String> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != dead)
+            .map(|(_, n)| n.url())
+            .collect();
+        ClusterClient::builder(urls)
+            .retries(30)
+            .build()
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    }
+}

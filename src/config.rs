@@ -1,8 +1,13 @@
 //! Module configs (`imid.<name>`), settable at load and with `CONFIG SET`.
 
 use crate::core::openid::KeyRing;
-use redis_module::configuration::{ConfigurationContext, ConfigurationValue};
-use redis_module::{enum_configuration, RedisError, RedisString};
+use redis_module::configuration::{
+    get_enum_default_config_value, get_i64_default_config_value, get_string_default_config_value,
+    register_enum_configuration, register_i64_configuration, register_string_configuration,
+    ConfigurationContext, ConfigurationFlags, ConfigurationValue,
+};
+use redis_module::{enum_configuration, raw, Context, RedisError, RedisString, Status};
+use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Mutex, RwLock};
 
@@ -86,4 +91,68 @@ impl ConfigurationValue<RedisString> for OpenIdKeys {
         };
         Ok(())
     }
+}
+
+/// Registers the module configs (defaults may come from module arguments, `--loadmodule
+/// libimid.so seq-gap 0`) and applies the values queued for them (`imid.<name> value` config
+/// lines, `MODULE LOADEX ... CONFIG`). A refused value fails the load.
+pub fn register(ctx: &Context, args: &[RedisString]) -> Status {
+    let gap = match get_i64_default_config_value(args, "seq-gap", 1000) {
+        Ok(v) => v,
+        Err(_) => {
+            ctx.log_warning("imid: module argument seq-gap must be an integer in 0..1000000000");
+            return Status::Err;
+        }
+    };
+    let keys = match get_string_default_config_value(args, "openid-keys", "") {
+        Ok(v) => v,
+        Err(_) => {
+            ctx.log_warning("imid: module argument openid-keys must be text");
+            return Status::Err;
+        }
+    };
+    let hash = match get_enum_default_config_value(args, "msgid-hash", HashMode::auto) {
+        Ok(v) => v,
+        Err(_) => {
+            ctx.log_warning("imid: module argument msgid-hash must be java, slot or auto");
+            return Status::Err;
+        }
+    };
+    register_i64_configuration(
+        ctx,
+        "seq-gap",
+        &SEQ_GAP,
+        gap,
+        0,
+        1_000_000_000,
+        ConfigurationFlags::DEFAULT,
+        None,
+    );
+    // SENSITIVE asks Redis to redact CONFIG SET's value (Redis 7.0.15 still shows it in SLOWLOG
+    // and MONITOR; the README says so). HIDDEN leaves it out of pattern queries (`CONFIG GET *`),
+    // so config dumps do not carry keys; `CONFIG GET imid.openid-keys` by exact name and CONFIG
+    // REWRITE still see them.
+    register_string_configuration(
+        ctx,
+        "openid-keys",
+        &OPENID_KEYS,
+        keys,
+        ConfigurationFlags::SENSITIVE | ConfigurationFlags::HIDDEN,
+        None,
+    );
+    register_enum_configuration(
+        ctx,
+        "msgid-hash",
+        &MSGID_HASH,
+        hash,
+        ConfigurationFlags::DEFAULT,
+        None,
+    );
+    // SAFETY: ctx.ctx is the live OnLoad context; LoadConfigs exists on Redis 7.0+.
+    let rc = unsafe { raw::RedisModule_LoadConfigs.map(|load| load(ctx.ctx)) };
+    if rc != Some(raw::REDISMODULE_OK as c_int) {
+        ctx.log_warning("imid: a module config was refused (see the line above); not loading");
+        return Status::Err;
+    }
+    Status::Ok
 }

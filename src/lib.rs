@@ -21,8 +21,7 @@ pub fn now_ms() -> u64 {
     core::generator::Clock::now_ms(&core::generator::SystemClock)
 }
 
-use config::{HashMode, CLUSTER_MODE, MSGID_HASH, OPENID_KEYS, SEQ_GAP};
-use redis_module::configuration::ConfigurationFlags;
+use config::CLUSTER_MODE;
 use redis_module::{raw, redis_module, Context, ContextFlags, RedisString, Status};
 use seq_type::SEQ_TYPE;
 use std::os::raw::c_int;
@@ -45,7 +44,14 @@ mod allocator {
 /// Module version as Redis shows it (`MODULE LIST`): major*10000 + minor*100 + patch.
 pub const MODULE_VERSION: i32 = 100;
 
-fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+fn init(ctx: &Context, args: &[RedisString]) -> Status {
+    // Configs are registered here rather than in the macro's table because the macro ignores
+    // a failed RedisModule_LoadConfigs: a `MODULE LOADEX ... CONFIG imid.x <bad>` would then
+    // leave the module loaded with defaults (it cannot be unloaded once it has a data type),
+    // e.g. encoding plain public IDs when keys were asked for. Failing OnLoad unloads it cleanly.
+    if config::register(ctx, args) == Status::Err {
+        return Status::Err;
+    }
     CLUSTER_MODE.store(
         ctx.get_flags().contains(ContextFlags::CLUSTER),
         Ordering::Relaxed,
@@ -87,20 +93,4 @@ redis_module! {
         ["seq.set", guarded!(commands::seq::set), "write deny-oom fast", 1, 1, 1, ""],
         ["seq.advance", guarded!(commands::seq::advance), "write deny-oom fast", 1, 1, 1, ""],
     ],
-    configurations: [
-        i64: [
-            ["seq-gap", &SEQ_GAP, 1000, 0, 1_000_000_000, ConfigurationFlags::DEFAULT, None],
-        ],
-        string: [
-            // SENSITIVE: CONFIG SET's value is redacted from SLOWLOG and MONITOR. HIDDEN: left
-            // out of pattern queries (`CONFIG GET *`), so config dumps do not carry keys;
-            // `CONFIG GET imid.openid-keys` by exact name and CONFIG REWRITE still see them.
-            ["openid-keys", &OPENID_KEYS, "", ConfigurationFlags::SENSITIVE | ConfigurationFlags::HIDDEN, None],
-        ],
-        bool: [],
-        enum: [
-            ["msgid-hash", &MSGID_HASH, HashMode::auto, ConfigurationFlags::DEFAULT, None],
-        ],
-        module_args_as_configuration: true,
-    ]
 }

@@ -520,3 +520,45 @@ fn generation_is_refused_on_a_replica() {
     let id: String = cmd(&mut con, &["MSGID.ENCODE", "1", "1", "1", "1"]).unwrap();
     assert_eq!(id, "0000-0000-8024-0001");
 }
+
+#[test]
+fn module_loadex_with_a_bad_config_leaves_no_module_behind() {
+    // The module has a data type, so Redis could not unload a half-loaded one: a refused
+    // config must fail the load itself.
+    let s = Server::start_without_module(&["--enable-module-command", "yes"]);
+    let mut con = s.client();
+    let module = module_path().display().to_string();
+    for (name, bad) in [("imid.msgid-hash", "murmur"), ("imid.seq-gap", "-1")] {
+        let e = expect_err(
+            &mut con,
+            &[
+                b"MODULE",
+                b"LOADEX",
+                module.as_bytes(),
+                b"CONFIG",
+                name.as_bytes(),
+                bad.as_bytes(),
+            ],
+        );
+        assert!(e.starts_with("ERR"), "{e}");
+        let e = cmd::<String>(&mut con, &["MSGID.ENCODE", "0", "0", "0", "0"]).unwrap_err();
+        assert!(
+            err_text(&e).contains("unknown command"),
+            "{name} {bad}: module left loaded: {e}"
+        );
+    }
+    let _: () = cmd(
+        &mut con,
+        &[
+            "MODULE",
+            "LOADEX",
+            &module,
+            "CONFIG",
+            "imid.msgid-hash",
+            "slot",
+        ],
+    )
+    .unwrap();
+    let v: Vec<String> = cmd(&mut con, &["CONFIG", "GET", "imid.msgid-hash"]).unwrap();
+    assert_eq!(v[1], "slot");
+}

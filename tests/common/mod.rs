@@ -86,8 +86,8 @@ pub struct Server {
     pub args: Vec<String>,
     /// Extra environment for the process, kept for restarts.
     pub env: Vec<(String, String)>,
-    /// The module file loaded (the release build, or the test-hooks build).
-    pub module: PathBuf,
+    /// The module file loaded (the release build, or the test-hooks build), if any.
+    pub module: Option<PathBuf>,
     child: Option<Child>,
     /// Where stdout/stderr of the process go (also holds panics).
     log: PathBuf,
@@ -116,19 +116,24 @@ impl Server {
     }
 
     pub fn start_hooked_in(dir: PathBuf, args: &[&str]) -> Server {
-        Server::start_full(dir, args, Vec::new(), hooks_module_path())
+        Server::start_full(dir, args, Vec::new(), Some(hooks_module_path()))
     }
 
     /// A server in `dir` with extra environment variables for the process.
     pub fn start_in_env(dir: PathBuf, args: &[&str], env: Vec<(String, String)>) -> Server {
-        Server::start_full(dir, args, env, module_path())
+        Server::start_full(dir, args, env, Some(module_path()))
+    }
+
+    /// A redis-server without the module (for MODULE LOAD/LOADEX tests).
+    pub fn start_without_module(args: &[&str]) -> Server {
+        Server::start_full(temp_dir("bare"), args, Vec::new(), None)
     }
 
     fn start_full(
         dir: PathBuf,
         args: &[&str],
         env: Vec<(String, String)>,
-        module: PathBuf,
+        module: Option<PathBuf>,
     ) -> Server {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let mut last_err = String::new();
@@ -170,9 +175,11 @@ impl Server {
             "no".into(),
             "--enable-debug-command".into(),
             "yes".into(),
-            "--loadmodule".into(),
-            self.module.display().to_string(),
         ];
+        if let Some(m) = &self.module {
+            v.push("--loadmodule".into());
+            v.push(m.display().to_string());
+        }
         v.extend(self.args.iter().cloned());
         v
     }

@@ -14,6 +14,7 @@ use im::{Conv, Im, Page, Via};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 fn root() -> &'static Path {
@@ -121,6 +122,26 @@ fn duplicate_send_returns_the_original_and_stores_nothing() {
             .unwrap();
         assert!(!later.duplicate && later.seq == seq + 2 && later.msgid > first.msgid);
     }
+}
+
+#[test]
+fn evalsha_reloads_the_script_after_script_flush() {
+    // The script cache is not persisted or replicated: after a restart, a failover or a
+    // SCRIPT FLUSH, EVALSHA answers NOSCRIPT, and the client loads the script again.
+    let s = Server::start();
+    let mut con = s.client();
+    let im = flow(Via::load_scripts(&mut con).unwrap(), 10);
+    let conv = Conv::new("flush", 1);
+    let a = im
+        .send(&mut con, &conv, "alice", &["bob"], "c1", "x")
+        .unwrap();
+    let _: String = cmd(&mut con, &["SCRIPT", "FLUSH"]).unwrap();
+    let b = im
+        .send(&mut con, &conv, "alice", &["bob"], "c2", "y")
+        .unwrap();
+    assert_eq!((a.seq, b.seq), (1, 2));
+    let page = im.sync(&mut con, &conv, "bob", 0, 10).unwrap();
+    assert_eq!(page.messages.len(), 2);
 }
 
 #[test]
@@ -590,25 +611,37 @@ fn replica_holds_the_primarys_state() {
     }
 }
 
-/// Where cargo put the example binaries of this build profile (`target/<profile>/examples`,
-/// beside this test's `target/<profile>/deps`).
+/// The example program `name`, freshly built. `cargo test --all-targets` builds examples only
+/// as test harnesses, so the test builds the programs themselves, once per run, into the same
+/// target directory and profile as this test (`target/<profile>/examples/<name>`); when they
+/// are up to date this costs a second.
 fn example_bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps/<test>");
-    let bin = profile_dir.join("examples").join(name);
-    if !bin.exists() {
-        // `cargo test --all-targets` builds the examples; a bare `cargo test` does not.
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let dir = BUILT.get_or_init(|| {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        // target/<profile>/deps/<this test>
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .ok_or("test executable is not in target/<profile>/deps")?;
+        let target_dir = profile_dir.parent().ok_or("no target directory")?;
         let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-        c.current_dir(root()).args(["build", "--examples"]);
+        c.current_dir(root())
+            .args(["build", "--examples", "--target-dir"])
+            .arg(target_dir);
         if profile_dir.ends_with("release") {
             c.arg("--release");
         }
-        let st = c.status().expect("run cargo build --examples");
-        assert!(st.success(), "cargo build --examples failed");
-    }
+        let st = c.status().map_err(|e| format!("run cargo: {e}"))?;
+        if !st.success() {
+            return Err(format!("cargo build --examples: {st}"));
+        }
+        Ok(profile_dir.join("examples"))
+    });
+    let bin = match dir {
+        Ok(d) => d.join(name),
+        Err(e) => panic!("building the examples failed: {e}"),
+    };
     assert!(bin.exists(), "{} not built", bin.display());
     bin
 }

@@ -23,6 +23,7 @@ run: build
 
 # Unit tests (Redis-free core), then integration tests against real redis-server processes.
 test: build build-test-hooks
+	cargo build --release --examples
 	cargo test --release --all-targets
 	$(MAKE) --no-print-directory soak
 

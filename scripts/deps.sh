@@ -10,7 +10,8 @@ command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
 command -v redis-benchmark >/dev/null 2>&1 || need+=(redis-tools)
 command -v faketime >/dev/null 2>&1 || need+=(faketime)
 ldconfig -p 2>/dev/null | grep -q 'libclang' || need+=(libclang-dev)
-python3 -c 'import redis' >/dev/null 2>&1 || need+=(python3-redis)
+# The Python example runs with Debian's python3 when the python3 on PATH lacks redis-py.
+{ python3 -c 'import redis' || /usr/bin/python3 -c 'import redis'; } >/dev/null 2>&1 || need+=(python3-redis)
 
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""

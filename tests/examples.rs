@@ -542,45 +542,10 @@ fn evalsha_and_fcall_give_identical_results() {
         .any(|l| l.contains(":trimmed:") && !l.ends_with(" 0")));
 }
 
-fn replica_of(primary: &Server) -> Server {
-    let port = primary.port.to_string();
-    let replica = Server::start_with(&["--replicaof", "127.0.0.1", &port]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while replica
-        .info_field("replication", "master_link_status")
-        .as_deref()
-        != Some("up")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "replica link down: {}",
-            replica.log_tail()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    replica
-}
-
-/// Waits until the replica has processed everything the primary sent.
-fn wait_replica(primary: &Server, replica: &Server) {
-    let acked: i64 = cmd(&mut primary.client(), &["WAIT", "1", "5000"]).unwrap();
-    assert_eq!(acked, 1, "replica did not acknowledge");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let p = primary.info_field("replication", "master_repl_offset");
-        let r = replica.info_field("replication", "master_repl_offset");
-        if p.is_some() && p == r {
-            return;
-        }
-        assert!(Instant::now() < deadline, "offsets {p:?} vs {r:?}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 #[test]
 fn replica_holds_the_primarys_state() {
     let primary = Server::start();
-    let replica = replica_of(&primary);
+    let replica = primary.replica(&[]);
     let mut p = primary.client();
     let mut r = replica.client();
     let mut convs = Vec::new();
@@ -590,7 +555,7 @@ fn replica_holds_the_primarys_state() {
         scenario(&im, &mut p, &conv, &mut Norm::default());
         convs.push((im, conv));
     }
-    wait_replica(&primary, &replica);
+    primary.wait_replica(&replica);
     let dp: String = cmd(&mut p, &["DEBUG", "DIGEST"]).unwrap();
     let dr: String = cmd(&mut r, &["DEBUG", "DIGEST"]).unwrap();
     assert_eq!(dp, dr, "DEBUG DIGEST differs");

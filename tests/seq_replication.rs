@@ -3,47 +3,9 @@
 //! replica skips the gap before issuing.
 mod common;
 use common::*;
-use std::time::{Duration, Instant};
 
 fn int(con: &mut Connection, args: &[&str]) -> i64 {
     cmd(con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
-}
-
-fn replica_of(primary: &Server, extra: &[&str]) -> Server {
-    let port = primary.port.to_string();
-    let mut args = vec!["--replicaof", "127.0.0.1", port.as_str()];
-    args.extend_from_slice(extra);
-    let replica = Server::start_with(&args);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while replica
-        .info_field("replication", "master_link_status")
-        .as_deref()
-        != Some("up")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "replica link not up: {}",
-            replica.log_tail()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    replica
-}
-
-/// Waits until the replica has acknowledged everything the primary sent.
-fn sync(primary: &Server, replica: &Server) {
-    let acked: i64 = cmd(&mut primary.client(), &["WAIT", "1", "5000"]).unwrap();
-    assert_eq!(acked, 1, "replica did not acknowledge");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let p = primary.info_field("replication", "master_repl_offset");
-        let r = replica.info_field("replication", "master_repl_offset");
-        if p.is_some() && p == r {
-            return;
-        }
-        assert!(Instant::now() < deadline, "offsets {p:?} vs {r:?}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 fn mget(con: &mut Connection, keys: &[String]) -> Vec<i64> {
@@ -66,7 +28,7 @@ fn replica_ends_with_the_primarys_values() {
     for i in 0..10 {
         int(&mut p, &["SEQ.NEXT", &format!("k{i}"), "COUNT", "3"]);
     }
-    let replica = replica_of(&primary, &[]);
+    let replica = primary.replica(&[]);
     // and after: travels as SEQ.SET in the stream
     for i in 0..200 {
         let k = format!("k{}", i % 13);
@@ -87,7 +49,7 @@ fn replica_ends_with_the_primarys_values() {
     }
     let e = cmd::<i64>(&mut p, &["SEQ.NEXT", "k0", "COUNT", "0"]).unwrap_err();
     assert!(err_text(&e).starts_with("ERR"));
-    sync(&primary, &replica);
+    primary.wait_replica(&replica);
     let keys: Vec<String> = (0..13).map(|i| format!("k{i}")).collect();
     let mut r = replica.client();
     assert_eq!(mget(&mut r, &keys), mget(&mut p, &keys));
@@ -110,11 +72,11 @@ fn calls(s: &Server, name: &str) -> i64 {
 #[test]
 fn effects_replicate_as_seq_set_and_no_ops_not_at_all() {
     let primary = Server::start();
-    let replica = replica_of(&primary, &[]);
+    let replica = primary.replica(&[]);
     let mut p = primary.client();
     int(&mut p, &["SEQ.ADVANCE", "k", "10"]);
     int(&mut p, &["SEQ.NEXT", "k", "COUNT", "5"]);
-    sync(&primary, &replica);
+    primary.wait_replica(&replica);
     // the replica ran what the primary did as explicit values, never NEXT or ADVANCE
     assert_eq!(calls(&replica, "seq.set"), 2);
     assert_eq!(calls(&replica, "seq.next"), 0);
@@ -128,7 +90,7 @@ fn effects_replicate_as_seq_set_and_no_ops_not_at_all() {
     let _ = cmd::<i64>(&mut p, &["SEQ.NEXT", "k", "BOGUS"]);
     // one real write after the no-ops, so the sync below covers them all
     let _: String = cmd(&mut p, &["SEQ.SET", "other", "1"]).unwrap();
-    sync(&primary, &replica);
+    primary.wait_replica(&replica);
     assert_eq!(calls(&replica, "seq.set"), 3);
     assert_eq!(int(&mut replica.client(), &["SEQ.GET", "k"]), 15);
     assert_eq!(int(&mut replica.client(), &["EXISTS", "missing"]), 0);
@@ -137,10 +99,10 @@ fn effects_replicate_as_seq_set_and_no_ops_not_at_all() {
 #[test]
 fn writes_are_refused_on_a_replica() {
     let primary = Server::start();
-    let replica = replica_of(&primary, &[]);
+    let replica = primary.replica(&[]);
     let mut p = primary.client();
     int(&mut p, &["SEQ.NEXT", "k"]);
-    sync(&primary, &replica);
+    primary.wait_replica(&replica);
     let mut r = replica.client();
     for args in [
         &["SEQ.NEXT", "k"][..],
@@ -158,7 +120,7 @@ fn writes_are_refused_on_a_replica() {
 #[test]
 fn scripts_and_transactions_give_the_same_state_on_the_replica() {
     let primary = Server::start();
-    let replica = replica_of(&primary, &[]);
+    let replica = primary.replica(&[]);
     let mut p = primary.client();
     let script = "local s = redis.call('SEQ.NEXT', KEYS[1], 'COUNT', ARGV[2]) \
                   redis.call('ZADD', KEYS[2], s, ARGV[1]) return s";
@@ -192,7 +154,7 @@ fn scripts_and_transactions_give_the_same_state_on_the_replica() {
             .unwrap();
         assert!(s > 0);
     }
-    sync(&primary, &replica);
+    primary.wait_replica(&replica);
     let mut r = replica.client();
     for c in 0..4 {
         let seq = format!("{{conv:{c}}}:seq");
@@ -212,11 +174,11 @@ fn scripts_and_transactions_give_the_same_state_on_the_replica() {
 #[test]
 fn a_promoted_replica_skips_the_gap_once() {
     let primary = Server::start();
-    let replica = replica_of(&primary, &[]);
+    let replica = primary.replica(&[]);
     let mut p = primary.client();
     assert_eq!(int(&mut p, &["SEQ.NEXT", "a", "COUNT", "10"]), 10);
     assert_eq!(int(&mut p, &["SEQ.NEXT", "b"]), 1);
-    sync(&primary, &replica);
+    primary.wait_replica(&replica);
     drop(primary); // the primary dies
 
     let mut r = replica.client();
@@ -233,10 +195,10 @@ fn a_promoted_replica_skips_the_gap_once() {
 #[test]
 fn a_promoted_replica_with_gap_zero_continues() {
     let primary = Server::start_with(&["--imid.seq-gap", "0"]);
-    let replica = replica_of(&primary, &["--imid.seq-gap", "0"]);
+    let replica = primary.replica(&["--imid.seq-gap", "0"]);
     let mut p = primary.client();
     assert_eq!(int(&mut p, &["SEQ.NEXT", "a", "COUNT", "10"]), 10);
-    sync(&primary, &replica);
+    primary.wait_replica(&replica);
     drop(primary);
     let mut r = replica.client();
     let _: String = cmd(&mut r, &["REPLICAOF", "NO", "ONE"]).unwrap();

@@ -194,15 +194,7 @@ fn crash_cycles_never_reissue() {
 fn failover_never_reissues() {
     let keys = env_usize("IMID_SOAK_KEYS", 200);
     let mut primary = Server::start();
-    let port = primary.port.to_string();
-    let replica = Server::start_with(&["--replicaof", "127.0.0.1", &port]);
-    while replica
-        .info_field("replication", "master_link_status")
-        .as_deref()
-        != Some("up")
-    {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let replica = primary.replica(&[]);
     let received = Arc::new(Mutex::new(Received::default()));
     let stop = Arc::new(AtomicBool::new(false));
     let loaders = run_loaders(&primary.url(), 3, keys, stop.clone(), received.clone());

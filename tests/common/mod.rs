@@ -337,6 +337,52 @@ impl Server {
     }
 }
 
+impl Server {
+    /// A replica of this server (`--replicaof`, plus `extra` arguments), returned once its
+    /// link to the primary is up.
+    pub fn replica(&self, extra: &[&str]) -> Server {
+        let port = self.port.to_string();
+        let mut args = vec!["--replicaof", "127.0.0.1", port.as_str()];
+        args.extend_from_slice(extra);
+        let replica = Server::start_with(&args);
+        replica.wait_link_up();
+        replica
+    }
+
+    /// Waits until this replica's link to its primary is up.
+    pub fn wait_link_up(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self
+            .info_field("replication", "master_link_status")
+            .as_deref()
+            != Some("up")
+        {
+            assert!(
+                Instant::now() < deadline,
+                "replica link not up: {}",
+                self.log_tail()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until `replica` has acknowledged and applied everything this primary sent.
+    pub fn wait_replica(&self, replica: &Server) {
+        let acked: i64 = cmd(&mut self.client(), &["WAIT", "1", "5000"]).unwrap();
+        assert_eq!(acked, 1, "replica did not acknowledge");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let p = self.info_field("replication", "master_repl_offset");
+            let r = replica.info_field("replication", "master_repl_offset");
+            if p.is_some() && p == r {
+                return;
+            }
+            assert!(Instant::now() < deadline, "offsets {p:?} vs {r:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         self.kill();

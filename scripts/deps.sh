@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Installs what building and testing imid needs, if missing: redis-server and redis-tools
-# (redis-cli, redis-benchmark), libclang (for the redis-module crate's bindgen), faketime (clock
-# tests), and redis-py for the Python example. Debian packages; needs root or sudo.
+# (redis-cli, redis-benchmark), libclang (for the redis-module crate's bindgen), and redis-py
+# for the Python example. Debian packages; needs root or sudo.
 set -euo pipefail
 
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
 command -v redis-benchmark >/dev/null 2>&1 || need+=(redis-tools)
-command -v faketime >/dev/null 2>&1 || need+=(faketime)
-ldconfig -p 2>/dev/null | grep -q 'libclang' || need+=(libclang-dev)
+# libclang itself (libclang-NN.so), not libclang-cpp which Debian machines often carry already.
+ldconfig -p 2>/dev/null | grep -qE 'libclang(-[0-9.]+)?\.so' || need+=(libclang-dev)
 # The Python example runs with Debian's python3 when the python3 on PATH lacks redis-py.
 { python3 -c 'import redis' || /usr/bin/python3 -c 'import redis'; } >/dev/null 2>&1 || need+=(python3-redis)
 
@@ -22,6 +22,7 @@ if [ ${#need[@]} -gt 0 ]; then
   $sudo apt-get install -y -qq --no-install-recommends $(printf '%s\n' "${need[@]}" | sort -u) >/dev/null
 fi
 
+[ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo not found: install a stable Rust toolchain (rustup)" >&2
   exit 1

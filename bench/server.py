@@ -195,6 +195,8 @@ def commands(srv):
     keyed()
     open_keyed = srv.cli("OPENID.ENC", MSGID, "1", "1")
     plain()
+    srv.cli("HSET", "ref:fields4", "time", "1700000000000", "seq", "6", "channel_type", "1",
+            "hash", "2526662")
     # Random keys come from redis-benchmark's __rand_int__, drawn independently for each
     # placeholder, so a flow's sequence key and inbox are two random conversations: the same
     # work per call as one conversation's pair.
@@ -205,6 +207,9 @@ def commands(srv):
         ("SEQ.NEXT (random keys)", ["SEQ.NEXT", "seq:__rand_int__"], plain),
         ("MSGID.GEN", ["MSGID.GEN", "1", "conv:__rand_int__"], plain),
         ("MSGID.DECODE", ["MSGID.DECODE", MSGID], plain),
+        # Reference, not imid: a built-in command whose reply has MSGID.DECODE's shape (4
+        # name/integer pairs), to tell the cost of the reply apart from the module's.
+        ("HGETALL (reference: 4-field reply)", ["HGETALL", "ref:fields4"], plain),
         ("OPENID.ENC (plain)", ["OPENID.ENC", MSGID, "1", "1"], plain),
         ("OPENID.DEC (plain)", ["OPENID.DEC", open_plain], plain),
         ("OPENID.ENC (keyed)", ["OPENID.ENC", MSGID, "1", "1"], keyed),

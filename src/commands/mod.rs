@@ -25,7 +25,10 @@ pub fn guard(ctx: &Context, args: Vec<RedisString>, handler: Handler) -> RedisRe
     run_guarded(
         || handler(ctx, args),
         |msg| {
-            let name = name.as_ref().map(|n| n.to_string_lossy()).unwrap_or_default();
+            let name = name
+                .as_ref()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default();
             ctx.log_warning(&format!("imid: internal error in {name}: {msg}"))
         },
     )

@@ -58,7 +58,13 @@ fn replicate_set(ctx: &Context, key: &RedisString, value: u64) {
     // SEQ.SET is ours.
     unsafe {
         if let Some(replicate) = raw::RedisModule_Replicate {
-            replicate(ctx.ctx, c"SEQ.SET".as_ptr(), c"sl".as_ptr(), key.inner, value);
+            replicate(
+                ctx.ctx,
+                c"SEQ.SET".as_ptr(),
+                c"sl".as_ptr(),
+                key.inner,
+                value,
+            );
         }
     }
 }

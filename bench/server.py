@@ -203,6 +203,9 @@ def commands(srv):
     flow = ["2", "{c:__rand_int__}:", "{c:__rand_int__}:inbox:", "1", str(CAP)]
     return [
         ("PING", ["PING"], plain),
+        # Reference, not imid: one argument and a 19-byte bulk reply, the shape of MSGID.GEN
+        # and OPENID.ENC, with no module in the way.
+        ("ECHO (reference: 19-byte bulk reply)", ["ECHO", MSGID], plain),
         ("INCR (random keys)", ["INCR", "incr:__rand_int__"], plain),
         ("SEQ.NEXT (random keys)", ["SEQ.NEXT", "seq:__rand_int__"], plain),
         ("MSGID.GEN", ["MSGID.GEN", "1", "conv:__rand_int__"], plain),

@@ -38,6 +38,16 @@ cluster: build
 cluster-stop:
 	bash scripts/cluster.sh stop
 
+# Criterion benches, server-level throughput (redis-benchmark) and memory per key; writes
+# bench/RESULTS.md. Takes minutes; run on a quiet machine.
+bench: build
+	bash bench/run.sh
+
+# A tiny run of the same scripts for CI: checks that every command runs without errors and the
+# table is produced (no timing is asserted). Writes target/bench-smoke/RESULTS.md.
+bench-smoke: build
+	bash bench/run.sh --smoke
+
 lint:
 	cargo fmt --check
 	cargo clippy --release --all-targets -- -D warnings

@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Turns bench/server.py's JSON and criterion's estimates into the results page.
+
+Everything above the ANALYSIS marker is regenerated; the hand-written analysis below it (what
+limits a target that is short, profiles) is kept as it is, so a re-run refreshes the numbers
+without losing the explanation. Standard library only.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+MARKER = "<!-- analysis: hand-written below this line; bench/report.py keeps it -->"
+
+# Criterion bench ids (as benches/core.rs names them) in table order, with the target each has.
+CRITERION = [
+    ("msgid/encode (fields -> text)", 25),
+    ("msgid/decode (text -> fields)", 25),
+    ("msgid/generate (clock + next + encode)", None),
+    ("javahash/hash22 (5-17 byte targets)", None),
+    ("openid/plain encode", None),
+    ("openid/plain decode", None),
+    ("openid/keyed encode", None),
+    ("openid/keyed decode", None),
+    ("openid/key schedule (per config change)", None),
+]
+
+# Throughput targets: (row, pipeline or None for both, reference row, minimum ratio).
+TARGETS = [
+    ("SEQ.NEXT (random keys)", 16, "INCR (random keys)", 0.9),
+    ("MSGID.GEN", None, "PING", 0.9),
+    ("MSGID.DECODE", None, "PING", 0.9),
+    ("OPENID.ENC (plain)", None, "PING", 0.9),
+    ("OPENID.DEC (plain)", None, "PING", 0.9),
+    ("OPENID.ENC (keyed)", None, "PING", 0.9),
+    ("OPENID.DEC (keyed)", None, "PING", 0.9),
+    ("flow: imid (SEQ.NEXT+MSGID.GEN+ZADD+cap)", None,
+     "flow: INCR+Lua ID (INCR+TIME+ZADD+cap)", 0.9),
+    ("flow: imid (SEQ.NEXT+MSGID.GEN+ZADD+cap)", None, "flow: INCR only (INCR+ZADD+cap)", 0.9),
+]
+MEMORY_TARGET = 90
+
+
+def criterion_dir_name(bench_id):
+    # Criterion replaces characters that are awkward in paths ('/' separates group and name).
+    group, _, name = bench_id.partition("/")
+    clean = "".join("_" if c in '\\:*?"<>|' else c for c in name).replace(">", "_")
+    return os.path.join(group + "_" + clean)
+
+
+def criterion_rows(root):
+    rows = []
+    for bench_id, target in CRITERION:
+        path = os.path.join(root, criterion_dir_name(bench_id), "new", "estimates.json")
+        if not os.path.exists(path):
+            rows.append((bench_id, None, None, None, target))
+            continue
+        est = json.load(open(path))["mean"]
+        ci = est["confidence_interval"]
+        rows.append((bench_id, est["point_estimate"], ci["lower_bound"], ci["upper_bound"],
+                     target))
+    return rows
+
+
+def fmt_rps(v):
+    return f"{v:,.0f}"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--server-json", required=True)
+    ap.add_argument("--criterion", help="criterion output dir (target/criterion); omit to skip")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--title", default="imid benchmark results")
+    args = ap.parse_args()
+
+    d = json.load(open(args.server_json))
+    m = d["machine"]
+    tp = {}
+    for k, v in d["throughput"].items():
+        name, p = k.rsplit("|", 1)
+        tp[(name, int(p))] = v
+    med = {k: statistics.median(v) for k, v in tp.items()}
+    names = d["names"]
+
+    out = [f"# {args.title}", ""]
+    out += [
+        "Produced by `make bench` (`bench/run.sh`); numbers from one machine, one run. "
+        "Re-run to compare on yours.",
+        "",
+        "## Machine and versions",
+        "",
+        f"- CPUs: {m['nproc']} × {m['cpu']}",
+        f"- kernel: {m['kernel']}",
+        f"- {m['redis']}",
+        f"- {m['rustc']}",
+        f"- module: git commit `{m['commit']}`" + (" (with uncommitted changes)" if m["dirty"]
+                                                  else ""),
+        f"- load average (1/5/15 min) before the server-level run: {' / '.join(m['load_before'])}"
+        f", after: {' / '.join(m['load_after'])}",
+        "- server and client " + ("pinned to CPU 0 and CPU 1 (`taskset`)" if d["pinned"]
+                                  else "not pinned (fewer than 2 CPUs or no taskset)"),
+        "",
+        "## Throughput (redis-benchmark, loopback, 50 clients)",
+        "",
+        f"{d['rounds']} interleaved rounds (each round runs every command once, at pipeline 1 "
+        f"then 16); {d['requests']:,} requests per run at pipeline 1, {5 * d['requests']:,} at "
+        f"pipeline 16; random keys from a keyspace of {d['keyspace']:,} (`-r`). Requests/s: "
+        "median of the rounds, and the spread (min–max). Ratios compare medians at the same "
+        "pipeline depth.",
+        "",
+    ]
+    for p in (1, 16):
+        out += [
+            f"### Pipeline {p}",
+            "",
+            "| command | req/s (median) | spread (min–max) | × PING | × INCR |",
+            "| --- | ---: | ---: | ---: | ---: |",
+        ]
+        ping = med[("PING", p)]
+        incr = med[("INCR (random keys)", p)]
+        for name in names:
+            v = tp[(name, p)]
+            out.append(
+                f"| {name} | {fmt_rps(med[(name, p)])} | {fmt_rps(min(v))}–{fmt_rps(max(v))} "
+                f"| {med[(name, p)] / ping:.2f} | {med[(name, p)] / incr:.2f} |"
+            )
+        out.append("")
+
+    out += ["### Targets", "", "| target | pipeline | ratio (medians) | status |",
+            "| --- | ---: | ---: | --- |"]
+    for row, pipe, ref, minimum in TARGETS:
+        for p in ([pipe] if pipe else [1, 16]):
+            r = med[(row, p)] / med[(ref, p)]
+            out.append(f"| {row} ≥ {minimum} × {ref} | {p} | {r:.2f} | "
+                       f"{'met' if r >= minimum else 'short'} |")
+    out.append("")
+
+    out += [
+        "### The send-flow scripts",
+        "",
+        "Each is run as `EVALSHA <sha> 2 {c:<rand>}:<seq key> {c:<rand>}:inbox:<flow> 1 "
+        f"{d['cap']}` (KEYS: sequence key, inbox ZSET; ARGV: channel type, inbox cap). "
+        "redis-benchmark draws each `__rand_int__` independently, so the sequence key and the "
+        "inbox of one call belong to two random conversations: the same work as one "
+        "conversation's pair. Inboxes reach the cap quickly, so most calls trim one member.",
+        "",
+    ]
+    for label, key in (("imid", "imid"), ("INCR + Lua-built ID", "incr_id"),
+                       ("INCR only", "incr")):
+        out += [f"{label}:", "", "```lua", d["scripts"][key].strip(), "```", ""]
+
+    out += [
+        "## Memory per key",
+        "",
+        "A fresh server per row; `used_memory` after loading N keys `k:00000000`.. minus before, "
+        "divided by N. Values 3,000,000,000 + i (beyond Redis's shared integers, like a "
+        "long-lived sequence). The sequence keys are written with `SEQ.SET`, the string keys "
+        "with `INCRBY` (an int-encoded string, the cheapest way plain Redis holds a counter). "
+        "The per-key figure includes the keyspace hash table's bucket array. `MEMORY USAGE` "
+        "of one key is shown for comparison: it leaves out allocator rounding and the table.",
+        "",
+        "| keys | N | used_memory delta (bytes) | bytes per key | MEMORY USAGE of one key |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for label, n, delta, per, usage in d["memory"]:
+        out.append(f"| {label} | {n:,} | {delta:,} | {per:.1f} | {usage} |")
+    seq_per = d["memory"][0][3]
+    out += ["", f"Target: a sequence key ≤ {MEMORY_TARGET} bytes: "
+            f"{'met' if seq_per <= MEMORY_TARGET else 'short'} ({seq_per:.1f}).", ""]
+
+    out += ["## In-process (criterion)", ""]
+    if args.criterion:
+        out += [
+            "`cargo bench --features system-alloc --bench core`: the core alone, without "
+            "Redis's request handling. Mean time per operation and its 95% confidence interval.",
+            "",
+            "| bench | ns per op | 95% CI | target |",
+            "| --- | ---: | ---: | --- |",
+        ]
+        for bench_id, mean, lo, hi, target in criterion_rows(args.criterion):
+            if mean is None:
+                out.append(f"| {bench_id} | not run | | |")
+                continue
+            t = ""
+            if target:
+                t = f"< {target} ns: {'met' if mean < target else 'short'}"
+            out.append(f"| {bench_id} | {mean:.1f} | {lo:.1f}–{hi:.1f} | {t} |")
+    else:
+        out.append("Skipped in this run.")
+    out.append("")
+
+    analysis = ""
+    if os.path.exists(args.out):
+        text = open(args.out).read()
+        if MARKER in text:
+            analysis = text.split(MARKER, 1)[1]
+    out.append(MARKER)
+    page = "\n".join(out) + (analysis if analysis else "\n")
+    with open(args.out, "w") as f:
+        f.write(page)
+    # The tables (not the kept analysis) also go to stdout for whoever ran `make bench`.
+    sys.stdout.write("\n".join(out[:-1]) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# `make bench` / `make bench-smoke`: criterion benches of the core, then server-level throughput
+# and memory (bench/server.py), then the results page (bench/report.py).
+#
+#   bench/run.sh          full run, writes bench/RESULTS.md (minutes; run on a quiet machine)
+#   bench/run.sh --smoke  tiny run that only proves every command works and the table is built;
+#                         writes target/bench-smoke/RESULTS.md, never the committed page
+#
+# Expects `make build` to have built target/release/libimid.so. Installs nothing: python3,
+# redis-server, redis-benchmark and redis-cli come from scripts/deps.sh. Servers are started on
+# free 127.0.0.1 ports in a temp dir by server.py, which stops them on exit or signal.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=full
+[ "${1:-}" = "--smoke" ] && mode=smoke
+
+module=target/release/libimid.so
+[ -f "$module" ] || { echo "$module missing: run make build first" >&2; exit 1; }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) (nproc $(nproc))"
+
+if [ "$mode" = smoke ]; then
+  out=target/bench-smoke/RESULTS.md
+  mkdir -p "$(dirname "$out")"
+  rm -f "$out"
+  # Criterion only has to compile and run each bench once, not measure well.
+  cargo bench --features system-alloc --bench core -- --warm-up-time 0.1 --measurement-time 0.2 \
+    >"$tmp/criterion.log" 2>&1 || { cat "$tmp/criterion.log" >&2; exit 1; }
+  python3 bench/server.py --module "$module" --rounds 1 --requests 2000 \
+    --memory-keys 10000 --json "$tmp/server.json"
+else
+  out=bench/RESULTS.md
+  cargo bench --features system-alloc --bench core
+  python3 bench/server.py --module "$module" --json "$tmp/server.json"
+fi
+
+python3 bench/report.py --server-json "$tmp/server.json" --criterion target/criterion --out "$out"
+# The smoke check proper: a table row for every command (server.py already failed on any error
+# reply or missing throughput).
+rows=$(grep -c '^| ' "$out")
+[ "$rows" -ge 30 ] || { echo "results table incomplete ($rows rows) in $out" >&2; exit 1; }
+echo "wrote $out"

@@ -164,9 +164,12 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
     }
 }
 
-/// Nothing beyond Redis's own per-key overhead: the value lives in the pointer.
+/// The value lives in the pointer, so the only memory it costs is the 16-byte wrapper Redis
+/// allocates around every module value (type pointer + value pointer). MEMORY USAGE counts
+/// only what this callback reports for module values, so reporting the wrapper keeps it in
+/// line with `used_memory` (measured: 16 bytes more per key than an INCR counter).
 unsafe extern "C" fn mem_usage(_value: *const c_void) -> usize {
-    0
+    2 * std::mem::size_of::<*const c_void>()
 }
 
 /// Nothing was allocated.

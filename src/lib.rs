@@ -3,10 +3,10 @@
 //! This file is the table of contents: the module, its commands, its configs, and init.
 //! Redis-free logic lives in `core/`, command handlers in `commands/`.
 
-mod command_info;
 pub mod commands;
 pub mod config;
 pub mod core;
+pub mod registry;
 mod seq_type;
 mod stats;
 #[cfg(feature = "test-hooks")]
@@ -23,6 +23,7 @@ pub fn now_ms() -> u64 {
 
 use config::CLUSTER_MODE;
 use redis_module::{raw, redis_module, Context, ContextFlags, RedisString, Status};
+use registry::{Keys, OW_UPDATE, ROUTING_ONLY, RO_ACCESS, RW_ACCESS_UPDATE};
 use seq_type::SEQ_TYPE;
 use std::os::raw::c_int;
 use std::sync::atomic::Ordering;
@@ -68,8 +69,133 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             set_options(ctx.ctx, raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int);
         }
     }
-    command_info::register(ctx)
+    registry::register(ctx, COMMANDS)
 }
+
+/// Every command: name (lowercase, as Redis lists its own), handler, flags, arity, keys, summary.
+/// No ACL categories: Redis 7.0 has none for modules.
+const COMMANDS: &[registry::Command] = &[
+    command!(
+        "msgid.gen",
+        commands::msgid::gen,
+        "write fast",
+        3,
+        Some(Keys {
+            first: 2,
+            last: 0,
+            flags: ROUTING_ONLY
+        }),
+        "Issues a new time-ordered message ID for a conversation"
+    ),
+    command!(
+        "msgid.encode",
+        commands::msgid::encode,
+        "readonly fast",
+        5,
+        None,
+        "Builds a message ID from explicit fields"
+    ),
+    command!(
+        "msgid.decode",
+        commands::msgid::decode,
+        "readonly fast",
+        2,
+        None,
+        "Splits a message ID into its fields"
+    ),
+    command!(
+        "msgid.hash",
+        commands::msgid::hash,
+        "readonly fast",
+        2,
+        None,
+        "The 22-bit target hash MSGID.GEN would embed"
+    ),
+    command!(
+        "msgid.floor",
+        commands::msgid::floor,
+        "write fast",
+        2,
+        None,
+        "Raises the message-ID time floor (replication and AOF of the time lease)"
+    ),
+    command!(
+        "openid.enc",
+        commands::openid::enc,
+        "readonly fast",
+        4,
+        None,
+        "Makes the public ID of a message (plain or keyed)"
+    ),
+    command!(
+        "openid.dec",
+        commands::openid::dec,
+        "readonly fast",
+        2,
+        None,
+        "Verifies a public message ID and splits it into its fields"
+    ),
+    command!(
+        "seq.next",
+        commands::seq::next,
+        "write deny-oom fast",
+        -2,
+        Some(Keys {
+            first: 1,
+            last: 0,
+            flags: RW_ACCESS_UPDATE
+        }),
+        "Reserves the next value (or a block of COUNT values) of a sequence"
+    ),
+    command!(
+        "seq.get",
+        commands::seq::get,
+        "readonly fast",
+        2,
+        Some(Keys {
+            first: 1,
+            last: 0,
+            flags: RO_ACCESS
+        }),
+        "The current value of a sequence (0 when missing)"
+    ),
+    command!(
+        "seq.mget",
+        commands::seq::mget,
+        "readonly fast",
+        -2,
+        Some(Keys {
+            first: 1,
+            last: -1,
+            flags: RO_ACCESS
+        }),
+        "The current values of several sequences (0 when missing)"
+    ),
+    command!(
+        "seq.set",
+        commands::seq::set,
+        "write deny-oom fast",
+        3,
+        Some(Keys {
+            first: 1,
+            last: 0,
+            flags: OW_UPDATE
+        }),
+        "Sets a sequence to an exact value"
+    ),
+    command!(
+        "seq.advance",
+        commands::seq::advance,
+        "write deny-oom fast",
+        3,
+        Some(Keys {
+            first: 1,
+            last: 0,
+            flags: RW_ACCESS_UPDATE
+        }),
+        "Raises a sequence to at least a value (a read cursor)"
+    ),
+];
 
 redis_module! {
     name: "imid",
@@ -77,20 +203,4 @@ redis_module! {
     allocator: (allocator::Alloc, allocator::ALLOC),
     data_types: [SEQ_TYPE],
     init: init,
-    commands: [
-        // name (lowercase, as Redis lists its own), handler, flags, first key, last key, key
-        // step, ACL categories (none: Redis 7.0 has no module ACL categories)
-        ["msgid.gen", guarded!(commands::msgid::gen), "write fast", 2, 2, 1, ""],
-        ["msgid.encode", guarded!(commands::msgid::encode), "readonly fast", 0, 0, 0, ""],
-        ["msgid.decode", guarded!(commands::msgid::decode), "readonly fast", 0, 0, 0, ""],
-        ["msgid.hash", guarded!(commands::msgid::hash), "readonly fast", 0, 0, 0, ""],
-        ["msgid.floor", guarded!(commands::msgid::floor), "write fast", 0, 0, 0, ""],
-        ["openid.enc", guarded!(commands::openid::enc), "readonly fast", 0, 0, 0, ""],
-        ["openid.dec", guarded!(commands::openid::dec), "readonly fast", 0, 0, 0, ""],
-        ["seq.next", guarded!(commands::seq::next), "write deny-oom fast", 1, 1, 1, ""],
-        ["seq.get", guarded!(commands::seq::get), "readonly fast", 1, 1, 1, ""],
-        ["seq.mget", guarded!(commands::seq::mget), "readonly fast", 1, -1, 1, ""],
-        ["seq.set", guarded!(commands::seq::set), "write deny-oom fast", 1, 1, 1, ""],
-        ["seq.advance", guarded!(commands::seq::advance), "write deny-oom fast", 1, 1, 1, ""],
-    ],
 }

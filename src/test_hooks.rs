@@ -12,9 +12,7 @@
 //! `IMID.TEST-PANIC`: panics inside a guarded handler.
 
 use crate::core::generator::{Clock, SystemClock};
-use redis_module::{raw, Context, RedisError, RedisResult, RedisString, RedisValue, Status};
-use std::ffi::CString;
-use std::os::raw::c_int;
+use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue, Status};
 use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
 
 const REAL: u8 = 0;
@@ -60,42 +58,28 @@ fn test_panic(_ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     Ok(RedisValue::Integer(i64::from(v[args.len()])))
 }
 
-macro_rules! raw_command {
-    ($fname:ident, $handler:path) => {
-        extern "C" fn $fname(
-            ctx: *mut raw::RedisModuleCtx,
-            argv: *mut *mut raw::RedisModuleString,
-            argc: c_int,
-        ) -> c_int {
-            let context = Context::new(ctx);
-            let args = redis_module::decode_args(ctx, argv, argc);
-            let r = crate::commands::guard(&context, args, $handler);
-            context.reply(r) as c_int
-        }
-    };
-}
-raw_command!(test_clock_c, test_clock);
-raw_command!(test_panic_c, test_panic);
+const COMMANDS: &[crate::registry::Command] = &[
+    crate::command!(
+        "imid.test-clock",
+        test_clock,
+        "fast",
+        -2,
+        None,
+        "Test builds only: steers the module's wall clock"
+    ),
+    crate::command!(
+        "imid.test-panic",
+        test_panic,
+        "fast",
+        1,
+        None,
+        "Test builds only: panics inside a guarded handler"
+    ),
+];
 
 pub fn register(ctx: &Context) -> Status {
-    type Cmd =
-        extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
-    let cmds: [(&str, Cmd); 2] = [
-        ("imid.test-clock", test_clock_c),
-        ("imid.test-panic", test_panic_c),
-    ];
-    for (name, f) in cmds {
-        let (Ok(n), Ok(flags)) = (CString::new(name), CString::new("fast")) else {
-            return Status::Err;
-        };
-        // SAFETY: the live OnLoad context; name and flags are NUL-terminated and copied by Redis.
-        let rc = unsafe {
-            raw::RedisModule_CreateCommand
-                .map(|c| c(ctx.ctx, n.as_ptr(), Some(f), flags.as_ptr(), 0, 0, 0))
-        };
-        if rc != Some(raw::REDISMODULE_OK as c_int) {
-            return Status::Err;
-        }
+    if crate::registry::register(ctx, COMMANDS) == Status::Err {
+        return Status::Err;
     }
     ctx.log_warning("imid: built with test-hooks: IMID.TEST-CLOCK and IMID.TEST-PANIC are enabled; not for production");
     Status::Ok

@@ -9,7 +9,7 @@ use redis_module::{raw, Context, RedisError, RedisResult, RedisString, RedisValu
 use std::os::raw::{c_char, c_long};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-/// A handler as the registration table takes it.
+/// A handler as the registration table (`lib.rs`, `registry.rs`) takes it.
 pub type Handler = fn(&Context, Vec<RedisString>) -> RedisResult;
 
 /// Runs a handler so that a panic becomes `ERR internal error` and a log line instead of
@@ -18,16 +18,15 @@ pub type Handler = fn(&Context, Vec<RedisString>) -> RedisResult;
 /// Handlers compute their whole reply before writing any of it, so a panic never leaves a
 /// half-written reply behind.
 pub fn guard(ctx: &Context, args: Vec<RedisString>, handler: Handler) -> RedisResult {
-    // The command name is only needed for the log line after a panic: keep a reference to it
-    // (a refcount, no copy) and make the text only then. Copying it into a String on every
-    // call cost ~220 instructions per command (callgrind, bench/RESULTS.md).
-    let name = args.first().map(|a| a.safe_clone(ctx));
+    // The command name is only needed for the log line after a panic: keep the pointer (the
+    // client's argv holds the string for the whole call) and make the text only then. Copying
+    // it into a String on every call cost ~220 instructions per command (callgrind).
+    let name = args.first().map(|a| a.inner);
     run_guarded(
         || handler(ctx, args),
         |msg| {
             let name = name
-                .as_ref()
-                .map(|n| n.to_string_lossy())
+                .map(|n| String::from_utf8_lossy(RedisString::string_as_slice(n)).into_owned())
                 .unwrap_or_default();
             ctx.log_warning(&format!("imid: internal error in {name}: {msg}"))
         },
@@ -51,16 +50,6 @@ pub fn run_guarded<T>(
             Err(RedisError::Str("ERR internal error"))
         }
     }
-}
-
-/// Wraps a handler path in the panic guard, for the registration table in `lib.rs`.
-#[macro_export]
-macro_rules! guarded {
-    ($handler:path) => {
-        |ctx: &redis_module::Context, args: Vec<redis_module::RedisString>| {
-            $crate::commands::guard(ctx, args, $handler)
-        }
-    };
 }
 
 /// An `ERR` reply naming the rule broken.

@@ -1,0 +1,175 @@
+//! How commands reach Redis: one table entry per command (name, handler, flags, arity, keys,
+//! summary), registered with `RedisModule_CreateCommand` and `RedisModule_SetCommandInfo`, and
+//! the call path from Redis into a handler.
+//!
+//! Why not the `redis_module!` command table: its wrapper retains every argument through the
+//! context (each retain and release also searches the context's auto-memory pool) and knows
+//! nothing of arity or key specs, which then lived in a second table. Here one entry says
+//! everything about a command, and arguments are retained without a context (a plain refcount).
+//! Key-spec flags matter beyond documentation: ACL key selectors (`%R~`, `%W~`) judge commands
+//! by them, and Redis Cluster routes and redirects by them.
+
+use crate::commands::{guard, Handler};
+use redis_module::{raw, Context, RedisString, Status};
+use std::ffi::CString;
+use std::os::raw::c_int;
+use std::ptr::NonNull;
+
+/// The C entry point Redis calls for a command.
+pub type RawHandler =
+    extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
+
+/// Where a command's keys are: arguments `first` to `last` (negative: from the end), step 1.
+pub struct Keys {
+    pub first: i32,
+    pub last: i32,
+    pub flags: u32,
+}
+
+pub const RO_ACCESS: u32 = raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS;
+pub const RW_ACCESS_UPDATE: u32 =
+    raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_UPDATE;
+pub const OW_UPDATE: u32 = raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE;
+/// MSGID.GEN's target: declared so that cluster clients route it and cluster nodes enforce that
+/// routing (MOVED), which per-slot uniqueness relies on; it is neither read nor written. Not
+/// NOT_KEY: Redis Cluster ignores NOT_KEY keys when it checks where a command belongs.
+pub const ROUTING_ONLY: u32 = raw::REDISMODULE_CMD_KEY_RO;
+
+pub struct Command {
+    pub name: &'static str,
+    pub handler: RawHandler,
+    pub flags: &'static str,
+    /// Negative: at least |arity| arguments, the command name included, as in Redis.
+    pub arity: i32,
+    pub keys: Option<Keys>,
+    pub summary: &'static str,
+}
+
+/// A table entry: `command!(name, handler path, flags, arity, keys, summary)`.
+#[macro_export]
+macro_rules! command {
+    ($name:literal, $handler:path, $flags:literal, $arity:expr, $keys:expr, $summary:literal) => {
+        $crate::registry::Command {
+            name: $name,
+            handler: {
+                extern "C" fn call(
+                    ctx: *mut redis_module::raw::RedisModuleCtx,
+                    argv: *mut *mut redis_module::raw::RedisModuleString,
+                    argc: std::os::raw::c_int,
+                ) -> std::os::raw::c_int {
+                    $crate::registry::dispatch(ctx, argv, argc, $handler)
+                }
+                call
+            },
+            flags: $flags,
+            arity: $arity,
+            keys: $keys,
+            summary: $summary,
+        }
+    };
+}
+
+/// From Redis into a handler: arguments, the panic guard, the reply.
+pub fn dispatch(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+    handler: Handler,
+) -> c_int {
+    let context = Context::new(ctx);
+    let args: Vec<RedisString> = match (NonNull::new(argv), usize::try_from(argc)) {
+        (Some(argv), Ok(n)) => {
+            // SAFETY: Redis passes `argc` live strings in `argv` for the duration of the call.
+            let raw_args = unsafe { std::slice::from_raw_parts(argv.as_ptr(), n) };
+            // Retained without a context: a refcount increment, released by RedisString's drop
+            // (FreeString with the same null context) when the handler is done with them.
+            raw_args
+                .iter()
+                .map(|&s| RedisString::new(None, s))
+                .collect()
+        }
+        _ => Vec::new(),
+    };
+    let reply = guard(&context, args, handler);
+    context.reply(reply) as c_int
+}
+
+const INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfoVersion {
+    version: 1,
+    sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
+    sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
+    sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
+};
+
+/// Registers every command of `table` with its flags, legacy key range, arity, summary and key
+/// spec (Redis 7.0+ for the latter).
+pub fn register(ctx: &Context, table: &[Command]) -> Status {
+    for c in table {
+        if register_one(ctx, c).is_err() {
+            ctx.log_warning(&format!("imid: could not register command {}", c.name));
+            return Status::Err;
+        }
+    }
+    Status::Ok
+}
+
+fn register_one(ctx: &Context, c: &Command) -> Result<(), ()> {
+    let name = CString::new(c.name).map_err(|_| ())?;
+    let flags = CString::new(c.flags).map_err(|_| ())?;
+    let summary = CString::new(c.summary).map_err(|_| ())?;
+    let (first, last) = c.keys.as_ref().map_or((0, 0), |k| {
+        // The legacy range takes an absolute last key, or negative from the end; 0 in a key
+        // spec means "the same as first".
+        (k.first, if k.last == 0 { k.first } else { k.last })
+    });
+    let step = i32::from(c.keys.is_some());
+    // SAFETY: ctx.ctx is the live OnLoad context; name and flags are NUL-terminated and copied
+    // by Redis; the handler is a valid extern "C" function for the life of the module.
+    let rc = unsafe {
+        raw::RedisModule_CreateCommand.map(|create| {
+            create(
+                ctx.ctx,
+                name.as_ptr(),
+                Some(c.handler),
+                flags.as_ptr(),
+                first,
+                last,
+                step,
+            )
+        })
+    };
+    if rc != Some(raw::REDISMODULE_OK as c_int) {
+        return Err(());
+    }
+    // SAFETY: as above; GetCommand returns the command just created, or null.
+    let cmd = unsafe { raw::RedisModule_GetCommand.map(|get| get(ctx.ctx, name.as_ptr())) }
+        .filter(|p| !p.is_null())
+        .ok_or(())?;
+    // SAFETY: zeroed is the documented "unset" value for every optional field of these structs
+    // (null pointers, zero counts) and a zeroed key spec terminates the array; all strings and
+    // the array outlive the call, which copies them.
+    let mut info: raw::RedisModuleCommandInfo = unsafe { std::mem::zeroed() };
+    let mut specs: [raw::RedisModuleCommandKeySpec; 2] = unsafe { std::mem::zeroed() };
+    info.version = &INFO_VERSION;
+    info.summary = summary.as_ptr();
+    info.since = c"0.1.0".as_ptr();
+    info.arity = c.arity;
+    if let Some(k) = &c.keys {
+        specs[0].flags = u64::from(k.flags);
+        specs[0].begin_search_type =
+            raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+        specs[0].bs.index.pos = k.first;
+        specs[0].find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+        specs[0].fk.range.lastkey = k.last;
+        specs[0].fk.range.keystep = 1;
+        specs[0].fk.range.limit = 0;
+        info.key_specs = specs.as_mut_ptr();
+    }
+    // SAFETY: cmd came from GetCommand for a command of this module; info is fully set.
+    let rc = unsafe { raw::RedisModule_SetCommandInfo.map(|set| set(cmd, &info)) };
+    if rc == Some(raw::REDISMODULE_OK as c_int) {
+        Ok(())
+    } else {
+        Err(())
+    }
+}

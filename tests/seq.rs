@@ -452,3 +452,64 @@ fn copy_and_memory_usage() {
     let pong: String = cmd(&mut con, &["PING"]).unwrap();
     assert_eq!(pong, "PONG");
 }
+
+/// Runs WATCH key on `a`, `change` on `b`, then MULTI/EXEC on `a`: whether EXEC ran.
+fn exec_survives(s: &Server, key: &str, change: &[&str]) -> bool {
+    let mut a = s.client();
+    let mut b = s.client();
+    let _: () = redis::cmd("WATCH").arg(key).query(&mut a).unwrap();
+    let _: Value = cmd(&mut b, change).unwrap();
+    let r: Option<Vec<i64>> = redis::pipe()
+        .atomic()
+        .cmd("SEQ.GET")
+        .arg(key)
+        .query(&mut a)
+        .unwrap();
+    r.is_some()
+}
+
+#[test]
+fn no_op_writes_do_not_break_watch() {
+    let s = Server::start();
+    let mut con = s.client();
+    let _: String = cmd(&mut con, &["SEQ.SET", "k", "10"]).unwrap();
+    assert!(
+        exec_survives(&s, "k", &["SEQ.ADVANCE", "k", "5"]),
+        "an older ack touched the key"
+    );
+    assert!(exec_survives(&s, "k", &["SEQ.ADVANCE", "k", "10"]));
+    assert!(
+        exec_survives(&s, "k", &["SEQ.SET", "k", "10"]),
+        "setting the same value touched it"
+    );
+    assert!(exec_survives(&s, "k", &["SEQ.GET", "k"]));
+    assert!(
+        !exec_survives(&s, "k", &["SEQ.ADVANCE", "k", "11"]),
+        "a real change must abort EXEC"
+    );
+    assert!(!exec_survives(&s, "k", &["SEQ.SET", "k", "3"]));
+    assert!(!exec_survives(&s, "k", &["SEQ.NEXT", "k"]));
+}
+
+#[test]
+fn writes_publish_keyspace_events_and_no_ops_do_not() {
+    let s = Server::start();
+    let mut con = s.client();
+    let _: String = cmd(&mut con, &["CONFIG", "SET", "notify-keyspace-events", "Kd"]).unwrap();
+    let mut sub = s.client();
+    let mut ps = sub.as_pubsub();
+    ps.psubscribe("__keyspace@0__:conv*").unwrap();
+    ps.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let _: i64 = cmd(&mut con, &["SEQ.NEXT", "conv"]).unwrap();
+    let _: i64 = cmd(&mut con, &["SEQ.ADVANCE", "conv", "0"]).unwrap(); // no change: no event
+    let _: String = cmd(&mut con, &["SEQ.SET", "conv", "7"]).unwrap();
+    let _: i64 = cmd(&mut con, &["SEQ.ADVANCE", "conv", "9"]).unwrap();
+    let mut events = Vec::new();
+    for _ in 0..3 {
+        let msg = ps.get_message().unwrap();
+        assert_eq!(msg.get_channel_name(), "__keyspace@0__:conv");
+        events.push(msg.get_payload::<String>().unwrap());
+    }
+    assert_eq!(events, ["seq.next", "seq.set", "seq.advance"]);
+}

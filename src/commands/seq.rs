@@ -10,6 +10,7 @@ use crate::core::seq::{NextError, Seq, MAX_COUNT, MAX_VALUE};
 use crate::seq_type::{Found, SeqKey};
 use crate::stats::Counter;
 use redis_module::{raw, Context, ContextFlags, RedisError, RedisResult, RedisString, RedisValue};
+use std::ffi::CStr;
 use std::os::raw::c_longlong;
 
 /// Values handed out by SEQ.NEXT (the sum of the counts), for `INFO imid`.
@@ -49,6 +50,23 @@ fn reply_int(v: u64) -> RedisResult {
 /// every argument into a new module string (plus a Rust `String` for the value and a `CString`
 /// for the name); with AOF and replicas off that copying was a third of SEQ.NEXT's instructions
 /// (callgrind, bench/RESULTS.md).
+/// A keyspace event of class `d` (module types; `notify-keyspace-events` must include it),
+/// named after the command, e.g. `seq.next`. Costs a flag test when notifications are off.
+fn notify(ctx: &Context, event: &CStr, key: &RedisString) {
+    // SAFETY: ctx.ctx is the live context of the running command, event a NUL-terminated
+    // static string, key.inner a live argument string; Redis copies what it keeps.
+    unsafe {
+        if let Some(f) = raw::RedisModule_NotifyKeyspaceEvent {
+            f(
+                ctx.ctx,
+                raw::REDISMODULE_NOTIFY_MODULE,
+                event.as_ptr(),
+                key.inner,
+            );
+        }
+    }
+}
+
 fn replicate_set(ctx: &Context, key: &RedisString, value: u64) {
     // Sequence values are at most 2^63-1 by construction, so they fit a long long.
     let value = c_longlong::try_from(value).unwrap_or(c_longlong::MAX);
@@ -93,6 +111,7 @@ pub fn next(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     })?;
     k.set(n.state)?;
     replicate_set(ctx, key, n.last);
+    notify(ctx, c"seq.next", key);
     ISSUED.add(count);
     if n.skipped_gap {
         GAP_SKIPS.add(1);
@@ -145,11 +164,13 @@ pub fn set(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         .get_flags()
         .intersects(ContextFlags::LOADING | ContextFlags::REPLICATED);
     let new = Seq::new(value, from_elsewhere).ok_or_else(|| err("value out of range"))?;
-    let k = SeqKey::write(ctx, key)?;
-    let old = k.get()?;
+    // Read first, write only on a change: Redis signals every key opened for writing as
+    // modified when it is closed, which would break a client's WATCH on a no-op.
+    let old = SeqKey::read(ctx, key)?.get()?;
     if old != Found::Seq(new) {
-        k.set(new)?;
+        SeqKey::write(ctx, key)?.set(new)?;
         replicate_set(ctx, key, value);
+        notify(ctx, c"seq.set", key);
     }
     Ok(RedisValue::SimpleStringStatic("OK"))
 }
@@ -163,14 +184,16 @@ pub fn advance(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         return Err(RedisError::WrongArity);
     };
     let value = value_arg(value)?;
-    let k = SeqKey::write(ctx, key)?;
-    let old = current(k.get()?);
+    // Read first, write only on a change (see SET): an older acknowledgement must not touch
+    // the key, or it would break a client's WATCH.
+    let old = current(SeqKey::read(ctx, key)?.get()?);
     let new = old
         .advance(value)
         .ok_or_else(|| err("value out of range"))?;
     if new.value() != old.value() {
-        k.set(new)?;
+        SeqKey::write(ctx, key)?.set(new)?;
         replicate_set(ctx, key, new.value());
+        notify(ctx, c"seq.advance", key);
     }
     reply_int(new.value())
 }

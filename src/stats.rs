@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub struct Counter(AtomicU64);
 
-#[allow(dead_code)] // used by the SEQ and OPENID families
 impl Counter {
     pub const fn new() -> Counter {
         Counter(AtomicU64::new(0))

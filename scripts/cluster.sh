@@ -5,14 +5,15 @@
 #   scripts/cluster.sh stop    # shut the nodes down
 #   scripts/cluster.sh status  # CLUSTER NODES of the first node
 #
-# Ports: IMID_CLUSTER_PORT (default 7100) .. +5. Data: ./data/cluster/<port>. Any
+# Ports: IMID_CLUSTER_PORT (default 7100) .. +5. Data: IMID_CLUSTER_DIR (default
+# ./data/cluster)/<port>. Any
 # `imid.<name> value` settings can be appended to every node with IMID_CLUSTER_ARGS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 base=${IMID_CLUSTER_PORT:-7100}
-module=$(pwd)/target/release/libimid.so
-root=$(pwd)/data/cluster
+module=${IMID_MODULE:-$(pwd)/target/release/libimid.so}
+root=${IMID_CLUSTER_DIR:-$(pwd)/data/cluster}
 ports=$(seq "$base" $((base + 5)))
 
 start() {

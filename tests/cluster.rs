@@ -343,3 +343,77 @@ impl Cluster {
             .unwrap()
     }
 }
+
+#[test]
+fn make_cluster_script_starts_a_working_cluster_and_stops_it() {
+    // scripts/cluster.sh is what `make cluster` runs; here on ports picked for the test.
+    let dir = temp_dir("cluster-script");
+    let base = loop {
+        let p = free_port();
+        if p < 50_000 && (1..6).all(|i| std::net::TcpListener::bind(("127.0.0.1", p + i)).is_ok()) {
+            break p;
+        }
+    };
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/cluster.sh");
+    let run = |action: &str| {
+        Command::new("bash")
+            .arg(&script)
+            .arg(action)
+            .env("IMID_CLUSTER_PORT", base.to_string())
+            .env("IMID_CLUSTER_DIR", &dir)
+            .env("IMID_MODULE", module_path())
+            .output()
+            .unwrap()
+    };
+    let out = run("start");
+    let stop_guard = scopeguard(|| {
+        run("stop");
+    });
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut primaries = 0;
+    for i in 0..6 {
+        let mut con = redis::Client::open(format!("redis://127.0.0.1:{}/", base + i))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut con).unwrap();
+        assert!(
+            info.contains("cluster_state:ok"),
+            "node {}: {info}",
+            base + i
+        );
+        let role: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut con)
+            .unwrap();
+        primaries += usize::from(role.contains("role:master"));
+    }
+    assert_eq!(primaries, 3, "3 primaries and 3 replicas");
+    let urls: Vec<String> = (0..6)
+        .map(|i| format!("redis://127.0.0.1:{}/", base + i))
+        .collect();
+    let mut con = ClusterClient::new(urls).unwrap().get_connection().unwrap();
+    let id = gen(&mut con, 1, "{conv:42}");
+    assert_eq!(hash_of(&id) >> 8, u32::from(slot("{conv:42}")));
+    drop(stop_guard);
+    let mut con = redis::Client::open(format!("redis://127.0.0.1:{base}/")).unwrap();
+    assert!(con.get_connection().is_err(), "stop shut the nodes down");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs `f` when dropped, so the nodes stop even when an assertion fails.
+fn scopeguard<F: FnOnce()>(f: F) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    Guard(Some(f))
+}

@@ -400,8 +400,8 @@ fn make_cluster_script_starts_a_working_cluster_and_stops_it() {
     let id = gen(&mut con, 1, "{conv:42}");
     assert_eq!(hash_of(&id) >> 8, u32::from(slot("{conv:42}")));
     drop(stop_guard);
-    let mut con = redis::Client::open(format!("redis://127.0.0.1:{base}/")).unwrap();
-    assert!(con.get_connection().is_err(), "stop shut the nodes down");
+    let client = redis::Client::open(format!("redis://127.0.0.1:{base}/")).unwrap();
+    assert!(client.get_connection().is_err(), "stop shut the nodes down");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

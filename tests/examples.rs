@@ -691,8 +691,10 @@ fn segment_allocator_unique_and_increasing_across_threads() {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    let stats = alloc.stats();
+    // Stats after shutdown, which joins the refill thread: a prefetch still in flight when the
+    // workers finish would otherwise land after the snapshot.
     alloc.shutdown();
+    let stats = alloc.stats();
     let mut all = HashSet::new();
     let mut max = 0;
     for vals in &per_thread {

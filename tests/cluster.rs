@@ -348,9 +348,15 @@ impl Cluster {
 fn make_cluster_script_starts_a_working_cluster_and_stops_it() {
     // scripts/cluster.sh is what `make cluster` runs; here on ports picked for the test.
     let dir = temp_dir("cluster-script");
+    // The script keeps Redis's default bus ports (port + 10000). Both ranges are taken below
+    // the kernel's ephemeral range (32768+), where the other tests' servers and connections
+    // live, and checked free: a bus port taken by a connection made a node abort.
+    let free = |p: u16| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok();
+    let mut x = u64::from(std::process::id()) * 2_654_435_761;
     let base = loop {
-        let p = free_port();
-        if p < 50_000 && (1..6).all(|i| std::net::TcpListener::bind(("127.0.0.1", p + i)).is_ok()) {
+        x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        let p = 10_000 + ((x >> 33) % 12_000) as u16;
+        if (0..6).all(|i| free(p + i) && free(p + 10_000 + i)) {
             break p;
         }
     };

@@ -23,7 +23,7 @@ pub fn now_ms() -> u64 {
 
 use config::CLUSTER_MODE;
 use redis_module::{raw, redis_module, Context, ContextFlags, RedisString, Status};
-use registry::{Keys, OW_UPDATE, ROUTING_ONLY, RO_ACCESS, RW_ACCESS_UPDATE};
+use registry::{keys, OW_UPDATE, ROUTING_ONLY, RO_ACCESS, RW_ACCESS_UPDATE};
 use seq_type::SEQ_TYPE;
 use std::os::raw::c_int;
 use std::sync::atomic::Ordering;
@@ -74,127 +74,20 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
 
 /// Every command: name (lowercase, as Redis lists its own), handler, flags, arity, keys, summary.
 /// No ACL categories: Redis 7.0 has none for modules.
+#[rustfmt::skip] // one line per command reads as the table it is
 const COMMANDS: &[registry::Command] = &[
-    command!(
-        "msgid.gen",
-        commands::msgid::gen,
-        "write fast",
-        3,
-        Some(Keys {
-            first: 2,
-            last: 0,
-            flags: ROUTING_ONLY
-        }),
-        "Issues a new time-ordered message ID for a conversation"
-    ),
-    command!(
-        "msgid.encode",
-        commands::msgid::encode,
-        "readonly fast",
-        5,
-        None,
-        "Builds a message ID from explicit fields"
-    ),
-    command!(
-        "msgid.decode",
-        commands::msgid::decode,
-        "readonly fast",
-        2,
-        None,
-        "Splits a message ID into its fields"
-    ),
-    command!(
-        "msgid.hash",
-        commands::msgid::hash,
-        "readonly fast",
-        2,
-        None,
-        "The 22-bit target hash MSGID.GEN would embed"
-    ),
-    command!(
-        "msgid.floor",
-        commands::msgid::floor,
-        "write fast",
-        2,
-        None,
-        "Raises the message-ID time floor (replication and AOF of the time lease)"
-    ),
-    command!(
-        "openid.enc",
-        commands::openid::enc,
-        "readonly fast",
-        4,
-        None,
-        "Makes the public ID of a message (plain or keyed)"
-    ),
-    command!(
-        "openid.dec",
-        commands::openid::dec,
-        "readonly fast",
-        2,
-        None,
-        "Verifies a public message ID and splits it into its fields"
-    ),
-    command!(
-        "seq.next",
-        commands::seq::next,
-        "write deny-oom fast",
-        -2,
-        Some(Keys {
-            first: 1,
-            last: 0,
-            flags: RW_ACCESS_UPDATE
-        }),
-        "Reserves the next value (or a block of COUNT values) of a sequence"
-    ),
-    command!(
-        "seq.get",
-        commands::seq::get,
-        "readonly fast",
-        2,
-        Some(Keys {
-            first: 1,
-            last: 0,
-            flags: RO_ACCESS
-        }),
-        "The current value of a sequence (0 when missing)"
-    ),
-    command!(
-        "seq.mget",
-        commands::seq::mget,
-        "readonly fast",
-        -2,
-        Some(Keys {
-            first: 1,
-            last: -1,
-            flags: RO_ACCESS
-        }),
-        "The current values of several sequences (0 when missing)"
-    ),
-    command!(
-        "seq.set",
-        commands::seq::set,
-        "write deny-oom fast",
-        3,
-        Some(Keys {
-            first: 1,
-            last: 0,
-            flags: OW_UPDATE
-        }),
-        "Sets a sequence to an exact value"
-    ),
-    command!(
-        "seq.advance",
-        commands::seq::advance,
-        "write deny-oom fast",
-        3,
-        Some(Keys {
-            first: 1,
-            last: 0,
-            flags: RW_ACCESS_UPDATE
-        }),
-        "Raises a sequence to at least a value (a read cursor)"
-    ),
+    command!("msgid.gen", commands::msgid::gen, "write fast", 3, keys(2, 0, ROUTING_ONLY), "Issues a new time-ordered message ID for a conversation"),
+    command!("msgid.encode", commands::msgid::encode, "readonly fast", 5, None, "Builds a message ID from explicit fields"),
+    command!("msgid.decode", commands::msgid::decode, "readonly fast", 2, None, "Splits a message ID into its fields"),
+    command!("msgid.hash", commands::msgid::hash, "readonly fast", 2, None, "The 22-bit target hash MSGID.GEN would embed"),
+    command!("msgid.floor", commands::msgid::floor, "write fast", 2, None, "Raises the message-ID time floor (replication and AOF of the time lease)"),
+    command!("openid.enc", commands::openid::enc, "readonly fast", 4, None, "Makes the public ID of a message (plain or keyed)"),
+    command!("openid.dec", commands::openid::dec, "readonly fast", 2, None, "Verifies a public message ID and splits it into its fields"),
+    command!("seq.next", commands::seq::next, "write deny-oom fast", -2, keys(1, 0, RW_ACCESS_UPDATE), "Reserves the next value (or a block of COUNT values) of a sequence"),
+    command!("seq.get", commands::seq::get, "readonly fast", 2, keys(1, 0, RO_ACCESS), "The current value of a sequence (0 when missing)"),
+    command!("seq.mget", commands::seq::mget, "readonly fast", -2, keys(1, -1, RO_ACCESS), "The current values of several sequences (0 when missing)"),
+    command!("seq.set", commands::seq::set, "write deny-oom fast", 3, keys(1, 0, OW_UPDATE), "Sets a sequence to an exact value"),
+    command!("seq.advance", commands::seq::advance, "write deny-oom fast", 3, keys(1, 0, RW_ACCESS_UPDATE), "Raises a sequence to at least a value (a read cursor)"),
 ];
 
 redis_module! {

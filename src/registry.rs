@@ -35,6 +35,11 @@ pub const OW_UPDATE: u32 = raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KE
 /// NOT_KEY: Redis Cluster ignores NOT_KEY keys when it checks where a command belongs.
 pub const ROUTING_ONLY: u32 = raw::REDISMODULE_CMD_KEY_RO;
 
+/// Keys from argument `first` to `last` (0: just `first`; negative: from the end).
+pub const fn keys(first: i32, last: i32, flags: u32) -> Option<Keys> {
+    Some(Keys { first, last, flags })
+}
+
 pub struct Command {
     pub name: &'static str,
     pub handler: RawHandler,

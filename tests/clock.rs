@@ -35,6 +35,16 @@ fn set_clock(con: &mut Connection, args: &[&str]) {
     let _: String = cmd(con, &a).unwrap();
 }
 
+/// On a freshly restarted (or promoted) node: moves its clock a minute back, issues `n` IDs and
+/// checks the first is above every ID issued before (`old`, in order). Returns the new IDs.
+fn assert_starts_above(con: &mut Connection, old: &[String], n: usize) -> Vec<String> {
+    set_clock(con, &["OFFSET", "-60000"]);
+    let new = gen_many(con, n, "t");
+    let last = old.last().unwrap();
+    assert!(new[0] > *last, "{} <= {last}", new[0]);
+    new
+}
+
 fn now_ms(con: &mut Connection) -> i64 {
     let (s, us): (i64, i64) = cmd(con, &["TIME"]).unwrap();
     s * 1000 + us / 1000
@@ -93,14 +103,8 @@ fn restart_from_aof_with_the_clock_behind_starts_above_old_ids() {
     s.kill(); // kill -9
     s.restart();
     let mut con = s.client();
-    set_clock(&mut con, &["OFFSET", "-60000"]); // the restarted node's clock is a minute behind
-    let new = gen_many(&mut con, 1_000, "t");
-    assert!(
-        new[0] > *old.last().unwrap(),
-        "{} <= {}",
-        new[0],
-        old.last().unwrap()
-    );
+    // The restarted node's clock is a minute behind.
+    let new = assert_starts_above(&mut con, &old, 1_000);
     assert_increasing(&new);
 }
 
@@ -120,27 +124,12 @@ fn restart_from_aof_without_preamble_keeps_the_mark_after_a_rewrite() {
     let _: i64 = cmd(&mut con, &["SEQ.NEXT", "{c}:seq"]).unwrap();
     let old = gen_many(&mut con, 2_000, "t");
     let _: String = cmd(&mut con, &["BGREWRITEAOF"]).unwrap();
-    while s
-        .info_field("persistence", "aof_rewrite_in_progress")
-        .as_deref()
-        != Some("0")
-        || s.info_field("persistence", "aof_rewrite_scheduled")
-            .as_deref()
-            != Some("0")
-    {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    s.wait_for_aof_rewrite();
     s.kill();
     s.restart();
     let mut con = s.client();
-    set_clock(&mut con, &["OFFSET", "-60000"]);
-    let new = gen_many(&mut con, 100, "t");
-    assert!(
-        new[0] > *old.last().unwrap(),
-        "{} <= {}",
-        new[0],
-        old.last().unwrap()
-    );
+    // The restarted node's clock is a minute behind.
+    assert_starts_above(&mut con, &old, 100);
 }
 
 #[test]
@@ -151,14 +140,8 @@ fn restart_from_rdb_with_the_clock_behind_starts_above_old_ids() {
     s.shutdown(true); // SHUTDOWN SAVE: the high-water mark travels as RDB aux data
     s.restart();
     let mut con = s.client();
-    set_clock(&mut con, &["OFFSET", "-60000"]);
-    let new = gen_many(&mut con, 1_000, "t");
-    assert!(
-        new[0] > *old.last().unwrap(),
-        "{} <= {}",
-        new[0],
-        old.last().unwrap()
-    );
+    // The restarted node's clock is a minute behind.
+    assert_starts_above(&mut con, &old, 1_000);
     assert!(s.imid_stat("msgid_high_water_ms") > time_of(&mut con, old.last().unwrap()));
 }
 
@@ -188,27 +171,15 @@ fn promoted_replica_with_a_slow_clock_issues_above_the_old_primary() {
         let port = primary.port.to_string();
         let replica = Server::start_hooked(&["--replicaof", "127.0.0.1", &port]);
         let mut rcon = replica.client();
-        while replica
-            .info_field("replication", "master_link_status")
-            .as_deref()
-            != Some("up")
-        {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        replica.wait_link_up();
         // ... and IDs issued afterwards through the replicated MSGID.FLOOR.
         old.extend(gen_many(&mut pcon, 5_000, "t"));
         let n: i64 = cmd(&mut pcon, &["WAIT", "1", "5000"]).unwrap();
         assert_eq!(n, 1, "replica did not acknowledge");
         primary.kill(); // the primary dies
-        set_clock(&mut rcon, &["OFFSET", "-60000"]); // and the replica's clock is a minute behind
         let _: String = cmd(&mut rcon, &["REPLICAOF", "NO", "ONE"]).unwrap();
-        let new = gen_many(&mut rcon, 1_000, "t");
-        assert!(
-            new[0] > *old.last().unwrap(),
-            "{} <= {}",
-            new[0],
-            old.last().unwrap()
-        );
+        // ... and the promoted replica's clock is a minute behind.
+        let new = assert_starts_above(&mut rcon, &old, 1_000);
         assert_increasing(&new);
     }
 }

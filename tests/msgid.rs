@@ -67,8 +67,7 @@ fn encode_and_decode_every_reference_vector() {
 #[test]
 fn decode_reply_is_a_map_under_resp3() {
     let s = Server::start();
-    let client = redis::Client::open(format!("{}?protocol=resp3", s.url())).unwrap();
-    let mut con = client.get_connection().unwrap();
+    let mut con = s.client_resp3();
     let v: Value = cmd(&mut con, &["MSGID.DECODE", "0000-0000-7VS6-D3E6"]).unwrap();
     match v {
         Value::Map(pairs) => {

@@ -63,8 +63,7 @@ fn encode_and_decode_every_reference_vector() {
 #[test]
 fn dec_reply_is_a_map_under_resp3() {
     let s = Server::start();
-    let client = redis::Client::open(format!("{}?protocol=resp3", s.url())).unwrap();
-    let mut con = client.get_connection().unwrap();
+    let mut con = s.client_resp3();
     let v: Value = cmd(&mut con, &["OPENID.DEC", "SY62cbZxtnG2cbZxSIw"]).unwrap();
     let Value::Map(pairs) = v else {
         panic!("expected a map, got {v:?}")

@@ -3,7 +3,6 @@
 //! the never-reissue gap, and the message-ID high-water mark carried as RDB aux data.
 mod common;
 use common::*;
-use std::time::{Duration, Instant};
 
 fn int(con: &mut Connection, args: &[&str]) -> i64 {
     cmd(con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
@@ -39,19 +38,6 @@ fn mget(con: &mut Connection, keys: &[String]) -> Vec<i64> {
         c.arg(k);
     }
     c.query(con).unwrap()
-}
-
-fn wait_for_rewrite(s: &Server) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let busy = s.info_field("persistence", "aof_rewrite_in_progress");
-        let queued = s.info_field("persistence", "aof_rewrite_scheduled");
-        if busy.as_deref() == Some("0") && queued.as_deref() == Some("0") {
-            return;
-        }
-        assert!(Instant::now() < deadline, "AOF rewrite did not finish");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// The base file of Redis 7's multi-part AOF.
@@ -196,7 +182,7 @@ fn aof_roundtrip(preamble: &str) {
 
     // rewritten, then replayed from the base file plus later writes
     let _: String = cmd(&mut con, &["BGREWRITEAOF"]).unwrap();
-    wait_for_rewrite(&s);
+    s.wait_for_aof_rewrite();
     let (name, base) = aof_base(&s);
     if preamble == "no" {
         assert!(name.ends_with(".aof"), "{name}");

@@ -366,6 +366,27 @@ impl Server {
         }
     }
 
+    /// Waits until no AOF rewrite is running or scheduled (after BGREWRITEAOF).
+    pub fn wait_for_aof_rewrite(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let busy = self.info_field("persistence", "aof_rewrite_in_progress");
+            let queued = self.info_field("persistence", "aof_rewrite_scheduled");
+            if busy.as_deref() == Some("0") && queued.as_deref() == Some("0") {
+                return;
+            }
+            assert!(Instant::now() < deadline, "AOF rewrite did not finish");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// A connection speaking RESP3 (`HELLO 3`), for replies that are maps there.
+    pub fn client_resp3(&self) -> Connection {
+        redis::Client::open(format!("{}?protocol=resp3", self.url()))
+            .and_then(|c| c.get_connection())
+            .unwrap_or_else(|e| panic!("RESP3 connect to {}: {e}", self.port))
+    }
+
     /// Waits until `replica` has acknowledged and applied everything this primary sent.
     pub fn wait_replica(&self, replica: &Server) {
         let acked: i64 = cmd(&mut self.client(), &["WAIT", "1", "5000"]).unwrap();

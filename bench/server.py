@@ -19,6 +19,7 @@ No timing is asserted anywhere: a run fails only when a command errors or prints
 import argparse
 import json
 import os
+import random
 import signal
 import socket
 import statistics
@@ -71,8 +72,15 @@ class Server:
     """One redis-server with the module, persistence off, pinned to `cpu` if given."""
 
     def __init__(self, module, workdir, cpu=None, extra=()):
-        self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="srv-", dir=workdir)
+        # A port picked free can still be taken before redis-server binds it: then the server
+        # exits at once, and another port is tried.
+        for attempt in range(5):
+            self.port = free_port()
+            if self._spawn(module, cpu, extra, last=attempt == 4):
+                return
+
+    def _spawn(self, module, cpu, extra, last):
         cmd = [
             "redis-server",
             "--port", str(self.port),
@@ -89,14 +97,17 @@ class Server:
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while True:
-            try:
-                if self.cli("PING") == "PONG":
-                    break
-            except subprocess.CalledProcessError:
-                pass
             if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                if not last:
+                    return False
                 log = open(os.path.join(self.dir, "redis.log")).read()[-2000:]
                 raise RuntimeError(f"redis-server did not start:\n{log}")
+            try:
+                if self.cli("PING") == "PONG":
+                    return True
+            except subprocess.CalledProcessError:
+                pass
             time.sleep(0.05)
 
     def cli(self, *args, stdin=None):
@@ -139,9 +150,17 @@ def stop_all():
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
+    """A free loopback port below the kernel's ephemeral range (32768+), where no outgoing
+    connection can be handed it between this check and redis-server's bind."""
+    for _ in range(1000):
+        port = random.randrange(10000, 30000)
+        with socket.socket() as s:
+            try:
+                s.bind((HOST, port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free loopback port in 10000..30000")
 
 
 def pin(cpu):

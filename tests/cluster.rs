@@ -35,12 +35,9 @@ impl Cluster {
     fn start() -> Cluster {
         let nodes: Vec<Server> = (0..6)
             .map(|_| {
-                // The bus port defaults to port + 10000, which can overflow for the high ports
-                // the kernel hands out: pick it explicitly.
-                let bus = free_port().to_string();
+                // The bus port stays Redis's default, port + 10000: the harness picks ports
+                // whose bus twin is free too, and picks both again if a start fails.
                 Server::start_with(&[
-                    "--cluster-port",
-                    &bus,
                     "--cluster-enabled",
                     "yes",
                     "--cluster-config-file",
@@ -348,18 +345,9 @@ impl Cluster {
 fn make_cluster_script_starts_a_working_cluster_and_stops_it() {
     // scripts/cluster.sh is what `make cluster` runs; here on ports picked for the test.
     let dir = temp_dir("cluster-script");
-    // The script keeps Redis's default bus ports (port + 10000). Both ranges are taken below
-    // the kernel's ephemeral range (32768+), where the other tests' servers and connections
-    // live, and checked free: a bus port taken by a connection made a node abort.
-    let free = |p: u16| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok();
-    let mut x = u64::from(std::process::id()) * 2_654_435_761;
-    let base = loop {
-        x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-        let p = 10_000 + ((x >> 33) % 12_000) as u16;
-        if (0..6).all(|i| free(p + i) && free(p + 10_000 + i)) {
-            break p;
-        }
-    };
+    // The script keeps Redis's default bus ports (port + 10000); the harness hands out six
+    // consecutive ports with both checked free, below the kernel's ephemeral range.
+    let base = free_ports(6);
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/cluster.sh");
     let run = |action: &str| {
         Command::new("bash")

@@ -128,6 +128,59 @@ pub fn temp_dir(tag: &str) -> PathBuf {
     d
 }
 
+/// Runs redis-server with the module loaded and `args` (after the module), expecting startup
+/// to be refused: asserts the process exits with a failure and that Redis logged "Can't load
+/// module" (so a refusal for an unrelated reason, such as a port taken, cannot pass for one).
+/// Returns the log and the process's output, for the caller's own checks.
+pub fn refused_startup(args: &[&str]) -> (String, String) {
+    let mut last = String::new();
+    for _ in 0..5 {
+        let dir = temp_dir("refused");
+        let log = dir.join("redis.log");
+        let stdout = std::fs::File::create(dir.join("stdout.log")).expect("stdout file");
+        let mut child = Command::new(redis_server_bin())
+            .args(["--port", &free_port().to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&dir)
+            .arg("--logfile")
+            .arg(&log)
+            .arg("--loadmodule")
+            .arg(module_path())
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run redis-server");
+        // A server that accepted the arguments keeps running: give it ten seconds to exit.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(st) = child.try_wait().expect("wait for redis-server") {
+                break Some(st);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let output = std::fs::read_to_string(dir.join("stdout.log")).unwrap_or_default();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            status.is_some_and(|st| !st.success()),
+            "redis-server started with {args:?}: {status:?}\n{text}"
+        );
+        if text.contains("Can't load module") {
+            return (text, output);
+        }
+        last = text; // refused for another reason (a port taken meanwhile): once more
+    }
+    panic!("redis-server exited without refusing the module for {args:?}:\n{last}");
+}
+
 pub struct Server {
     pub port: u16,
     pub dir: PathBuf,

@@ -6,6 +6,7 @@
 pub mod commands;
 pub mod config;
 pub mod core;
+mod events;
 pub mod registry;
 mod seq_type;
 mod stats;
@@ -68,6 +69,9 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         if let Some(set_options) = raw::RedisModule_SetModuleOptions {
             set_options(ctx.ctx, raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int);
         }
+    }
+    if events::subscribe(ctx) == Status::Err {
+        return Status::Err;
     }
     registry::register(ctx, COMMANDS)
 }

@@ -133,6 +133,53 @@ fn restart_from_aof_without_preamble_keeps_the_mark_after_a_rewrite() {
 }
 
 #[test]
+fn restart_from_aof_without_preamble_keeps_the_mark_with_no_sequence_key() {
+    // An ID-only dataset: no sequence key carries the mark into the rewritten base file, so
+    // the node writes the mark again into the new AOF once the rewrite has finished.
+    let mut s = Server::start_hooked(&[
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--aof-use-rdb-preamble",
+        "no",
+    ]);
+    let mut con = s.client();
+    let old = gen_many(&mut con, 2_000, "t");
+    let _: String = cmd(&mut con, &["BGREWRITEAOF"]).unwrap();
+    s.wait_for_aof_rewrite();
+    // The rewrite's base file has no mark (and nothing else): only the incremental file can.
+    let base = aof_files(&s, ".base.aof");
+    assert!(!base.contains("MSGID.FLOOR"), "{base}");
+    // The mark reaches the file in the event loop turn after the rewrite is installed.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !aof_files(&s, ".incr.aof").contains("MSGID.FLOOR") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no MSGID.FLOOR in the new AOF after the rewrite"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    s.kill();
+    s.restart();
+    let mut con = s.client();
+    // The restarted node's clock is a minute behind.
+    assert_starts_above(&mut con, &old, 100);
+}
+
+/// The text of the AOF files in the server's appendonly directory whose names end in `suffix`.
+fn aof_files(s: &Server, suffix: &str) -> String {
+    let dir = s.dir.join("appendonlydir");
+    let mut text = String::new();
+    for e in std::fs::read_dir(&dir).unwrap().flatten() {
+        if e.file_name().to_string_lossy().ends_with(suffix) {
+            text.push_str(&String::from_utf8_lossy(&std::fs::read(e.path()).unwrap()));
+        }
+    }
+    text
+}
+
+#[test]
 fn restart_from_rdb_with_the_clock_behind_starts_above_old_ids() {
     let mut s = Server::start_hooked(&[]);
     let mut con = s.client();

@@ -81,7 +81,23 @@ impl Cluster {
             if ok {
                 return;
             }
-            assert!(Instant::now() < deadline, "cluster did not become healthy");
+            if Instant::now() >= deadline {
+                let states: Vec<String> = self
+                    .nodes
+                    .iter()
+                    .map(|n| {
+                        format!(
+                            "{}: state {:?} role {:?} link {:?}\n{}",
+                            n.port,
+                            n.cluster_state(),
+                            n.info_field_opt("replication", "role"),
+                            n.info_field_opt("replication", "master_link_status"),
+                            n.log_tail()
+                        )
+                    })
+                    .collect();
+                panic!("cluster did not become healthy:\n{}", states.join("\n"));
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
     }

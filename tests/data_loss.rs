@@ -87,3 +87,67 @@ fn a_loss_larger_than_the_gap_is_not_covered() {
         "a loss of 200 values is beyond a gap of 100"
     );
 }
+
+/// A conversation created after the snapshot is lost whole: the restarted node has no key for
+/// it. Its first SEQ.NEXT must still start above the gap, or it hands out 1, 2, ... again.
+#[test]
+fn a_sequence_lost_whole_restarts_above_the_gap() {
+    let mut s = Server::start_with(&["--imid.seq-gap", "1000"]);
+    let mut con = s.client();
+    // A node that started empty starts new sequences at 1.
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "{old}:seq"]), 1);
+    assert_eq!(s.imid_stat("seq_missing_keys_skip_gap"), 0);
+    let _: String = cmd(&mut con, &["SAVE"]).unwrap();
+    let snapshot = std::fs::read(s.dir.join("dump.rdb")).unwrap();
+    let received: Vec<i64> = (0..5)
+        .map(|_| int(&mut con, &["SEQ.NEXT", "{new}:seq"]))
+        .collect();
+    assert_eq!(received, [1, 2, 3, 4, 5]);
+    s.kill();
+    std::fs::write(s.dir.join("dump.rdb"), snapshot).unwrap();
+    s.restart();
+    let mut con = s.client();
+    assert_eq!(
+        int(&mut con, &["SEQ.GET", "{new}:seq"]),
+        0,
+        "the key was lost"
+    );
+    assert_eq!(s.imid_stat("seq_missing_keys_skip_gap"), 1);
+    // Lost or new, a missing key on a node that loaded its data starts above the gap, once.
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "{new}:seq"]), 1001);
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "{new}:seq"]), 1002);
+    assert_eq!(
+        int(&mut con, &["SEQ.NEXT", "{brand-new}:seq", "COUNT", "10"]),
+        1010
+    );
+    // SEQ.ADVANCE on a missing key keeps the mark, as on a loaded key (a read cursor says
+    // nothing about lost values); SEQ.SET by a client is an explicit value and clears it.
+    assert_eq!(int(&mut con, &["SEQ.ADVANCE", "{cursor}:seq", "3"]), 3);
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "{cursor}:seq"]), 1004);
+    let _: () = cmd(&mut con, &["SEQ.SET", "{set}:seq", "7"]).unwrap();
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "{set}:seq"]), 8);
+    // The loaded key skips as before.
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "{old}:seq"]), 1002);
+    assert_eq!(s.imid_stat("seq_gap_skips"), 4);
+}
+
+/// The same on a promoted replica: a key created on the primary that had not reached the
+/// replica when the primary died starts above the gap on the new primary.
+#[test]
+fn a_sequence_that_never_reached_the_replica_restarts_above_the_gap() {
+    let mut primary = Server::start();
+    let replica = primary.replica(&[]);
+    replica.wait_link_up();
+    let mut con = primary.client();
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "{synced}:seq"]), 1);
+    primary.wait_replica(&replica);
+    // Cut the replica off (as a dead link would), then create a key on the primary only.
+    let mut rcon = replica.client();
+    let _: String = cmd(&mut rcon, &["REPLICAOF", "NO", "ONE"]).unwrap();
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "{unsynced}:seq"]), 1);
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "{unsynced}:seq"]), 2);
+    primary.kill();
+    assert_eq!(int(&mut rcon, &["SEQ.GET", "{unsynced}:seq"]), 0);
+    assert_eq!(int(&mut rcon, &["SEQ.NEXT", "{unsynced}:seq"]), 1001);
+    assert_eq!(int(&mut rcon, &["SEQ.NEXT", "{synced}:seq"]), 1002);
+}

@@ -12,17 +12,35 @@ use crate::stats::Counter;
 use redis_module::{raw, Context, ContextFlags, RedisError, RedisResult, RedisString, RedisValue};
 use std::ffi::CStr;
 use std::os::raw::c_longlong;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Values handed out by SEQ.NEXT (the sum of the counts), for `INFO imid`.
 pub static ISSUED: Counter = Counter::new();
 /// First NEXTs that skipped `imid.seq-gap` values after a load or a replication.
 pub static GAP_SKIPS: Counter = Counter::new();
 
+/// Set once this process has loaded data it did not write itself: an RDB or AOF at startup,
+/// a full sync from a primary, or a change of replication role. From then on a sequence key
+/// that is missing may be one whose writes were lost (created after the snapshot, or after
+/// the last write that reached this replica), so it is treated like a loaded key at 0: its
+/// first SEQ.NEXT skips the gap. A node that started empty and was never a replica starts
+/// new sequences at 1. Never cleared: a lost key can be used again at any later time.
+static INHERITED: AtomicBool = AtomicBool::new(false);
+
+/// Called from the loading and role-change server events (see `events`).
+pub fn mark_inherited() {
+    INHERITED.store(true, Ordering::Relaxed);
+}
+
 /// The `INFO imid` fields of this family, in order.
-pub fn info_fields() -> [(&'static str, u64); 2] {
+pub fn info_fields() -> [(&'static str, u64); 3] {
     [
         ("seq_issued", ISSUED.get()),
         ("seq_gap_skips", GAP_SKIPS.get()),
+        (
+            "seq_missing_keys_skip_gap",
+            u64::from(INHERITED.load(Ordering::Relaxed)),
+        ),
     ]
 }
 
@@ -31,9 +49,11 @@ fn value_arg(arg: &RedisString) -> Result<u64, RedisError> {
     int_arg(arg, "value", 0, MAX_VALUE as i64).map(|v| v as u64)
 }
 
+/// The state a write starts from: a missing key is 0, marked for the gap when this node
+/// inherited its data (see `INHERITED`).
 fn current(found: Found) -> Seq {
     match found {
-        Found::Missing => Seq::default(),
+        Found::Missing => Seq::new(0, INHERITED.load(Ordering::Relaxed)).unwrap_or_default(),
         Found::Seq(s) => s,
     }
 }

@@ -1,0 +1,97 @@
+//! Server events imid listens to.
+
+use redis_module::{raw, Context, ContextFlags, Status};
+use std::ffi::c_void;
+
+/// Subscribes to the events imid acts on: the end of forked children (AOF rewrites, RDB
+/// saves), the start of a load, and a change of replication role.
+pub fn subscribe(ctx: &Context) -> Status {
+    let events = [
+        (raw::REDISMODULE_EVENT_FORK_CHILD, on_fork_child as Callback),
+        (raw::REDISMODULE_EVENT_LOADING, on_inherit as Callback),
+        (
+            raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+            on_inherit as Callback,
+        ),
+    ];
+    for (id, callback) in events {
+        let event = raw::RedisModuleEvent { id, dataver: 1 };
+        // SAFETY: ctx.ctx is the live context of OnLoad; the callback matches the C signature.
+        let rc = unsafe {
+            match raw::RedisModule_SubscribeToServerEvent {
+                Some(subscribe) => subscribe(ctx.ctx, event, Some(callback)),
+                None => raw::REDISMODULE_ERR as i32,
+            }
+        };
+        if rc != raw::REDISMODULE_OK as i32 {
+            ctx.log_warning(&format!("imid: cannot subscribe to server event {id}"));
+            return Status::Err;
+        }
+    }
+    Status::Ok
+}
+
+type Callback =
+    unsafe extern "C" fn(*mut raw::RedisModuleCtx, raw::RedisModuleEvent, u64, *mut c_void);
+
+/// A load (RDB or AOF at startup, a full sync from a primary, DEBUG RELOAD) or a role change
+/// (this node becomes a replica, or is promoted): from now on a missing sequence key may be
+/// one whose writes were lost, so its first SEQ.NEXT skips the gap (see `commands::seq`).
+unsafe extern "C" fn on_inherit(
+    _ctx: *mut raw::RedisModuleCtx,
+    eid: raw::RedisModuleEvent,
+    subevent: u64,
+    _data: *mut c_void,
+) {
+    let inherits = match eid.id {
+        raw::REDISMODULE_EVENT_LOADING => matches!(
+            subevent,
+            raw::REDISMODULE_SUBEVENT_LOADING_RDB_START
+                | raw::REDISMODULE_SUBEVENT_LOADING_AOF_START
+                | raw::REDISMODULE_SUBEVENT_LOADING_REPL_START
+        ),
+        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED => true,
+        _ => false,
+    };
+    if inherits {
+        crate::commands::seq::mark_inherited();
+    }
+}
+
+/// When a forked child has exited, the primary writes its message-ID high-water mark again
+/// (`MSGID.FLOOR`, to the AOF and to replicas).
+///
+/// Why: an AOF rewrite replaces the files holding the earlier `MSGID.FLOOR` lines with a new
+/// base file. With the RDB preamble the base carries the mark as aux data, and without it the
+/// mark rides on the first sequence key; a dataset with no sequence key at all had no mark
+/// until the next lease renewal (up to 2.5 s under load, never without load), so a crash in
+/// that window restarted the generator below IDs it had issued. Redis fires this event after
+/// it has installed the rewritten AOF, so the line lands in the new incremental file. For other
+/// children (BGSAVE) it is one harmless extra line.
+unsafe extern "C" fn on_fork_child(
+    ctx: *mut raw::RedisModuleCtx,
+    eid: raw::RedisModuleEvent,
+    subevent: u64,
+    _data: *mut c_void,
+) {
+    if eid.id != raw::REDISMODULE_EVENT_FORK_CHILD
+        || subevent != raw::REDISMODULE_SUBEVENT_FORK_CHILD_DIED
+    {
+        return;
+    }
+    // A panic must not unwind into Redis (that aborts the server).
+    let r = std::panic::catch_unwind(|| {
+        let ctx = Context::new(ctx);
+        // Replicas receive the mark from their primary, and cannot write one of their own.
+        if !ctx.get_flags().contains(ContextFlags::MASTER) {
+            return;
+        }
+        let hwm = crate::commands::msgid::high_water();
+        if hwm > 0 {
+            ctx.replicate("MSGID.FLOOR", &[hwm.to_string().as_str()]);
+        }
+    });
+    if r.is_err() {
+        Context::new(ctx).log_warning("imid: internal error after a forked child exited");
+    }
+}

@@ -151,3 +151,18 @@ fn a_sequence_that_never_reached_the_replica_restarts_above_the_gap() {
     assert_eq!(int(&mut rcon, &["SEQ.NEXT", "{unsynced}:seq"]), 1001);
     assert_eq!(int(&mut rcon, &["SEQ.NEXT", "{synced}:seq"]), 1002);
 }
+
+/// A replica promoted before it ever completed a sync has loaded nothing, yet every key of its
+/// old primary is missing on it: the role change alone marks it.
+#[test]
+fn a_replica_promoted_before_its_first_sync_starts_sequences_above_the_gap() {
+    let s = Server::start();
+    let mut con = s.client();
+    assert_eq!(s.imid_stat("seq_missing_keys_skip_gap"), 0);
+    // A primary that is not there: the link never comes up, nothing is loaded.
+    let dead = free_port().to_string();
+    let _: String = cmd(&mut con, &["REPLICAOF", "127.0.0.1", &dead]).unwrap();
+    let _: String = cmd(&mut con, &["REPLICAOF", "NO", "ONE"]).unwrap();
+    assert_eq!(s.imid_stat("seq_missing_keys_skip_gap"), 1);
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "{c}:seq"]), 1001);
+}

@@ -231,6 +231,30 @@ fn promoted_replica_with_a_slow_clock_issues_above_the_old_primary() {
     }
 }
 
+/// A primary whose clock runs ten minutes ahead writes leases that far ahead; its replica and
+/// its own AOF replay take them (only a client's MSGID.FLOOR is held to a minute's lead).
+#[test]
+fn floors_from_the_primary_and_the_aof_are_taken_however_far_ahead() {
+    let mut primary = Server::start_hooked(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut pcon = primary.client();
+    let port = primary.port.to_string();
+    let replica = Server::start_hooked(&["--replicaof", "127.0.0.1", &port]);
+    replica.wait_link_up();
+    set_clock(&mut pcon, &["OFFSET", "600000"]);
+    let old = gen_many(&mut pcon, 1_000, "t");
+    let ahead = time_of(&mut pcon, old.last().unwrap());
+    let n: i64 = cmd(&mut pcon, &["WAIT", "1", "5000"]).unwrap();
+    assert_eq!(n, 1, "replica did not acknowledge");
+    assert!(replica.imid_stat("msgid_high_water_ms") > ahead);
+    // Restarted from its AOF with a correct clock, the primary still starts above.
+    primary.kill();
+    primary.restart();
+    assert!(primary.imid_stat("msgid_high_water_ms") > ahead);
+    let mut pcon = primary.client();
+    let id: String = cmd(&mut pcon, &["MSGID.GEN", "1", "t"]).unwrap();
+    assert!(id > *old.last().unwrap());
+}
+
 #[test]
 fn a_panic_in_a_handler_is_an_error_and_the_server_lives() {
     let s = Server::start_hooked(&[]);

@@ -376,6 +376,34 @@ fn info_counts_generation_and_the_lease() {
 }
 
 #[test]
+fn a_client_cannot_push_the_floor_far_into_the_future() {
+    let s = Server::start();
+    let mut con = s.client();
+    let now = server_time_ms(&mut con);
+    let _: String = cmd(&mut con, &["MSGID.GEN", "1", "x"]).unwrap();
+    let before = s.imid_stat("msgid_high_water_ms");
+    // Microseconds given for milliseconds, the end of the 42-bit field, ten minutes ahead.
+    for bad in [now * 1000, (1u64 << 42) - 1, now + 600_000] {
+        let e = expect_err(&mut con, &[b"MSGID.FLOOR", bad.to_string().as_bytes()]);
+        assert_eq!(
+            e, "ERR time_ms must be at most 60000 ms ahead of the server clock",
+            "{bad}"
+        );
+    }
+    assert_eq!(
+        s.imid_stat("msgid_high_water_ms"),
+        before,
+        "a refused floor moved the mark"
+    );
+    // Within a minute ahead is taken, and later IDs start there.
+    let ahead = now + 30_000;
+    let _: () = cmd(&mut con, &["MSGID.FLOOR", &ahead.to_string()]).unwrap();
+    assert!(s.imid_stat("msgid_high_water_ms") >= ahead as i64);
+    let id: String = cmd(&mut con, &["MSGID.GEN", "1", "x"]).unwrap();
+    assert!(fields_of(&id).0 >= ahead, "{id}");
+}
+
+#[test]
 fn many_ids_in_one_millisecond_borrow_the_next() {
     // Whether 4096 IDs land in one millisecond depends on the machine; the exact borrow count
     // is checked under a frozen clock in tests/clock.rs. Here: at most 4096 per millisecond,

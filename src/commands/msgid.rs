@@ -6,7 +6,7 @@ use crate::core::generator::{GenStats, Generator};
 use crate::core::javahash::java_hash22;
 use crate::core::msgid::{Fields, MsgId, MAX_HASH, MAX_SEQ, MAX_TIME, MAX_TYPE};
 use crate::core::slot::slot_hash22;
-use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, ContextFlags, RedisError, RedisResult, RedisString, RedisValue};
 use std::sync::{Mutex, MutexGuard};
 
 /// The node's one generator. Commands run on Redis's main thread, so the lock is never
@@ -112,17 +112,35 @@ pub fn hash(_ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     )?)))
 }
 
+/// How far ahead of this server's clock a client may set the floor (replication and AOF
+/// replay may go further: they carry the lease of a primary whose clock may be ahead).
+pub const CLIENT_FLOOR_LEAD_MS: u64 = 60_000;
+
 /// MSGID.FLOOR time_ms
 ///
 /// Raises the generator's time floor: IDs issued afterwards have a time at or above it. The
 /// primary writes it (renewing its time lease) into the AOF and the replication stream, so that
 /// a restarted node or a promoted replica starts above every ID issued before. Never lowers.
+///
+/// From a client the time may lead this server's clock by at most a minute: the floor is
+/// persisted and replicated and can never be lowered, so one mistaken call (microseconds for
+/// milliseconds, say) would otherwise move every later ID into the future for good, or past
+/// the 42-bit time field, after which MSGID.GEN can only fail.
 pub fn floor(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let [_, ms] = args.as_slice() else {
         return Err(RedisError::WrongArity);
     };
-    let ms = int_arg(ms, "time_ms", 0, i64::MAX)?;
-    raise_floor(ms as u64);
+    // The range starts at 0, so the cast keeps the value.
+    let ms = int_arg(ms, "time_ms", 0, i64::MAX)? as u64;
+    let from_client = !ctx
+        .get_flags()
+        .intersects(ContextFlags::LOADING | ContextFlags::REPLICATED);
+    if from_client && ms > crate::now_ms().saturating_add(CLIENT_FLOOR_LEAD_MS) {
+        return Err(err(
+            "time_ms must be at most 60000 ms ahead of the server clock",
+        ));
+    }
+    raise_floor(ms);
     ctx.replicate_verbatim();
     Ok(RedisValue::SimpleStringStatic("OK"))
 }

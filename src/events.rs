@@ -88,7 +88,7 @@ unsafe extern "C" fn on_fork_child(
         }
         let hwm = crate::commands::msgid::high_water();
         if hwm > 0 {
-            ctx.replicate("MSGID.FLOOR", &[hwm.to_string().as_str()]);
+            crate::commands::msgid::replicate_floor(&ctx, hwm);
         }
     });
     if r.is_err() {

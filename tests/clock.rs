@@ -108,16 +108,22 @@ fn restart_from_aof_with_the_clock_behind_starts_above_old_ids() {
     assert_increasing(&new);
 }
 
-#[test]
-fn restart_from_aof_without_preamble_keeps_the_mark_after_a_rewrite() {
-    let mut s = Server::start_hooked(&[
+/// A test-hooks server writing an AOF with every write fsynced and no RDB preamble (so a
+/// rewrite's base file holds commands, not an RDB with aux data).
+fn start_aof_without_preamble() -> Server {
+    Server::start_hooked(&[
         "--appendonly",
         "yes",
         "--appendfsync",
         "always",
         "--aof-use-rdb-preamble",
         "no",
-    ]);
+    ])
+}
+
+#[test]
+fn restart_from_aof_without_preamble_keeps_the_mark_after_a_rewrite() {
+    let mut s = start_aof_without_preamble();
     let mut con = s.client();
     // Without the preamble the mark rides on the rewrite of the first sequence key (an IM
     // dataset has them; the README says so).
@@ -136,14 +142,7 @@ fn restart_from_aof_without_preamble_keeps_the_mark_after_a_rewrite() {
 fn restart_from_aof_without_preamble_keeps_the_mark_with_no_sequence_key() {
     // An ID-only dataset: no sequence key carries the mark into the rewritten base file, so
     // the node writes the mark again into the new AOF once the rewrite has finished.
-    let mut s = Server::start_hooked(&[
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--aof-use-rdb-preamble",
-        "no",
-    ]);
+    let mut s = start_aof_without_preamble();
     let mut con = s.client();
     let old = gen_many(&mut con, 2_000, "t");
     let _: String = cmd(&mut con, &["BGREWRITEAOF"]).unwrap();

@@ -18,10 +18,7 @@ fn server_starts_with_module_and_restarts() {
 
 #[test]
 fn ports_come_from_below_the_ephemeral_range_with_free_bus_twins() {
-    let floor: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
-        .unwrap_or(32_768);
+    let floor = ephemeral_floor();
     let mut seen = std::collections::HashSet::new();
     for _ in 0..200 {
         let p = free_port();

@@ -32,6 +32,11 @@ pub fn raise_floor(ms: u64) {
     generator().raise_floor(ms);
 }
 
+/// Writes the time high-water mark to the AOF and to replicas, as `MSGID.FLOOR ms`.
+pub fn replicate_floor(ctx: &Context, ms: u64) {
+    ctx.replicate("MSGID.FLOOR", &[ms.to_string().as_str()]);
+}
+
 /// The target hash under the current `imid.msgid-hash` mode.
 fn target_hash(target: &[u8]) -> Result<u32, RedisError> {
     match effective_hash_mode() {
@@ -54,7 +59,7 @@ pub fn gen(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         .map_err(|_| err("message id time field exhausted (2^42-1 ms)"))?;
     if let Some(lease) = issued.renewed_lease {
         // The lease is the effect to persist and replicate; the IDs themselves are not.
-        ctx.replicate("MSGID.FLOOR", &[lease.to_string().as_str()]);
+        replicate_floor(ctx, lease);
     }
     let fields = Fields::new(
         issued.time,

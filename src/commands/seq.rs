@@ -58,6 +58,14 @@ fn current(found: Found) -> Seq {
     }
 }
 
+/// What a read sees: a missing key is 0.
+fn value_of(found: Found) -> u64 {
+    match found {
+        Found::Missing => 0,
+        Found::Seq(s) => s.value(),
+    }
+}
+
 fn reply_int(v: u64) -> RedisResult {
     // Sequence values are at most 2^63-1 by construction.
     Ok(RedisValue::Integer(i64::try_from(v).unwrap_or(i64::MAX)))
@@ -145,7 +153,7 @@ pub fn get(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         return Err(RedisError::WrongArity);
     };
     let found = SeqKey::read(ctx, key)?.get()?;
-    reply_int(current(found).value())
+    reply_int(value_of(found))
 }
 
 /// SEQ.MGET key [key ...]
@@ -164,7 +172,7 @@ pub fn mget(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         .map(|key| {
             let found = SeqKey::read(ctx, key)?.get()?;
             Ok(RedisValue::Integer(
-                i64::try_from(current(found).value()).unwrap_or(i64::MAX),
+                i64::try_from(value_of(found)).unwrap_or(i64::MAX),
             ))
         })
         .collect::<Result<Vec<_>, RedisError>>()?;

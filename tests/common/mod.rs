@@ -110,7 +110,7 @@ pub fn free_port() -> u16 {
 }
 
 /// The low end of the kernel's ephemeral port range (Linux default 32768).
-fn ephemeral_floor() -> u16 {
+pub fn ephemeral_floor() -> u16 {
     std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
         .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))

@@ -190,6 +190,8 @@ pub struct Server {
     pub env: Vec<(String, String)>,
     /// The module file loaded (the release build, or the test-hooks build), if any.
     pub module: Option<PathBuf>,
+    /// A config file given to redis-server before the other arguments, if any.
+    pub conf: Option<PathBuf>,
     child: Option<Child>,
     /// Where stdout/stderr of the process go (also holds panics).
     log: PathBuf,
@@ -231,8 +233,37 @@ impl Server {
         Server::start_full(temp_dir("bare"), args, Vec::new(), None)
     }
 
+    /// A server loading the module file `module` (e.g. one unpacked from a release tarball).
+    pub fn start_with_module(module: &Path, args: &[&str]) -> Server {
+        Server::start_full(
+            temp_dir("module"),
+            args,
+            Vec::new(),
+            Some(module.to_path_buf()),
+        )
+    }
+
+    /// A server started as `redis-server <dir>/redis.conf --port ...` with `conf` as the file's
+    /// text, and no `--loadmodule` of the harness's own: the file says what to load.
+    pub fn start_with_conf(conf: &str, args: &[&str]) -> Server {
+        let dir = temp_dir("conf");
+        let file = dir.join("redis.conf");
+        std::fs::write(&file, conf).expect("write redis.conf");
+        Server::start_conf(dir, Some(file), args, Vec::new(), None)
+    }
+
     fn start_full(
         dir: PathBuf,
+        args: &[&str],
+        env: Vec<(String, String)>,
+        module: Option<PathBuf>,
+    ) -> Server {
+        Server::start_conf(dir, None, args, env, module)
+    }
+
+    fn start_conf(
+        dir: PathBuf,
+        conf: Option<PathBuf>,
         args: &[&str],
         env: Vec<(String, String)>,
         module: Option<PathBuf>,
@@ -247,6 +278,7 @@ impl Server {
                 args: args.clone(),
                 env: env.clone(),
                 module: module.clone(),
+                conf: conf.clone(),
                 child: None,
                 keep_dir: false,
             };
@@ -278,6 +310,10 @@ impl Server {
             "--enable-debug-command".into(),
             "yes".into(),
         ];
+        // A config file must come first on redis-server's command line.
+        if let Some(c) = &self.conf {
+            v.insert(0, c.display().to_string());
+        }
         if let Some(m) = &self.module {
             v.push("--loadmodule".into());
             v.push(m.display().to_string());

@@ -4,7 +4,7 @@ SHELL := /bin/bash
 MODULE := $(CURDIR)/target/release/libimid.so
 PORT ?= 6379
 
-.PHONY: deps build build-test-hooks run test unit integration soak lint bench bench-smoke cluster cluster-stop clean
+.PHONY: deps build build-test-hooks run test test-matrix unit integration soak lint bench bench-smoke cluster cluster-stop dist clean
 
 deps:
 	@bash scripts/deps.sh
@@ -27,6 +27,12 @@ test: build build-test-hooks
 	cargo test --release --all-targets
 	$(MAKE) --no-print-directory soak
 
+# The whole suite against every server imid supports, each fetched by scripts/servers.sh:
+# Redis 7.0 (Debian), Redis 8.2, Valkey 8.0 (Debian backports, if reachable), Valkey 9.1.
+# IMID_MATRIX="redis8 valkey9" picks servers; logs in target/test-matrix/.
+test-matrix: build build-test-hooks
+	bash scripts/test-matrix.sh
+
 # Crash (kill -9) and failover runs under load; sizes via IMID_SOAK_CYCLES, IMID_SOAK_KEYS.
 soak: build
 	cargo test --release --test soak -- --ignored --test-threads 1 --nocapture
@@ -48,10 +54,15 @@ bench: build
 bench-smoke: build
 	bash bench/run.sh --smoke
 
+# The release tarball dist/imid-<version>-linux-x86_64.tar.gz (version from Cargo.toml): the
+# module, README.md, CHANGELOG.md, LICENSE and SHA256SUMS.
+dist: build
+	bash scripts/dist.sh
+
 lint:
 	cargo fmt --check
 	cargo clippy --release --all-targets -- -D warnings
 
 clean:
 	cargo clean
-	rm -rf data
+	rm -rf data dist

@@ -7,11 +7,13 @@
 #
 # Ports: IMID_CLUSTER_PORT (default 7100) .. +5. Data: IMID_CLUSTER_DIR (default
 # ./data/cluster)/<port>. Any
-# `imid.<name> value` settings can be appended to every node with IMID_CLUSTER_ARGS.
+# `imid.<name> value` settings can be appended to every node with IMID_CLUSTER_ARGS. The
+# server binary is REDIS_SERVER (default redis-server; a valkey-server works too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 base=${IMID_CLUSTER_PORT:-7100}
+server=${REDIS_SERVER:-redis-server}
 module=${IMID_MODULE:-$(pwd)/target/release/libimid.so}
 root=${IMID_CLUSTER_DIR:-$(pwd)/data/cluster}
 ports=$(seq "$base" $((base + 5)))
@@ -21,7 +23,7 @@ start() {
   for p in $ports; do
     mkdir -p "$root/$p"
     # shellcheck disable=SC2086
-    redis-server --port "$p" --bind 127.0.0.1 --dir "$root/$p" --daemonize yes \
+    "$server" --port "$p" --bind 127.0.0.1 --dir "$root/$p" --daemonize yes \
       --logfile "$root/$p/redis.log" --pidfile "$root/$p/redis.pid" \
       --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 3000 \
       --appendonly yes --loadmodule "$module" ${IMID_CLUSTER_ARGS:-}

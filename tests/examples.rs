@@ -748,19 +748,6 @@ fn segment_allocator_refills_in_the_background() {
     assert_eq!(got, want);
 }
 
-/// A python3 that can `import redis`: `python3` on PATH, else Debian's (python3-redis
-/// installs into /usr/bin/python3's path, which a pyenv or venv python3 on PATH does not see).
-fn python_with_redis() -> Option<String> {
-    ["python3", "/usr/bin/python3"].into_iter().find_map(|p| {
-        Command::new(p)
-            .args(["-c", "import redis"])
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|_| p.to_owned())
-    })
-}
-
 #[test]
 fn python_example_runs() {
     let Some(py) = python_with_redis() else {
@@ -783,4 +770,41 @@ fn python_example_runs() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("duplicate True"), "{stdout}");
+}
+
+#[test]
+fn node_example_runs() {
+    // Skipped only where there is no node at all; with node installed, a missing `npm ci` or a
+    // failing run fails the test.
+    let Some(node) = node_for_example() else {
+        println!("SKIPPED node_example_runs: no node on PATH (scripts/deps.sh installs it)");
+        return;
+    };
+    let s = Server::start();
+    let out = Command::new(&node)
+        .arg(root().join("examples/node/im_flow.js"))
+        .args(["--host", "127.0.0.1", "--port", &s.port.to_string()])
+        .output()
+        .expect("run node example");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "node im_flow.js exited with {}:\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("== via FCALL") && stdout.contains("== via EVALSHA"),
+        "{stdout}"
+    );
+    assert_eq!(stdout.matches("duplicate true").count(), 2, "{stdout}");
+    assert_eq!(stdout.matches("OPENID.DEC msgid").count(), 2, "{stdout}");
+    assert!(stdout.trim_end().ends_with("ok"), "{stdout}");
+    // What the program wrote is on the server: two conversations of 5 messages each.
+    let mut con = s.client();
+    let seqs: Vec<String> = cmd(&mut con, &["KEYS", "*:seq"]).unwrap();
+    assert_eq!(seqs.len(), 2, "{seqs:?}");
+    for k in &seqs {
+        assert_eq!(int(&mut con, &["SEQ.GET", k]), 5, "{k}");
+    }
 }

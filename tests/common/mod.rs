@@ -551,6 +551,40 @@ impl Drop for Server {
     }
 }
 
+/// A python3 that can `import redis`: `python3` on PATH, else Debian's (python3-redis
+/// installs into /usr/bin/python3's path, which a pyenv or venv python3 on PATH does not see).
+pub fn python_with_redis() -> Option<String> {
+    ["python3", "/usr/bin/python3"].into_iter().find_map(|p| {
+        Command::new(p)
+            .args(["-c", "import redis"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|_| p.to_owned())
+    })
+}
+
+/// `node` for the Node.js example, or None when node is not installed (the caller skips).
+/// With node installed the example's dependencies must be there too (`npm ci` in
+/// examples/node, which scripts/deps.sh runs): a missing one fails the test, not skips it.
+pub fn node_for_example() -> Option<String> {
+    let runs = Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !runs {
+        return None;
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/node");
+    assert!(
+        dir.join("node_modules/ioredis").is_dir(),
+        "node is installed but {}/node_modules lacks ioredis: run `npm ci` there \
+         (scripts/deps.sh does)",
+        dir.display()
+    );
+    Some("node".to_owned())
+}
+
 /// The server's error reply as Redis sent it, `CODE detail` (e.g. `ERR invalid ...`).
 pub fn err_text(e: &redis::RedisError) -> String {
     match (e.code(), e.detail()) {

@@ -1,0 +1,214 @@
+#!/usr/bin/env node
+// The imid IM flow from Node.js with ioredis, against one server or a Redis Cluster: send a few
+// messages (one retried), sync them in pages, mark them read, through the imid_im Functions
+// library (FCALL / FCALL_RO) and through the Lua scripts (EVALSHA, which ioredis reloads on
+// NOSCRIPT); then the keyless commands (MSGID.DECODE, MSGID.HASH, OPENID.ENC/DEC).
+//
+//   node examples/node/im_flow.js [--host H] [--port P]        (or IMID_HOST / IMID_PORT)
+//   node examples/node/im_flow.js --cluster H:P[,H:P...]       (or IMID_CLUSTER)
+//
+// Needs `npm ci` in examples/node (scripts/deps.sh runs it) and a server with imid loaded.
+// Exits 1, saying why, when a reply is not what the flow expects.
+"use strict";
+
+const fs = require("fs");
+const path = require("path");
+const Redis = require("ioredis");
+
+const EXAMPLES = path.join(__dirname, "..");
+
+// Every key of a conversation carries the hash tag {conv:<id>} (see examples/README.md), so
+// each call below touches one slot and a cluster client sends it to the primary owning it.
+class Conv {
+  constructor(id, channelType = 1) {
+    this.tag = `{conv:${id}}`;
+    this.channelType = channelType;
+    this.seq = `${this.tag}:seq`;
+  }
+  inbox(user) { return `${this.tag}:inbox:${user}`; }
+  trimmed(user) { return `${this.tag}:trimmed:${user}`; }
+  readKey(user) { return `${this.tag}:read:${user}`; }
+  dedup(sender, clientMsgId) { return `${this.tag}:dedup:${sender}:${clientMsgId}`; }
+}
+
+// Two ways to run the same three operations. Both take (numkeys, ...keys, ...args).
+const viaFunctions = {
+  name: "FCALL",
+  send: (r, n, ...a) => r.fcall("imid_send", n, ...a),
+  // imid_sync is flagged no-writes: FCALL_RO, which replicas serve too.
+  sync: (r, n, ...a) => r.fcall_ro("imid_sync", n, ...a),
+  read: (r, n, ...a) => r.fcall("imid_read", n, ...a),
+};
+const viaScripts = {
+  name: "EVALSHA",
+  // defineCommand'ed below: EVALSHA, and on NOSCRIPT (after a restart, a failover or SCRIPT
+  // FLUSH) EVAL, which caches the script again.
+  send: (r, n, ...a) => r.imidSend(n, ...a),
+  sync: (r, n, ...a) => r.imidSync(n, ...a),
+  read: (r, n, ...a) => r.imidRead(n, ...a),
+};
+
+async function send(via, r, conv, sender, recipients, clientMsgId, body, cap = 100, ttl = 3600) {
+  const keys = [conv.tag, conv.seq, conv.dedup(sender, clientMsgId)];
+  for (const u of recipients) keys.push(conv.inbox(u), conv.trimmed(u));
+  const [seq, msgid, dup] = await via.send(r, keys.length, ...keys,
+    conv.channelType, sender, body, cap, ttl);
+  return { seq, msgid, duplicate: dup === 1 };
+}
+
+async function sync(via, r, conv, user, lastSeq, limit) {
+  const keys = [conv.seq, conv.inbox(user), conv.trimmed(user)];
+  const [maxSeq, cursor, complete, trimmed, flat] = await via.sync(r, keys.length, ...keys,
+    lastSeq, limit);
+  const messages = [];
+  for (let i = 0; i < flat.length; i += 2) {
+    const member = flat[i + 1];
+    const a = member.indexOf("|");
+    const b = member.indexOf("|", a + 1);
+    messages.push({ seq: Number(flat[i]), msgid: member.slice(0, a),
+      sender: member.slice(a + 1, b), body: member.slice(b + 1) });
+  }
+  return { maxSeq, cursor, complete: complete === 1, trimmed, messages };
+}
+
+async function read(via, r, conv, user, seq) {
+  const keys = [conv.readKey(user), conv.inbox(user), conv.seq];
+  const [cursor, unread] = await via.read(r, keys.length, ...keys, seq);
+  return { cursor, unread };
+}
+
+function check(ok, what) {
+  if (!ok) throw new Error(what);
+}
+
+// MSGID.DECODE's flat name/value reply (ioredis speaks RESP2) as an object.
+function fields(flat) {
+  const o = {};
+  for (let i = 0; i < flat.length; i += 2) o[flat[i]] = flat[i + 1];
+  return o;
+}
+
+async function flow(via, r, clusterMode) {
+  console.log(`== via ${via.name}`);
+  const conv = new Conv(`node-${process.pid}-${via.name}`);
+  const sent = [];
+  for (let i = 1; i <= 5; i++) {
+    const s = await send(via, r, conv, "alice", ["bob"], `c${i}`, `hello ${i}`);
+    console.log(`send c${i}: seq ${s.seq} msgid ${s.msgid}`);
+    check(!s.duplicate, `c${i} was taken for a retry`);
+    sent.push(s);
+  }
+  const again = await send(via, r, conv, "alice", ["bob"], "c1", "hello 1");
+  console.log(`retry c1: seq ${again.seq} msgid ${again.msgid} duplicate ${again.duplicate}`);
+  check(again.duplicate && again.seq === sent[0].seq && again.msgid === sent[0].msgid,
+    "the retried send was not deduplicated");
+
+  let last = 0;
+  const got = [];
+  for (let page = 0; ; page++) {
+    check(page < 10, "sync never completed");
+    const p = await sync(via, r, conv, "bob", last, 2);
+    for (const m of p.messages) {
+      console.log(`  bob got seq ${m.seq} ${m.msgid} from ${m.sender}: ${m.body}`);
+      got.push(m.seq);
+    }
+    last = p.cursor;
+    console.log(`sync: cursor ${p.cursor} max_seq ${p.maxSeq} complete ${p.complete}`);
+    if (p.complete) break;
+  }
+  check(JSON.stringify(got) === JSON.stringify(sent.map((s) => s.seq)),
+    `sync returned seqs ${got}, sent ${sent.map((s) => s.seq)}`);
+
+  let rd = await read(via, r, conv, "bob", sent[2].seq);
+  console.log(`read ${sent[2].seq}: cursor ${rd.cursor} unread ${rd.unread}`);
+  check(rd.unread === 2, `${rd.unread} unread after reading 3 of 5`);
+  rd = await read(via, r, conv, "bob", sent[0].seq);
+  console.log(`late read ${sent[0].seq}: cursor ${rd.cursor} unread ${rd.unread}`);
+  check(rd.cursor === sent[2].seq, "a late read moved the cursor back");
+  rd = await read(via, r, conv, "bob", last);
+  console.log(`read ${last}: cursor ${rd.cursor} unread ${rd.unread}`);
+  check(rd.unread === 0, `bob read everything but has ${rd.unread} unread`);
+
+  // Keyless commands: `call` sends a command ioredis does not know by name. A command it
+  // finds no key in goes to a random primary of the cluster: right for these pure commands,
+  // which every node answers alike.
+  const msgid = sent[0].msgid;
+  const d = fields(await r.call("MSGID.DECODE", msgid));
+  console.log(`MSGID.DECODE ${msgid}: time ${d.time} seq ${d.seq} channel_type ${d.channel_type} hash ${d.hash}`);
+  check(d.channel_type === conv.channelType, "MSGID.DECODE: wrong channel_type");
+  const hash = await r.call("MSGID.HASH", conv.tag);
+  check(hash === d.hash, `MSGID.HASH ${conv.tag} = ${hash}, the ID carries ${d.hash}`);
+  if (clusterMode) {
+    // In cluster mode the hash is the target's slot above 8 bits: the ID names its shard.
+    const slot = await r.call("CLUSTER", "KEYSLOT", conv.tag);
+    console.log(`hash >> 8 = ${d.hash >> 8}, CLUSTER KEYSLOT ${conv.tag} = ${slot}`);
+    check(d.hash >> 8 === slot, "the ID does not carry its conversation's slot");
+  }
+  const openid = await r.call("OPENID.ENC", msgid, 1, 2);
+  const o = fields(await r.call("OPENID.DEC", openid));
+  console.log(`OPENID.ENC: ${openid} -> OPENID.DEC msgid ${o.msgid} msg_type ${o.msg_type} direction ${o.direction}`);
+  check(o.msgid === msgid && o.msg_type === 1 && o.direction === 2, "OPENID round trip");
+}
+
+function parseArgs() {
+  const a = process.argv.slice(2);
+  const opt = {
+    host: process.env.IMID_HOST || "127.0.0.1",
+    port: Number(process.env.IMID_PORT || 6379),
+    cluster: process.env.IMID_CLUSTER || "",
+  };
+  for (let i = 0; i < a.length; i += 2) {
+    const [k, v] = [a[i], a[i + 1]];
+    if (v === undefined) throw new Error(`${k} needs a value`);
+    if (k === "--host") opt.host = v;
+    else if (k === "--port") opt.port = Number(v);
+    else if (k === "--cluster") opt.cluster = v;
+    else throw new Error(`unknown option ${k}`);
+  }
+  return opt;
+}
+
+// Give up instead of retrying for ever: an example that cannot reach its server should say so.
+const retry = (times) => (times > 10 ? null : 200);
+
+async function main() {
+  const opt = parseArgs();
+  let r;
+  let primaries;
+  if (opt.cluster) {
+    const nodes = opt.cluster.split(",").map((hp) => {
+      const at = hp.lastIndexOf(":");
+      return { host: hp.slice(0, at), port: Number(hp.slice(at + 1)) };
+    });
+    r = new Redis.Cluster(nodes, {
+      clusterRetryStrategy: retry,
+      redisOptions: { maxRetriesPerRequest: 3, connectTimeout: 5000 },
+    });
+    await new Promise((ok, fail) => { r.once("ready", ok); r.once("error", fail); });
+    primaries = r.nodes("master");
+    console.log(`cluster: ${primaries.length} primaries`);
+  } else {
+    r = new Redis({ host: opt.host, port: opt.port, maxRetriesPerRequest: 3,
+      connectTimeout: 5000, retryStrategy: retry });
+    primaries = [r];
+  }
+  try {
+    // Functions live on each node: load the library on every primary (replicas get it by
+    // replication). FCALL then routes by its keys like any keyed command.
+    const lib = fs.readFileSync(path.join(EXAMPLES, "functions", "imid_im.lua"), "utf8");
+    for (const p of primaries) console.log("FUNCTION LOAD:", await p.function("LOAD", "REPLACE", lib));
+    for (const [name, file] of [["imidSend", "send"], ["imidSync", "sync"], ["imidRead", "read"]]) {
+      r.defineCommand(name, { lua: fs.readFileSync(path.join(EXAMPLES, "lua", `${file}.lua`), "utf8") });
+    }
+    for (const via of [viaFunctions, viaScripts]) await flow(via, r, Boolean(opt.cluster));
+  } finally {
+    r.disconnect();
+  }
+}
+
+// Every step is bounded: the whole run too.
+setTimeout(() => { console.error("timed out after 60 s"); process.exit(1); }, 60000).unref();
+main().then(
+  () => console.log("ok"),
+  (e) => { console.error(`im_flow.js: ${e.message}`); process.exit(1); },
+);

@@ -427,3 +427,108 @@ fn scopeguard<F: FnOnce()>(f: F) -> impl Drop {
     }
     Guard(Some(f))
 }
+
+/// `host:port` of every node, comma-separated, as the example programs take them.
+fn addresses(cluster: &Cluster) -> String {
+    cluster
+        .nodes
+        .iter()
+        .map(|n| format!("127.0.0.1:{}", n.port))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[test]
+fn keyless_commands_and_the_example_programs_on_a_cluster() {
+    let cluster = Cluster::start();
+
+    // The redis crate's cluster client routes a command it does not know by its first
+    // argument (a random node when there is none); a keyless command is answered by whichever
+    // node it reaches, so imid's pure commands work with no routing of the caller's own.
+    let mut con = cluster.client();
+    let id: String = redis::cmd("MSGID.ENCODE")
+        .arg(0)
+        .arg(4094)
+        .arg(1)
+        .arg(2526662)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(id, "0000-0000-7VS6-D3E6");
+    let fields: Vec<Value> = redis::cmd("MSGID.DECODE").arg(&id).query(&mut con).unwrap();
+    assert_eq!(fields[3], Value::Int(4094), "{fields:?}");
+    let h: u32 = redis::cmd("MSGID.HASH")
+        .arg("{conv:42}")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        h >> 8,
+        u32::from(slot("{conv:42}")),
+        "slot mode on a cluster"
+    );
+    let openid: String = redis::cmd("OPENID.ENC")
+        .arg(&id)
+        .arg(1)
+        .arg(2)
+        .query(&mut con)
+        .unwrap();
+    let back: Vec<Value> = redis::cmd("OPENID.DEC")
+        .arg(&openid)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        back[1],
+        Value::BulkString(id.clone().into_bytes()),
+        "{back:?}"
+    );
+
+    // The Python (redis-py RedisCluster) and Node.js (ioredis Cluster) examples: the IM flow
+    // through Functions and scripts, then the keyless commands with each client's routing.
+    let mut programs: Vec<(String, Vec<String>)> = Vec::new();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    match python_with_redis() {
+        Some(py) => programs.push((
+            py,
+            vec![root
+                .join("examples/python/im_flow.py")
+                .display()
+                .to_string()],
+        )),
+        None => println!("SKIPPED the Python example: no python3 with redis-py"),
+    }
+    match node_for_example() {
+        Some(node) => programs.push((
+            node,
+            vec![root.join("examples/node/im_flow.js").display().to_string()],
+        )),
+        None => println!("SKIPPED the Node.js example: no node on PATH"),
+    }
+    for (bin, args) in programs {
+        let out = Command::new(&bin)
+            .args(&args)
+            .args(["--cluster", &addresses(&cluster)])
+            .output()
+            .unwrap_or_else(|e| panic!("run {bin}: {e}"));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{bin} {args:?} --cluster exited with {}:\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // Each conversation's IDs carry its slot, checked by the program against the
+        // cluster's own slot of the tag; a retried send came back as the original.
+        let slots: Vec<&str> = stdout
+            .lines()
+            .filter(|l| l.starts_with("hash >> 8 = "))
+            .collect();
+        assert!(!slots.is_empty(), "{stdout}");
+        for l in &slots {
+            // "hash >> 8 = 59, <how the slot was found> = 59"
+            let from_id = l["hash >> 8 = ".len()..].split(',').next();
+            let slot = l.rsplit(" = ").next();
+            assert!(from_id.is_some() && from_id == slot, "{l}");
+        }
+        assert!(stdout.to_lowercase().contains("duplicate true"), "{stdout}");
+        assert!(stdout.trim_end().ends_with("ok"), "{stdout}");
+    }
+}

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """The imid IM flow from Python (redis-py): load the imid_im Functions library, send a few
-messages (one retried), sync them in pages, mark them read.
+messages (one retried), sync them in pages, mark them read, then the keyless commands
+(MSGID.DECODE, MSGID.HASH, OPENID.ENC/DEC), against one server or a Redis Cluster.
 
     python3 examples/python/im_flow.py [--host H] [--port P]
     (or IMID_HOST / IMID_PORT; default 127.0.0.1:6379)
+    python3 examples/python/im_flow.py --cluster H:P[,H:P...]   (or IMID_CLUSTER)
 
 Needs redis-py (Debian: python3-redis; pip: redis) and a Redis with imid loaded.
 """
@@ -40,6 +42,39 @@ class Conv:
         return "%s:dedup:%s:%s" % (self.tag, sender, client_msg_id)
 
 
+# imid's keyless commands: pure functions of their arguments, answered alike by every node.
+KEYLESS = ("MSGID.ENCODE", "MSGID.DECODE", "MSGID.HASH", "OPENID.ENC", "OPENID.DEC")
+
+
+def cluster_client(nodes):
+    """A RedisCluster that can send imid's keyless commands.
+
+    redis-py's cluster client finds a command's keys in COMMAND's reply and routes by them; a
+    command without keys that is not in its own routing table fails with "No way to dispatch
+    this command to Redis Cluster. Missing key." (redis-py 4.3 to 8.1 alike). Telling it once
+    per client where they go is enough: any node for the pure commands, every primary for
+    MSGID.FLOOR (it raises the floor of the node it reaches). `command_flags` is the client's
+    own table for Redis's keyless commands (PING, TIME, ...); per call,
+    `target_nodes=rc.get_random_node()` works too. (`target_nodes=RedisCluster.RANDOM` works in
+    redis-py 4.3 but no longer in 8.1, which looks for a key first.)
+    """
+    from redis.cluster import ClusterNode, RedisCluster
+
+    startup = [ClusterNode(h, int(p)) for h, p in (n.rsplit(":", 1) for n in nodes.split(","))]
+    rc = RedisCluster(startup_nodes=startup, decode_responses=True)
+    for command in KEYLESS:
+        rc.command_flags[command] = RedisCluster.RANDOM
+    rc.command_flags["MSGID.FLOOR"] = RedisCluster.PRIMARIES
+    return rc
+
+
+def fields(reply):
+    """A reply with named fields as a dict: a map under RESP3, a flat list under RESP2."""
+    if isinstance(reply, dict):
+        return reply
+    return dict(zip(reply[::2], reply[1::2]))
+
+
 def send(r, conv, sender, recipients, client_msg_id, body, cap=100, ttl=3600):
     keys = [conv.tag, conv.seq, conv.dedup(sender, client_msg_id)]
     for user in recipients:
@@ -69,20 +104,26 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--host", default=os.environ.get("IMID_HOST", "127.0.0.1"))
     ap.add_argument("--port", type=int, default=int(os.environ.get("IMID_PORT", "6379")))
+    ap.add_argument("--cluster", default=os.environ.get("IMID_CLUSTER", ""),
+                    help="host:port[,host:port...] of a Redis Cluster")
     a = ap.parse_args()
-    r = redis.Redis(host=a.host, port=a.port, decode_responses=True)
+    if a.cluster:
+        r = cluster_client(a.cluster)
+    else:
+        r = redis.Redis(host=a.host, port=a.port, decode_responses=True)
     with open(LIBRARY) as f:
+        # On a cluster redis-py sends FUNCTION LOAD to every primary.
         print("FUNCTION LOAD:", r.function_load(f.read(), replace=True))
 
     conv = Conv("py-%d" % os.getpid())
-    first = None
+    sent = []
     for i in range(1, 6):
         seq, msgid, dup = send(r, conv, "alice", ["bob"], "c%d" % i, "hello %d" % i)
         print("send c%d: seq %d msgid %s" % (i, seq, msgid))
-        first = first or (seq, msgid)
+        sent.append((seq, msgid))
     seq, msgid, dup = send(r, conv, "alice", ["bob"], "c1", "hello 1")
     print("retry c1: seq %d msgid %s duplicate %s" % (seq, msgid, dup))
-    if not dup or (seq, msgid) != first:
+    if not dup or (seq, msgid) != sent[0]:
         sys.exit("the retried send was not deduplicated")
 
     last, got = 0, []
@@ -94,15 +135,36 @@ def main():
         print("sync: cursor %d max_seq %d complete %s" % (last, max_seq, complete))
         if complete:
             break
-    if got != [1, 2, 3, 4, 5]:
+    if got != [s[0] for s in sent]:
         sys.exit("sync returned seqs %r" % got)
 
-    print("read 3: cursor %d unread %d" % read(r, conv, "bob", 3))
-    print("late read 1: cursor %d unread %d" % read(r, conv, "bob", 1))
+    third, first = sent[2][0], sent[0][0]
+    print("read %d: cursor %d unread %d" % ((third,) + read(r, conv, "bob", third)))
+    print("late read %d: cursor %d unread %d" % ((first,) + read(r, conv, "bob", first)))
     cursor, unread = read(r, conv, "bob", last)
     print("read %d: cursor %d unread %d" % (last, cursor, unread))
     if unread != 0:
         sys.exit("bob read everything but has %d unread" % unread)
+
+    # Keyless commands: on a cluster they go where cluster_client routes them.
+    msgid = sent[0][1]
+    d = fields(r.execute_command("MSGID.DECODE", msgid))
+    print("MSGID.DECODE %s: time %d seq %d channel_type %d hash %d"
+          % (msgid, d["time"], d["seq"], d["channel_type"], d["hash"]))
+    if r.execute_command("MSGID.HASH", conv.tag) != d["hash"]:
+        sys.exit("MSGID.HASH of the conversation differs from the hash in its ID")
+    if a.cluster:
+        slot = r.keyslot(conv.tag)
+        print("hash >> 8 = %d, slot of %s = %d" % (d["hash"] >> 8, conv.tag, slot))
+        if d["hash"] >> 8 != slot:
+            sys.exit("the ID does not carry its conversation's slot")
+    openid = r.execute_command("OPENID.ENC", msgid, 1, 2)
+    o = fields(r.execute_command("OPENID.DEC", openid))
+    print("OPENID.ENC: %s -> OPENID.DEC msgid %s msg_type %d direction %d"
+          % (openid, o["msgid"], o["msg_type"], o["direction"]))
+    if (o["msgid"], o["msg_type"], o["direction"]) != (msgid, 1, 2):
+        sys.exit("OPENID round trip failed")
+    print("ok")
 
 
 if __name__ == "__main__":

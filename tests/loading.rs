@@ -104,6 +104,12 @@ fn module_command_is_refused_by_default() {
     assert!(!modules(&mut con).iter().any(|m| m == "imid"));
     let e = expect_err(&mut con, &[b"MSGID.HASH", b"user1"]);
     assert!(e.starts_with("ERR unknown command"), "{e}");
+    // ... and a client cannot lift the refusal: the setting is fixed at startup.
+    let e = expect_err(
+        &mut con,
+        &[b"CONFIG", b"SET", b"enable-module-command", b"local"],
+    );
+    assert!(e.contains("immutable config"), "{e}");
 }
 
 #[test]
@@ -116,6 +122,10 @@ fn module_load_with_enable_module_command_local() {
     assert!(modules(&mut con).iter().any(|m| m == "imid"));
     assert_eq!(hash_user1(&mut con), JAVA_HASH_USER1);
     assert_eq!(config(&mut con, "imid.seq-gap"), "1000");
+    // A module with a data type stays once loaded.
+    let e = expect_err(&mut con, &[b"MODULE", b"UNLOAD", b"imid"]);
+    assert!(e.contains("data types, can't unload"), "{e}");
+    assert_eq!(hash_user1(&mut con), JAVA_HASH_USER1);
 }
 
 #[test]
@@ -147,7 +157,7 @@ fn module_loadex_with_configs() {
 }
 
 #[test]
-fn module_list_shows_the_servers_builtin_modules_too() {
+fn version_differences_module_list_and_redis_version() {
     // A version-specific difference: Redis 8 lists its built-in `vectorset` module and Valkey 9
     // its `lua` scripting engine beside imid; Redis 7.0 and Valkey 8.0 list imid alone. Tools
     // that take MODULE LIST's first entry for imid's break on the newer servers; look it up
@@ -171,4 +181,16 @@ fn module_list_shows_the_servers_builtin_modules_too() {
     let mut got = modules(&mut con);
     got.sort();
     assert_eq!(got, want, "{product} {version}");
+    // Another: Valkey keeps reporting redis_version 7.2.4 (the Redis it forked from), so a
+    // version check must read valkey_version there.
+    if product == "valkey" {
+        assert_eq!(
+            s.info_field("server", "redis_version").as_deref(),
+            Some("7.2.4")
+        );
+        assert_eq!(
+            s.info_field("server", "server_name").as_deref(),
+            Some("valkey")
+        );
+    }
 }

@@ -37,11 +37,22 @@ start() {
     # shellcheck disable=SC2086
     redis-cli --cluster create $nodes --cluster-replicas 1 --cluster-yes
   fi
-  for _ in $(seq 100); do
-    state=$(redis-cli -p "$base" cluster info | tr -d '\r' | awk -F: '/cluster_state/{print $2}')
-    [ "$state" = ok ] && break
+  # Every node must see the whole cluster, not just the first: the others learn the slot map
+  # by gossip, seconds later on a busy machine. Bounded: 60 s.
+  local pending=""
+  for _ in $(seq 600); do
+    pending=""
+    for p in $ports; do
+      state=$(redis-cli -p "$p" cluster info 2>/dev/null | tr -d '\r' | awk -F: '/cluster_state/{print $2}')
+      [ "$state" = ok ] || pending="$pending $p"
+    done
+    [ -z "$pending" ] && break
     sleep 0.1
   done
+  if [ -n "$pending" ]; then
+    echo "cluster not ok after 60 s on port(s)$pending (logs: $root/<port>/redis.log)" >&2
+    exit 1
+  fi
   echo "cluster up: redis-cli -c -p $base   (stop: scripts/cluster.sh stop)"
 }
 

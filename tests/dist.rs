@@ -1,6 +1,12 @@
 //! `make dist`: the release tarball holds the module, README, CHANGELOG, LICENSE and SHA256SUMS
 //! under one directory named after Cargo.toml's version, the sums match, and the module
 //! unpacked from it loads into a fresh server and reports that version in MODULE LIST.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 mod common;
 use common::*;
 use std::path::{Path, PathBuf};

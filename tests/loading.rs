@@ -2,6 +2,12 @@
 //! line in redis.conf, `MODULE LOAD` and `MODULE LOADEX ... CONFIG ...` at runtime with
 //! `enable-module-command local`, and the refusal a stock server gives without that setting.
 //! Each loads the module and runs a command. Run on every server of `make test-matrix`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 mod common;
 use common::*;
 

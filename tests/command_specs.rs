@@ -1,5 +1,11 @@
 //! COMMAND INFO for every command (arity, flags, key positions, key-spec flags), and what
 //! the key-spec flags mean to ACLs: readers may read sequences, not move them.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 mod common;
 use common::*;
 

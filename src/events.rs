@@ -58,6 +58,10 @@ unsafe extern "C" fn on_inherit(
     if inherits {
         node::mark_inherited();
     }
+    // A promoted replica takes over its primary's slots: adopt them again (node::cluster).
+    if eid.id == raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED {
+        node::cluster::forget_all();
+    }
 }
 
 /// When a forked child has exited, the primary writes its time high-water mark again (see

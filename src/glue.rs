@@ -57,6 +57,9 @@ pub const SYNTAX: Error = Error::Static(c"ERR syntax error");
 
 pub const INTERNAL: Error = Error::Static(c"ERR internal error");
 
+/// The cluster bus message type carrying a node's time lease (8 bytes, big-endian ms).
+pub const LEASE_MESSAGE: u8 = 0x49;
+
 /// The context of the running command.
 pub struct Ctx {
     ptr: *mut raw::RedisModuleCtx,
@@ -329,6 +332,24 @@ impl Ctx {
                     raw::REDISMODULE_NOTIFY_MODULE as c_int,
                     event.as_ptr(),
                     key.ptr,
+                );
+            }
+        }
+    }
+
+    /// Sends this node's time lease to every other node of the cluster (see `node::cluster`).
+    pub fn send_lease(&self, ms: u64) {
+        let payload = ms.to_be_bytes();
+        // SAFETY: see the module comment; a null target means every node; Redis copies the
+        // 8-byte payload. Outside cluster mode the call fails harmlessly.
+        unsafe {
+            if let Some(f) = raw::RedisModule_SendClusterMessage {
+                f(
+                    self.ptr,
+                    std::ptr::null(),
+                    LEASE_MESSAGE,
+                    payload.as_ptr().cast::<c_char>(),
+                    8,
                 );
             }
         }

@@ -13,6 +13,7 @@
     )
 )]
 
+mod cluster;
 pub mod commands;
 pub mod config;
 pub mod core;
@@ -95,6 +96,9 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         }
     }
     seq_type::remember_type();
+    if CLUSTER_MODE.load(Ordering::Relaxed) {
+        cluster::init(ctx);
+    }
     if events::subscribe(ctx) == Status::Err {
         return Status::Err;
     }

@@ -1,14 +1,15 @@
 //! MSGID.GEN / ENCODE / DECODE / HASH, and MSGID.FLOOR (the replicated time high-water mark).
 
-use crate::config::{effective_hash_mode, HashMode};
+use crate::config::{effective_hash_mode, HashMode, CLUSTER_MODE};
 use crate::core::javahash::java_hash22;
 use crate::core::msgid::{Fields, MsgId, MAX_HASH, MAX_SEQ, MAX_TIME, MAX_TYPE};
-use crate::core::slot::slot_hash22;
+use crate::core::slot::{key_slot, slot_hash22};
 use crate::glue::{err, Arg, Ctx, Error, Val};
-use crate::node::{self, ids};
+use crate::node::{self, cluster, ids};
+use std::sync::atomic::Ordering;
 
 /// The `INFO imid` fields of this family, in order.
-pub fn info_fields() -> [(&'static str, u64); 5] {
+pub fn info_fields() -> [(&'static str, u64); 7] {
     let g = ids::msgid_stats();
     [
         ("msgid_generated", g.generated),
@@ -16,6 +17,8 @@ pub fn info_fields() -> [(&'static str, u64); 5] {
         ("msgid_clock_regressions", g.clock_regressions),
         ("msgid_lease_renewals", ids::lease_renewals()),
         ("msgid_high_water_ms", ids::high_water()),
+        ("cluster_peer_lease_ms", cluster::peer_lease()),
+        ("cluster_slot_adoptions", cluster::ADOPTIONS.get()),
     ]
 }
 
@@ -41,8 +44,12 @@ pub fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     };
     let channel_type = channel_type_arg(channel_type)?;
     let hash = target_hash(target.bytes())?;
-    let issued =
-        ids::issue_msgid(ctx).map_err(|_| err("message id time field exhausted (2^42-1 ms)"))?;
+    // In cluster mode the target's slot, for slot adoption (node::cluster).
+    let slot = CLUSTER_MODE
+        .load(Ordering::Relaxed)
+        .then(|| key_slot(target.bytes()));
+    let issued = ids::issue_msgid(ctx, slot)
+        .map_err(|_| err("message id time field exhausted (2^42-1 ms)"))?;
     let fields = Fields::new(
         issued.time,
         u64::from(issued.seq),

@@ -28,17 +28,24 @@ fn ids() -> MutexGuard<'static, Ids> {
     IDS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Issues one message ID's (time, seq), renewing the lease when due; a renewal is the effect
-/// to persist and replicate (the IDs themselves are not).
-pub fn issue_msgid(ctx: &Ctx) -> Result<Issued, Exhausted> {
+/// Issues one message ID's (time, seq) for a target in hash slot `slot` (cluster mode only),
+/// renewing the lease when due; a renewal is the effect to persist and replicate (the IDs
+/// themselves are not), and in cluster mode it goes to every other node too.
+pub fn issue_msgid(ctx: &Ctx, slot: Option<u16>) -> Result<Issued, Exhausted> {
     let (issued, renewed) = {
         let mut g = ids();
+        if let Some(floor) = slot.and_then(super::cluster::adopt) {
+            g.lease.raise_floor(floor);
+        }
         let floor = g.lease.floor();
         let issued = g.msgid.next(super::now_ms(), floor)?;
         (issued, g.lease.cover(issued.time))
     };
     if let Some(lease) = renewed {
         replicate_floor(ctx, lease);
+        if slot.is_some() {
+            ctx.send_lease(lease);
+        }
     }
     Ok(issued)
 }

@@ -3,6 +3,7 @@
 //! they share. The data type, the server events, INFO and the handlers import this; it imports
 //! none of them.
 
+pub mod cluster;
 pub mod ids;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

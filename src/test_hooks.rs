@@ -63,6 +63,7 @@ const COMMANDS: &[crate::registry::Command] = &[
         "imid.test-clock",
         test_clock,
         "fast",
+        "",
         -2,
         None,
         "Test builds only: steers the module's wall clock"
@@ -71,6 +72,7 @@ const COMMANDS: &[crate::registry::Command] = &[
         "imid.test-panic",
         test_panic,
         "fast",
+        "",
         1,
         None,
         "Test builds only: panics inside a guarded handler"

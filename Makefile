@@ -12,7 +12,8 @@ deps:
 build: deps
 	cargo build --release
 
-# The module with test-only hooks (IMID.TEST-CLOCK, IMID.TEST-PANIC), in its own target dir.
+# The module with test-only hooks (IMID.TEST-CLOCK, IMID.TEST-PANIC, IMID.TEST-REPLICATE-FLOOR),
+# in its own target dir.
 build-test-hooks: deps
 	cargo build --release --features test-hooks --target-dir target/test-hooks
 

@@ -12,6 +12,7 @@
 //! the old process may have issued.
 
 use crate::commands::{err, wrongtype};
+use crate::core::msgid::MAX_TIME;
 use crate::core::seq::{Seq, MAX_VALUE};
 use redis_module::native_types::RedisType;
 use redis_module::{raw, Context, RedisError, RedisString};
@@ -208,10 +209,13 @@ fn load_aux(rdb: *mut raw::RedisModuleIO, encver: c_int, when: c_int) -> Result<
         return Err(format!("aux data at position {when} unknown"));
     }
     let hwm = raw::load_unsigned(rdb).map_err(|_| "truncated message-id high-water mark")?;
-    // MSGID.FLOOR accepts 0..2^63-1, so a saved mark can be anywhere in that range.
-    if hwm > MAX_VALUE {
+    // Every issued ID's time fits the 42-bit field, and so does every floor MSGID.FLOOR
+    // accepts. A mark past it would make every later MSGID.GEN fail for good, so the file is
+    // refused (as a sequence value above 2^63-1 is) instead of loaded. (Only a lease renewed in
+    // the field's last 5 s, in 2109, could reach past it; MSGID.GEN is exhausted by then.)
+    if hwm > MAX_TIME {
         return Err(format!(
-            "message-id high-water mark {hwm} above {MAX_VALUE}"
+            "message-id high-water mark {hwm} above the 42-bit time field (max {MAX_TIME} ms); refusing the RDB file"
         ));
     }
     crate::commands::msgid::raise_floor(hwm);

@@ -10,6 +10,9 @@
 //! `IMID.TEST-CLOCK FREEZE <unix_ms>`: the clock reads exactly unix_ms until changed.
 //! `IMID.TEST-CLOCK REAL`: back to the system clock.
 //! `IMID.TEST-PANIC`: panics inside a guarded handler.
+//! `IMID.TEST-REPLICATE-FLOOR <ms>`: writes `MSGID.FLOOR <ms>` to the AOF and replicas, as a
+//! lease renewal does, without any check or local effect (to test what replay and replicas do
+//! with a floor no client could set).
 
 use crate::core::generator::{Clock, SystemClock};
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue, Status};
@@ -58,6 +61,14 @@ fn test_panic(_ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     Ok(RedisValue::Integer(i64::from(v[args.len()])))
 }
 
+fn test_replicate_floor(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let [_, ms] = args.as_slice() else {
+        return Err(RedisError::WrongArity);
+    };
+    ctx.replicate("MSGID.FLOOR", &[ms]);
+    Ok(RedisValue::SimpleStringStatic("OK"))
+}
+
 const COMMANDS: &[crate::registry::Command] = &[
     crate::command!(
         "imid.test-clock",
@@ -77,12 +88,21 @@ const COMMANDS: &[crate::registry::Command] = &[
         None,
         "Test builds only: panics inside a guarded handler"
     ),
+    crate::command!(
+        "imid.test-replicate-floor",
+        test_replicate_floor,
+        "write",
+        "",
+        2,
+        None,
+        "Test builds only: replicates MSGID.FLOOR with any value"
+    ),
 ];
 
 pub fn register(ctx: &Context) -> Status {
     if crate::registry::register(ctx, COMMANDS) == Status::Err {
         return Status::Err;
     }
-    ctx.log_warning("imid: built with test-hooks: IMID.TEST-CLOCK and IMID.TEST-PANIC are enabled; not for production");
+    ctx.log_warning("imid: built with test-hooks: IMID.TEST-CLOCK, IMID.TEST-PANIC and IMID.TEST-REPLICATE-FLOOR are enabled; not for production");
     Status::Ok
 }

@@ -129,17 +129,30 @@ pub const CLIENT_FLOOR_LEAD_MS: u64 = 60_000;
 ///
 /// From a client the time may lead this server's clock by at most a minute: the floor is
 /// persisted and replicated and can never be lowered, so one mistaken call (microseconds for
-/// milliseconds, say) would otherwise move every later ID into the future for good, or past
-/// the 42-bit time field, after which MSGID.GEN can only fail.
+/// milliseconds, say) would otherwise move every later ID into the future for good. From any
+/// source it must fit the 42-bit time field: a floor past it would make every later MSGID.GEN
+/// fail for good, and no correct writer produces one, so a replayed or replicated one is
+/// refused (and logged) like a client's.
 pub fn floor(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let [_, ms] = args.as_slice() else {
         return Err(RedisError::WrongArity);
     };
-    // The range starts at 0, so the cast keeps the value.
-    let ms = int_arg(ms, "time_ms", 0, i64::MAX)? as u64;
     let from_client = !ctx
         .get_flags()
         .intersects(ContextFlags::LOADING | ContextFlags::REPLICATED);
+    // The range starts at 0, so the cast keeps the value.
+    let ms = match int_arg(ms, "time_ms", 0, MAX_TIME as i64) {
+        Ok(v) => v as u64,
+        Err(e) => {
+            if !from_client {
+                ctx.log_warning(&format!(
+                    "imid: refused MSGID.FLOOR {} from the AOF or the primary: not a time in 0..{MAX_TIME} ms; the ID floor is unchanged",
+                    String::from_utf8_lossy(ms.as_slice())
+                ));
+            }
+            return Err(e);
+        }
+    };
     if from_client && ms > crate::now_ms().saturating_add(CLIENT_FLOOR_LEAD_MS) {
         return Err(err(
             "time_ms must be at most 60000 ms ahead of the server clock",

@@ -204,6 +204,54 @@ pub fn refused_startup(args: &[&str]) -> (String, String) {
     panic!("redis-server exited without refusing the module for {args:?}:\n{last}");
 }
 
+/// Runs redis-server with the release module on the data files in `dir`, expecting it to
+/// refuse them: asserts the process exits within ten seconds (Redis 7.0.15 exits with status 0
+/// after "Unrecoverable error, aborting now") and that its log contains `expect` (so an exit
+/// for an unrelated reason, such as a port taken, cannot pass for it). Returns the log.
+pub fn refused_data_startup(dir: &Path, expect: &str) -> String {
+    let mut last = String::new();
+    for attempt in 0..5 {
+        let log = dir.join(format!("refused-{attempt}.log"));
+        let mut child = Command::new(redis_server_bin())
+            .args(["--port", &free_port().to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(dir)
+            .arg("--logfile")
+            .arg(&log)
+            .arg("--loadmodule")
+            .arg(module_path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run redis-server");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(st) = child.try_wait().expect("wait for redis-server") {
+                break Some(st);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            status.is_some(),
+            "redis-server kept running on the files in {}\n{text}",
+            dir.display()
+        );
+        if text.contains(expect) {
+            return text;
+        }
+        last = text; // refused for another reason (a port taken meanwhile): once more
+    }
+    panic!("redis-server exited without logging {expect:?}:\n{last}");
+}
+
 pub struct Server {
     pub port: u16,
     pub dir: PathBuf,

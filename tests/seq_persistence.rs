@@ -589,3 +589,30 @@ fn an_rdb_mark_past_the_time_field_is_refused() {
         con = s.client();
     }
 }
+
+#[test]
+fn refused_restore_payloads_log_at_verbose_level_only() {
+    // Redis logs its own RESTORE failures at verbose level; a client looping bad payloads must
+    // not fill the log at the default level. Refusals while loading data stay warnings (see
+    // an_rdb_mark_past_the_time_field_is_refused).
+    let s = Server::start();
+    let mut con = s.client();
+    let (id, ver) = real_dump(&mut con);
+    let bad = payload(
+        id,
+        &[field(OP_UINT, 5), field(OP_UINT, 1), rdb_len(OP_EOF)].concat(),
+        ver,
+    );
+    let line = "sequence flags 0x1 unknown";
+    for _ in 0..1000 {
+        restore(&mut con, "k", &bad).expect_err("refused");
+    }
+    assert!(!s.log_text().contains(line), "{}", s.log_tail());
+    // At verbose level the reason is there, once per payload.
+    let _: () = cmd(&mut con, &["CONFIG", "SET", "loglevel", "verbose"]).unwrap();
+    for _ in 0..3 {
+        restore(&mut con, "k", &bad).expect_err("refused");
+    }
+    assert_eq!(s.log_text().matches(line).count(), 3, "{}", s.log_tail());
+    assert_eq!(int(&mut con, &["EXISTS", "k"]), 0);
+}

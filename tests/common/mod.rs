@@ -156,12 +156,17 @@ pub fn temp_dir(tag: &str) -> PathBuf {
 /// module" (so a refusal for an unrelated reason, such as a port taken, cannot pass for one).
 /// Returns the log and the process's output, for the caller's own checks.
 pub fn refused_startup(args: &[&str]) -> (String, String) {
+    refused_startup_on(Path::new(&redis_server_bin()), args, "Can't load module")
+}
+
+/// [`refused_startup`] on the server binary `bin`, expecting `expect` in its log instead.
+pub fn refused_startup_on(bin: &Path, args: &[&str], expect: &str) -> (String, String) {
     let mut last = String::new();
     for _ in 0..5 {
         let dir = temp_dir("refused");
         let log = dir.join("redis.log");
         let stdout = std::fs::File::create(dir.join("stdout.log")).expect("stdout file");
-        let mut child = Command::new(redis_server_bin())
+        let mut child = Command::new(bin)
             .args(["--port", &free_port().to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
             .arg("--dir")
@@ -196,12 +201,12 @@ pub fn refused_startup(args: &[&str]) -> (String, String) {
             status.is_some_and(|st| !st.success()),
             "redis-server started with {args:?}: {status:?}\n{text}"
         );
-        if text.contains("Can't load module") {
+        if text.contains(expect) {
             return (text, output);
         }
         last = text; // refused for another reason (a port taken meanwhile): once more
     }
-    panic!("redis-server exited without refusing the module for {args:?}:\n{last}");
+    panic!("redis-server exited without logging {expect:?} for {args:?}:\n{last}");
 }
 
 /// Runs redis-server with the release module on the data files in `dir`, expecting it to

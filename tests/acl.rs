@@ -3,6 +3,12 @@
 //! `@write` cannot move a sequence or the ID floor by any path (directly, in MULTI, in EVAL, in
 //! FCALL), and a `+@read` user runs the readers. On Redis 7.0, which has no categories for module
 //! commands, the README's deny-by-name recipe does the same.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 mod common;
 use common::*;
 

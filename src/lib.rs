@@ -1,26 +1,30 @@
 //! imid: identifiers for instant-messaging backends, natively inside Redis.
 //!
 //! This file is the table of contents: the module, its commands, its configs, and init.
-//! Redis-free logic lives in `core/`, command handlers in `commands/`.
+//! Redis-free logic lives in `core/`, command handlers in `commands/`, the one unsafe layer
+//! between them and Redis in `glue`, node-wide state in `node`.
+#![cfg_attr(
+    test,
+    allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic
+    )
+)]
 
+mod cluster;
 pub mod commands;
 pub mod config;
 pub mod core;
 mod events;
+pub mod glue;
+mod info;
+pub mod node;
 pub mod registry;
 mod seq_type;
-mod stats;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;
-
-/// The wall clock the generator reads: the system clock, or the tests' steerable clock in a
-/// build with the `test-hooks` feature.
-pub fn now_ms() -> u64 {
-    #[cfg(feature = "test-hooks")]
-    return test_hooks::now_ms();
-    #[cfg(not(feature = "test-hooks"))]
-    core::generator::Clock::now_ms(&core::generator::SystemClock)
-}
 
 use config::CLUSTER_MODE;
 use redis_module::{raw, redis_module, Context, ContextFlags, RedisString, Status};
@@ -43,8 +47,29 @@ mod allocator {
     pub const ALLOC: Alloc = std::alloc::System;
 }
 
-/// Module version as Redis shows it (`MODULE LIST`): major*10000 + minor*100 + patch.
-pub const MODULE_VERSION: i32 = 100;
+/// Module version as Redis shows it (`MODULE LIST`): major*10000 + minor*100 + patch, from the
+/// one version source, Cargo.toml. Computed at compile time, where an index out of range would
+/// fail the build.
+#[allow(clippy::indexing_slicing)]
+pub const MODULE_VERSION: i32 = {
+    let v = [
+        env!("CARGO_PKG_VERSION_MAJOR"),
+        env!("CARGO_PKG_VERSION_MINOR"),
+        env!("CARGO_PKG_VERSION_PATCH"),
+    ];
+    let mut out = 0i32;
+    let mut i = 0;
+    while i < v.len() {
+        let (b, mut n, mut j) = (v[i].as_bytes(), 0i32, 0);
+        while j < b.len() {
+            n = n * 10 + (b[j] - b'0') as i32;
+            j += 1;
+        }
+        out = out * 100 + n;
+        i += 1;
+    }
+    out
+};
 
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // Configs are registered here rather than in the macro's table because the macro ignores
@@ -70,28 +95,35 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             set_options(ctx.ctx, raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int);
         }
     }
+    seq_type::remember_type();
+    if CLUSTER_MODE.load(Ordering::Relaxed) {
+        cluster::init(ctx);
+    }
     if events::subscribe(ctx) == Status::Err {
         return Status::Err;
     }
+    registry::add_module_category(ctx);
     registry::register(ctx, COMMANDS)
 }
 
-/// Every command: name (lowercase, as Redis lists its own), handler, flags, arity, keys, summary.
-/// No ACL categories: Redis 7.0 has none for modules.
+/// Every command: name (lowercase, as Redis lists its own), handler, flags, ACL categories,
+/// arity, keys, summary. Categories apply where the server has them (Redis 7.2+, Valkey), plus
+/// `imid` where it allows a module category (Redis 7.4+); Redis 7.0 has none for modules.
+/// MSGID.FLOOR is also `dangerous`: it moves every later ID of the node, for good.
 #[rustfmt::skip] // one line per command reads as the table it is
 const COMMANDS: &[registry::Command] = &[
-    command!("msgid.gen", commands::msgid::gen, "write fast", 3, keys(2, 0, ROUTING_ONLY), "Issues a new time-ordered message ID for a conversation"),
-    command!("msgid.encode", commands::msgid::encode, "readonly fast", 5, None, "Builds a message ID from explicit fields"),
-    command!("msgid.decode", commands::msgid::decode, "readonly fast", 2, None, "Splits a message ID into its fields"),
-    command!("msgid.hash", commands::msgid::hash, "readonly fast", 2, None, "The 22-bit target hash MSGID.GEN would embed"),
-    command!("msgid.floor", commands::msgid::floor, "write fast", 2, None, "Raises the message-ID time floor (replication and AOF of the time lease)"),
-    command!("openid.enc", commands::openid::enc, "readonly fast", 4, None, "Makes the public ID of a message (plain or keyed)"),
-    command!("openid.dec", commands::openid::dec, "readonly fast", 2, None, "Verifies a public message ID and splits it into its fields"),
-    command!("seq.next", commands::seq::next, "write deny-oom fast", -2, keys(1, 0, RW_ACCESS_UPDATE), "Reserves the next value (or a block of COUNT values) of a sequence"),
-    command!("seq.get", commands::seq::get, "readonly fast", 2, keys(1, 0, RO_ACCESS), "The current value of a sequence (0 when missing)"),
-    command!("seq.mget", commands::seq::mget, "readonly fast", -2, keys(1, -1, RO_ACCESS), "The current values of several sequences (0 when missing)"),
-    command!("seq.set", commands::seq::set, "write deny-oom fast", 3, keys(1, 0, OW_UPDATE), "Sets a sequence to an exact value"),
-    command!("seq.advance", commands::seq::advance, "write deny-oom fast", 3, keys(1, 0, RW_ACCESS_UPDATE), "Raises a sequence to at least a value (a read cursor)"),
+    command!("msgid.gen", commands::msgid::gen, "write fast", "write fast", 3, keys(2, 0, ROUTING_ONLY), "Issues a new time-ordered message ID for a conversation"),
+    command!("msgid.encode", commands::msgid::encode, "readonly fast", "read fast", 5, None, "Builds a message ID from explicit fields"),
+    command!("msgid.decode", commands::msgid::decode, "readonly fast", "read fast", 2, None, "Splits a message ID into its fields"),
+    command!("msgid.hash", commands::msgid::hash, "readonly fast", "read fast", 2, None, "The 22-bit target hash MSGID.GEN would embed"),
+    command!("msgid.floor", commands::msgid::floor, "write fast", "write fast dangerous", 2, None, "Raises the message-ID time floor (replication and AOF of the time lease)"),
+    command!("openid.enc", commands::openid::enc, "readonly fast", "read fast", 4, None, "Makes the public ID of a message (plain or keyed)"),
+    command!("openid.dec", commands::openid::dec, "readonly fast", "read fast", 2, None, "Verifies a public message ID and splits it into its fields"),
+    command!("seq.next", commands::seq::next, "write deny-oom fast", "write fast", -2, keys(1, 0, RW_ACCESS_UPDATE), "Reserves the next value (or a block of COUNT values) of a sequence"),
+    command!("seq.get", commands::seq::get, "readonly fast", "read fast", 2, keys(1, 0, RO_ACCESS), "The current value of a sequence (0 when missing)"),
+    command!("seq.mget", commands::seq::mget, "readonly fast", "read fast", -2, keys(1, -1, RO_ACCESS), "The current values of several sequences (0 when missing)"),
+    command!("seq.set", commands::seq::set, "write deny-oom fast", "write fast", 3, keys(1, 0, OW_UPDATE), "Sets a sequence to an exact value"),
+    command!("seq.advance", commands::seq::advance, "write deny-oom fast", "write fast", 3, keys(1, 0, RW_ACCESS_UPDATE), "Raises a sequence to at least a value (a read cursor)"),
 ];
 
 redis_module! {

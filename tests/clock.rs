@@ -2,6 +2,12 @@
 //! frozen, stepped back, and behind after a restart or a failover. IDs keep increasing and
 //! never repeat, and the INFO counters say what happened. Also: a panic in a handler is an
 //! `ERR internal error`, not a dead server.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 mod common;
 use common::*;
 use std::collections::HashSet;
@@ -252,6 +258,47 @@ fn floors_from_the_primary_and_the_aof_are_taken_however_far_ahead() {
     let mut pcon = primary.client();
     let id: String = cmd(&mut pcon, &["MSGID.GEN", "1", "t"]).unwrap();
     assert!(id > *old.last().unwrap());
+}
+
+/// ... but not past the 42-bit time field: no correct primary writes such a floor, and taking
+/// one would stop MSGID.GEN for good. A replica and an AOF replay refuse it, log it, and keep
+/// their floor. (IMID.TEST-REPLICATE-FLOOR writes what no client could get past MSGID.FLOOR.)
+#[test]
+fn floors_past_the_time_field_are_refused_from_the_primary_and_the_aof() {
+    const PAST: &str = "4398046511104"; // 2^42
+    let mut primary = Server::start_hooked(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut pcon = primary.client();
+    let replica = primary.replica(&[]);
+    let good = now_ms(&mut pcon) + 30_000;
+    let _: () = cmd(&mut pcon, &["MSGID.FLOOR", &good.to_string()]).unwrap();
+    for bad in [PAST, "9223372036854775807"] {
+        let _: () = cmd(&mut pcon, &["IMID.TEST-REPLICATE-FLOOR", bad]).unwrap();
+    }
+    primary.wait_replica(&replica);
+    let refused = format!("imid: refused MSGID.FLOOR {PAST} from the AOF or the primary");
+    assert!(
+        replica.log_tail().contains(&refused),
+        "{}",
+        replica.log_tail()
+    );
+    assert_eq!(replica.imid_stat("msgid_high_water_ms"), good);
+    let mut rcon = replica.client();
+    let _: String = cmd(&mut rcon, &["REPLICAOF", "NO", "ONE"]).unwrap();
+    let id: String = cmd(&mut rcon, &["MSGID.GEN", "1", "t"]).unwrap();
+    assert!(time_of(&mut rcon, &id) >= good, "{id}");
+
+    // The primary's AOF holds the same lines: replayed, they are refused the same way.
+    primary.kill();
+    primary.restart();
+    assert!(
+        primary.log_tail().contains(&refused),
+        "{}",
+        primary.log_tail()
+    );
+    assert_eq!(primary.imid_stat("msgid_high_water_ms"), good);
+    let mut pcon = primary.client();
+    let id: String = cmd(&mut pcon, &["MSGID.GEN", "1", "t"]).unwrap();
+    assert!(time_of(&mut pcon, &id) >= good, "{id}");
 }
 
 #[test]

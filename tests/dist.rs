@@ -123,7 +123,7 @@ fn dist_tarball_unpacks_verifies_and_loads() {
     assert!(license.starts_with("MIT License"), "{license}");
 
     // The module loads from where it was unpacked, into a server that never saw this checkout.
-    let s = Server::start_with_module(&dir.join("libimid.so"), &[]);
+    let s = Server::build().module(&dir.join("libimid.so")).start();
     let mut con = s.client();
     let id: String = cmd(&mut con, &["MSGID.GEN", "1", "user1"]).unwrap();
     assert_eq!(id.len(), 19, "{id}");

@@ -68,7 +68,7 @@ fn loadmodule_line_in_redis_conf() {
         "loadmodule {}\nimid.msgid-hash slot\nimid.seq-gap 5000\n",
         module_path().display()
     );
-    let s = Server::start_with_conf(&conf, &[]);
+    let s = Server::build().without_module().conf(&conf).start();
     let mut con = s.client();
     assert!(modules(&mut con).iter().any(|m| m == "imid"));
     assert_eq!(config(&mut con, "imid.msgid-hash"), "slot");

@@ -1,0 +1,130 @@
+//! The node's ID generators and the time lease they share, with the whole life of the lease's
+//! high-water mark in one place: issued and renewed here, replicated and written to the AOF as
+//! `MSGID.FLOOR ms`, persisted as RDB aux data, carried into an AOF rewrite, and raised on load
+//! or promotion. The rules themselves are Redis-free (`core::generator`, `core::lease`).
+//!
+//! Commands run on Redis's main thread, so the lock is never contended; it is a Mutex only to
+//! make the static `Sync`.
+
+use crate::core::generator::{Exhausted, GenStats, Generator, Issued};
+use crate::core::lease::Lease;
+use crate::core::msgid::MAX_TIME;
+use crate::glue::Ctx;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+struct Ids {
+    lease: Lease,
+    msgid: Generator,
+}
+
+static IDS: Mutex<Ids> = Mutex::new(Ids {
+    lease: Lease::new(),
+    msgid: Generator::new(),
+});
+
+fn ids() -> MutexGuard<'static, Ids> {
+    // A poisoned lock means a panic elsewhere was already caught by the guard; the state is
+    // updated only after every check, so it is still consistent.
+    IDS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Issues one message ID's (time, seq) for a target in hash slot `slot` (cluster mode only),
+/// renewing the lease when due; a renewal is the effect to persist and replicate (the IDs
+/// themselves are not), and in cluster mode it goes to every other node too.
+pub fn issue_msgid(ctx: &Ctx, slot: Option<u16>) -> Result<Issued, Exhausted> {
+    let (issued, renewed) = {
+        let mut g = ids();
+        if let Some(floor) = slot.and_then(super::cluster::adopt) {
+            g.lease.raise_floor(floor);
+        }
+        let floor = g.lease.floor();
+        let issued = g.msgid.next(super::now_ms(), floor)?;
+        (issued, g.lease.cover(issued.time))
+    };
+    if let Some(lease) = renewed {
+        replicate_floor(ctx, lease);
+        if slot.is_some() {
+            ctx.send_lease(lease);
+        }
+    }
+    Ok(issued)
+}
+
+pub fn msgid_stats() -> GenStats {
+    ids().msgid.stats()
+}
+
+pub fn lease_renewals() -> u64 {
+    ids().lease.renewals()
+}
+
+/// The mark to persist: every ID issued, or still to be issued, by this or an earlier process
+/// has a time below it.
+pub fn high_water() -> u64 {
+    ids().lease.high_water()
+}
+
+/// Raises the floor (from RDB aux data, the AOF, a primary, or a client's MSGID.FLOOR).
+pub fn raise_floor(ms: u64) {
+    ids().lease.raise_floor(ms);
+}
+
+/// Writes the mark to the AOF and to replicas, as `MSGID.FLOOR ms`.
+pub fn replicate_floor(ctx: &Ctx, ms: u64) {
+    ctx.replicate_int(c"MSGID.FLOOR", i64::try_from(ms).unwrap_or(i64::MAX));
+}
+
+/// The mark of an earlier process (RDB aux data of a restart or a full sync): raises the floor.
+pub fn load_mark(hwm: u64) -> Result<(), String> {
+    // Every issued ID's time fits the 42-bit field, and so does every floor MSGID.FLOOR
+    // accepts. A mark past it would make every later MSGID.GEN fail for good, so the file is
+    // refused (as a sequence value above 2^63-1 is) instead of loaded. (Only a lease renewed in
+    // the field's last 5 s, in 2109, could reach past it; MSGID.GEN is exhausted by then.)
+    if hwm > MAX_TIME {
+        return Err(format!(
+            "message-id high-water mark {hwm} above the 42-bit time field (max {MAX_TIME} ms); refusing the RDB file"
+        ));
+    }
+    raise_floor(hwm);
+    Ok(())
+}
+
+/// The process that last wrote the mark into a rewritten AOF.
+static EMITTED_BY: AtomicU32 = AtomicU32::new(0);
+
+/// Called for each key an AOF rewrite writes: the mark to write before the first key of a
+/// rewrite (as `MSGID.FLOOR`), `None` for the others.
+///
+/// An AOF rewrite without the RDB preamble has no place for aux data, and the MSGID.FLOOR lines
+/// of the old AOF are gone with it. Rewrites run in a forked child: the child's pid marks
+/// "already written in this rewrite" without any reset in the parent.
+pub fn mark_for_rewrite() -> Option<i64> {
+    let pid = std::process::id();
+    if EMITTED_BY.swap(pid, Ordering::Relaxed) == pid {
+        return None;
+    }
+    let hwm = high_water();
+    (hwm > 0).then(|| i64::try_from(hwm).unwrap_or(i64::MAX))
+}
+
+/// When a forked child has exited, the primary writes its mark again (`MSGID.FLOOR`, to the AOF
+/// and to replicas).
+///
+/// Why: an AOF rewrite replaces the files holding the earlier `MSGID.FLOOR` lines with a new
+/// base file. With the RDB preamble the base carries the mark as aux data, and without it the
+/// mark rides on the first sequence key; a dataset with no sequence key at all had no mark
+/// until the next lease renewal (up to 2.5 s under load, never without load), so a crash in
+/// that window restarted the generator below IDs it had issued. Redis fires this event after
+/// it has installed the rewritten AOF, so the line lands in the new incremental file. For other
+/// children (BGSAVE) it is one harmless extra line.
+pub fn after_fork_child(ctx: &Ctx) {
+    // Replicas receive the mark from their primary, and cannot write one of their own.
+    if !ctx.is_primary() {
+        return;
+    }
+    let hwm = high_water();
+    if hwm > 0 {
+        replicate_floor(ctx, hwm);
+    }
+}

@@ -121,13 +121,7 @@ impl Generator {
             return Err(Exhausted);
         }
 
-        let renewed_lease = if time.saturating_add(LEASE_MS / 2) >= self.lease_until {
-            self.lease_until = time.saturating_add(LEASE_MS);
-            self.stats.lease_renewals = self.stats.lease_renewals.saturating_add(1);
-            Some(self.lease_until)
-        } else {
-            None
-        };
+        let renewed_lease = self.cover(time);
 
         if borrowed {
             self.stats.borrowed_ms = self.stats.borrowed_ms.saturating_add(1);
@@ -139,6 +133,25 @@ impl Generator {
             seq,
             renewed_lease,
         })
+    }
+
+    /// Keeps the lease ahead of a time issued by another generator sharing it (UID.GEN):
+    /// renews it exactly as `next` does for its own IDs, and returns the renewed lease to
+    /// persist and replicate, if any. Afterwards `time < high_water()`.
+    pub fn cover(&mut self, time: u64) -> Option<u64> {
+        if time.saturating_add(LEASE_MS / 2) >= self.lease_until {
+            self.lease_until = time.saturating_add(LEASE_MS);
+            self.stats.lease_renewals = self.stats.lease_renewals.saturating_add(1);
+            Some(self.lease_until)
+        } else {
+            None
+        }
+    }
+
+    /// The time floor: every time issued from now on, by this generator or one sharing its
+    /// lease, is at or above it.
+    pub fn floor(&self) -> u64 {
+        self.floor
     }
 
     /// Raises the floor to a high-water mark loaded from disk or received from a primary.
@@ -281,6 +294,30 @@ mod tests {
         let n = new.next(65_000 - 60_000).unwrap();
         assert!((n.time, n.seq) > last);
         assert!(n.time >= hwm);
+    }
+
+    #[test]
+    fn cover_shares_the_lease_with_another_generator() {
+        let mut g = Generator::new();
+        g.next(1000).unwrap();
+        // A time issued elsewhere within the lease's first half renews nothing ...
+        assert_eq!(g.cover(1000 + LEASE_MS / 2 - 1), None);
+        // ... one nearer its end renews it, the same way `next` does.
+        assert_eq!(
+            g.cover(1000 + LEASE_MS / 2),
+            Some(1000 + LEASE_MS / 2 + LEASE_MS)
+        );
+        assert!(1000 + LEASE_MS / 2 < g.high_water());
+        // A time far ahead (a borrowed second) pushes the lease past it.
+        assert_eq!(g.cover(90_000), Some(90_000 + LEASE_MS));
+        assert!(90_000 < g.high_water());
+        // An earlier time never lowers it.
+        assert_eq!(g.cover(10), None);
+        assert_eq!(g.high_water(), 90_000 + LEASE_MS);
+        assert_eq!(g.stats().lease_renewals, 3);
+        assert_eq!(g.floor(), 0);
+        g.raise_floor(7);
+        assert_eq!(g.floor(), 7);
     }
 
     #[test]

@@ -6,3 +6,4 @@ pub mod msgid;
 pub mod openid;
 pub mod seq;
 pub mod slot;
+pub mod uid;

@@ -1,6 +1,7 @@
 //! Module configs (`imid.<name>`), settable at load and with `CONFIG SET`.
 
 use crate::core::openid::KeyRing;
+use crate::core::uid::{NodeSpec, TimeUnit, Widths, DEFAULT_EPOCH_MS};
 use redis_module::configuration::{
     get_enum_default_config_value, get_i64_default_config_value, get_string_default_config_value,
     register_enum_configuration, register_i64_configuration, register_string_configuration,
@@ -24,6 +25,89 @@ enum_configuration! {
 }
 
 pub static MSGID_HASH: Mutex<HashMode> = Mutex::new(HashMode::auto);
+
+/// In a module of its own: each `enum_configuration!` imports the same trait name.
+mod time_unit {
+    use redis_module::enum_configuration;
+    enum_configuration! {
+        /// `imid.uid-time-unit`: the unit of the UID time field. Config words, hence lowercase.
+        #[allow(non_camel_case_types)]
+        #[derive(Debug, PartialEq, Eq)]
+        pub enum UidTimeUnit {
+            ms = 0,
+            s = 1,
+        }
+    }
+}
+pub use time_unit::UidTimeUnit;
+
+/// The UID configs. All four change what an ID means (or which IDs this node may issue), so
+/// they are set at load only (`IMMUTABLE`: `CONFIG SET` refuses them); init checks them
+/// together and refuses to load a combination that does not work (`commands::uid::configure`).
+pub static UID_LAYOUT: TextConfig = TextConfig::new(check_uid_layout);
+pub static UID_NODE: TextConfig = TextConfig::new(check_uid_node);
+pub static UID_EPOCH: AtomicI64 = AtomicI64::new(DEFAULT_EPOCH_MS as i64);
+pub static UID_TIME_UNIT: Mutex<UidTimeUnit> = Mutex::new(UidTimeUnit::ms);
+
+fn check_uid_layout(text: &str) -> Result<(), String> {
+    Widths::parse(text).map(|_| ()).map_err(|e| e.to_string())
+}
+
+fn check_uid_node(text: &str) -> Result<(), String> {
+    NodeSpec::parse(text).map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// The UID configs as set: layout text, epoch (Unix ms), unit, node text.
+pub fn uid_settings() -> (String, u64, TimeUnit, String) {
+    let unit = match *UID_TIME_UNIT.lock().unwrap_or_else(|e| e.into_inner()) {
+        UidTimeUnit::s => TimeUnit::S,
+        UidTimeUnit::ms => TimeUnit::Ms,
+    };
+    (
+        UID_LAYOUT.text(),
+        u64::try_from(UID_EPOCH.load(Ordering::Relaxed)).unwrap_or(0),
+        unit,
+        UID_NODE.text(),
+    )
+}
+
+/// A string config kept as text and checked by `check` before it replaces the old value.
+///
+/// `get` and `set` are the only places that touch Redis strings: the crate's string-config
+/// getter leaks the string it returns (redis-module 2.0), which the hardening work replaces
+/// with a getter that keeps the string; switch these two functions to it then.
+pub struct TextConfig {
+    text: RwLock<String>,
+    check: fn(&str) -> Result<(), String>,
+}
+
+impl TextConfig {
+    pub const fn new(check: fn(&str) -> Result<(), String>) -> TextConfig {
+        TextConfig {
+            text: RwLock::new(String::new()),
+            check,
+        }
+    }
+
+    pub fn text(&self) -> String {
+        self.text.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl ConfigurationValue<RedisString> for TextConfig {
+    fn get(&self, _ctx: &ConfigurationContext) -> RedisString {
+        let g = self.text.read().unwrap_or_else(|e| e.into_inner());
+        RedisString::create(None, g.as_str())
+    }
+
+    fn set(&self, _ctx: &ConfigurationContext, val: RedisString) -> Result<(), RedisError> {
+        let text = std::str::from_utf8(val.as_slice())
+            .map_err(|_| RedisError::Str("value must be ASCII text"))?;
+        (self.check)(text).map_err(RedisError::String)?;
+        *self.text.write().unwrap_or_else(|e| e.into_inner()) = text.to_owned();
+        Ok(())
+    }
+}
 
 /// `imid.seq-gap`: values skipped by the first SEQ.NEXT on a key this process did not write.
 pub static SEQ_GAP: AtomicI64 = AtomicI64::new(1000);
@@ -118,6 +202,9 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Status {
             return Status::Err;
         }
     };
+    let Some(uid) = uid_defaults(ctx, args) else {
+        return Status::Err;
+    };
     register_i64_configuration(
         ctx,
         "seq-gap",
@@ -148,6 +235,40 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Status {
         ConfigurationFlags::DEFAULT,
         None,
     );
+    register_string_configuration(
+        ctx,
+        "uid-layout",
+        &UID_LAYOUT,
+        uid.layout,
+        ConfigurationFlags::IMMUTABLE,
+        None,
+    );
+    register_i64_configuration(
+        ctx,
+        "uid-epoch",
+        &UID_EPOCH,
+        uid.epoch,
+        0,
+        i64::MAX,
+        ConfigurationFlags::IMMUTABLE,
+        None,
+    );
+    register_enum_configuration(
+        ctx,
+        "uid-time-unit",
+        &UID_TIME_UNIT,
+        uid.unit,
+        ConfigurationFlags::IMMUTABLE,
+        None,
+    );
+    register_string_configuration(
+        ctx,
+        "uid-node",
+        &UID_NODE,
+        uid.node,
+        ConfigurationFlags::IMMUTABLE,
+        None,
+    );
     // SAFETY: ctx.ctx is the live OnLoad context; LoadConfigs exists on Redis 7.0+.
     let rc = unsafe { raw::RedisModule_LoadConfigs.map(|load| load(ctx.ctx)) };
     if rc != Some(raw::REDISMODULE_OK as c_int) {
@@ -155,4 +276,37 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Status {
         return Status::Err;
     }
     Status::Ok
+}
+
+/// Defaults of the UID configs from module arguments (`--loadmodule libimid.so uid-node 7`).
+struct UidDefaults<'a> {
+    layout: &'a str,
+    epoch: i64,
+    unit: UidTimeUnit,
+    node: &'a str,
+}
+
+fn uid_defaults<'a>(ctx: &Context, args: &'a [RedisString]) -> Option<UidDefaults<'a>> {
+    let refuse = |msg: &str| {
+        ctx.log_warning(&format!("imid: module argument {msg}"));
+        None
+    };
+    let Ok(layout) = get_string_default_config_value(args, "uid-layout", "auto") else {
+        return refuse("uid-layout must be text");
+    };
+    let Ok(epoch) = get_i64_default_config_value(args, "uid-epoch", DEFAULT_EPOCH_MS as i64) else {
+        return refuse("uid-epoch must be an integer (Unix ms)");
+    };
+    let Ok(unit) = get_enum_default_config_value(args, "uid-time-unit", UidTimeUnit::ms) else {
+        return refuse("uid-time-unit must be ms or s");
+    };
+    let Ok(node) = get_string_default_config_value(args, "uid-node", "auto") else {
+        return refuse("uid-node must be text");
+    };
+    Some(UidDefaults {
+        layout,
+        epoch,
+        unit,
+        node,
+    })
 }

@@ -4,6 +4,7 @@
 pub mod msgid;
 pub mod openid;
 pub mod seq;
+pub mod uid;
 
 use redis_module::{raw, Context, RedisError, RedisResult, RedisString, RedisValue};
 use std::os::raw::{c_char, c_long};

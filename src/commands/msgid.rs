@@ -27,6 +27,17 @@ pub fn high_water() -> u64 {
     generator().high_water()
 }
 
+/// The time floor (Unix ms) every ID issued from now on starts at, MSGID or UID.
+pub fn floor_ms() -> u64 {
+    generator().floor()
+}
+
+/// Keeps the time lease ahead of a time UID.GEN issued; the renewed lease, if any, is for the
+/// caller to replicate (`replicate_floor`).
+pub fn cover(time_ms: u64) -> Option<u64> {
+    generator().cover(time_ms)
+}
+
 /// Raises the generator's floor (from RDB aux data, AOF or the replication stream).
 pub fn raise_floor(ms: u64) {
     generator().raise_floor(ms);

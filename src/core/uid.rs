@@ -241,12 +241,12 @@ impl fmt::Display for LayoutError {
             ),
             LayoutError::RanOut { end_ms } => write!(
                 f,
-                "imid.uid-layout has run out: its time field ended on {} (choose more time bits, a later imid.uid-epoch or imid.uid-time-unit s)",
+                "imid.uid-layout has run out: its time field ended on {} (give the time field more bits, or move imid.uid-epoch later)",
                 utc_text(*end_ms)
             ),
             LayoutError::RunsOutSoon { end_ms } => write!(
                 f,
-                "imid.uid-layout runs out on {}, within a year (choose more time bits, a later imid.uid-epoch or imid.uid-time-unit s)",
+                "imid.uid-layout runs out on {}, within a year (give the time field more bits, or move imid.uid-epoch later)",
                 utc_text(*end_ms)
             ),
             LayoutError::NodeTooBig { node, bits } => write!(

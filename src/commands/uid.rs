@@ -7,11 +7,9 @@
 
 use super::{err, int_arg, reply_fields, Val};
 use crate::config::{uid_settings, CLUSTER_MODE};
-use crate::core::uid::{
-    Layout, LayoutError, NodeSpec, Run, UidGenerator, UidStats, Widths, MAX_COUNT,
-};
+use crate::core::uid::{Layout, LayoutError, NodeSpec, UidGenerator, UidStats, Widths, MAX_COUNT};
 use redis_module::{raw, Context, RedisError, RedisResult, RedisString, RedisValue, Status};
-use std::os::raw::c_long;
+use std::os::raw::{c_char, c_long};
 use std::sync::atomic::Ordering;
 use std::sync::{Mutex, MutexGuard};
 
@@ -81,18 +79,27 @@ fn lease_cover(ctx: &Context, time_ms: u64) {
     }
 }
 
-/// UID.GEN target [COUNT n]
+/// UID.GEN target [COUNT n] [STRING]
+///
+/// `STRING` replies the decimal text instead of integers: Lua scripts and Functions turn an
+/// integer reply into a double, exact only below 2^53, and UIDs are far above that.
 pub fn gen(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let [_, target, opts @ ..] = args.as_slice() else {
         return Err(RedisError::WrongArity);
     };
     let mut count = None;
+    let mut text = false;
     let mut rest = opts;
     while let [name, tail @ ..] = rest {
-        match (name.as_slice().eq_ignore_ascii_case(b"COUNT"), tail) {
-            (true, [n, tail @ ..]) => {
+        let name = name.as_slice();
+        match tail {
+            [n, tail @ ..] if name.eq_ignore_ascii_case(b"COUNT") => {
                 // The range starts at 1, so the cast keeps the value.
                 count = Some(int_arg(n, "COUNT", 1, i64::from(MAX_COUNT))? as u32);
+                rest = tail;
+            }
+            tail if name.eq_ignore_ascii_case(b"STRING") => {
+                text = true;
                 rest = tail;
             }
             _ => return Err(err("syntax error")),
@@ -111,10 +118,19 @@ pub fn gen(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         .map_err(err)?
     };
     lease_cover(ctx, run.time_ms);
-    match count {
-        None => Ok(RedisValue::Integer(as_i64(run.first()))),
-        Some(_) => reply_run(ctx, &run),
+    if count.is_some() {
+        raw::reply_with_array(
+            ctx.ctx,
+            c_long::try_from(run.count()).unwrap_or(c_long::MAX),
+        );
+        // Written straight into the reply, with no intermediate vector.
+        for uid in run.uids() {
+            reply_uid(ctx, uid, text);
+        }
+    } else {
+        reply_uid(ctx, run.first(), text);
     }
+    Ok(RedisValue::NoReply)
 }
 
 /// UIDs are below 2^63 by construction (the widths sum to 63).
@@ -122,14 +138,48 @@ fn as_i64(uid: u64) -> i64 {
     i64::try_from(uid).unwrap_or(i64::MAX)
 }
 
-/// An array of the run's IDs, written straight into the reply (no intermediate vector).
-fn reply_run(ctx: &Context, run: &Run) -> RedisResult {
-    let n = c_long::try_from(run.count()).unwrap_or(c_long::MAX);
-    raw::reply_with_array(ctx.ctx, n);
-    for uid in run.uids() {
+/// One UID as an integer, or as its decimal text.
+fn reply_uid(ctx: &Context, uid: u64, text: bool) {
+    if text {
+        let mut buf = [0u8; 20];
+        let digits = decimal(uid, &mut buf);
+        raw::reply_with_string_buffer(ctx.ctx, digits.as_ptr().cast::<c_char>(), digits.len());
+    } else {
         raw::reply_with_long_long(ctx.ctx, as_i64(uid));
     }
-    Ok(RedisValue::NoReply)
+}
+
+/// The decimal digits of `v`, written at the end of `buf` (20 digits hold any u64).
+fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            return &buf[at..];
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn decimal_matches_to_string() {
+        let mut buf = [0u8; 20];
+        for v in [
+            0,
+            1,
+            9,
+            10,
+            4095,
+            117_831_765_636_153_344,
+            i64::MAX as u64,
+            u64::MAX,
+        ] {
+            assert_eq!(super::decimal(v, &mut buf), v.to_string().as_bytes());
+        }
+    }
 }
 
 /// The current layout (fixed at load).

@@ -1,6 +1,12 @@
 //! Every imid command once, printing what it shows. Run against a Redis with the module:
 //!
 //!     IMID_URL=redis://127.0.0.1:6379/ cargo run --release --example walkthrough
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 use redis::{Connection, Value};
 use std::process::ExitCode;
 

@@ -9,7 +9,7 @@ use redis_module::configuration::{
 };
 use redis_module::{enum_configuration, raw, Context, RedisError, RedisString, Status};
 use std::os::raw::c_int;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
 use std::sync::{Mutex, RwLock};
 
 enum_configuration! {
@@ -24,7 +24,31 @@ enum_configuration! {
     }
 }
 
-pub static MSGID_HASH: Mutex<HashMode> = Mutex::new(HashMode::auto);
+/// `imid.msgid-hash`, held as its number so that MSGID.GEN/HASH read it with one load (a Mutex
+/// would cost a lock and an unlock per call).
+pub struct HashModeCell(AtomicU8);
+
+pub static MSGID_HASH: HashModeCell = HashModeCell(AtomicU8::new(HashMode::auto as u8));
+
+impl HashModeCell {
+    fn mode(&self) -> HashMode {
+        match self.0.load(Ordering::Relaxed) {
+            0 => HashMode::java,
+            1 => HashMode::slot,
+            _ => HashMode::auto,
+        }
+    }
+}
+
+impl ConfigurationValue<HashMode> for HashModeCell {
+    fn get(&self, _ctx: &ConfigurationContext) -> HashMode {
+        self.mode()
+    }
+    fn set(&self, _ctx: &ConfigurationContext, val: HashMode) -> Result<(), RedisError> {
+        self.0.store(val as u8, Ordering::Relaxed);
+        Ok(())
+    }
+}
 
 /// In a module of its own: each `enum_configuration!` imports the same trait name.
 mod time_unit {
@@ -117,11 +141,7 @@ pub static CLUSTER_MODE: AtomicBool = AtomicBool::new(false);
 
 /// The effective target-hash mode: `auto` resolved against cluster mode.
 pub fn effective_hash_mode() -> HashMode {
-    let mode = MSGID_HASH
-        .lock()
-        .map(|m| m.clone())
-        .unwrap_or_else(|e| e.into_inner().clone());
-    match mode {
+    match MSGID_HASH.mode() {
         HashMode::auto if CLUSTER_MODE.load(Ordering::Relaxed) => HashMode::slot,
         HashMode::auto => HashMode::java,
         m => m,

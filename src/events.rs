@@ -1,6 +1,8 @@
 //! Server events imid listens to.
 
-use redis_module::{raw, Context, ContextFlags, Status};
+use crate::glue::Ctx;
+use crate::node;
+use redis_module::{raw, Context, Status};
 use std::ffi::c_void;
 
 /// Subscribes to the events imid acts on: the end of forked children (AOF rewrites, RDB
@@ -36,7 +38,7 @@ type Callback =
 
 /// A load (RDB or AOF at startup, a full sync from a primary, DEBUG RELOAD) or a role change
 /// (this node becomes a replica, or is promoted): from now on a missing sequence key may be
-/// one whose writes were lost, so its first SEQ.NEXT skips the gap (see `commands::seq`).
+/// one whose writes were lost, so its first SEQ.NEXT skips the gap (see `node::inherited`).
 unsafe extern "C" fn on_inherit(
     _ctx: *mut raw::RedisModuleCtx,
     eid: raw::RedisModuleEvent,
@@ -54,20 +56,16 @@ unsafe extern "C" fn on_inherit(
         _ => false,
     };
     if inherits {
-        crate::commands::seq::mark_inherited();
+        node::mark_inherited();
+    }
+    // A promoted replica takes over its primary's slots: adopt them again (node::cluster).
+    if eid.id == raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED {
+        node::cluster::forget_all();
     }
 }
 
-/// When a forked child has exited, the primary writes its message-ID high-water mark again
-/// (`MSGID.FLOOR`, to the AOF and to replicas).
-///
-/// Why: an AOF rewrite replaces the files holding the earlier `MSGID.FLOOR` lines with a new
-/// base file. With the RDB preamble the base carries the mark as aux data, and without it the
-/// mark rides on the first sequence key; a dataset with no sequence key at all had no mark
-/// until the next lease renewal (up to 2.5 s under load, never without load), so a crash in
-/// that window restarted the generator below IDs it had issued. Redis fires this event after
-/// it has installed the rewritten AOF, so the line lands in the new incremental file. For other
-/// children (BGSAVE) it is one harmless extra line.
+/// When a forked child has exited, the primary writes its time high-water mark again (see
+/// `node::ids::after_fork_child`).
 unsafe extern "C" fn on_fork_child(
     ctx: *mut raw::RedisModuleCtx,
     eid: raw::RedisModuleEvent,
@@ -81,17 +79,13 @@ unsafe extern "C" fn on_fork_child(
     }
     // A panic must not unwind into Redis (that aborts the server).
     let r = std::panic::catch_unwind(|| {
-        let ctx = Context::new(ctx);
-        // Replicas receive the mark from their primary, and cannot write one of their own.
-        if !ctx.get_flags().contains(ContextFlags::MASTER) {
-            return;
-        }
-        let hwm = crate::commands::msgid::high_water();
-        if hwm > 0 {
-            crate::commands::msgid::replicate_floor(&ctx, hwm);
-        }
+        // SAFETY: ctx is the live context of this event callback, used only within it.
+        let ctx = unsafe { Ctx::from_raw(ctx) };
+        node::ids::after_fork_child(&ctx);
     });
     if r.is_err() {
-        Context::new(ctx).log_warning("imid: internal error after a forked child exited");
+        // SAFETY: as above.
+        unsafe { Ctx::from_raw(ctx) }
+            .log_warning("imid: internal error after a forked child exited");
     }
 }

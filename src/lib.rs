@@ -1,26 +1,30 @@
 //! imid: identifiers for instant-messaging backends, natively inside Redis.
 //!
 //! This file is the table of contents: the module, its commands, its configs, and init.
-//! Redis-free logic lives in `core/`, command handlers in `commands/`.
+//! Redis-free logic lives in `core/`, command handlers in `commands/`, the one unsafe layer
+//! between them and Redis in `glue`, node-wide state in `node`.
+#![cfg_attr(
+    test,
+    allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic
+    )
+)]
 
+mod cluster;
 pub mod commands;
 pub mod config;
 pub mod core;
 mod events;
+pub mod glue;
+mod info;
+pub mod node;
 pub mod registry;
 mod seq_type;
-mod stats;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;
-
-/// The wall clock the generator reads: the system clock, or the tests' steerable clock in a
-/// build with the `test-hooks` feature.
-pub fn now_ms() -> u64 {
-    #[cfg(feature = "test-hooks")]
-    return test_hooks::now_ms();
-    #[cfg(not(feature = "test-hooks"))]
-    core::generator::Clock::now_ms(&core::generator::SystemClock)
-}
 
 use config::CLUSTER_MODE;
 use redis_module::{raw, redis_module, Context, ContextFlags, RedisString, Status};
@@ -43,8 +47,29 @@ mod allocator {
     pub const ALLOC: Alloc = std::alloc::System;
 }
 
-/// Module version as Redis shows it (`MODULE LIST`): major*10000 + minor*100 + patch.
-pub const MODULE_VERSION: i32 = 100;
+/// Module version as Redis shows it (`MODULE LIST`): major*10000 + minor*100 + patch, from the
+/// one version source, Cargo.toml. Computed at compile time, where an index out of range would
+/// fail the build.
+#[allow(clippy::indexing_slicing)]
+pub const MODULE_VERSION: i32 = {
+    let v = [
+        env!("CARGO_PKG_VERSION_MAJOR"),
+        env!("CARGO_PKG_VERSION_MINOR"),
+        env!("CARGO_PKG_VERSION_PATCH"),
+    ];
+    let mut out = 0i32;
+    let mut i = 0;
+    while i < v.len() {
+        let (b, mut n, mut j) = (v[i].as_bytes(), 0i32, 0);
+        while j < b.len() {
+            n = n * 10 + (b[j] - b'0') as i32;
+            j += 1;
+        }
+        out = out * 100 + n;
+        i += 1;
+    }
+    out
+};
 
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // Configs are registered here rather than in the macro's table because the macro ignores
@@ -72,6 +97,10 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         if let Some(set_options) = raw::RedisModule_SetModuleOptions {
             set_options(ctx.ctx, raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int);
         }
+    }
+    seq_type::remember_type();
+    if CLUSTER_MODE.load(Ordering::Relaxed) {
+        cluster::init(ctx);
     }
     if events::subscribe(ctx) == Status::Err {
         return Status::Err;

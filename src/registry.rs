@@ -1,19 +1,16 @@
 //! How commands reach Redis: one table entry per command (name, handler, flags, arity, keys,
-//! summary), registered with `RedisModule_CreateCommand` and `RedisModule_SetCommandInfo`, and
-//! the call path from Redis into a handler.
+//! summary), registered with `RedisModule_CreateCommand` and `RedisModule_SetCommandInfo`; each
+//! entry's C entry point calls the handler through `glue::call`.
 //!
-//! Why not the `redis_module!` command table: its wrapper retains every argument through the
-//! context (each retain and release also searches the context's auto-memory pool) and knows
-//! nothing of arity or key specs, which then lived in a second table. Here one entry says
-//! everything about a command, and arguments are retained without a context (a plain refcount).
+//! Why not the `redis_module!` command table: its wrapper copies and retains every argument and
+//! knows nothing of arity or key specs, which then lived in a second table. Here one entry says
+//! everything about a command.
 //! Key-spec flags matter beyond documentation: ACL key selectors (`%R~`, `%W~`) judge commands
 //! by them, and Redis Cluster routes and redirects by them.
 
-use crate::commands::{guard, Handler};
-use redis_module::{raw, Context, RedisString, Status};
+use redis_module::{raw, Context, Status};
 use std::ffi::CString;
 use std::os::raw::c_int;
-use std::ptr::NonNull;
 
 /// The C entry point Redis calls for a command.
 pub type RawHandler =
@@ -62,7 +59,7 @@ macro_rules! command {
                     argv: *mut *mut redis_module::raw::RedisModuleString,
                     argc: std::os::raw::c_int,
                 ) -> std::os::raw::c_int {
-                    $crate::registry::dispatch(ctx, argv, argc, $handler)
+                    $crate::glue::call(ctx, argv, argc, $handler)
                 }
                 call
             },
@@ -74,30 +71,13 @@ macro_rules! command {
     };
 }
 
-/// From Redis into a handler: arguments, the panic guard, the reply.
-pub fn dispatch(
-    ctx: *mut raw::RedisModuleCtx,
-    argv: *mut *mut raw::RedisModuleString,
-    argc: c_int,
-    handler: Handler,
-) -> c_int {
-    let context = Context::new(ctx);
-    let args: Vec<RedisString> = match (NonNull::new(argv), usize::try_from(argc)) {
-        (Some(argv), Ok(n)) => {
-            // SAFETY: Redis passes `argc` live strings in `argv` for the duration of the call.
-            let raw_args = unsafe { std::slice::from_raw_parts(argv.as_ptr(), n) };
-            // Retained without a context: a refcount increment, released by RedisString's drop
-            // (FreeString with the same null context) when the handler is done with them.
-            raw_args
-                .iter()
-                .map(|&s| RedisString::new(None, s))
-                .collect()
-        }
-        _ => Vec::new(),
-    };
-    let reply = guard(&context, args, handler);
-    context.reply(reply) as c_int
-}
+/// The crate version, NUL-terminated, for COMMAND DOCS `since`.
+const SINCE: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul(
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes(),
+) {
+    Ok(s) => s,
+    Err(_) => c"0.0.0",
+};
 
 const INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfoVersion {
     version: 1,
@@ -154,10 +134,11 @@ fn register_one(ctx: &Context, c: &Command) -> Result<(), ()> {
     // (null pointers, zero counts) and a zeroed key spec terminates the array; all strings and
     // the array outlive the call, which copies them.
     let mut info: raw::RedisModuleCommandInfo = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
     let mut specs: [raw::RedisModuleCommandKeySpec; 2] = unsafe { std::mem::zeroed() };
     info.version = &INFO_VERSION;
     info.summary = summary.as_ptr();
-    info.since = c"0.1.0".as_ptr();
+    info.since = SINCE.as_ptr();
     info.arity = c.arity;
     if let Some(k) = &c.keys {
         specs[0].flags = u64::from(k.flags);

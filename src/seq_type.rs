@@ -1,23 +1,23 @@
 //! The sequence data type (`imidseq01`): RDB save/load, AOF rewrite, digest, memory, copy, and
-//! the one safe wrapper over the raw key API that the SEQ.* commands use.
+//! the safe view of a key that the SEQ.* commands use.
 //!
 //! A key's value "pointer" is not a pointer: it is the word [`Seq::to_word`] encodes, so a
 //! sequence costs no allocation beyond what Redis spends on any key. Redis never dereferences
 //! module values; it only hands them back to the callbacks below, which decode the word. Hence
-//! `free` has nothing to free, `copy` returns the same word and `mem_usage` is 0. The crate's
-//! `RedisKeyWritable::set_value` boxes its value, so keys are opened through `raw` here.
+//! `free` has nothing to free, `copy` returns the same word and `mem_usage` is the wrapper.
 //!
-//! The same type carries the message-ID generator's time high-water mark as RDB aux data, so
-//! a node restarted from an RDB file (or a replica after a full sync) starts above every ID
+//! The same type carries the node's time high-water mark as RDB aux data (`node::ids` owns it),
+//! so a node restarted from an RDB file (or a replica after a full sync) starts above every ID
 //! the old process may have issued.
 
-use crate::commands::{err, wrongtype};
 use crate::core::seq::{Seq, MAX_VALUE};
+use crate::glue::{self, AofKey, Ctx, Error, Held, Key, ModuleType, WRONGTYPE};
+use crate::node;
 use redis_module::native_types::RedisType;
-use redis_module::{raw, Context, RedisError, RedisString};
+use redis_module::raw;
 use std::ffi::{c_void, CString};
-use std::os::raw::{c_int, c_longlong};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 /// Module type names are exactly 9 characters; the trailing digits leave room for a successor
 /// type should the value ever need more than one word.
@@ -67,8 +67,19 @@ fn ptr_to_seq(p: *const c_void) -> Seq {
     Seq::from_word(p as usize as u64)
 }
 
-fn raw_type() -> *mut raw::RedisModuleType {
-    *SEQ_TYPE.raw_type.borrow()
+/// The registered type, kept once at load: SEQ_TYPE's own copy sits behind a RefCell whose
+/// borrow bookkeeping every command would otherwise pay.
+static RAW_TYPE: AtomicPtr<raw::RedisModuleType> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Called from init, after the `redis_module!` table created the type.
+pub fn remember_type() {
+    RAW_TYPE.store(*SEQ_TYPE.raw_type.borrow(), Ordering::Relaxed);
+}
+
+fn raw_type() -> ModuleType {
+    // SAFETY: RAW_TYPE holds the type registered at load (or null before init, when no command
+    // runs; Redis's type check then simply fails).
+    unsafe { ModuleType::from_raw(RAW_TYPE.load(Ordering::Relaxed)) }
 }
 
 /// Logs why a load failed, through the IO handle (Redis prefixes the module name).
@@ -118,40 +129,26 @@ unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) 
     raw::save_unsigned(rdb, 0);
 }
 
-/// The process that last wrote the message-ID high-water mark into a rewritten AOF.
-static FLOOR_EMITTED_BY: AtomicU32 = AtomicU32::new(0);
-
 unsafe extern "C" fn aof_rewrite(
     aof: *mut raw::RedisModuleIO,
     key: *mut raw::RedisModuleString,
     value: *mut c_void,
 ) {
-    // The value is at most 2^63-1, so it fits a long long.
-    let v = ptr_to_seq(value).value() as c_longlong;
-    // An AOF rewrite without the RDB preamble has no place for aux data, and the MSGID.FLOOR
-    // lines of the old AOF are gone with it. So the first key rewritten also carries the
-    // high-water mark. Rewrites run in a forked child: the child's pid marks "already written
-    // in this rewrite" without any reset in the parent.
-    let pid = std::process::id();
-    let hwm = crate::commands::msgid::high_water();
-    let emit_floor = FLOOR_EMITTED_BY.swap(pid, Ordering::Relaxed) != pid && hwm > 0;
-    // SAFETY: EmitAOF is filled in at load; "sl" consumes the key string and one long long,
-    // "l" one long long, all passed; aof and key are the live handles of this callback.
-    unsafe {
-        if let Some(emit) = raw::RedisModule_EmitAOF {
-            if emit_floor {
-                let hwm = c_longlong::try_from(hwm).unwrap_or(c_longlong::MAX);
-                emit(aof, c"MSGID.FLOOR".as_ptr(), c"l".as_ptr(), hwm);
-            }
-            emit(aof, c"SEQ.SET".as_ptr(), c"sl".as_ptr(), key, v);
-        }
+    // SAFETY: aof and key are this callback's live handles, used only within it.
+    let out = unsafe { AofKey::from_raw(aof, key) };
+    // A rewrite without the RDB preamble has no aux data: the first key carries the mark.
+    if let Some(mark) = node::ids::mark_for_rewrite() {
+        out.emit_int(c"MSGID.FLOOR", mark);
     }
+    // The value is at most 2^63-1, so it fits an i64.
+    let v = i64::try_from(ptr_to_seq(value).value()).unwrap_or(i64::MAX);
+    out.emit_key_int(c"SEQ.SET", v);
 }
 
 /// Only the value: a replica's copy carries `needs_gap` where its primary's may not, and
 /// `DEBUG DIGEST` must still agree between them.
 unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
-    let v = ptr_to_seq(value).value() as c_longlong;
+    let v = ptr_to_seq(value).value() as i64;
     // SAFETY: md is the live digest handle of this callback; the functions are filled in at load.
     unsafe {
         if let (Some(add), Some(end)) = (
@@ -186,12 +183,21 @@ unsafe extern "C" fn copy(
 
 unsafe extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, when: c_int) {
     if when == raw::REDISMODULE_AUX_BEFORE_RDB as c_int {
-        raw::save_unsigned(rdb, crate::commands::msgid::high_water());
+        raw::save_unsigned(rdb, node::ids::high_water());
     }
 }
 
 unsafe extern "C" fn aux_load(rdb: *mut raw::RedisModuleIO, encver: c_int, when: c_int) -> c_int {
-    match load_aux(rdb, encver, when) {
+    let r = if encver != ENCODING_VERSION {
+        Err(format!("aux encoding version {encver} unknown"))
+    } else if when != raw::REDISMODULE_AUX_BEFORE_RDB as c_int {
+        Err(format!("aux data at position {when} unknown"))
+    } else {
+        raw::load_unsigned(rdb)
+            .map_err(|_| "truncated message-id high-water mark".to_owned())
+            .and_then(node::ids::load_mark)
+    };
+    match r {
         Ok(()) => raw::REDISMODULE_OK as c_int,
         Err(msg) => {
             log_io(rdb, &msg);
@@ -200,124 +206,33 @@ unsafe extern "C" fn aux_load(rdb: *mut raw::RedisModuleIO, encver: c_int, when:
     }
 }
 
-fn load_aux(rdb: *mut raw::RedisModuleIO, encver: c_int, when: c_int) -> Result<(), String> {
-    if encver != ENCODING_VERSION {
-        return Err(format!("aux encoding version {encver} unknown"));
-    }
-    if when != raw::REDISMODULE_AUX_BEFORE_RDB as c_int {
-        return Err(format!("aux data at position {when} unknown"));
-    }
-    let hwm = raw::load_unsigned(rdb).map_err(|_| "truncated message-id high-water mark")?;
-    // MSGID.FLOOR accepts 0..2^63-1, so a saved mark can be anywhere in that range.
-    if hwm > MAX_VALUE {
-        return Err(format!(
-            "message-id high-water mark {hwm} above {MAX_VALUE}"
-        ));
-    }
-    crate::commands::msgid::raise_floor(hwm);
-    Ok(())
-}
-
-/// What a key holds, as far as the SEQ commands care.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Found {
-    Missing,
-    Seq(Seq),
-}
-
-/// A key opened through the raw API, closed on drop.
+/// A key as the SEQ commands see it: missing, a sequence, or (WRONGTYPE) anything else.
 pub struct SeqKey {
-    key: *mut raw::RedisModuleKey,
+    key: Key,
+    held: Held,
 }
 
 impl SeqKey {
-    fn open(ctx: &Context, name: &RedisString, mode: u32) -> Result<SeqKey, RedisError> {
-        // SAFETY: ctx.ctx is the live context of the running command and name.inner a live
-        // string of it; OpenKey is filled in at load. A null result (read mode, missing key)
-        // is handled by every method below.
-        let key = unsafe {
-            raw::RedisModule_OpenKey.map(|open| open(ctx.ctx, name.inner, mode as c_int))
-        };
-        key.map(|key| SeqKey { key })
-            .ok_or_else(|| err("internal error: key API unavailable"))
-    }
-
-    pub fn read(ctx: &Context, name: &RedisString) -> Result<SeqKey, RedisError> {
-        SeqKey::open(ctx, name, raw::REDISMODULE_READ)
-    }
-
-    pub fn write(ctx: &Context, name: &RedisString) -> Result<SeqKey, RedisError> {
-        SeqKey::open(ctx, name, raw::REDISMODULE_READ | raw::REDISMODULE_WRITE)
-    }
-
-    fn key_type(&self) -> c_int {
-        if self.key.is_null() {
-            return raw::REDISMODULE_KEYTYPE_EMPTY as c_int;
+    /// Opens `name` for reading, or for writing; WRONGTYPE for a key of another type.
+    pub fn open(ctx: &Ctx, name: &glue::Arg, write: bool) -> Result<SeqKey, Error> {
+        let key = ctx.open_key(name, write)?;
+        let held = key.get(raw_type());
+        if held == Held::Other {
+            return Err(WRONGTYPE);
         }
-        // SAFETY: self.key is a live, non-null key handle until drop.
-        unsafe { raw::RedisModule_KeyType.map_or(-1, |f| f(self.key)) }
+        Ok(SeqKey { key, held })
     }
 
-    fn is_ours(&self) -> bool {
-        // SAFETY: as in key_type; the key holds a module value, so GetType is defined.
-        self.key_type() == raw::REDISMODULE_KEYTYPE_MODULE as c_int
-            && unsafe { raw::RedisModule_ModuleTypeGetType.map(|f| f(self.key)) }
-                == Some(raw_type())
-    }
-
-    /// The sequence, `Missing`, or WRONGTYPE for a key of any other type.
-    pub fn get(&self) -> Result<Found, RedisError> {
-        if self.key_type() == raw::REDISMODULE_KEYTYPE_EMPTY as c_int {
-            return Ok(Found::Missing);
-        }
-        if !self.is_ours() {
-            return Err(wrongtype());
-        }
-        // SAFETY: the key is live and holds a value of our type.
-        let value = unsafe { raw::RedisModule_ModuleTypeGetValue.map(|f| f(self.key)) };
-        value
-            .map(|v| Found::Seq(ptr_to_seq(v)))
-            .ok_or_else(|| err("internal error: key API unavailable"))
-    }
-
-    /// Stores `s`, keeping the key's TTL when it already exists (SetValue would delete the
-    /// key first, and its expiry with it). WRONGTYPE for a key of any other type.
-    pub fn set(&self, s: Seq) -> Result<(), RedisError> {
-        let word = word_to_ptr(s);
-        let rc = if self.key_type() == raw::REDISMODULE_KEYTYPE_EMPTY as c_int {
-            if self.key.is_null() {
-                return Err(err("internal error: key not open for writing"));
-            }
-            // SAFETY: live writable key handle; our registered type; the word is non-null.
-            unsafe { raw::RedisModule_ModuleTypeSetValue.map(|f| f(self.key, raw_type(), word)) }
-        } else if self.is_ours() {
-            let mut old: *mut c_void = std::ptr::null_mut();
-            // SAFETY: live writable key holding our type; the old word needs no freeing.
-            unsafe {
-                raw::RedisModule_ModuleTypeReplaceValue
-                    .map(|f| f(self.key, raw_type(), word, &mut old))
-            }
-        } else {
-            return Err(wrongtype());
-        };
-        if rc == Some(raw::REDISMODULE_OK as c_int) {
-            Ok(())
-        } else {
-            Err(err("internal error: could not store the sequence"))
+    /// The sequence, or `None` for a missing key.
+    pub fn get(&self) -> Option<Seq> {
+        match self.held {
+            Held::Word(w) => Some(Seq::from_word(w)),
+            _ => None,
         }
     }
-}
 
-impl Drop for SeqKey {
-    fn drop(&mut self) {
-        if self.key.is_null() {
-            return;
-        }
-        // SAFETY: the handle came from OpenKey and is closed exactly once, here.
-        unsafe {
-            if let Some(close) = raw::RedisModule_CloseKey {
-                close(self.key);
-            }
-        }
+    /// Stores `s` (the key must have been opened for writing), keeping its TTL.
+    pub fn set(&self, s: Seq) -> Result<(), Error> {
+        self.key.set(raw_type(), self.held, s.to_word())
     }
 }

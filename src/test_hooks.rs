@@ -11,8 +11,9 @@
 //! `IMID.TEST-CLOCK REAL`: back to the system clock.
 //! `IMID.TEST-PANIC`: panics inside a guarded handler.
 
-use crate::core::generator::{Clock, SystemClock};
-use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue, Status};
+use crate::core::generator::system_now_ms;
+use crate::glue::{Arg, Ctx, Error, SYNTAX};
+use redis_module::{Context, Status};
 use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
 
 const REAL: u8 = 0;
@@ -23,7 +24,7 @@ static MODE: AtomicU8 = AtomicU8::new(REAL);
 static VALUE: AtomicI64 = AtomicI64::new(0);
 
 pub fn now_ms() -> u64 {
-    let real = SystemClock.now_ms();
+    let real = system_now_ms();
     let v = VALUE.load(Ordering::Relaxed);
     match MODE.load(Ordering::Relaxed) {
         OFFSET => real.saturating_add_signed(v),
@@ -32,30 +33,33 @@ pub fn now_ms() -> u64 {
     }
 }
 
-fn test_clock(_ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+fn test_clock(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let mode = args
         .get(1)
-        .map(|a| a.to_string_lossy().to_ascii_uppercase());
-    let value = args.get(2).map(|a| a.parse_integer());
+        .map(|a| String::from_utf8_lossy(a.bytes()).to_ascii_uppercase());
+    let value = args.get(2).map(Arg::int);
     match (mode.as_deref(), value, args.len()) {
         (Some("REAL"), None, 2) => MODE.store(REAL, Ordering::Relaxed),
-        (Some("OFFSET"), Some(Ok(v)), 3) => {
+        (Some("OFFSET"), Some(Some(v)), 3) => {
             VALUE.store(v, Ordering::Relaxed);
             MODE.store(OFFSET, Ordering::Relaxed);
         }
-        (Some("FREEZE"), Some(Ok(v)), 3) if v >= 0 => {
+        (Some("FREEZE"), Some(Some(v)), 3) if v >= 0 => {
             VALUE.store(v, Ordering::Relaxed);
             MODE.store(FROZEN, Ordering::Relaxed);
         }
-        _ => return Err(RedisError::Str("ERR syntax error")),
+        _ => return Err(SYNTAX),
     }
-    Ok(RedisValue::SimpleStringStatic("OK"))
+    ctx.reply_ok();
+    Ok(())
 }
 
-fn test_panic(_ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+#[allow(clippy::indexing_slicing)] // the point of this command
+fn test_panic(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let v: Vec<u8> = Vec::new();
     // An out-of-bounds index that the compiler cannot see through.
-    Ok(RedisValue::Integer(i64::from(v[args.len()])))
+    ctx.reply_int(i64::from(v[args.len()]));
+    Ok(())
 }
 
 const COMMANDS: &[crate::registry::Command] = &[

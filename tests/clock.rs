@@ -2,6 +2,12 @@
 //! frozen, stepped back, and behind after a restart or a failover. IDs keep increasing and
 //! never repeat, and the INFO counters say what happened. Also: a panic in a handler is an
 //! `ERR internal error`, not a dead server.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 mod common;
 use common::*;
 use std::collections::HashSet;

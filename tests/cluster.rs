@@ -1,5 +1,11 @@
 //! imid on a real Redis Cluster: 3 primaries with a replica each, created with
 //! `redis-cli --cluster create`, driven through the `redis` crate's cluster client.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 mod common;
 use common::*;
 use redis::cluster::{ClusterClient, ClusterConnection};

@@ -2,6 +2,12 @@
 //! values and IDs its clients already received (as after a host crash, or a restore from
 //! backup). With the gap and the ID floor nothing is handed out twice; without the gap the same
 //! scenario reissues, which shows the test can tell the difference.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 mod common;
 use common::*;
 

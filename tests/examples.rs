@@ -1,6 +1,12 @@
 //! The examples against real servers: the send/sync/read scripts and the Functions library
 //! built from them (dedup, inbox caps, paging, unread counts, EVALSHA = FCALL, primary =
 //! replica), the segment allocator, and the example programs (Rust and Python) exiting 0.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 mod common;
 use common::*;
 

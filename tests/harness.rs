@@ -1,4 +1,10 @@
 //! The harness itself: a server starts with the module, restarts from its files, and dies.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 mod common;
 use common::*;
 

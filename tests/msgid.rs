@@ -1,4 +1,10 @@
 //! MSGID.* against a real redis-server with the module loaded.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 mod common;
 use common::*;
 use std::collections::HashSet;

@@ -1,5 +1,11 @@
 //! SEQ.* command semantics against a real server: replies, every error path, concurrency,
 //! scripts, transactions, command metadata and memory.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 mod common;
 use common::*;
 use std::collections::HashMap;

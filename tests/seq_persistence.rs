@@ -1,6 +1,12 @@
 //! Sequences through Redis's persistence: DEBUG RELOAD, RDB and AOF restarts (with and without
 //! the RDB preamble, so the AOF rewrite callback runs), DUMP/RESTORE and corrupt payloads,
 //! the never-reissue gap, and the message-ID high-water mark carried as RDB aux data.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 mod common;
 use common::*;
 

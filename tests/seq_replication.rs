@@ -1,6 +1,13 @@
-//! Sequences on a primary and its replica: effects replicate as explicit values, scripts and
-//! transactions give the same final state, writes are refused on the replica, and a promoted
-//! replica skips the gap before issuing.
+//! Sequences on a primary and its replica: writes replicate as called where replay is exact and
+//! as explicit values where it is not (a gap skip), scripts, functions and transactions give the
+//! same final state on replicas and after AOF replay, writes are refused on the replica, and a
+//! promoted replica skips the gap before issuing.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 mod common;
 use common::*;
 
@@ -70,30 +77,152 @@ fn calls(s: &Server, name: &str) -> i64 {
 }
 
 #[test]
-fn effects_replicate_as_seq_set_and_no_ops_not_at_all() {
+fn writes_replicate_as_called_a_gap_skip_as_its_value_and_no_ops_not_at_all() {
     let primary = Server::start();
     let replica = primary.replica(&[]);
     let mut p = primary.client();
     int(&mut p, &["SEQ.ADVANCE", "k", "10"]);
     int(&mut p, &["SEQ.NEXT", "k", "COUNT", "5"]);
+    int(&mut p, &["SEQ.NEXT", "k"]);
+    let _: String = cmd(&mut p, &["SEQ.SET", "j", "7"]).unwrap();
     primary.wait_replica(&replica);
-    // the replica ran what the primary did as explicit values, never NEXT or ADVANCE
-    assert_eq!(calls(&replica, "seq.set"), 2);
-    assert_eq!(calls(&replica, "seq.next"), 0);
-    assert_eq!(calls(&replica, "seq.advance"), 0);
+    // replay is exact for all of these: the replica ran them as called
+    assert_eq!(calls(&replica, "seq.advance"), 1);
+    assert_eq!(calls(&replica, "seq.next"), 2);
+    assert_eq!(calls(&replica, "seq.set"), 1);
+    // a replica only replays: it hands out nothing and skips no gap of its own, although
+    // every key it holds is marked
+    assert_eq!(replica.imid_stat("seq_issued"), 0);
+    assert_eq!(replica.imid_stat("seq_gap_skips"), 0);
+    assert_eq!(int(&mut replica.client(), &["SEQ.GET", "k"]), 16);
+
+    // After a reload the primary's keys are marked: its next SEQ.NEXT skips the gap, which a
+    // replay could not reproduce, so the replica receives the value instead.
+    let _: String = cmd(&mut p, &["DEBUG", "RELOAD"]).unwrap();
+    assert_eq!(int(&mut p, &["SEQ.NEXT", "k", "COUNT", "2"]), 1018);
+    // a missing key on a node that inherited its data skips the gap too
+    assert_eq!(int(&mut p, &["SEQ.NEXT", "fresh"]), 1001);
+    primary.wait_replica(&replica);
+    assert_eq!(calls(&replica, "seq.next"), 2);
+    assert_eq!(calls(&replica, "seq.set"), 3);
+    assert_eq!(int(&mut replica.client(), &["SEQ.GET", "k"]), 1018);
+    assert_eq!(int(&mut replica.client(), &["SEQ.GET", "fresh"]), 1001);
 
     int(&mut p, &["SEQ.ADVANCE", "k", "3"]);
-    int(&mut p, &["SEQ.ADVANCE", "k", "15"]);
+    int(&mut p, &["SEQ.ADVANCE", "k", "1018"]);
     int(&mut p, &["SEQ.ADVANCE", "missing", "0"]);
-    let _: String = cmd(&mut p, &["SEQ.SET", "k", "15"]).unwrap();
+    // j is marked since the reload: a client's SET clears the mark (a write), the same SET
+    // again changes nothing
+    let _: String = cmd(&mut p, &["SEQ.SET", "j", "7"]).unwrap();
+    let _: String = cmd(&mut p, &["SEQ.SET", "j", "7"]).unwrap();
     let _ = cmd::<i64>(&mut p, &["SEQ.NEXT", "k", "COUNT", "0"]);
     let _ = cmd::<i64>(&mut p, &["SEQ.NEXT", "k", "BOGUS"]);
     // one real write after the no-ops, so the sync below covers them all
     let _: String = cmd(&mut p, &["SEQ.SET", "other", "1"]).unwrap();
     primary.wait_replica(&replica);
-    assert_eq!(calls(&replica, "seq.set"), 3);
-    assert_eq!(int(&mut replica.client(), &["SEQ.GET", "k"]), 15);
+    assert_eq!(calls(&replica, "seq.set"), 5);
+    assert_eq!(calls(&replica, "seq.advance"), 1);
+    assert_eq!(calls(&replica, "seq.next"), 2);
     assert_eq!(int(&mut replica.client(), &["EXISTS", "missing"]), 0);
+    assert_eq!(digest(&primary), digest(&replica));
+}
+
+/// Every way a sequence write reaches a primary (plain, COUNT, SET, ADVANCE, MULTI, EVAL, FCALL),
+/// before and after gap skips, run on a primary with AOF and a replica.
+fn mixed_writes(p: &mut Connection, round: usize) {
+    let script = "return redis.call('SEQ.NEXT', KEYS[1], 'COUNT', ARGV[1])";
+    for i in 0..40usize {
+        let k = format!("{{c{}}}:seq", (i + round) % 9);
+        match i % 7 {
+            0 => {
+                int(p, &["SEQ.NEXT", &k]);
+            }
+            1 => {
+                int(p, &["SEQ.NEXT", &k, "COUNT", &(1 + i % 5).to_string()]);
+            }
+            2 => {
+                int(p, &["SEQ.ADVANCE", &k, &(i * 40).to_string()]);
+            }
+            3 => {
+                let (a, b): (i64, i64) = redis::pipe()
+                    .atomic()
+                    .cmd("SEQ.NEXT")
+                    .arg(&k)
+                    .cmd("SEQ.NEXT")
+                    .arg(&k)
+                    .arg("COUNT")
+                    .arg(3)
+                    .query(p)
+                    .unwrap();
+                assert!(b > a);
+            }
+            4 => {
+                int(p, &["EVAL", script, "1", &k, &(1 + i % 4).to_string()]);
+            }
+            5 => {
+                int(p, &["FCALL", "seqnext", "1", &k, "2"]);
+            }
+            _ => {
+                let _: String = cmd(p, &["SEQ.SET", &k, &(i * 10 + round).to_string()]).unwrap();
+            }
+        }
+    }
+}
+
+fn verbatim_replication_reaches_the_same_state(preamble: &str) {
+    let mut primary = Server::start_with(&[
+        "--imid.seq-gap",
+        "100",
+        "--appendonly",
+        "yes",
+        "--aof-use-rdb-preamble",
+        preamble,
+    ]);
+    let replica = primary.replica(&["--imid.seq-gap", "100"]);
+    let mut p = primary.client();
+    let lib = "#!lua name=seqtest\n\
+               redis.register_function('seqnext', function(keys, args) \
+               return redis.call('SEQ.NEXT', keys[1], 'COUNT', args[1]) end)";
+    let _: String = cmd(&mut p, &["FUNCTION", "LOAD", lib]).unwrap();
+    mixed_writes(&mut p, 0);
+    // a base file from here on: the rest lands in the incremental AOF as replicated
+    let _: String = cmd(&mut p, &["BGREWRITEAOF"]).unwrap();
+    primary.wait_for_aof_rewrite();
+    mixed_writes(&mut p, 1);
+    // marks every key, and the node as inherited: the next writes skip the gap, in every path
+    let _: String = cmd(&mut p, &["DEBUG", "RELOAD"]).unwrap();
+    mixed_writes(&mut p, 2);
+    mixed_writes(&mut p, 3);
+    // every key skips once, but the one whose first write after the reload is a SEQ.SET (c8)
+    assert_eq!(primary.imid_stat("seq_gap_skips"), 8);
+    primary.wait_replica(&replica);
+    assert!(calls(&replica, "seq.next") > 0, "NEXT went as called");
+    let want = digest(&primary);
+    assert_eq!(digest(&replica), want, "replica");
+    let keys: Vec<String> = (0..9).map(|i| format!("{{c{i}}}:seq")).collect();
+    let values = mget(&mut p, &keys);
+    drop(p);
+
+    // AOF replay: a replayed NEXT must not skip the gap again, although every key it touches
+    // is marked at load
+    primary.shutdown(true);
+    primary.restart();
+    assert_eq!(
+        digest(&primary),
+        want,
+        "after AOF replay (preamble {preamble})"
+    );
+    assert_eq!(mget(&mut primary.client(), &keys), values);
+}
+
+#[test]
+fn replica_and_aof_replay_reach_the_primarys_state_with_preamble() {
+    verbatim_replication_reaches_the_same_state("yes");
+}
+
+#[test]
+fn replica_and_aof_replay_reach_the_primarys_state_without_preamble() {
+    verbatim_replication_reaches_the_same_state("no");
 }
 
 #[test]

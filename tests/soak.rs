@@ -8,6 +8,12 @@
 //!
 //! These runs take a few seconds each; `make soak` runs them (and `make test` calls it).
 //! Sizes: IMID_SOAK_CYCLES (default 6 crash cycles), IMID_SOAK_KEYS (default 200 conversations).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 mod common;
 use common::*;
 use std::collections::{HashMap, HashSet};

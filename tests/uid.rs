@@ -2,6 +2,12 @@
 //! decode tables for the Snowflake, UidGenerator (seconds) and cluster layouts, refused
 //! layouts, generation under concurrent pipelined clients, the shared time lease, random and
 //! malformed input.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 mod common;
 use common::*;
 use std::collections::HashSet;

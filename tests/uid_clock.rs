@@ -2,6 +2,12 @@
 //! (the seq field fills and the next unit is borrowed), stepped 30 s back, and behind after a
 //! restart from RDB or AOF or a replica's promotion. UIDs keep increasing and never repeat,
 //! because they share MSGID's persisted and replicated time lease.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 mod common;
 use common::*;
 use std::collections::HashSet;

@@ -4,6 +4,12 @@
 //! through the `imid_im` Functions library (FCALL).
 //!
 //!     IMID_URL=redis://127.0.0.1:6379/ cargo run --release --example im_flow
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 mod im;
 
 use im::{Conv, Im, Via};

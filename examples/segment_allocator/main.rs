@@ -3,6 +3,12 @@
 //! so handing out an ID costs no round trip.
 //!
 //!     IMID_URL=redis://127.0.0.1:6379/ cargo run --release --example segment_allocator
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 mod allocator;
 
 use allocator::SegmentAllocator;

@@ -1,227 +1,166 @@
 //! SEQ.NEXT / GET / MGET / SET / ADVANCE.
 //!
-//! Every write replicates (and so persists in the AOF) its effect as `SEQ.SET key value`,
-//! never the command as called: replaying SEQ.NEXT on a replica or from the AOF could only
-//! agree with the primary by luck. Nothing is replicated when nothing changed.
+//! Replication (to replicas and the AOF) follows one rule: a write goes as called when replaying
+//! it reproduces the primary's effect exactly, else as its explicit effect `SEQ.SET key value`.
+//! SEQ.SET and SEQ.ADVANCE are deterministic given the key's value, and so is SEQ.NEXT except
+//! for the never-reissue gap: a SEQ.NEXT that skipped the gap replicates `SEQ.SET`, every other
+//! one goes as called, and a SEQ.NEXT replayed from the primary or the AOF never applies the gap.
+//! Nothing is replicated when nothing changed.
 
-use super::{err, int_arg};
 use crate::config::seq_gap;
 use crate::core::seq::{NextError, Seq, MAX_COUNT, MAX_VALUE};
-use crate::seq_type::{Found, SeqKey};
-use crate::stats::Counter;
-use redis_module::{raw, Context, ContextFlags, RedisError, RedisResult, RedisString, RedisValue};
-use std::ffi::CStr;
-use std::os::raw::c_longlong;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-/// Values handed out by SEQ.NEXT (the sum of the counts), for `INFO imid`.
-pub static ISSUED: Counter = Counter::new();
-/// First NEXTs that skipped `imid.seq-gap` values after a load or a replication.
-pub static GAP_SKIPS: Counter = Counter::new();
-
-/// Set once this process has loaded data it did not write itself: an RDB or AOF at startup,
-/// a full sync from a primary, or a change of replication role. From then on a sequence key
-/// that is missing may be one whose writes were lost (created after the snapshot, or after
-/// the last write that reached this replica), so it is treated like a loaded key at 0: its
-/// first SEQ.NEXT skips the gap. A node that started empty and was never a replica starts
-/// new sequences at 1. Never cleared: a lost key can be used again at any later time.
-static INHERITED: AtomicBool = AtomicBool::new(false);
-
-/// Called from the loading and role-change server events (see `events`).
-pub fn mark_inherited() {
-    INHERITED.store(true, Ordering::Relaxed);
-}
+use crate::glue::{err, Arg, Ctx, Error, SYNTAX};
+use crate::node::{self, SEQ_GAP_SKIPS, SEQ_ISSUED};
+use crate::seq_type::SeqKey;
 
 /// The `INFO imid` fields of this family, in order.
 pub fn info_fields() -> [(&'static str, u64); 3] {
     [
-        ("seq_issued", ISSUED.get()),
-        ("seq_gap_skips", GAP_SKIPS.get()),
-        (
-            "seq_missing_keys_skip_gap",
-            u64::from(INHERITED.load(Ordering::Relaxed)),
-        ),
+        ("seq_issued", SEQ_ISSUED.get()),
+        ("seq_gap_skips", SEQ_GAP_SKIPS.get()),
+        ("seq_missing_keys_skip_gap", u64::from(node::inherited())),
     ]
 }
 
-fn value_arg(arg: &RedisString) -> Result<u64, RedisError> {
-    // The range starts at 0, so the cast keeps the value.
-    int_arg(arg, "value", 0, MAX_VALUE as i64).map(|v| v as u64)
+fn value_arg(arg: &Arg) -> Result<u64, Error> {
+    // The range starts at 0, so the conversion keeps the value.
+    arg.int_in("value", 0, MAX_VALUE as i64)
+        .map(|v| v.unsigned_abs())
 }
 
 /// The state a write starts from: a missing key is 0, marked for the gap when this node
-/// inherited its data (see `INHERITED`).
-fn current(found: Found) -> Seq {
-    match found {
-        Found::Missing => Seq::new(0, INHERITED.load(Ordering::Relaxed)).unwrap_or_default(),
-        Found::Seq(s) => s,
-    }
+/// inherited its data (see `node::inherited`).
+fn current(k: &SeqKey) -> Seq {
+    k.get()
+        .unwrap_or_else(|| Seq::new(0, node::inherited()).unwrap_or_default())
 }
 
-/// What a read sees: a missing key is 0.
-fn value_of(found: Found) -> u64 {
-    match found {
-        Found::Missing => 0,
-        Found::Seq(s) => s.value(),
-    }
-}
-
-fn reply_int(v: u64) -> RedisResult {
-    // Sequence values are at most 2^63-1 by construction.
-    Ok(RedisValue::Integer(i64::try_from(v).unwrap_or(i64::MAX)))
-}
-
-/// Replicates (and so persists) `SEQ.SET key value`.
-///
-/// Straight through `RedisModule_Replicate` with the format `sl`: Redis takes a reference to the
-/// key argument and formats the integer itself. The crate's `Context::replicate` first copies
-/// every argument into a new module string (plus a Rust `String` for the value and a `CString`
-/// for the name); with AOF and replicas off that copying was a third of SEQ.NEXT's instructions
-/// (callgrind, bench/RESULTS.md).
-/// A keyspace event of class `d` (module types; `notify-keyspace-events` must include it),
-/// named after the command, e.g. `seq.next`. Costs a flag test when notifications are off.
-fn notify(ctx: &Context, event: &CStr, key: &RedisString) {
-    // SAFETY: ctx.ctx is the live context of the running command, event a NUL-terminated
-    // static string, key.inner a live argument string; Redis copies what it keeps.
-    unsafe {
-        if let Some(f) = raw::RedisModule_NotifyKeyspaceEvent {
-            f(
-                ctx.ctx,
-                raw::REDISMODULE_NOTIFY_MODULE,
-                event.as_ptr(),
-                key.inner,
-            );
-        }
-    }
-}
-
-fn replicate_set(ctx: &Context, key: &RedisString, value: u64) {
-    // Sequence values are at most 2^63-1 by construction, so they fit a long long.
-    let value = c_longlong::try_from(value).unwrap_or(c_longlong::MAX);
-    // SAFETY: ctx.ctx is the live context of the running command and key.inner a live string
-    // of it; Replicate is filled in at load; "sl" consumes exactly one RedisModuleString* and
-    // one long long, both passed. Replicate only fails for an unknown command name, and
-    // SEQ.SET is ours.
-    unsafe {
-        if let Some(replicate) = raw::RedisModule_Replicate {
-            replicate(
-                ctx.ctx,
-                c"SEQ.SET".as_ptr(),
-                c"sl".as_ptr(),
-                key.inner,
-                value,
-            );
-        }
-    }
+/// Sequence values are at most 2^63-1 by construction.
+fn int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
 }
 
 /// SEQ.NEXT key [COUNT n]
-pub fn next(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let [_, key, opts @ ..] = args.as_slice() else {
-        return Err(RedisError::WrongArity);
+pub fn next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, key, opts @ ..] = args else {
+        return Err(Error::WrongArity);
     };
     let mut count = 1;
     let mut rest = opts;
+    // The last COUNT wins, as in Redis's own option parsing.
     while let [name, tail @ ..] = rest {
-        match (name.as_slice().eq_ignore_ascii_case(b"COUNT"), tail) {
-            (true, [n, tail @ ..]) => {
-                count = int_arg(n, "COUNT", 1, MAX_COUNT as i64)? as u64;
+        match tail {
+            [n, tail @ ..] if name.is("COUNT") => {
+                count = n.int_in("COUNT", 1, MAX_COUNT as i64)?.unsigned_abs();
                 rest = tail;
             }
-            _ => return Err(err("syntax error")),
+            _ => return Err(SYNTAX),
         }
     }
-    let gap = seq_gap();
-    let k = SeqKey::write(ctx, key)?;
-    let n = current(k.get()?).next(count, gap).map_err(|e| match e {
+    let k = SeqKey::open(ctx, key, true)?;
+    let old = current(&k);
+    // Only a marked state can make replay differ, so only then is the context asked whether
+    // this call is itself a replay (a replica's and an AOF's keys are all marked).
+    let replay = old.needs_gap() && ctx.is_replay();
+    let n = if replay {
+        old.replay_next(count)
+    } else {
+        old.next(count, seq_gap())
+    }
+    .map_err(|e| match e {
         NextError::Overflow => err("sequence overflow"),
         NextError::ZeroCount => err("COUNT must be an integer in 1..1000000"),
     })?;
     k.set(n.state)?;
-    replicate_set(ctx, key, n.last);
-    notify(ctx, c"seq.next", key);
-    ISSUED.add(count);
+    drop(k);
     if n.skipped_gap {
-        GAP_SKIPS.add(1);
+        ctx.replicate_key_int(c"SEQ.SET", key, int(n.last));
+        SEQ_GAP_SKIPS.add(1);
+    } else {
+        ctx.replicate_verbatim();
     }
-    reply_int(n.last)
+    ctx.notify(c"seq.next", key);
+    // A replay hands nothing out: the primary did.
+    if !replay {
+        SEQ_ISSUED.add(count);
+    }
+    ctx.reply_int(int(n.last));
+    Ok(())
 }
 
 /// SEQ.GET key
-pub fn get(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let [_, key] = args.as_slice() else {
-        return Err(RedisError::WrongArity);
+pub fn get(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, key] = args else {
+        return Err(Error::WrongArity);
     };
-    let found = SeqKey::read(ctx, key)?.get()?;
-    reply_int(value_of(found))
+    let v = SeqKey::open(ctx, key, false)?.get().map_or(0, Seq::value);
+    ctx.reply_int(int(v));
+    Ok(())
 }
 
 /// SEQ.MGET key [key ...]
 ///
 /// One key of another type fails the whole command (unlike MGET's nil), so a client never
 /// mistakes a misconfigured key for a sequence at 0.
-pub fn mget(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let [_, keys @ ..] = args.as_slice() else {
-        return Err(RedisError::WrongArity);
+pub fn mget(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, keys @ ..] = args else {
+        return Err(Error::WrongArity);
     };
     if keys.is_empty() {
-        return Err(RedisError::WrongArity);
+        return Err(Error::WrongArity);
     }
     let values = keys
         .iter()
-        .map(|key| {
-            let found = SeqKey::read(ctx, key)?.get()?;
-            Ok(RedisValue::Integer(
-                i64::try_from(value_of(found)).unwrap_or(i64::MAX),
-            ))
-        })
-        .collect::<Result<Vec<_>, RedisError>>()?;
-    Ok(RedisValue::Array(values))
+        .map(|key| Ok(SeqKey::open(ctx, key, false)?.get().map_or(0, Seq::value)))
+        .collect::<Result<Vec<u64>, Error>>()?;
+    ctx.reply_array(values.len());
+    for v in values {
+        ctx.reply_int(int(v));
+    }
+    Ok(())
 }
 
 /// SEQ.SET key value
 ///
 /// A value this process did not choose itself (AOF replay, the primary's stream) is marked
 /// so that the first SEQ.NEXT skips the gap; a client's SET clears the mark.
-pub fn set(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let [_, key, value] = args.as_slice() else {
-        return Err(RedisError::WrongArity);
+pub fn set(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, key, value] = args else {
+        return Err(Error::WrongArity);
     };
     let value = value_arg(value)?;
-    let from_elsewhere = ctx
-        .get_flags()
-        .intersects(ContextFlags::LOADING | ContextFlags::REPLICATED);
-    let new = Seq::new(value, from_elsewhere).ok_or_else(|| err("value out of range"))?;
+    let new = Seq::new(value, ctx.is_replay()).ok_or_else(|| err("value out of range"))?;
     // Read first, write only on a change: Redis signals every key opened for writing as
     // modified when it is closed, which would break a client's WATCH on a no-op.
-    let old = SeqKey::read(ctx, key)?.get()?;
-    if old != Found::Seq(new) {
-        SeqKey::write(ctx, key)?.set(new)?;
-        replicate_set(ctx, key, value);
-        notify(ctx, c"seq.set", key);
+    if SeqKey::open(ctx, key, false)?.get() != Some(new) {
+        SeqKey::open(ctx, key, true)?.set(new)?;
+        ctx.replicate_verbatim();
+        ctx.notify(c"seq.set", key);
     }
-    Ok(RedisValue::SimpleStringStatic("OK"))
+    ctx.reply_ok();
+    Ok(())
 }
 
 /// SEQ.ADVANCE key value
 ///
 /// Keeps the gap mark: an acknowledged read position says nothing about values lost in a
 /// crash, so the next SEQ.NEXT must still skip.
-pub fn advance(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let [_, key, value] = args.as_slice() else {
-        return Err(RedisError::WrongArity);
+pub fn advance(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, key, value] = args else {
+        return Err(Error::WrongArity);
     };
     let value = value_arg(value)?;
     // Read first, write only on a change (see SET): an older acknowledgement must not touch
     // the key, or it would break a client's WATCH.
-    let old = current(SeqKey::read(ctx, key)?.get()?);
+    let old = current(&SeqKey::open(ctx, key, false)?);
     let new = old
         .advance(value)
         .ok_or_else(|| err("value out of range"))?;
     if new.value() != old.value() {
-        SeqKey::write(ctx, key)?.set(new)?;
-        replicate_set(ctx, key, new.value());
-        notify(ctx, c"seq.advance", key);
+        SeqKey::open(ctx, key, true)?.set(new)?;
+        ctx.replicate_verbatim();
+        ctx.notify(c"seq.advance", key);
     }
-    reply_int(new.value())
+    ctx.reply_int(int(new.value()));
+    Ok(())
 }

@@ -2,6 +2,7 @@
 
 pub mod generator;
 pub mod javahash;
+pub mod lease;
 pub mod msgid;
 pub mod openid;
 pub mod seq;

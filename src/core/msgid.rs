@@ -166,7 +166,11 @@ impl MsgId {
                 pos += 1; // skip the dash
             }
             let sym = ((self.0 >> (75 - 5 * i)) & 31) as usize;
-            out[pos] = ALPHABET[sym];
+            // Both always in range (pos < 19, sym < 32); `get` keeps that a fact the compiler
+            // checks rather than one a panic would report.
+            if let (Some(o), Some(&c)) = (out.get_mut(pos), ALPHABET.get(sym)) {
+                *o = c;
+            }
             pos += 1;
         }
         out
@@ -201,7 +205,9 @@ impl MsgId {
 /// bit is never set by a valid one.
 const INVALID: u8 = 0x80;
 
-/// The base32hex value of each byte, or `INVALID`.
+/// The base32hex value of each byte, or `INVALID`. Built at compile time, where an index out
+/// of range would fail the build.
+#[allow(clippy::indexing_slicing)]
 const SYMBOL_VALUE: [u8; 256] = {
     let mut table = [INVALID; 256];
     let mut i = 0;
@@ -220,7 +226,10 @@ fn half(t: &[u8; TEXT_LEN], a: usize, b: usize) -> (u64, u8) {
     let mut bad = 0u8;
     for i in [a, a + 1, a + 2, a + 3, b, b + 1, b + 2, b + 3] {
         // Indexes are constants below 19 after inlining, and a u8 always indexes the table.
-        let d = t.get(i).map_or(INVALID, |&c| SYMBOL_VALUE[usize::from(c)]);
+        let d = t
+            .get(i)
+            .and_then(|&c| SYMBOL_VALUE.get(usize::from(c)))
+            .map_or(INVALID, |&d| d);
         bad |= d;
         v = (v << 5) | u64::from(d & 31);
     }

@@ -11,15 +11,14 @@ const CRC16: Crc<u16> = Crc::<u16>::new(&CRC_16_XMODEM);
 /// The part of a key Redis Cluster hashes: the content of the first `{...}` if it is non-empty,
 /// else the whole key.
 pub fn hash_tag(key: &[u8]) -> &[u8] {
-    if let Some(open) = key.iter().position(|&b| b == b'{') {
-        let rest = &key[open + 1..];
-        if let Some(close) = rest.iter().position(|&b| b == b'}') {
-            if close > 0 {
-                return &rest[..close];
-            }
-        }
+    let Some(open) = key.iter().position(|&b| b == b'{') else {
+        return key;
+    };
+    let rest = key.get(open + 1..).unwrap_or_default();
+    match rest.iter().position(|&b| b == b'}') {
+        Some(close) if close > 0 => rest.get(..close).unwrap_or(key),
+        _ => key,
     }
-    key
 }
 
 /// The Redis Cluster hash slot of `key`, 0..16383.

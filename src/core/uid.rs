@@ -574,29 +574,31 @@ impl UidGenerator {
         self.stats
     }
 
-    /// The node and lane for `target`: its hash slot in slot mode, else the fixed node.
+    /// The node field and lane of an ID whose target lies in hash `slot`: the slot itself in
+    /// slot mode (masked to 14 bits, so the lane always exists), else the fixed node.
     #[inline]
-    fn lane_of(&self, target: &[u8]) -> (u64, usize) {
+    fn lane_of(&self, slot: u16) -> (u64, usize) {
         match self.mode {
             NodeMode::Fixed(n) => (n, 0),
             NodeMode::Slot => {
-                let slot = key_slot(target);
+                let slot = slot & (SLOTS as u16 - 1);
                 (u64::from(slot), usize::from(slot))
             }
         }
     }
 
-    /// Issues `count` (at least 1) consecutive IDs for `target` given the clock reading and the
-    /// shared time floor (both Unix ms). All or nothing: when the time field cannot hold the
-    /// whole run, nothing is issued and the state is unchanged.
+    /// Issues `count` (at least 1) consecutive IDs for a target in hash `slot` (read only in
+    /// slot mode) given the clock reading and the shared time floor (both Unix ms). All or
+    /// nothing: when the time field cannot hold the whole run, nothing is issued and the state
+    /// is unchanged.
     pub fn issue(
         &mut self,
-        target: &[u8],
+        slot: u16,
         now_ms: u64,
         floor_ms: u64,
         count: u32,
     ) -> Result<Run, Exhausted> {
-        let (node, lane) = self.lane_of(target);
+        let (node, lane) = self.lane_of(slot);
         let layout = &self.layout;
         let exhausted = Exhausted {
             end_ms: layout.end_ms,
@@ -647,7 +649,22 @@ impl UidGenerator {
         })
     }
 
-    /// One ID: [`issue`](Self::issue) with a count of 1.
+    /// [`issue`](Self::issue) for `target`, hashing it to its slot only in slot mode.
+    pub fn issue_for(
+        &mut self,
+        target: &[u8],
+        now_ms: u64,
+        floor_ms: u64,
+        count: u32,
+    ) -> Result<Run, Exhausted> {
+        let slot = match self.mode {
+            NodeMode::Slot => key_slot(target),
+            NodeMode::Fixed(_) => 0,
+        };
+        self.issue(slot, now_ms, floor_ms, count)
+    }
+
+    /// One ID for `target` and the ms time it used.
     #[inline]
     pub fn next(
         &mut self,
@@ -655,7 +672,7 @@ impl UidGenerator {
         now_ms: u64,
         floor_ms: u64,
     ) -> Result<(u64, u64), Exhausted> {
-        self.issue(target, now_ms, floor_ms, 1)
+        self.issue_for(target, now_ms, floor_ms, 1)
             .map(|run| (run.first(), run.time_ms))
     }
 }
@@ -1084,7 +1101,7 @@ mod tests {
             }
         );
         assert_eq!(first.1, EPOCH + 10_000);
-        let run = g.issue(b"t", now, 0, 8191).unwrap();
+        let run = g.issue_for(b"t", now, 0, 8191).unwrap();
         assert_eq!(run.count(), 8191);
         assert_eq!(l.decode(run.uids().last().unwrap()).seq, 8191);
         assert_eq!(g.stats().borrowed_units, 0);
@@ -1100,7 +1117,7 @@ mod tests {
         assert_eq!(g.stats().borrowed_units, 1);
         // the clock reaching the borrowed second is not a borrow
         let mut g = gen_fixed(l, 3);
-        g.issue(b"t", now, 0, 8192).unwrap();
+        g.issue_for(b"t", now, 0, 8192).unwrap();
         let n = g.next(b"t", EPOCH + 11_000, 0).unwrap();
         assert_eq!(l.decode(n.0).time_ms, EPOCH + 11_000);
         assert_eq!(g.stats().borrowed_units, 0);
@@ -1117,7 +1134,7 @@ mod tests {
         assert_eq!(l.decode(b.0).time_ms, now);
         assert_eq!(l.decode(b.0).seq, 1);
         // 10,000 more while the clock stays behind: increasing, borrowing forward
-        let run = g.issue(b"t", now - 30_000, 0, 10_000).unwrap();
+        let run = g.issue_for(b"t", now - 30_000, 0, 10_000).unwrap();
         assert!(run.first() > b.0);
         let v: Vec<u64> = run.uids().collect();
         assert!(v.windows(2).all(|p| p[0] < p[1]));
@@ -1169,7 +1186,7 @@ mod tests {
             let mut a = gen_fixed(l, 7);
             let mut b = gen_fixed(l, 7);
             for (now, n) in [(EPOCH + 5, 10_000u32), (EPOCH + 3, 1), (EPOCH + 9_000, 300)] {
-                let run = a.issue(b"t", now, 0, n).unwrap();
+                let run = a.issue_for(b"t", now, 0, n).unwrap();
                 let singles: Vec<u64> = (0..n).map(|_| b.next(b"t", now, 0).unwrap().0).collect();
                 assert_eq!(run.uids().collect::<Vec<_>>(), singles, "{w} {n}");
                 assert_eq!(run.time_ms, l.decode(*singles.last().unwrap()).time_ms);
@@ -1190,7 +1207,7 @@ mod tests {
         assert_eq!((b.node, b.seq), (u64::from(key_slot(b"conv:2")), 0));
         assert_eq!((a2.node, a2.seq), (a.node, 1), "same slot, same lane");
         // 256 per ms per slot
-        let run = g.issue(b"conv:1", now, 0, 300).unwrap();
+        let run = g.issue_for(b"conv:1", now, 0, 300).unwrap();
         assert_eq!(run.time_ms, now + 1);
         // a slot mode with too few node bits is not trusted: it falls back to one lane
         let g = UidGenerator::new(snowflake(), NodeMode::Slot);
@@ -1206,15 +1223,18 @@ mod tests {
         let end = l.end_ms();
         assert_eq!(end, EPOCH + 4_000);
         // 4 * 64 IDs fit in all; one more does not
-        let run = g.issue(b"t", EPOCH, 0, 200).unwrap();
+        let run = g.issue_for(b"t", EPOCH, 0, 200).unwrap();
         assert_eq!(run.count(), 200);
-        assert_eq!(g.issue(b"t", EPOCH, 0, 57), Err(Exhausted { end_ms: end }));
+        assert_eq!(
+            g.issue_for(b"t", EPOCH, 0, 57),
+            Err(Exhausted { end_ms: end })
+        );
         assert_eq!(
             g.stats().generated,
             200,
             "nothing issued by the refused batch"
         );
-        let rest = g.issue(b"t", EPOCH, 0, 56).unwrap();
+        let rest = g.issue_for(b"t", EPOCH, 0, 56).unwrap();
         assert_eq!(rest.uids().last(), Some((3 << 61) | 63));
         assert!(g.next(b"t", EPOCH, 0).is_err());
         // a clock or floor past the end
@@ -1289,7 +1309,7 @@ mod tests {
                 for (dt, raise, count) in steps {
                     now = now.saturating_add_signed(dt);
                     floor = floor.max(now.saturating_add(raise).saturating_sub(50_000));
-                    match g.issue(b"t", now, floor, count) {
+                    match g.issue_for(b"t", now, floor, count) {
                         Ok(run) => {
                             prop_assert_eq!(run.count(), u64::from(count));
                             for uid in run.uids() {
@@ -1327,7 +1347,7 @@ mod tests {
                 for (i, (dt, _, count)) in steps.into_iter().enumerate() {
                     now = now.saturating_add_signed(dt);
                     let t = targets[i % targets.len()].as_bytes();
-                    let run = g.issue(t, now, 0, count).unwrap();
+                    let run = g.issue_for(t, now, 0, count).unwrap();
                     for uid in run.uids() {
                         prop_assert!(seen.insert(uid));
                         let f = l.decode(uid);
@@ -1354,7 +1374,7 @@ mod tests {
                     let mode = if slot_mode { NodeMode::Slot } else { NodeMode::Fixed(nodeval) };
                     let mut g = UidGenerator::new(l, mode);
                     for (now, floor, count, target) in calls {
-                        if let Ok(run) = g.issue(&target, now, floor, count % (MAX_COUNT + 1)) {
+                        if let Ok(run) = g.issue_for(&target, now, floor, count % (MAX_COUNT + 1)) {
                             let _ = run.uids().take(3).count();
                         }
                     }

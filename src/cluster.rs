@@ -1,0 +1,123 @@
+//! Cluster-mode hooks for slot adoption (the rules are in `node::cluster`): the cluster-bus
+//! receiver for peers' time leases, a once-a-second timer that sends this primary's lease, and
+//! a command filter that notices slot assignment commands run on this node.
+//!
+//! Registered only in cluster mode: a standalone server pays nothing for them. The filter runs
+//! before every command a client sends to a cluster node; it compares the command's name with
+//! `CLUSTER` and returns (a few dozen instructions).
+
+use crate::glue::{Ctx, LEASE_MESSAGE};
+use crate::node::{cluster, ids};
+use redis_module::{raw, Context};
+use std::ffi::c_void;
+use std::os::raw::{c_char, c_int, c_uchar};
+
+/// How often a primary sends its lease to the other nodes when no renewal did.
+const SEND_EVERY_MS: i64 = 1000;
+
+pub fn init(ctx: &Context) {
+    // SAFETY: ctx.ctx is the live OnLoad context; every function pointer is filled in at load
+    // and checked; the callbacks match the C signatures and live as long as the module.
+    unsafe {
+        if let Some(f) = raw::RedisModule_RegisterClusterMessageReceiver {
+            f(ctx.ctx, LEASE_MESSAGE, Some(on_lease));
+        }
+        if let Some(f) = raw::RedisModule_RegisterCommandFilter {
+            f(
+                ctx.ctx,
+                Some(on_command),
+                raw::REDISMODULE_CMDFILTER_NOSELF as c_int,
+            );
+        }
+    }
+    arm_timer(ctx.ctx);
+}
+
+fn arm_timer(ctx: *mut raw::RedisModuleCtx) {
+    // SAFETY: ctx is a live context (OnLoad's or the timer callback's); the callback matches.
+    unsafe {
+        if let Some(f) = raw::RedisModule_CreateTimer {
+            f(ctx, SEND_EVERY_MS, Some(on_timer), std::ptr::null_mut());
+        }
+    }
+}
+
+unsafe extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
+    let r = std::panic::catch_unwind(|| {
+        // SAFETY: ctx is the live context of this timer callback, used only within it.
+        let c = unsafe { Ctx::from_raw(ctx) };
+        // Replicas have their primary's lease by replication; only primaries issue IDs.
+        if c.is_primary() {
+            let hwm = ids::high_water();
+            if hwm > 0 {
+                c.send_lease(hwm);
+            }
+        }
+    });
+    if r.is_err() {
+        // SAFETY: as above.
+        unsafe { Ctx::from_raw(ctx) }.log_warning("imid: internal error in the lease timer");
+    }
+    arm_timer(ctx);
+}
+
+unsafe extern "C" fn on_lease(
+    _ctx: *mut raw::RedisModuleCtx,
+    _sender: *const c_char,
+    _type: u8,
+    payload: *const c_uchar,
+    len: u32,
+) {
+    if payload.is_null() || len != 8 {
+        return;
+    }
+    // SAFETY: Redis passes `len` readable bytes at `payload` for the duration of the callback.
+    let bytes = unsafe { std::slice::from_raw_parts(payload, 8) };
+    if let Ok(b) = <[u8; 8]>::try_from(bytes) {
+        cluster::heard(u64::from_be_bytes(b));
+    }
+}
+
+/// The bytes of argument `pos` of the filtered command, or None.
+///
+/// # Safety
+/// `f` must be the live filter context of the running filter callback.
+unsafe fn filter_arg<'a>(f: *mut raw::RedisModuleCommandFilterCtx, pos: c_int) -> Option<&'a [u8]> {
+    // SAFETY: per the contract above; the string and its buffer live while the filter runs.
+    unsafe {
+        let s = raw::RedisModule_CommandFilterArgGet?(f, pos);
+        if s.is_null() {
+            return None;
+        }
+        let mut len = 0usize;
+        let p = raw::RedisModule_StringPtrLen?(s, &mut len);
+        (!p.is_null()).then(|| std::slice::from_raw_parts(p.cast::<u8>(), len))
+    }
+}
+
+unsafe extern "C" fn on_command(f: *mut raw::RedisModuleCommandFilterCtx) {
+    // SAFETY: f is this callback's live filter context.
+    let is_cluster =
+        unsafe { filter_arg(f, 0) }.is_some_and(|a| a.eq_ignore_ascii_case(b"CLUSTER"));
+    if !is_cluster {
+        return;
+    }
+    // SAFETY: as above.
+    let (sub, slot) = unsafe { (filter_arg(f, 1), filter_arg(f, 2)) };
+    let Some(sub) = sub else { return };
+    let sub = sub.to_ascii_uppercase();
+    match sub.as_slice() {
+        b"SETSLOT" => {
+            match slot
+                .and_then(|s| std::str::from_utf8(s).ok())
+                .and_then(|s| s.parse::<u16>().ok())
+            {
+                Some(slot) => cluster::forget(slot),
+                None => cluster::forget_all(),
+            }
+        }
+        b"ADDSLOTS" | b"ADDSLOTSRANGE" | b"DELSLOTS" | b"DELSLOTSRANGE" | b"FLUSHSLOTS"
+        | b"RESET" | b"FAILOVER" | b"FORGET" | b"REPLICATE" => cluster::forget_all(),
+        _ => {}
+    }
+}

@@ -1,0 +1,557 @@
+//! The one unsafe layer between Redis and the handlers: arguments as byte slices straight from
+//! `argv`, replies straight through `RedisModule_ReplyWith*`, replication, keyspace events and
+//! the raw key API. Everything above it is safe Rust.
+//!
+//! Why not the crate's `Context`/`RedisString`/`RedisValue` path: it copies the argument vector
+//! into a `Vec`, retains and releases every argument, and builds a `RedisValue` per reply; on
+//! the hot commands that was a third to a half of the module's own instructions (callgrind,
+//! bench/RESULTS.md). Here a call allocates nothing unless it fails.
+//!
+//! Every `unsafe` block below relies on the same two facts, stated once:
+//! - Redis fills every `RedisModule_*` function pointer before `RedisModule_OnLoad` runs (the
+//!   crate's init does it); each is still called through `Option` and a missing one fails soft.
+//! - A [`Ctx`] and its [`Arg`]s exist only for the duration of one command call (they borrow
+//!   from the call frame in [`call`]), during which Redis keeps the context and `argv` alive.
+
+use redis_module::raw;
+use std::ffi::{c_void, CStr, CString};
+use std::os::raw::{c_char, c_int, c_long, c_longlong};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// A handler: parse, compute, then reply through the context as its last step (so that a panic,
+/// caught by [`call`], never leaves a half-written reply behind).
+pub type Handler = fn(&Ctx, &[Arg]) -> Result<(), Error>;
+
+/// An error reply. Every text starts with an uppercase code (`ERR`, `WRONGTYPE`).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Error {
+    /// A fixed text, replied without an allocation.
+    Static(&'static CStr),
+    /// A text made for this call.
+    Owned(String),
+    /// Redis's own "wrong number of arguments for '<command>' command".
+    WrongArity,
+}
+
+impl Error {
+    /// The text as the client sees it.
+    pub fn text(&self) -> String {
+        match self {
+            Error::Static(s) => s.to_string_lossy().into_owned(),
+            Error::Owned(s) => s.clone(),
+            Error::WrongArity => "ERR wrong number of arguments".to_owned(),
+        }
+    }
+}
+
+/// An `ERR` reply naming the rule broken.
+pub fn err(msg: impl std::fmt::Display) -> Error {
+    Error::Owned(format!("ERR {msg}"))
+}
+
+/// Redis's own WRONGTYPE text, as for a GET on a list.
+pub const WRONGTYPE: Error =
+    Error::Static(c"WRONGTYPE Operation against a key holding the wrong kind of value");
+
+pub const SYNTAX: Error = Error::Static(c"ERR syntax error");
+
+pub const INTERNAL: Error = Error::Static(c"ERR internal error");
+
+/// The cluster bus message type carrying a node's time lease (8 bytes, big-endian ms).
+pub const LEASE_MESSAGE: u8 = 0x49;
+
+/// The context of the running command.
+pub struct Ctx {
+    ptr: *mut raw::RedisModuleCtx,
+}
+
+/// One argument of the running command (the command name is argument 0).
+#[repr(transparent)]
+pub struct Arg {
+    ptr: *mut raw::RedisModuleString,
+}
+
+/// From Redis into a handler: the argument slice, the panic guard, the error reply.
+///
+/// A panic becomes `ERR internal error` plus a log line naming the command, instead of
+/// unwinding into Redis (which would abort the server and lose the dataset in memory).
+pub fn call(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+    handler: Handler,
+) -> c_int {
+    let ctx = Ctx { ptr: ctx };
+    let args: &[Arg] = match usize::try_from(argc) {
+        Ok(n) if !argv.is_null() => {
+            // SAFETY: Redis passes `argc` live strings in `argv` for the duration of the call;
+            // `Arg` is a transparent wrapper of the same pointer type.
+            unsafe { std::slice::from_raw_parts(argv.cast::<Arg>(), n) }
+        }
+        _ => &[],
+    };
+    match catch_unwind(AssertUnwindSafe(|| handler(&ctx, args))) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => ctx.reply_error(&e),
+        Err(payload) => {
+            let msg = panic_text(payload.as_ref());
+            let name = args
+                .first()
+                .map(|a| String::from_utf8_lossy(a.bytes()).into_owned())
+                .unwrap_or_default();
+            ctx.log_warning(&format!("imid: internal error in {name}: {msg}"));
+            ctx.reply_error(&INTERNAL);
+        }
+    }
+    raw::REDISMODULE_OK as c_int
+}
+
+/// The message of a caught panic.
+pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".to_owned())
+}
+
+impl Arg {
+    /// The argument's bytes, borrowed from Redis for the call.
+    pub fn bytes(&self) -> &[u8] {
+        let mut len = 0usize;
+        // SAFETY: see the module comment; StringPtrLen returns the string's buffer and length,
+        // valid while the string lives (the whole call).
+        unsafe {
+            match raw::RedisModule_StringPtrLen {
+                Some(f) => {
+                    let p = f(self.ptr, &mut len);
+                    if p.is_null() {
+                        &[]
+                    } else {
+                        std::slice::from_raw_parts(p.cast::<u8>(), len)
+                    }
+                }
+                None => &[],
+            }
+        }
+    }
+
+    /// The argument as a strict decimal integer (Redis's own rules, as INCRBY applies them).
+    pub fn int(&self) -> Option<i64> {
+        let mut v: c_longlong = 0;
+        // SAFETY: see the module comment; StringToLongLong writes one long long.
+        let rc = unsafe { raw::RedisModule_StringToLongLong.map(|f| f(self.ptr, &mut v)) };
+        (rc == Some(raw::REDISMODULE_OK as c_int)).then_some(v)
+    }
+
+    /// An integer in `min..=max`; anything else is an `ERR` naming the argument and its range.
+    pub fn int_in(&self, name: &str, min: i64, max: i64) -> Result<i64, Error> {
+        match self.int() {
+            Some(v) if (min..=max).contains(&v) => Ok(v),
+            _ => Err(err(format_args!(
+                "{name} must be an integer in {min}..{max}"
+            ))),
+        }
+    }
+
+    /// Whether the argument is `word`, ignoring ASCII case.
+    pub fn is(&self, word: &str) -> bool {
+        self.bytes().eq_ignore_ascii_case(word.as_bytes())
+    }
+}
+
+/// A reply element for [`Ctx::reply_fields`].
+pub enum Val<'a> {
+    Int(i64),
+    Bulk(&'a [u8]),
+}
+
+impl Ctx {
+    /// A context Redis handed to a callback other than a command (server events).
+    ///
+    /// # Safety
+    /// `ptr` must be the live context of the running callback, and the `Ctx` must not outlive it.
+    pub unsafe fn from_raw(ptr: *mut raw::RedisModuleCtx) -> Ctx {
+        Ctx { ptr }
+    }
+
+    fn flags(&self) -> c_int {
+        // SAFETY: see the module comment.
+        unsafe { raw::RedisModule_GetContextFlags.map_or(0, |f| f(self.ptr)) }
+    }
+
+    /// The call replays a write this process did not choose: it comes from the primary or from
+    /// the AOF at load. Such a call must reproduce the recorded effect, never apply local rules
+    /// such as the gap.
+    pub fn is_replay(&self) -> bool {
+        self.flags()
+            & (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING) as c_int
+            != 0
+    }
+
+    /// This node is a primary (it may write the time lease of its own).
+    pub fn is_primary(&self) -> bool {
+        self.flags() & raw::REDISMODULE_CTX_FLAGS_MASTER as c_int != 0
+    }
+
+    /// Redis runs in cluster mode.
+    pub fn is_cluster(&self) -> bool {
+        self.flags() & raw::REDISMODULE_CTX_FLAGS_CLUSTER as c_int != 0
+    }
+
+    pub fn reply_int(&self, v: i64) {
+        // SAFETY: see the module comment.
+        unsafe {
+            if let Some(f) = raw::RedisModule_ReplyWithLongLong {
+                f(self.ptr, v);
+            }
+        }
+    }
+
+    pub fn reply_bulk(&self, b: &[u8]) {
+        // SAFETY: see the module comment; Redis copies the buffer.
+        unsafe {
+            if let Some(f) = raw::RedisModule_ReplyWithStringBuffer {
+                f(self.ptr, b.as_ptr().cast::<c_char>(), b.len());
+            }
+        }
+    }
+
+    pub fn reply_simple(&self, s: &CStr) {
+        // SAFETY: see the module comment; s is NUL-terminated and copied.
+        unsafe {
+            if let Some(f) = raw::RedisModule_ReplyWithSimpleString {
+                f(self.ptr, s.as_ptr());
+            }
+        }
+    }
+
+    pub fn reply_ok(&self) {
+        self.reply_simple(c"OK");
+    }
+
+    /// An array header; exactly `len` elements must follow.
+    pub fn reply_array(&self, len: usize) {
+        let len = c_long::try_from(len).unwrap_or(c_long::MAX);
+        // SAFETY: see the module comment.
+        unsafe {
+            if let Some(f) = raw::RedisModule_ReplyWithArray {
+                f(self.ptr, len);
+            }
+        }
+    }
+
+    /// Named fields in the documented order: a RESP3 map after `HELLO 3`, else a flat array of
+    /// name/value pairs (Redis turns the map header into an array of twice the length on RESP2).
+    pub fn reply_fields(&self, fields: &[(&str, Val)]) {
+        let len = c_long::try_from(fields.len()).unwrap_or(c_long::MAX);
+        // SAFETY: see the module comment.
+        unsafe {
+            if let Some(f) = raw::RedisModule_ReplyWithMap {
+                f(self.ptr, len);
+            }
+        }
+        for (name, v) in fields {
+            self.reply_bulk(name.as_bytes());
+            match v {
+                Val::Int(i) => self.reply_int(*i),
+                Val::Bulk(b) => self.reply_bulk(b),
+            }
+        }
+    }
+
+    pub fn reply_error(&self, e: &Error) {
+        let owned;
+        let text: &CStr = match e {
+            Error::WrongArity => {
+                // SAFETY: see the module comment.
+                unsafe {
+                    if let Some(f) = raw::RedisModule_WrongArity {
+                        f(self.ptr);
+                    }
+                }
+                return;
+            }
+            Error::Static(s) => s,
+            Error::Owned(s) => {
+                // An error text never holds a NUL; if one did, the reply still starts with ERR.
+                owned = CString::new(s.replace('\0', " ")).unwrap_or_default();
+                &owned
+            }
+        };
+        // SAFETY: see the module comment; the text is NUL-terminated and copied.
+        unsafe {
+            if let Some(f) = raw::RedisModule_ReplyWithError {
+                f(self.ptr, text.as_ptr());
+            }
+        }
+    }
+
+    /// Replicates the command as called (to replicas and the AOF): only for calls whose replay
+    /// reproduces their effect exactly.
+    pub fn replicate_verbatim(&self) {
+        // SAFETY: see the module comment.
+        unsafe {
+            if let Some(f) = raw::RedisModule_ReplicateVerbatim {
+                f(self.ptr);
+            }
+        }
+    }
+
+    /// Replicates `cmd key value` (format "sl": Redis takes a reference to the key argument and
+    /// formats the integer itself).
+    pub fn replicate_key_int(&self, cmd: &CStr, key: &Arg, value: i64) {
+        // SAFETY: see the module comment; "sl" consumes exactly one RedisModuleString* and one
+        // long long, both passed. Replicate fails only for an unknown command name, and every
+        // name passed here is one of ours.
+        unsafe {
+            if let Some(f) = raw::RedisModule_Replicate {
+                f(self.ptr, cmd.as_ptr(), c"sl".as_ptr(), key.ptr, value);
+            }
+        }
+    }
+
+    /// Replicates `cmd value` (format "l").
+    pub fn replicate_int(&self, cmd: &CStr, value: i64) {
+        // SAFETY: as in replicate_key_int; "l" consumes one long long.
+        unsafe {
+            if let Some(f) = raw::RedisModule_Replicate {
+                f(self.ptr, cmd.as_ptr(), c"l".as_ptr(), value);
+            }
+        }
+    }
+
+    /// A keyspace event of class `d` (module types; `notify-keyspace-events` must include it).
+    /// Costs a flag test when notifications are off.
+    pub fn notify(&self, event: &CStr, key: &Arg) {
+        // SAFETY: see the module comment; Redis copies what it keeps.
+        unsafe {
+            if let Some(f) = raw::RedisModule_NotifyKeyspaceEvent {
+                f(
+                    self.ptr,
+                    raw::REDISMODULE_NOTIFY_MODULE as c_int,
+                    event.as_ptr(),
+                    key.ptr,
+                );
+            }
+        }
+    }
+
+    /// Sends this node's time lease to every other node of the cluster (see `node::cluster`).
+    pub fn send_lease(&self, ms: u64) {
+        let payload = ms.to_be_bytes();
+        // SAFETY: see the module comment; a null target means every node; Redis copies the
+        // 8-byte payload. Outside cluster mode the call fails harmlessly.
+        unsafe {
+            if let Some(f) = raw::RedisModule_SendClusterMessage {
+                f(
+                    self.ptr,
+                    std::ptr::null(),
+                    LEASE_MESSAGE,
+                    payload.as_ptr().cast::<c_char>(),
+                    8,
+                );
+            }
+        }
+    }
+
+    pub fn log_warning(&self, msg: &str) {
+        log(self.ptr, c"warning", msg);
+    }
+
+    pub fn log_verbose(&self, msg: &str) {
+        log(self.ptr, c"verbose", msg);
+    }
+
+    /// Opens a key for reading (`write` false) or writing; closed on drop.
+    pub fn open_key(&self, name: &Arg, write: bool) -> Result<Key, Error> {
+        let mode = if write {
+            raw::REDISMODULE_READ | raw::REDISMODULE_WRITE
+        } else {
+            raw::REDISMODULE_READ
+        };
+        // SAFETY: see the module comment. A null result (read mode, missing key) is handled by
+        // every method of Key.
+        let key = unsafe { raw::RedisModule_OpenKey.map(|f| f(self.ptr, name.ptr, mode as c_int)) };
+        key.map(|ptr| Key { ptr })
+            .ok_or(Error::Static(c"ERR internal error: key API unavailable"))
+    }
+}
+
+/// A log line at `level` ("warning", "notice", "verbose", "debug"), prefixed by Redis with the
+/// module name.
+fn log(ctx: *mut raw::RedisModuleCtx, level: &CStr, msg: &str) {
+    let Ok(msg) = CString::new(msg.replace('\0', " ")) else {
+        return;
+    };
+    // SAFETY: see the module comment; "%s" consumes exactly the one NUL-terminated string passed.
+    unsafe {
+        if let Some(f) = raw::RedisModule_Log {
+            f(ctx, level.as_ptr(), c"%s".as_ptr(), msg.as_ptr());
+        }
+    }
+}
+
+/// The IO handle of an AOF rewrite callback, with the key being rewritten.
+pub struct AofKey {
+    io: *mut raw::RedisModuleIO,
+    key: *mut raw::RedisModuleString,
+}
+
+impl AofKey {
+    /// # Safety
+    /// `io` and `key` must be the live handles passed to the running `aof_rewrite` callback,
+    /// and the `AofKey` must not outlive that call.
+    pub unsafe fn from_raw(
+        io: *mut raw::RedisModuleIO,
+        key: *mut raw::RedisModuleString,
+    ) -> AofKey {
+        AofKey { io, key }
+    }
+
+    /// Writes `cmd value` (format "l").
+    pub fn emit_int(&self, cmd: &CStr, value: i64) {
+        // SAFETY: see the module comment and from_raw; "l" consumes exactly one long long.
+        unsafe {
+            if let Some(f) = raw::RedisModule_EmitAOF {
+                f(self.io, cmd.as_ptr(), c"l".as_ptr(), value);
+            }
+        }
+    }
+
+    /// Writes `cmd <the key> value` (format "sl").
+    pub fn emit_key_int(&self, cmd: &CStr, value: i64) {
+        // SAFETY: see the module comment and from_raw; "sl" consumes the key string and one
+        // long long.
+        unsafe {
+            if let Some(f) = raw::RedisModule_EmitAOF {
+                f(self.io, cmd.as_ptr(), c"sl".as_ptr(), self.key, value);
+            }
+        }
+    }
+}
+
+/// A registered module data type.
+#[derive(Clone, Copy)]
+pub struct ModuleType(*mut raw::RedisModuleType);
+
+impl ModuleType {
+    /// # Safety
+    /// `t` must be a type this module registered (CreateDataType), which lives as long as the
+    /// module.
+    pub unsafe fn from_raw(t: *mut raw::RedisModuleType) -> ModuleType {
+        ModuleType(t)
+    }
+}
+
+/// What a key holds, seen through the raw key API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Held {
+    Missing,
+    /// A value of the module type asked about: its word.
+    Word(u64),
+    Other,
+}
+
+/// A key opened through the raw API, closed on drop.
+pub struct Key {
+    ptr: *mut raw::RedisModuleKey,
+}
+
+impl Key {
+    fn key_type(&self) -> c_int {
+        if self.ptr.is_null() {
+            return raw::REDISMODULE_KEYTYPE_EMPTY as c_int;
+        }
+        // SAFETY: see the module comment; the handle is live until drop.
+        unsafe { raw::RedisModule_KeyType.map_or(-1, |f| f(self.ptr)) }
+    }
+
+    /// What the key holds, for module type `t`: the value word of a key of that type.
+    pub fn get(&self, t: ModuleType) -> Held {
+        let kt = self.key_type();
+        if kt == raw::REDISMODULE_KEYTYPE_EMPTY as c_int {
+            return Held::Missing;
+        }
+        if kt != raw::REDISMODULE_KEYTYPE_MODULE as c_int {
+            return Held::Other;
+        }
+        // SAFETY: see the module comment; the key holds a module value, so GetType and
+        // GetValue are defined.
+        unsafe {
+            if raw::RedisModule_ModuleTypeGetType.map(|f| f(self.ptr)) != Some(t.0) {
+                return Held::Other;
+            }
+            match raw::RedisModule_ModuleTypeGetValue.map(|f| f(self.ptr)) {
+                Some(v) => Held::Word(v as usize as u64),
+                None => Held::Other,
+            }
+        }
+    }
+
+    /// Stores `word` as the key's value of module type `t`, keeping the key's TTL when it
+    /// already exists (SetValue would delete the key first, and its expiry with it). `was` is
+    /// what [`Key::get`] returned for this handle. The word is never dereferenced by Redis, only
+    /// handed back to the type's callbacks; it must not be 0 (Redis reads null as no value).
+    pub fn set(&self, t: ModuleType, was: Held, word: u64) -> Result<(), Error> {
+        let value = word as usize as *mut c_void;
+        // SAFETY: see the module comment; the handle was opened for writing (a null handle is
+        // refused), and `was` tells whether it holds our type.
+        let rc = unsafe {
+            match was {
+                Held::Missing if !self.ptr.is_null() => {
+                    raw::RedisModule_ModuleTypeSetValue.map(|f| f(self.ptr, t.0, value))
+                }
+                Held::Word(_) => {
+                    let mut old: *mut c_void = std::ptr::null_mut();
+                    raw::RedisModule_ModuleTypeReplaceValue
+                        .map(|f| f(self.ptr, t.0, value, &mut old))
+                }
+                Held::Other => return Err(WRONGTYPE),
+                Held::Missing => None,
+            }
+        };
+        if rc == Some(raw::REDISMODULE_OK as c_int) {
+            Ok(())
+        } else {
+            Err(Error::Static(
+                c"ERR internal error: could not store the value",
+            ))
+        }
+    }
+}
+
+impl Drop for Key {
+    fn drop(&mut self) {
+        if self.ptr.is_null() {
+            return;
+        }
+        // SAFETY: the handle came from OpenKey and is closed exactly once, here.
+        unsafe {
+            if let Some(f) = raw::RedisModule_CloseKey {
+                f(self.ptr);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panic_text_reads_both_payload_kinds() {
+        let p = catch_unwind(|| panic!("plain")).unwrap_err();
+        assert_eq!(panic_text(p.as_ref()), "plain");
+        let n = 3;
+        let p = catch_unwind(|| panic!("formatted {n}")).unwrap_err();
+        assert_eq!(panic_text(p.as_ref()), "formatted 3");
+    }
+
+    #[test]
+    fn error_texts() {
+        assert_eq!(err("x must be y").text(), "ERR x must be y");
+        assert!(WRONGTYPE.text().starts_with("WRONGTYPE "));
+        assert!(Error::WrongArity.text().starts_with("ERR "));
+    }
+}

@@ -1,0 +1,22 @@
+//! The `imid` section of INFO: each family reports its own fields (`info_fields` in
+//! `commands/*`), in the order documented in the README.
+
+use redis_module::{InfoContext, RedisResult};
+
+/// Fills the `imid` section of INFO (fields appear as `imid_<name>`).
+#[redis_module_macros::info_command_handler]
+#[allow(deprecated)]
+fn imid_info(ctx: &InfoContext, _for_crash_report: bool) -> RedisResult<()> {
+    // A section without a name is named after the module, so `INFO imid` shows it. The
+    // builder API always names the section (`imid_<name>`), hence the older calls.
+    ctx.add_info_section(None);
+    let fields = crate::commands::msgid::info_fields()
+        .into_iter()
+        .chain(crate::commands::seq::info_fields())
+        .chain(crate::commands::openid::info_fields())
+        .chain(crate::commands::uid::info_fields());
+    for (name, v) in fields {
+        ctx.add_info_field_long_long(name, i64::try_from(v).unwrap_or(i64::MAX));
+    }
+    Ok(())
+}

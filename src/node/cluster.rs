@@ -1,0 +1,114 @@
+//! Slot adoption in cluster mode: what keeps message IDs (and UIDs) unique when a hash slot moves
+//! to another primary (`redis-cli --cluster reshard`, CLUSTER SETSLOT + MIGRATE, a failover).
+//!
+//! Cluster-wide uniqueness rests on "equal slot, same primary, whose generator never repeats".
+//! When a slot changes owner, the new owner's generator knows nothing of the old owner's IDs. So
+//! every primary sends its time lease (`ids::high_water`, above every ID it issued) to every node
+//! over the cluster bus, when the lease is renewed and once a second; each node keeps the largest
+//! lease it heard. The first ID a node issues for a slot whose ownership may have changed since
+//! its last ID for it ("adopting" the slot) first raises the node's time floor to that largest
+//! lease, so it lies above every ID the old owner issued.
+//!
+//! Why only at adoption and not always: a node issuing at a peer's lease must renew its own lease
+//! above it, which the peer would then take as its floor, and so on: a ratchet pushing every
+//! node's IDs five seconds further into the future per exchange. Adoption is rare (a slot moves,
+//! a node starts or is promoted), so each one moves time forward at most once.
+//!
+//! What marks a slot for adoption: nothing at all at startup (every slot starts unadopted), a
+//! `CLUSTER SETSLOT <slot> ...` run on this node (IMPORTING, MIGRATING, NODE, STABLE: every step
+//! of a reshard or a manual migration reaches both the old and the new owner), any other slot
+//! assignment command (ADDSLOTS, DELSLOTS, FLUSHSLOTS, RESET, FAILOVER, ...: all slots), and a
+//! replication role change (all slots).
+
+use super::Counter;
+use crate::core::msgid::MAX_TIME;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// The largest time lease heard from another node over the cluster bus.
+static PEER_LEASE: AtomicU64 = AtomicU64::new(0);
+/// Whether any peer has been heard since this process started. Until then an adoption raises
+/// nothing and is not recorded, so it is tried again on the next ID.
+static HEARD: AtomicBool = AtomicBool::new(false);
+/// One bit per hash slot: adopted since its ownership last may have changed.
+static ADOPTED: [AtomicU64; 256] = [const { AtomicU64::new(0) }; 256];
+/// Adoptions that raised the floor, for `INFO imid`.
+pub static ADOPTIONS: Counter = Counter::new();
+
+/// A lease received from a peer. Anything past the 42-bit time field is refused: a correct
+/// peer never sends it, and taking it would end message IDs for good.
+pub fn heard(ms: u64) -> bool {
+    if ms > MAX_TIME {
+        return false;
+    }
+    PEER_LEASE.fetch_max(ms, Ordering::Relaxed);
+    HEARD.store(true, Ordering::Relaxed);
+    true
+}
+
+pub fn peer_lease() -> u64 {
+    PEER_LEASE.load(Ordering::Relaxed)
+}
+
+fn bit(slot: u16) -> (Option<&'static AtomicU64>, u64) {
+    (ADOPTED.get(usize::from(slot >> 6)), 1u64 << (slot & 63))
+}
+
+/// `slot`'s ownership may have changed: its next ID adopts it again.
+pub fn forget(slot: u16) {
+    if let (Some(w), b) = bit(slot) {
+        w.fetch_and(!b, Ordering::Relaxed);
+    }
+}
+
+/// Every slot's ownership may have changed.
+pub fn forget_all() {
+    for w in &ADOPTED {
+        w.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Before issuing an ID for `slot`: when the slot is not adopted yet, the floor to raise the
+/// node's time to (the largest lease heard). `None` when it is adopted (the common case: one
+/// load and a bit test).
+pub fn adopt(slot: u16) -> Option<u64> {
+    let (w, b) = bit(slot);
+    let w = w?;
+    if w.load(Ordering::Relaxed) & b != 0 {
+        return None;
+    }
+    if HEARD.load(Ordering::Relaxed) {
+        w.fetch_or(b, Ordering::Relaxed);
+        ADOPTIONS.add(1);
+    }
+    Some(peer_lease())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // One test only: the statics are process-wide.
+    #[test]
+    fn adoption_raises_once_per_change_and_only_after_hearing_a_peer() {
+        forget_all();
+        assert_eq!(adopt(7), Some(0), "nothing heard yet");
+        assert_eq!(adopt(7), Some(0), "and not recorded: tried again");
+        assert!(heard(5_000));
+        assert!(
+            heard(4_000),
+            "an older lease is taken, never lowering the max"
+        );
+        assert!(!heard(MAX_TIME + 1), "past the time field: refused");
+        assert_eq!(peer_lease(), 5_000);
+        assert_eq!(adopt(7), Some(5_000));
+        assert_eq!(adopt(7), None, "adopted");
+        assert_eq!(adopt(16_383), Some(5_000), "its own bit");
+        assert_eq!(adopt(16_384), None, "no such slot: nothing to do");
+        forget(7);
+        assert_eq!(adopt(7), Some(5_000));
+        assert_eq!(adopt(16_383), None);
+        forget_all();
+        assert_eq!(adopt(16_383), Some(5_000));
+        assert_eq!(ADOPTIONS.get(), 4);
+    }
+}

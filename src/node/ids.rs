@@ -1,0 +1,176 @@
+//! The node's ID generators and the time lease they share, with the whole life of the lease's
+//! high-water mark in one place: issued and renewed here, replicated and written to the AOF as
+//! `MSGID.FLOOR ms`, persisted as RDB aux data, carried into an AOF rewrite, and raised on load
+//! or promotion. The rules themselves are Redis-free (`core::generator`, `core::lease`).
+//!
+//! Commands run on Redis's main thread, so the lock is never contended; it is a Mutex only to
+//! make the static `Sync`.
+
+use crate::core::generator::{Exhausted, GenStats, Generator, Issued};
+use crate::core::lease::Lease;
+use crate::core::uid::{Layout, Run, UidGenerator, UidStats};
+use crate::glue::{err, Ctx, Error};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+struct Ids {
+    lease: Lease,
+    msgid: Generator,
+    /// Built at load from the `imid.uid-*` configs (which cannot change afterwards).
+    uid: Option<UidGenerator>,
+}
+
+static IDS: Mutex<Ids> = Mutex::new(Ids {
+    lease: Lease::new(),
+    msgid: Generator::new(),
+    uid: None,
+});
+
+fn ids() -> MutexGuard<'static, Ids> {
+    // A poisoned lock means a panic elsewhere was already caught by the guard; the state is
+    // updated only after every check, so it is still consistent.
+    IDS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Issues one message ID's (time, seq) for a target in hash slot `slot` (cluster mode only),
+/// renewing the lease when due; a renewal is the effect to persist and replicate (the IDs
+/// themselves are not), and in cluster mode it goes to every other node too.
+pub fn issue_msgid(ctx: &Ctx, slot: Option<u16>) -> Result<Issued, Exhausted> {
+    let (issued, renewed) = {
+        let mut g = ids();
+        if let Some(floor) = slot.and_then(super::cluster::adopt) {
+            g.lease.raise_floor(floor);
+        }
+        let floor = g.lease.floor();
+        let issued = g.msgid.next(super::now_ms(), floor)?;
+        (issued, g.lease.cover(issued.time))
+    };
+    if let Some(lease) = renewed {
+        replicate_floor(ctx, lease);
+        if slot.is_some() {
+            ctx.send_lease(lease);
+        }
+    }
+    Ok(issued)
+}
+
+/// Installs the UID generator (at load, once the configs are checked).
+pub fn set_uid_generator(g: UidGenerator) {
+    ids().uid = Some(g);
+}
+
+/// Issues a run of `count` UIDs for a target in hash slot `slot` (cluster mode only; standalone
+/// passes `None`), under the same lease as message IDs: the run starts at the lease's floor,
+/// the lease is renewed past the run's last time, and a renewal is persisted, replicated and
+/// (in cluster mode) sent to every other node, exactly as for MSGID.GEN.
+pub fn issue_uid(ctx: &Ctx, slot: Option<u16>, count: u32) -> Result<Run, Error> {
+    let (run, renewed) = {
+        let mut g = ids();
+        let Ids { lease, uid, .. } = &mut *g;
+        let uid = uid
+            .as_mut()
+            .ok_or_else(|| err("UID generator not configured"))?;
+        if let Some(floor) = slot.and_then(super::cluster::adopt) {
+            lease.raise_floor(floor);
+        }
+        let run = uid
+            .issue(slot.unwrap_or(0), super::now_ms(), lease.floor(), count)
+            .map_err(err)?;
+        (run, lease.cover(run.time_ms))
+    };
+    if let Some(lease) = renewed {
+        replicate_floor(ctx, lease);
+        if slot.is_some() {
+            ctx.send_lease(lease);
+        }
+    }
+    Ok(run)
+}
+
+/// The UID layout in force, once configured.
+pub fn uid_layout() -> Option<Layout> {
+    ids().uid.as_ref().map(|g| *g.layout())
+}
+
+/// UID counters and the Unix ms the layout runs out at (zeros before configuration).
+pub fn uid_stats() -> (UidStats, u64) {
+    ids().uid.as_ref().map_or((UidStats::default(), 0), |g| {
+        (g.stats(), g.layout().end_ms())
+    })
+}
+
+pub fn msgid_stats() -> GenStats {
+    ids().msgid.stats()
+}
+
+pub fn lease_renewals() -> u64 {
+    ids().lease.renewals()
+}
+
+/// The mark to persist: every ID issued, or still to be issued, by this or an earlier process
+/// has a time below it.
+pub fn high_water() -> u64 {
+    ids().lease.high_water()
+}
+
+/// Raises the floor (from RDB aux data, the AOF, a primary, or a client's MSGID.FLOOR).
+pub fn raise_floor(ms: u64) {
+    ids().lease.raise_floor(ms);
+}
+
+/// Writes the mark to the AOF and to replicas, as `MSGID.FLOOR ms`.
+pub fn replicate_floor(ctx: &Ctx, ms: u64) {
+    ctx.replicate_int(c"MSGID.FLOOR", i64::try_from(ms).unwrap_or(i64::MAX));
+}
+
+/// The mark of an earlier process (RDB aux data of a restart or a full sync): raises the floor.
+pub fn load_mark(hwm: u64) -> Result<(), String> {
+    // MSGID.FLOOR accepts 0..2^63-1, so a saved mark can be anywhere in that range.
+    if hwm > i64::MAX as u64 {
+        return Err(format!(
+            "message-id high-water mark {hwm} above {}",
+            i64::MAX
+        ));
+    }
+    raise_floor(hwm);
+    Ok(())
+}
+
+/// The process that last wrote the mark into a rewritten AOF.
+static EMITTED_BY: AtomicU32 = AtomicU32::new(0);
+
+/// Called for each key an AOF rewrite writes: the mark to write before the first key of a
+/// rewrite (as `MSGID.FLOOR`), `None` for the others.
+///
+/// An AOF rewrite without the RDB preamble has no place for aux data, and the MSGID.FLOOR lines
+/// of the old AOF are gone with it. Rewrites run in a forked child: the child's pid marks
+/// "already written in this rewrite" without any reset in the parent.
+pub fn mark_for_rewrite() -> Option<i64> {
+    let pid = std::process::id();
+    if EMITTED_BY.swap(pid, Ordering::Relaxed) == pid {
+        return None;
+    }
+    let hwm = high_water();
+    (hwm > 0).then(|| i64::try_from(hwm).unwrap_or(i64::MAX))
+}
+
+/// When a forked child has exited, the primary writes its mark again (`MSGID.FLOOR`, to the AOF
+/// and to replicas).
+///
+/// Why: an AOF rewrite replaces the files holding the earlier `MSGID.FLOOR` lines with a new
+/// base file. With the RDB preamble the base carries the mark as aux data, and without it the
+/// mark rides on the first sequence key; a dataset with no sequence key at all had no mark
+/// until the next lease renewal (up to 2.5 s under load, never without load), so a crash in
+/// that window restarted the generator below IDs it had issued. Redis fires this event after
+/// it has installed the rewritten AOF, so the line lands in the new incremental file. For other
+/// children (BGSAVE) it is one harmless extra line.
+pub fn after_fork_child(ctx: &Ctx) {
+    // Replicas receive the mark from their primary, and cannot write one of their own.
+    if !ctx.is_primary() {
+        return;
+    }
+    let hwm = high_water();
+    if hwm > 0 {
+        replicate_floor(ctx, hwm);
+    }
+}

@@ -1,0 +1,65 @@
+//! Node-wide state, below every command family: the clock, whether this node inherited its
+//! data, the counters `INFO imid` reports, and (in `ids`) the ID generators with the time lease
+//! they share. The data type, the server events, INFO and the handlers import this; it imports
+//! none of them.
+
+pub mod cluster;
+pub mod ids;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// The wall clock the generators read: the system clock, or the tests' steerable clock in a
+/// build with the `test-hooks` feature.
+pub fn now_ms() -> u64 {
+    #[cfg(feature = "test-hooks")]
+    return crate::test_hooks::now_ms();
+    #[cfg(not(feature = "test-hooks"))]
+    crate::core::generator::system_now_ms()
+}
+
+/// Set once this process has loaded data it did not write itself: an RDB or AOF at startup,
+/// a full sync from a primary, or a change of replication role. From then on a sequence key
+/// that is missing may be one whose writes were lost (created after the snapshot, or after
+/// the last write that reached this replica), so it is treated like a loaded key at 0: its
+/// first SEQ.NEXT skips the gap. A node that started empty and was never a replica starts
+/// new sequences at 1. Never cleared: a lost key can be used again at any later time.
+static INHERITED: AtomicBool = AtomicBool::new(false);
+
+/// Called from the loading and role-change server events (see `events`).
+pub fn mark_inherited() {
+    INHERITED.store(true, Ordering::Relaxed);
+}
+
+pub fn inherited() -> bool {
+    INHERITED.load(Ordering::Relaxed)
+}
+
+/// A counter for `INFO imid`. Commands run on Redis's main thread; atomics keep the statics
+/// `Sync` at no real cost.
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    pub const fn new() -> Counter {
+        Counter(AtomicU64::new(0))
+    }
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+impl Default for Counter {
+    fn default() -> Self {
+        Counter::new()
+    }
+}
+
+/// Values handed out by SEQ.NEXT (the sum of the counts).
+pub static SEQ_ISSUED: Counter = Counter::new();
+/// First NEXTs that skipped `imid.seq-gap` values after a load or a replication.
+pub static SEQ_GAP_SKIPS: Counter = Counter::new();
+pub static OPENID_ENCODED: Counter = Counter::new();
+pub static OPENID_DECODED: Counter = Counter::new();
+pub static OPENID_REJECTED: Counter = Counter::new();

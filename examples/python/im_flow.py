@@ -44,8 +44,9 @@ def send(r, conv, sender, recipients, client_msg_id, body, cap=100, ttl=3600):
     keys = [conv.tag, conv.seq, conv.dedup(sender, client_msg_id)]
     for user in recipients:
         keys += [conv.inbox(user), conv.trimmed(user)]
-    seq, msgid, dup = r.fcall("imid_send", len(keys), *keys, conv.channel_type, sender, body, cap, ttl)
-    return seq, msgid, dup == 1
+    # uid: the message's 64-bit UID, as decimal text (exact through Lua, whose numbers are doubles)
+    seq, msgid, dup, uid = r.fcall("imid_send", len(keys), *keys, conv.channel_type, sender, body, cap, ttl)
+    return seq, msgid, dup == 1, int(uid)
 
 
 def sync(r, conv, user, last_seq, limit):
@@ -54,8 +55,8 @@ def sync(r, conv, user, last_seq, limit):
     max_seq, cursor, complete, trimmed, flat = r.fcall_ro("imid_sync", len(keys), *keys, last_seq, limit)
     messages = []
     for i in range(0, len(flat), 2):
-        msgid, sender, body = flat[i + 1].split("|", 2)
-        messages.append((flat[i], msgid, sender, body))
+        msgid, uid, sender, body = flat[i + 1].split("|", 3)
+        messages.append((flat[i], msgid, int(uid), sender, body))
     return max_seq, cursor, complete == 1, trimmed, messages
 
 
@@ -77,19 +78,19 @@ def main():
     conv = Conv("py-%d" % os.getpid())
     first = None
     for i in range(1, 6):
-        seq, msgid, dup = send(r, conv, "alice", ["bob"], "c%d" % i, "hello %d" % i)
-        print("send c%d: seq %d msgid %s" % (i, seq, msgid))
-        first = first or (seq, msgid)
-    seq, msgid, dup = send(r, conv, "alice", ["bob"], "c1", "hello 1")
-    print("retry c1: seq %d msgid %s duplicate %s" % (seq, msgid, dup))
-    if not dup or (seq, msgid) != first:
+        seq, msgid, dup, uid = send(r, conv, "alice", ["bob"], "c%d" % i, "hello %d" % i)
+        print("send c%d: seq %d msgid %s uid %d" % (i, seq, msgid, uid))
+        first = first or (seq, msgid, uid)
+    seq, msgid, dup, uid = send(r, conv, "alice", ["bob"], "c1", "hello 1")
+    print("retry c1: seq %d msgid %s uid %d duplicate %s" % (seq, msgid, uid, dup))
+    if not dup or (seq, msgid, uid) != first:
         sys.exit("the retried send was not deduplicated")
 
     last, got = 0, []
     while True:
         max_seq, last, complete, trimmed, messages = sync(r, conv, "bob", last, 2)
         for m in messages:
-            print("  bob got seq %d %s from %s: %s" % m)
+            print("  bob got seq %d %s (uid %d) from %s: %s" % m)
         got += [m[0] for m in messages]
         print("sync: cursor %d max_seq %d complete %s" % (last, max_seq, complete))
         if complete:

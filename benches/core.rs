@@ -172,6 +172,11 @@ fn uid(c: &mut Criterion) {
         })
     });
 
+    // The wall-clock read each single-ID call above pays (a vDSO clock_gettime): most of it.
+    c.bench_function("uid/clock read alone (system_now_ms)", |b| {
+        b.iter(|| black_box(system_now_ms()))
+    });
+
     // The state machine alone, the clock reading given (it advances 1 ms every 64 calls, so
     // the run mixes new milliseconds and seq counting as a loaded server does).
     let mut gen = UidGenerator::new(snowflake, NodeMode::Fixed(1));

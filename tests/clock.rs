@@ -260,6 +260,47 @@ fn floors_from_the_primary_and_the_aof_are_taken_however_far_ahead() {
     assert!(id > *old.last().unwrap());
 }
 
+/// ... but not past the 42-bit time field: no correct primary writes such a floor, and taking
+/// one would stop MSGID.GEN for good. A replica and an AOF replay refuse it, log it, and keep
+/// their floor. (IMID.TEST-REPLICATE-FLOOR writes what no client could get past MSGID.FLOOR.)
+#[test]
+fn floors_past_the_time_field_are_refused_from_the_primary_and_the_aof() {
+    const PAST: &str = "4398046511104"; // 2^42
+    let mut primary = Server::start_hooked(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut pcon = primary.client();
+    let replica = primary.replica(&[]);
+    let good = now_ms(&mut pcon) + 30_000;
+    let _: () = cmd(&mut pcon, &["MSGID.FLOOR", &good.to_string()]).unwrap();
+    for bad in [PAST, "9223372036854775807"] {
+        let _: () = cmd(&mut pcon, &["IMID.TEST-REPLICATE-FLOOR", bad]).unwrap();
+    }
+    primary.wait_replica(&replica);
+    let refused = format!("imid: refused MSGID.FLOOR {PAST} from the AOF or the primary");
+    assert!(
+        replica.log_tail().contains(&refused),
+        "{}",
+        replica.log_tail()
+    );
+    assert_eq!(replica.imid_stat("msgid_high_water_ms"), good);
+    let mut rcon = replica.client();
+    let _: String = cmd(&mut rcon, &["REPLICAOF", "NO", "ONE"]).unwrap();
+    let id: String = cmd(&mut rcon, &["MSGID.GEN", "1", "t"]).unwrap();
+    assert!(time_of(&mut rcon, &id) >= good, "{id}");
+
+    // The primary's AOF holds the same lines: replayed, they are refused the same way.
+    primary.kill();
+    primary.restart();
+    assert!(
+        primary.log_tail().contains(&refused),
+        "{}",
+        primary.log_tail()
+    );
+    assert_eq!(primary.imid_stat("msgid_high_water_ms"), good);
+    let mut pcon = primary.client();
+    let id: String = cmd(&mut pcon, &["MSGID.GEN", "1", "t"]).unwrap();
+    assert!(time_of(&mut pcon, &id) >= good, "{id}");
+}
+
 #[test]
 fn a_panic_in_a_handler_is_an_error_and_the_server_lives() {
     let s = Server::start_hooked(&[]);

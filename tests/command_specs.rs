@@ -96,7 +96,7 @@ fn command_info_tells_the_truth_for_every_command() {
 }
 
 #[test]
-fn acl_read_only_key_permission_allows_reads_only() {
+fn acl_read_only_key_permission_allows_reads_only_and_ids() {
     let s = Server::start();
     let mut admin = s.client();
     let _: i64 = cmd(&mut admin, &["SEQ.NEXT", "conv"]).unwrap();
@@ -121,4 +121,9 @@ fn acl_read_only_key_permission_allows_reads_only() {
     }
     let v: i64 = cmd(&mut admin, &["SEQ.GET", "conv"]).unwrap();
     assert_eq!(v, 1, "nothing changed");
+    // MSGID.GEN's target is declared read-only (it is neither read nor written), so a
+    // read-only key permission lets its holder issue IDs: deny MSGID.GEN by command or
+    // category (README, "Access control").
+    let id: String = cmd(&mut reader, &["MSGID.GEN", "1", "conv"]).unwrap();
+    assert_eq!(id.len(), 19);
 }

@@ -421,6 +421,114 @@ fn module_loadex_with_keys() {
 }
 
 #[test]
+fn mistyped_config_name_at_startup_is_refused_everywhere() {
+    let args = ["--imid.openid-key", KEY_A];
+    let refused = "Module Configuration detected without loadmodule directive";
+    for bin in [
+        std::path::PathBuf::from(redis_server_bin()),
+        newer_server("redis8"),
+        newer_server("valkey9"),
+    ] {
+        refused_startup_on(&bin, &args, refused);
+    }
+}
+
+fn imid_listed(con: &mut Connection) -> bool {
+    let list: Vec<Vec<Value>> = cmd(con, &["MODULE", "LIST"]).unwrap();
+    list.iter().any(|m| {
+        m.iter()
+            .any(|v| matches!(v, Value::BulkString(b) if b.as_slice() == b"imid"))
+    })
+}
+
+/// `MODULE LOADEX ... CONFIG imid.openid-key <K>` (a mistyped name) on the server `launch`
+/// starts: the reply is an error on every server; what is left behind differs, as the README
+/// says ("Config imid.openid-keys").
+fn loadex_mistyped_name(launch: Launch) {
+    let mut s = launch
+        .without_module()
+        .args(&["--enable-module-command", "yes"])
+        .start();
+    let mut con = s.client();
+    let valkey = s.info_field("server", "valkey_version").is_some();
+    let version = s.info_field("server", "redis_version").expect("version");
+    let module = module_path().display().to_string();
+    let r = cmd::<Value>(
+        &mut con,
+        &[
+            "MODULE",
+            "LOADEX",
+            &module,
+            "CONFIG",
+            "imid.openid-key",
+            KEY_A,
+        ],
+    );
+    if valkey {
+        // An upstream bug (valkey-io/valkey#4630; Redis fixed it in redis/redis#13650):
+        // unloading a module that has a data type after a LOADEX config went unused writes
+        // through a null pointer, and Valkey 9.1.2 dies of SIGSEGV. The README warns against
+        // MODULE LOADEX ... CONFIG on Valkey; this fails once a Valkey release fixes it (then
+        // update the README).
+        assert!(r.is_err(), "{r:?}");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while s.alive() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(
+            !s.alive(),
+            "Valkey survived: the upstream bug is fixed, update the README"
+        );
+        assert!(
+            s.log_text().contains("crashed by signal"),
+            "{}",
+            s.log_tail()
+        );
+        return;
+    }
+    let e = r.expect_err("MODULE LOADEX with a mistyped config name");
+    assert!(err_text(&e).starts_with("ERR"), "{e}");
+    if version.starts_with("7.0.") {
+        // Redis 7.0 cannot unload a module with a data type, so after "Unloading the module"
+        // the module stays, with default configs: OPENID.ENC makes plain IDs. The module
+        // cannot tell (Redis decides after OnLoad and tells the module nothing), so the README
+        // says to check MODULE LIST and set the keys with CONFIG SET, which works.
+        assert!(imid_listed(&mut con), "7.0 keeps the module");
+        let plain = enc(&mut con, "CE5H-STK6-0006-D3E6", "1", "2");
+        assert_eq!(
+            plain, "CRVqnhdjjxUJc4TTCBc",
+            "the plain format, as the README warns"
+        );
+        let _: () = cmd(&mut con, &["CONFIG", "SET", "imid.openid-keys", KEY_A]).unwrap();
+        let keyed = enc(&mut con, "CE5H-STK6-0006-D3E6", "1", "2");
+        assert_eq!(
+            keyed, "vKOv2ur8pwNQCHoKAzc",
+            "the remedy: CONFIG SET the keys"
+        );
+    } else {
+        assert!(!imid_listed(&mut con), "{version} must unload the module");
+        let e =
+            cmd::<String>(&mut con, &["OPENID.ENC", "CE5H-STK6-0006-D3E6", "1", "2"]).unwrap_err();
+        assert!(err_text(&e).contains("unknown command"), "{e}");
+    }
+}
+
+#[test]
+fn loadex_mistyped_config_name_default_server() {
+    loadex_mistyped_name(Server::build());
+}
+
+#[test]
+fn loadex_mistyped_config_name_redis8() {
+    loadex_mistyped_name(Server::build().bin(newer_server("redis8")));
+}
+
+#[test]
+fn loadex_mistyped_config_name_valkey9() {
+    loadex_mistyped_name(Server::build().bin(newer_server("valkey9")));
+}
+
+#[test]
 fn info_counts_encoded_decoded_rejected() {
     let s = Server::start();
     let mut con = s.client();

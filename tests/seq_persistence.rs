@@ -502,3 +502,123 @@ fn message_id_high_water_mark_survives_an_rdb_restart() {
     let time: i64 = redis::from_redis_value(fields[1].clone()).unwrap();
     assert!(time >= floor, "{time} < {floor}");
 }
+
+/// The RDB file of `s` (saved now) with the message-ID high-water mark in its imid aux data
+/// replaced by `mark`, and the file's CRC-64 fixed. The saved mark is `floor`, set just before
+/// with MSGID.FLOOR (no ID issued, so no lease above it); the aux record is opcode 0xF7, the
+/// module type id, `when` (UINT 1: before the keyspace), the mark (UINT), EOF.
+fn rdb_with_mark(s: &Server, con: &mut Connection, floor: u64, mark: u64) -> Vec<u8> {
+    let (id, _) = real_dump(con);
+    ok(con, &["MSGID.FLOOR", &floor.to_string()]);
+    assert_eq!(s.imid_stat("msgid_high_water_ms"), floor as i64);
+    ok(con, &["SAVE"]);
+    let rdb = std::fs::read(s.dir.join("dump.rdb")).unwrap();
+    let n = rdb.len();
+    let crc = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
+    assert_eq!(
+        crc.checksum(&rdb[..n - 8]).to_le_bytes(),
+        rdb[n - 8..],
+        "our CRC matches the file's"
+    );
+    let record = |mark: u64| {
+        let mut r = vec![0xf7];
+        r.extend(rdb_len(id));
+        r.extend(field(OP_UINT, 1));
+        r.extend(field(OP_UINT, mark));
+        r.extend(rdb_len(OP_EOF));
+        r
+    };
+    let old = record(floor);
+    let at: Vec<usize> = (0..n - 8).filter(|&i| rdb[i..].starts_with(&old)).collect();
+    assert_eq!(at.len(), 1, "one aux record with the mark {floor}");
+    let mut out = rdb[..at[0]].to_vec();
+    out.extend(record(mark));
+    out.extend_from_slice(&rdb[at[0] + old.len()..n - 8]);
+    let sum = crc.checksum(&out);
+    out.extend_from_slice(&sum.to_le_bytes());
+    out
+}
+
+#[test]
+fn an_rdb_mark_past_the_time_field_is_refused() {
+    // A correct writer never saves a mark past the 42-bit time field (MSGID.FLOOR refuses one
+    // from any source); loading one would make every later MSGID.GEN fail for good. So the
+    // file is refused, with a log line naming the mark, as a sequence above 2^63-1 is.
+    const MAX_TIME: u64 = (1 << 42) - 1;
+    let mut s = Server::start();
+    let mut con = s.client();
+    let (secs, _): (u64, u64) = cmd(&mut con, &["TIME"]).unwrap();
+    let floor = secs * 1000 + 50_000;
+    for mark in [MAX_TIME + 1, u64::MAX] {
+        let rdb = rdb_with_mark(&s, &mut con, floor, mark);
+        s.kill();
+        std::fs::write(s.dir.join("dump.rdb"), &rdb).unwrap();
+        let log = refused_data_startup(
+            &s.dir,
+            &format!(
+                "message-id high-water mark {mark} above the 42-bit time field (max {MAX_TIME} ms)"
+            ),
+        );
+        assert!(log.contains("<imid>"), "logged through the module: {log}");
+        // The crafting is right: the same file with the highest valid mark loads, and the
+        // generator's mark is exactly it.
+        let ok_rdb = {
+            let mut r = rdb.clone();
+            let past = {
+                let mut b = rdb_len(OP_UINT);
+                b.extend(rdb_len(mark));
+                b
+            };
+            let good = {
+                let mut b = rdb_len(OP_UINT);
+                b.extend(rdb_len(MAX_TIME));
+                b
+            };
+            let i = (0..r.len())
+                .find(|&i| r[i..].starts_with(&past))
+                .expect("the crafted mark");
+            r.splice(i..i + past.len(), good);
+            let n = r.len();
+            let sum = crc::Crc::<u64>::new(&crc::CRC_64_REDIS).checksum(&r[..n - 8]);
+            r.truncate(n - 8);
+            r.extend_from_slice(&sum.to_le_bytes());
+            r
+        };
+        std::fs::write(s.dir.join("dump.rdb"), &ok_rdb).unwrap();
+        s.restart();
+        assert_eq!(s.imid_stat("msgid_high_water_ms"), MAX_TIME as i64);
+        assert_eq!(int(&mut s.client(), &["SEQ.GET", "template"]), 1007);
+        // Back to a normal file for the next case.
+        s.kill();
+        std::fs::remove_file(s.dir.join("dump.rdb")).unwrap();
+        s.restart();
+        con = s.client();
+    }
+}
+
+#[test]
+fn refused_restore_payloads_log_at_verbose_level_only() {
+    // Redis logs its own RESTORE failures at verbose level; a client looping bad payloads must
+    // not fill the log at the default level. Refusals while loading data stay warnings (see
+    // an_rdb_mark_past_the_time_field_is_refused).
+    let s = Server::start();
+    let mut con = s.client();
+    let (id, ver) = real_dump(&mut con);
+    let bad = payload(
+        id,
+        &[field(OP_UINT, 5), field(OP_UINT, 1), rdb_len(OP_EOF)].concat(),
+        ver,
+    );
+    let line = "sequence flags 0x1 unknown";
+    for _ in 0..1000 {
+        restore(&mut con, "k", &bad).expect_err("refused");
+    }
+    assert!(!s.log_text().contains(line), "{}", s.log_tail());
+    // At verbose level the reason is there, once per payload.
+    let _: () = cmd(&mut con, &["CONFIG", "SET", "loglevel", "verbose"]).unwrap();
+    for _ in 0..3 {
+        restore(&mut con, "k", &bad).expect_err("refused");
+    }
+    assert_eq!(s.log_text().matches(line).count(), 3, "{}", s.log_tail());
+    assert_eq!(int(&mut con, &["EXISTS", "k"]), 0);
+}

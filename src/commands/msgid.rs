@@ -116,14 +116,28 @@ pub const CLIENT_FLOOR_LEAD_MS: u64 = 60_000;
 ///
 /// From a client the time may lead this server's clock by at most a minute: the floor is
 /// persisted and replicated and can never be lowered, so one mistaken call (microseconds for
-/// milliseconds, say) would otherwise move every later ID into the future for good, or past
-/// the 42-bit time field, after which MSGID.GEN can only fail.
+/// milliseconds, say) would otherwise move every later ID into the future for good. From any
+/// source it must fit the 42-bit time field: a floor past it would make every later MSGID.GEN
+/// fail for good, and no correct writer produces one, so a replayed or replicated one is
+/// refused (and logged) like a client's.
 pub fn floor(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, ms] = args else {
         return Err(Error::WrongArity);
     };
-    let ms = ms.int_in("time_ms", 0, i64::MAX)?.unsigned_abs();
-    if !ctx.is_replay() && ms > node::now_ms().saturating_add(CLIENT_FLOOR_LEAD_MS) {
+    let from_client = !ctx.is_replay();
+    let ms = match ms.int_in("time_ms", 0, MAX_TIME as i64) {
+        Ok(v) => v.unsigned_abs(),
+        Err(e) => {
+            if !from_client {
+                ctx.log_warning(&format!(
+                    "imid: refused MSGID.FLOOR {} from the AOF or the primary: not a time in 0..{MAX_TIME} ms; the ID floor is unchanged",
+                    String::from_utf8_lossy(ms.bytes())
+                ));
+            }
+            return Err(e);
+        }
+    };
+    if from_client && ms > node::now_ms().saturating_add(CLIENT_FLOOR_LEAD_MS) {
         return Err(err(
             "time_ms must be at most 60000 ms ahead of the server clock",
         ));

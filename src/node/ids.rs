@@ -8,6 +8,7 @@
 
 use crate::core::generator::{Exhausted, GenStats, Generator, Issued};
 use crate::core::lease::Lease;
+use crate::core::msgid::MAX_TIME;
 use crate::core::uid::{Layout, Run, UidGenerator, UidStats};
 use crate::glue::{err, Ctx, Error};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -125,11 +126,13 @@ pub fn replicate_floor(ctx: &Ctx, ms: u64) {
 
 /// The mark of an earlier process (RDB aux data of a restart or a full sync): raises the floor.
 pub fn load_mark(hwm: u64) -> Result<(), String> {
-    // MSGID.FLOOR accepts 0..2^63-1, so a saved mark can be anywhere in that range.
-    if hwm > i64::MAX as u64 {
+    // Every issued ID's time fits the 42-bit field, and so does every floor MSGID.FLOOR
+    // accepts. A mark past it would make every later MSGID.GEN fail for good, so the file is
+    // refused (as a sequence value above 2^63-1 is) instead of loaded. (Only a lease renewed in
+    // the field's last 5 s, in 2109, could reach past it; MSGID.GEN is exhausted by then.)
+    if hwm > MAX_TIME {
         return Err(format!(
-            "message-id high-water mark {hwm} above {}",
-            i64::MAX
+            "message-id high-water mark {hwm} above the 42-bit time field (max {MAX_TIME} ms); refusing the RDB file"
         ));
     }
     raise_floor(hwm);

@@ -59,6 +59,29 @@ pub fn redis_server_bin() -> String {
     bin
 }
 
+/// A newer server for the tests that must run on it (ACL categories exist from Redis 7.2 on):
+/// `redis8` (Redis 8.2.3) or `valkey9` (Valkey 9.1.2). `$IMID_REDIS8` / `$IMID_VALKEY9` when
+/// set, else the binary `scripts/servers.sh` unpacks under `target/servers/`. Never skipped
+/// silently: a missing binary fails the test with what to run.
+pub fn newer_server(name: &str) -> PathBuf {
+    let (var, file) = match name {
+        "redis8" => ("IMID_REDIS8", "redis-server-8.2.3"),
+        "valkey9" => ("IMID_VALKEY9", "valkey-server-9.1.2"),
+        other => panic!("unknown server {other}: redis8 or valkey9"),
+    };
+    let p = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("target/servers")
+            .join(file)
+    });
+    assert!(
+        p.exists(),
+        "{} not found: run `bash scripts/servers.sh {name}` (make test does) or set {var}",
+        p.display()
+    );
+    p
+}
+
 /// The first port above the test range: the kernel's ephemeral range starts here (or higher).
 const EPHEMERAL_FLOOR: u16 = 32_768;
 /// Test ports are taken from `10000..20000`; each one's cluster-bus twin (port + 10000, Redis's
@@ -133,12 +156,17 @@ pub fn temp_dir(tag: &str) -> PathBuf {
 /// module" (so a refusal for an unrelated reason, such as a port taken, cannot pass for one).
 /// Returns the log and the process's output, for the caller's own checks.
 pub fn refused_startup(args: &[&str]) -> (String, String) {
+    refused_startup_on(Path::new(&redis_server_bin()), args, "Can't load module")
+}
+
+/// [`refused_startup`] on the server binary `bin`, expecting `expect` in its log instead.
+pub fn refused_startup_on(bin: &Path, args: &[&str], expect: &str) -> (String, String) {
     let mut last = String::new();
     for _ in 0..5 {
         let dir = temp_dir("refused");
         let log = dir.join("redis.log");
         let stdout = std::fs::File::create(dir.join("stdout.log")).expect("stdout file");
-        let mut child = Command::new(redis_server_bin())
+        let mut child = Command::new(bin)
             .args(["--port", &free_port().to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
             .arg("--dir")
@@ -173,12 +201,60 @@ pub fn refused_startup(args: &[&str]) -> (String, String) {
             status.is_some_and(|st| !st.success()),
             "redis-server started with {args:?}: {status:?}\n{text}"
         );
-        if text.contains("Can't load module") {
+        if text.contains(expect) {
             return (text, output);
         }
         last = text; // refused for another reason (a port taken meanwhile): once more
     }
-    panic!("redis-server exited without refusing the module for {args:?}:\n{last}");
+    panic!("redis-server exited without logging {expect:?} for {args:?}:\n{last}");
+}
+
+/// Runs redis-server with the release module on the data files in `dir`, expecting it to
+/// refuse them: asserts the process exits within ten seconds (Redis 7.0.15 exits with status 0
+/// after "Unrecoverable error, aborting now") and that its log contains `expect` (so an exit
+/// for an unrelated reason, such as a port taken, cannot pass for it). Returns the log.
+pub fn refused_data_startup(dir: &Path, expect: &str) -> String {
+    let mut last = String::new();
+    for attempt in 0..5 {
+        let log = dir.join(format!("refused-{attempt}.log"));
+        let mut child = Command::new(redis_server_bin())
+            .args(["--port", &free_port().to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(dir)
+            .arg("--logfile")
+            .arg(&log)
+            .arg("--loadmodule")
+            .arg(module_path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run redis-server");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(st) = child.try_wait().expect("wait for redis-server") {
+                break Some(st);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            status.is_some(),
+            "redis-server kept running on the files in {}\n{text}",
+            dir.display()
+        );
+        if text.contains(expect) {
+            return text;
+        }
+        last = text; // refused for another reason (a port taken meanwhile): once more
+    }
+    panic!("redis-server exited without logging {expect:?}:\n{last}");
 }
 
 pub struct Server {
@@ -190,6 +266,8 @@ pub struct Server {
     pub env: Vec<(String, String)>,
     /// The module file loaded (the release build, or the test-hooks build), if any.
     pub module: Option<PathBuf>,
+    /// The server binary; `None`: [`redis_server_bin`].
+    pub bin: Option<PathBuf>,
     child: Option<Child>,
     /// Where stdout/stderr of the process go (also holds panics).
     log: PathBuf,
@@ -204,49 +282,55 @@ impl Server {
 
     /// A server with extra config arguments, e.g. `&["--appendonly", "yes", "--imid.seq-gap", "0"]`.
     pub fn start_with(args: &[&str]) -> Server {
-        let dir = temp_dir("srv");
-        Server::start_in(dir, args)
+        Server::build().args(args).start()
     }
 
     pub fn start_in(dir: PathBuf, args: &[&str]) -> Server {
-        Server::start_in_env(dir, args, Vec::new())
+        Server::build().dir(dir).args(args).start()
     }
 
     /// A server running the test-hooks build of the module (steerable clock, panic command).
     pub fn start_hooked(args: &[&str]) -> Server {
-        Server::start_hooked_in(temp_dir("hooked"), args)
+        Server::build().hooked().args(args).start()
     }
 
     pub fn start_hooked_in(dir: PathBuf, args: &[&str]) -> Server {
-        Server::start_full(dir, args, Vec::new(), Some(hooks_module_path()))
+        Server::build().hooked().dir(dir).args(args).start()
     }
 
     /// A server in `dir` with extra environment variables for the process.
     pub fn start_in_env(dir: PathBuf, args: &[&str], env: Vec<(String, String)>) -> Server {
-        Server::start_full(dir, args, env, Some(module_path()))
+        Server::build().dir(dir).args(args).env(env).start()
     }
 
     /// A redis-server without the module (for MODULE LOAD/LOADEX tests).
     pub fn start_without_module(args: &[&str]) -> Server {
-        Server::start_full(temp_dir("bare"), args, Vec::new(), None)
+        Server::build().without_module().args(args).start()
     }
 
-    fn start_full(
-        dir: PathBuf,
-        args: &[&str],
-        env: Vec<(String, String)>,
-        module: Option<PathBuf>,
-    ) -> Server {
-        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    /// Everything else: `Server::build().bin(newer_server("redis8")).args(&[..]).start()`.
+    pub fn build() -> Launch {
+        Launch {
+            dir: None,
+            args: Vec::new(),
+            env: Vec::new(),
+            module: Some(module_path()),
+            bin: None,
+        }
+    }
+
+    fn start_full(launch: Launch) -> Server {
+        let dir = launch.dir.unwrap_or_else(|| temp_dir("srv"));
         let mut last_err = String::new();
         for _ in 0..5 {
             let mut s = Server {
                 port: free_port(),
                 log: dir.join("redis.log"),
                 dir: dir.clone(),
-                args: args.clone(),
-                env: env.clone(),
-                module: module.clone(),
+                args: launch.args.clone(),
+                env: launch.env.clone(),
+                module: launch.module.clone(),
+                bin: launch.bin.clone(),
                 child: None,
                 keep_dir: false,
             };
@@ -293,7 +377,11 @@ impl Server {
             .open(self.dir.join("stdout.log"))
             .map_err(|e| e.to_string())?;
         let err = out.try_clone().map_err(|e| e.to_string())?;
-        let child = Command::new(redis_server_bin())
+        let bin = match &self.bin {
+            Some(b) => b.clone(),
+            None => PathBuf::from(redis_server_bin()),
+        };
+        let child = Command::new(bin)
             .args(self.command_line())
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
@@ -336,6 +424,11 @@ impl Server {
             }
         }
         s
+    }
+
+    /// The whole server log.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     pub fn url(&self) -> String {
@@ -503,6 +596,55 @@ impl Server {
             assert!(Instant::now() < deadline, "offsets {p:?} vs {r:?}");
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+}
+
+/// How to start a [`Server`], for what the `start_*` shortcuts do not cover. Defaults: the
+/// release module, `redis_server_bin()`, a fresh temp directory, no extra arguments.
+pub struct Launch {
+    dir: Option<PathBuf>,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    module: Option<PathBuf>,
+    bin: Option<PathBuf>,
+}
+
+impl Launch {
+    /// Another server binary (e.g. [`newer_server`]).
+    pub fn bin(mut self, bin: impl Into<PathBuf>) -> Launch {
+        self.bin = Some(bin.into());
+        self
+    }
+
+    /// Extra `--name value` arguments after the module.
+    pub fn args(mut self, args: &[&str]) -> Launch {
+        self.args = args.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    pub fn dir(mut self, dir: PathBuf) -> Launch {
+        self.dir = Some(dir);
+        self
+    }
+
+    pub fn env(mut self, env: Vec<(String, String)>) -> Launch {
+        self.env = env;
+        self
+    }
+
+    /// The test-hooks build of the module instead of the release build.
+    pub fn hooked(mut self) -> Launch {
+        self.module = Some(hooks_module_path());
+        self
+    }
+
+    pub fn without_module(mut self) -> Launch {
+        self.module = None;
+        self
+    }
+
+    pub fn start(self) -> Server {
+        Server::start_full(self)
     }
 }
 

@@ -1,0 +1,535 @@
+#!/usr/bin/env python3
+"""Instructions per call of every imid command against the floor (bench/floor.c).
+
+For each command, redis-server runs under callgrind, counting only inside Redis's `call()`
+(the command's own execution, replies and propagation; not the network or the request
+parsing), while redis-benchmark sends N commands at pipeline 16 from one client. Total / N is
+the figure. Each figure comes from its own fresh server, with imid and the floor module both
+loaded. The floor command does the same work as imid's as plainly as C against redismodule.h
+allows (see floor.c), so imid / floor is how far imid's glue is from what the work costs.
+Callgrind counts are deterministic: they do not move with the machine's load, unlike throughput.
+PING, ECHO and INCR are measured the same way, for reference.
+
+Before anything is measured, every command line is run once on an ordinary server (no
+valgrind) and must not reply an error; where the reply is deterministic, imid's and the floor's
+must be equal (a floor that replies something else is not doing the same work). A command the
+module does not have (UID.* before that family lands) is skipped, and the skip is printed.
+
+Needs valgrind, gcc, redis-server, redis-benchmark (scripts/deps.sh installs them) and a built
+project (for the redis-module crate's redismodule.h). Standard library only.
+
+    bench/instructions.py --module target/release/libimid.so [--requests 20000] [--json out.json]
+"""
+
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HOST = "127.0.0.1"
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+MSGID = "D1VO-8H8O-0006-D3E6"
+BENCH_KEY = "000102030405060708090a0b0c0d0e0f"
+PIPELINE = 16
+WRITE_KEYS = 100_000  # random keys for writes (-r): nearly every call creates its key
+SEED_KEYS = 1_000  # sequence keys loaded from an RDB file for the reads, imid's and the floor's
+
+# Targets: (imid command, floor command, most imid may cost as a multiple of it).
+TARGETS = [
+    ("SEQ.NEXT", "floor.seq.next", 1.10),
+    ("MSGID.GEN", "floor.msgid.gen", 1.10),
+    ("MSGID.HASH", "floor.noop", 1.10),
+]
+
+
+def row(command, imid, floor, keys=None, seeded=False, keyed=False, same="reply"):
+    """One table row. imid / floor: argv (`__rand_int__` is redis-benchmark's random number,
+    drawn per placeholder, keyspace `keys`). seeded: the server loads SEED_KEYS sequences of each
+    kind first (reads). keyed: imid runs with `imid.openid-keys` = BENCH_KEY. same: what the
+    check requires of the two replies: "reply" equal, "shape" the same type and length."""
+    return {"command": command, "imid": imid, "floor": floor, "keys": keys, "seeded": seeded,
+            "keyed": keyed, "same": same}
+
+
+def rows(plain_openid, keyed_openid, uid):
+    return [
+        row("MSGID.GEN", ["MSGID.GEN", "1", "conv:__rand_int__"],
+            ["floor.msgid.gen", "1", "conv:__rand_int__"], keys=WRITE_KEYS, same="shape"),
+        row("MSGID.ENCODE", ["MSGID.ENCODE", "1700000000000", "6", "1", "2526662"],
+            ["floor.msgid.encode", "1700000000000", "6", "1", "2526662"]),
+        row("MSGID.DECODE", ["MSGID.DECODE", MSGID], ["floor.msgid.decode", MSGID]),
+        row("MSGID.HASH", ["MSGID.HASH", "conv:12345"], ["floor.msgid.hash", "conv:12345"]),
+        row("MSGID.FLOOR", ["MSGID.FLOOR", "1700000000000"],
+            ["floor.msgid.floor", "1700000000000"]),
+        row("SEQ.NEXT", ["SEQ.NEXT", "s:__rand_int__"], ["floor.seq.next", "f:__rand_int__"],
+            keys=WRITE_KEYS),
+        row("SEQ.GET", ["SEQ.GET", "s:__rand_int__"], ["floor.seq.get", "f:__rand_int__"],
+            keys=SEED_KEYS, seeded=True),
+        row("SEQ.MGET (4 keys)", ["SEQ.MGET"] + ["s:__rand_int__"] * 4,
+            ["floor.seq.mget"] + ["f:__rand_int__"] * 4, keys=SEED_KEYS, seeded=True),
+        row("SEQ.SET", ["SEQ.SET", "s:__rand_int__", "1000"],
+            ["floor.seq.set", "f:__rand_int__", "1000"], keys=WRITE_KEYS),
+        row("SEQ.ADVANCE", ["SEQ.ADVANCE", "s:__rand_int__", "1000"],
+            ["floor.seq.advance", "f:__rand_int__", "1000"], keys=WRITE_KEYS),
+        row("OPENID.ENC (plain)", ["OPENID.ENC", MSGID, "1", "1"],
+            ["floor.openid.enc", MSGID, "1", "1"]),
+        row("OPENID.DEC (plain)", ["OPENID.DEC", plain_openid],
+            ["floor.openid.dec", plain_openid]),
+        row("OPENID.ENC (keyed)", ["OPENID.ENC", MSGID, "1", "1"],
+            ["floor.openid.enck", MSGID, "1", "1"], keyed=True),
+        row("OPENID.DEC (keyed)", ["OPENID.DEC", keyed_openid],
+            ["floor.openid.deck", keyed_openid], keyed=True),
+        row("UID.GEN", ["UID.GEN", "conv:__rand_int__"], ["floor.uid.gen", "conv:__rand_int__"],
+            keys=WRITE_KEYS, same="shape"),
+        # The floor assumes the default layout (41,10,12 from 2026-01-01, node 0): where imid's
+        # replies differ, the check says so but measures anyway.
+        row("UID.DECODE", ["UID.DECODE", uid], ["floor.uid.decode", uid], same="warn"),
+        row("UID.ENCODE", ["UID.ENCODE", "1767225600123", "3", "7"],
+            ["floor.uid.encode", "1767225600123", "3", "7"], same="warn"),
+    ]
+
+
+def extra_checks(plain_openid):
+    """More (imid, floor) pairs that must agree, beyond the measured lines: non-ASCII targets,
+    COUNT, no-op writes, and inputs both must refuse. (imid argv, floor argv, keyed,
+    "equal" or "errors")."""
+    tampered = ("B" if plain_openid[0] != "B" else "C") + plain_openid[1:]
+    spare_bits = plain_openid[:18] + chr(ord(plain_openid[18]) + 1)
+    pairs = [
+        (["MSGID.HASH", "ü😀x"], "equal"),
+        (["MSGID.HASH", b"\xff"], "errors"),
+        (["MSGID.DECODE", "d1vo-8H8O-0006-D3E6"], "errors"),
+        (["MSGID.DECODE", "D1VO-8H8O-0006-D3EW"], "errors"),
+        (["MSGID.DECODE", "D1VO8H8O-0006-D3E6-"], "errors"),
+        (["MSGID.ENCODE", "4398046511104", "0", "0", "0"], "errors"),
+        (["MSGID.ENCODE", "4398046511103", "4095", "15", "4194303"], "equal"),
+        (["MSGID.GEN", "16", "x"], "errors"),
+        (["OPENID.ENC", MSGID, "256", "1"], "errors"),
+        (["OPENID.ENC", "0000-0000-0000-0000", "255", "0"], "equal"),
+        (["OPENID.DEC", tampered], "errors"),
+        (["OPENID.DEC", spare_bits], "errors"),
+        (["OPENID.DEC", plain_openid + "="], "errors"),
+        (["SEQ.NEXT", "{p}:cnt", "COUNT", "5"], "equal"),
+        (["SEQ.NEXT", "{p}:cnt", "count", "0"], "errors"),
+        (["SEQ.ADVANCE", "{p}:cnt", "3"], "equal"),
+        (["SEQ.SET", "{p}:cnt", "5"], "equal"),
+        (["SEQ.MGET", "{p}:cnt", "{p}:none", "{p}:cnt"], "equal"),
+        (["SEQ.GET", "str"], "errors"),
+        (["SEQ.SET", "{p}:max", "9223372036854775807"], "equal"),
+        (["SEQ.NEXT", "{p}:max"], "errors"),
+        (["SEQ.GET", "{p}:max"], "equal"),
+    ]
+    out = []
+    for argv, want in pairs:
+        floor = ["floor." + argv[0].lower()] + [
+            a.format(p="f") if isinstance(a, str) else a for a in argv[1:]]
+        imid = [a.format(p="s") if isinstance(a, str) else a for a in argv]
+        out.append((imid, floor, False, want))
+    out.append((["OPENID.DEC", plain_openid], ["floor.openid.deck", plain_openid], True,
+                "errors"))
+    return out
+
+
+REFERENCES = [
+    ("PING", ["PING"], None),
+    ("ECHO (19-byte bulk reply)", ["ECHO", MSGID], None),
+    ("INCR (random keys)", ["INCR", "i:__rand_int__"], WRITE_KEYS),
+    ("floor.noop (a module command that only replies)", ["floor.noop"], None),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# A minimal RESP client, for the checks (no redis-py needed).
+
+class Error(str):
+    pass
+
+
+class Client:
+    def __init__(self, port):
+        self.sock = socket.create_connection((HOST, port), timeout=30)
+        self.buf = b""
+
+    def close(self):
+        self.sock.close()
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("server closed the connection")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _exact(self, n):
+        while len(self.buf) < n + 2:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("server closed the connection")
+            self.buf += chunk
+        data, self.buf = self.buf[:n], self.buf[n + 2:]
+        return data
+
+    def _reply(self):
+        line = self._line()
+        kind, rest = line[:1], line[1:]
+        if kind == b"+":
+            return rest.decode()
+        if kind == b"-":
+            return Error(rest.decode())
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            return None if n < 0 else self._exact(n).decode("utf-8", "replace")
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self._reply() for _ in range(n)]
+        raise ValueError(f"unexpected reply {line!r}")
+
+    def __call__(self, *args):
+        out = [f"*{len(args)}\r\n".encode()]
+        for a in args:
+            b = a.encode() if isinstance(a, str) else a
+            out.append(f"${len(b)}\r\n".encode() + b + b"\r\n")
+        self.sock.sendall(b"".join(out))
+        return self._reply()
+
+
+# ---------------------------------------------------------------------------------------------
+# Servers
+
+PROCS = []
+
+
+def free_port():
+    """A free loopback port below the kernel's ephemeral range (32768+)."""
+    import random
+    for _ in range(1000):
+        port = random.randrange(10000, 30000)
+        with socket.socket() as s:
+            try:
+                s.bind((HOST, port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free loopback port in 10000..30000")
+
+
+def start(cmd_for_port, log, deadline_s):
+    """Starts a server (cmd_for_port(port) gives its command line) and waits until its log says
+    it is ready. Retries on another port if it exits at once (the port was taken)."""
+    for attempt in range(5):
+        port = free_port()
+        if os.path.exists(log):
+            os.remove(log)
+        proc = subprocess.Popen(cmd_for_port(port), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        PROCS.append(proc)
+        deadline = time.monotonic() + deadline_s
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with open(log) as f:
+                    if "Ready to accept connections" in f.read():
+                        return proc, port
+            except FileNotFoundError:
+                pass
+            time.sleep(0.05)
+        stop(proc)
+        if attempt == 4 or proc.returncode not in (0, 1):
+            break
+    tail = open(log).read()[-2000:] if os.path.exists(log) else "(no log)"
+    raise RuntimeError(f"redis-server did not start:\n{tail}")
+
+
+def stop(proc, timeout=120):
+    """SIGTERM: Redis shuts down from its cron, outside call(), and callgrind writes its file."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if proc in PROCS:
+        PROCS.remove(proc)
+
+
+def stop_all():
+    for p in list(PROCS):
+        stop(p, timeout=10)
+
+
+def server_cmd(server, workdir, log, dbfile, module, floor, keyed):
+    imid = ["--loadmodule", module] + (["--imid.openid-keys", BENCH_KEY] if keyed else [])
+    return lambda port: [
+        server, "--port", str(port), "--bind", HOST, "--save", "", "--appendonly", "no",
+        "--dir", workdir, "--dbfilename", dbfile, "--logfile", log,
+        *imid, "--loadmodule", floor, BENCH_KEY,
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+
+def build_floor(workdir):
+    """Compiles floor.c against the redismodule.h of the redis-module version in Cargo.lock."""
+    lock = open(os.path.join(ROOT, "Cargo.lock")).read()
+    m = re.search(r'name = "redis-module"\nversion = "([^"]+)"', lock)
+    if not m:
+        sys.exit("redis-module not found in Cargo.lock")
+    cargo_home = os.environ.get("CARGO_HOME", os.path.expanduser("~/.cargo"))
+    headers = glob.glob(os.path.join(cargo_home, "registry", "src", "*",
+                                     f"redis-module-{m.group(1)}", "src", "include",
+                                     "redismodule.h"))
+    if not headers:
+        sys.exit(f"redismodule.h of redis-module {m.group(1)} not found: build the project "
+                 "once (cargo build) first")
+    out = os.path.join(workdir, "floor.so")
+    subprocess.run(["gcc", "-O2", "-Wall", "-fPIC", "-shared",
+                    "-I", os.path.dirname(headers[0]), "-o", out,
+                    os.path.join(HERE, "floor.c")], check=True)
+    return out
+
+
+def sample(argv):
+    """One concrete command line: each __rand_int__ as redis-benchmark would fill it."""
+    return [a.replace("__rand_int__", "000000000042") for a in argv]
+
+
+def shape(reply):
+    if isinstance(reply, list):
+        return ("array", len(reply))
+    if isinstance(reply, str):
+        return ("string", len(reply))
+    return (type(reply).__name__,)
+
+
+def check_and_prepare(server, workdir, module, floor):
+    """Seeds the RDB for the reads, checks every command line on an ordinary server, and returns
+    (rows to measure, lines saying what was skipped or differs, floor commands present)."""
+    notes = []
+    log = os.path.join(workdir, "check.log")
+    proc, port = start(server_cmd(server, workdir, log, "seed.rdb", module, floor, False), log, 30)
+    try:
+        c = Client(port)
+        # Seed sequences s:<12 digits> (imid) and f:<12 digits> (floor) = i + 1, then save them:
+        # the read rows' servers load this file, so no seeding runs inside their call() counts.
+        seed = ("for i = 0, tonumber(ARGV[1]) - 1 do "
+                "redis.call(ARGV[2], string.format(ARGV[3] .. ':%012d', i), i + 1) end")
+        for cmd, prefix in (("SEQ.SET", "s"), ("floor.seq.set", "f")):
+            r = c("EVAL", seed, "0", str(SEED_KEYS), cmd, prefix)
+            if isinstance(r, Error):
+                raise RuntimeError(f"seeding with {cmd}: {r}")
+        if c("SAVE") != "OK":
+            raise RuntimeError("SAVE failed")
+
+        def has(name):
+            info = c("COMMAND", "INFO", name)
+            return isinstance(info, list) and info and info[0] is not None
+
+        plain_openid = c("OPENID.ENC", MSGID, "1", "1")
+        uid = c("UID.ENCODE", "1767225600123", "3", "7") if has("uid.encode") else None
+        if not isinstance(uid, int):
+            uid = c("floor.uid.encode", "1767225600123", "3", "7")
+        c("CONFIG", "SET", "imid.openid-keys", BENCH_KEY)
+        keyed_openid = c("OPENID.ENC", MSGID, "1", "1")
+        c("CONFIG", "SET", "imid.openid-keys", "")
+        for v in (plain_openid, keyed_openid):
+            if not isinstance(v, str) or isinstance(v, Error):
+                raise RuntimeError(f"OPENID.ENC replied {v!r}")
+
+        todo = []
+        for r in rows(plain_openid, keyed_openid, str(uid)):
+            if not has(r["imid"][0]):
+                notes.append(f"skipped {r['command']}: the module has no {r['imid'][0]} command")
+                continue
+            if not has(r["floor"][0]):
+                notes.append(f"{r['command']}: no floor ({r['floor'][0]} needs AES-NI, "
+                             "which this CPU lacks)")
+                r = dict(r, floor=None)
+            if r["keyed"]:
+                c("CONFIG", "SET", "imid.openid-keys", BENCH_KEY)
+            a = c(*sample(r["imid"]))
+            b = c(*sample(r["floor"])) if r["floor"] else None
+            if r["keyed"]:
+                c("CONFIG", "SET", "imid.openid-keys", "")
+            for who, reply in (("imid", a), ("floor", b)):
+                if isinstance(reply, Error):
+                    raise RuntimeError(f"{r['command']}: {who} replied an error: {reply}")
+            if b is not None:
+                if r["same"] == "shape":
+                    differ = shape(a) != shape(b)
+                else:
+                    differ = a != b
+                if differ and r["same"] == "warn":
+                    notes.append(f"{r['command']}: imid replied {a!r}, the floor {b!r} (the "
+                                 "floor assumes the default layout); measured anyway")
+                elif differ:
+                    raise RuntimeError(f"{r['command']}: imid replied {a!r}, the floor {b!r}: "
+                                       "the floor does not do the same work")
+            todo.append(r)
+        c("SET", "str", "x")
+        for imid, floor_argv, keyed, want in extra_checks(plain_openid):
+            if not has(floor_argv[0]):
+                continue
+            if keyed:
+                c("CONFIG", "SET", "imid.openid-keys", BENCH_KEY)
+            a, b = c(*imid), c(*floor_argv)
+            if keyed:
+                c("CONFIG", "SET", "imid.openid-keys", "")
+            ok = (isinstance(a, Error) and isinstance(b, Error) if want == "errors"
+                  else a == b and not isinstance(a, Error))
+            if not ok:
+                raise RuntimeError(f"{imid!r}: imid replied {a!r}, {floor_argv[0]} {b!r}")
+        c.close()
+    finally:
+        stop(proc)
+    return todo, notes
+
+
+def count(server, workdir, module, floor, argv, n, keys, seeded, keyed, label):
+    """Instructions per call inside call() for n pipelined `argv`, on a fresh server."""
+    out = os.path.join(workdir, f"{label}.cg")
+    log = os.path.join(workdir, f"{label}.log")
+    base = server_cmd(server, workdir, log, "seed.rdb" if seeded else "empty.rdb", module,
+                      floor, keyed)
+    cmd = lambda port: ["valgrind", "--tool=callgrind", "--collect-atstart=no",
+                        "--toggle-collect=call", f"--callgrind-out-file={out}", *base(port)]
+    proc, port = start(cmd, log, 180)
+    try:
+        bench = ["redis-benchmark", "-h", HOST, "-p", str(port), "-c", "1", "-P", str(PIPELINE),
+                 "-n", str(n), "-q"]
+        if keys:
+            bench += ["-r", str(keys)]
+        res = subprocess.run(bench + argv, capture_output=True, text=True, timeout=600)
+        if res.returncode != 0:
+            raise RuntimeError(f"redis-benchmark {' '.join(argv)}: exit {res.returncode}\n"
+                               f"{(res.stdout + res.stderr)[-1500:]}")
+    finally:
+        stop(proc)
+    with open(out) as f:
+        for line in f:
+            if line.startswith(("summary:", "totals:")):
+                return int(line.split()[1]) / n
+    raise RuntimeError(f"no totals in {out}")
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def render(data):
+    """The results as markdown lines (also used by bench/report.py)."""
+    out = [
+        "| command | imid instr/call | floor command | floor instr/call | imid / floor |",
+        "| --- | ---: | --- | ---: | ---: |",
+    ]
+    for r in data["rows"]:
+        f = r["floor"]
+        rt = ratio(r["imid"], f)
+        out.append(f"| {r['command']} | {r['imid']:,.0f} | "
+                   f"{'`' + r['floor_command'] + '`' if r['floor_command'] else 'no floor'} | "
+                   f"{'' if f is None else f'{f:,.0f}'} | "
+                   f"{'' if rt is None else f'{rt:.2f}'} |")
+    for r in data["references"]:
+        out.append(f"| reference: {r['command']} | {r['instructions']:,.0f} | | | |")
+    out += ["", "| target | imid / floor | status |", "| --- | ---: | --- |"]
+    for t in data["targets"]:
+        status = "not measured" if t["ratio"] is None else (
+            "met" if t["ratio"] <= t["max"] else "short")
+        shown = "" if t["ratio"] is None else f"{t['ratio']:.2f}"
+        out.append(f"| {t['imid']} ≤ {t['max']:.2f} × `{t['floor']}` | {shown} | {status} |")
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--module", default=os.path.join(ROOT, "target/release/libimid.so"))
+    ap.add_argument("--requests", type=int, default=20_000,
+                    help="commands per measurement (default 20000)")
+    ap.add_argument("--json", help="write the results here")
+    args = ap.parse_args()
+
+    module = os.path.abspath(args.module)
+    if not os.path.exists(module):
+        sys.exit(f"{module} missing: run `make build` first")
+    server = os.environ.get("REDIS_SERVER", "redis-server")
+    for tool in ("valgrind", "gcc", "redis-benchmark", server):
+        if not shutil.which(tool):
+            sys.exit(f"{tool} not found (scripts/deps.sh installs it)")
+
+    def on_signal(signum, _frame):
+        stop_all()
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    n = args.requests
+    with tempfile.TemporaryDirectory(prefix="imid-floor-") as workdir:
+        try:
+            floor = build_floor(workdir)
+            todo, notes = check_and_prepare(server, workdir, module, floor)
+            for line in notes:
+                print(line, file=sys.stderr)
+            results, refs = [], []
+            for i, r in enumerate(todo):
+                imid = count(server, workdir, module, floor, r["imid"], n, r["keys"],
+                             r["seeded"], r["keyed"], f"imid{i}")
+                fl = None
+                if r["floor"]:
+                    fl = count(server, workdir, module, floor, r["floor"], n, r["keys"],
+                               r["seeded"], r["keyed"], f"floor{i}")
+                results.append({"command": r["command"], "imid": imid,
+                                "floor_command": r["floor"][0] if r["floor"] else None,
+                                "floor": fl})
+                print(f"  {r['command']:<22} imid {imid:>8,.0f}   floor "
+                      f"{'-' if fl is None else f'{fl:,.0f}':>8}", file=sys.stderr, flush=True)
+            for i, (name, argv, keys) in enumerate(REFERENCES):
+                v = count(server, workdir, module, floor, argv, n, keys, False, False, f"ref{i}")
+                refs.append({"command": name, "argv": argv, "instructions": v})
+                print(f"  {name:<22} {v:>8,.0f}", file=sys.stderr, flush=True)
+        finally:
+            stop_all()
+
+    by_command = {r["command"]: r for r in results}
+    floor_of = {r["floor_command"]: r["floor"] for r in results if r["floor_command"]}
+    floor_of["floor.noop"] = next(r["instructions"] for r in refs if r["argv"] == ["floor.noop"])
+    targets = []
+    for cmd, fcmd, mx in TARGETS:
+        imid = by_command.get(cmd, {}).get("imid")
+        targets.append({"imid": cmd, "floor": fcmd, "max": mx,
+                        "ratio": ratio(imid, floor_of.get(fcmd))})
+    version = subprocess.run([server, "--version"], capture_output=True, text=True).stdout
+    data = {
+        "requests": n,
+        "pipeline": PIPELINE,
+        "write_keys": WRITE_KEYS,
+        "seed_keys": SEED_KEYS,
+        "server": version.strip(),
+        "rows": results,
+        "references": refs,
+        "targets": targets,
+        "notes": notes,
+    }
+    print(f"Instructions per call inside call() (callgrind), {n:,} commands at pipeline "
+          f"{PIPELINE}, {data['server']}")
+    print("\n".join(render(data)))
+    for line in notes:
+        print(f"- {line}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(data, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

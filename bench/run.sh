@@ -47,9 +47,9 @@ python3 bench/report.py --server-json "$tmp/server.json" --criterion target/crit
   --floor-json "$tmp/floor.json" --out "$out"
 # The smoke check proper: a table row for every command (server.py and instructions.py already
 # failed on any error reply, missing throughput or instruction count, or a reply unlike the
-# floor's), and a floor-table row for each of the 14 MSGID, SEQ and OPENID commands.
+# floor's), and a floor-table row for each of the 17 MSGID, SEQ, OPENID and UID commands.
 rows=$(grep -c '^| ' "$out")
 [ "$rows" -ge 50 ] || { echo "results table incomplete ($rows rows) in $out" >&2; exit 1; }
 floor_rows=$(grep -cE '^\| [A-Z].* \| (`floor\.|no floor)' "$out")
-[ "$floor_rows" -ge 14 ] || { echo "floor table incomplete ($floor_rows rows) in $out" >&2; exit 1; }
+[ "$floor_rows" -ge 17 ] || { echo "floor table incomplete ($floor_rows rows) in $out" >&2; exit 1; }
 echo "wrote $out"

@@ -229,6 +229,9 @@ def commands(srv):
         ("SEQ.NEXT (random keys)", ["SEQ.NEXT", "seq:__rand_int__"], plain),
         ("MSGID.GEN", ["MSGID.GEN", "1", "conv:__rand_int__"], plain),
         ("MSGID.DECODE", ["MSGID.DECODE", MSGID], plain),
+        ("UID.GEN", ["UID.GEN", "conv:__rand_int__"], plain),
+        ("UID.GEN COUNT 100", ["UID.GEN", "conv:__rand_int__", "COUNT", "100"], plain),
+        ("UID.DECODE", ["UID.DECODE", "117831765636153344"], plain),
         # Reference, not imid: a built-in command whose reply has MSGID.DECODE's shape (4
         # name/integer pairs), to tell the cost of the reply apart from the module's.
         ("HGETALL (reference: 4-field reply)", ["HGETALL", "ref:fields4"], plain),

@@ -20,6 +20,7 @@ use imid::core::generator::{system_now_ms, Generator};
 use imid::core::javahash::java_hash22;
 use imid::core::msgid::{Fields, MsgId};
 use imid::core::openid::{decode_plain, encode_plain, Key, OpenId};
+use imid::core::uid::{Layout, NodeMode, TimeUnit, UidGenerator, Widths, DEFAULT_EPOCH_MS};
 
 /// Inputs per ring: a power of two so the index is a mask, small enough to stay in L1.
 const RING: usize = 64;
@@ -153,5 +154,81 @@ fn openid(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, msgid, javahash, openid);
+fn uid(c: &mut Criterion) {
+    let snowflake = Layout::new(Widths::SNOWFLAKE, DEFAULT_EPOCH_MS, TimeUnit::Ms)
+        .expect("the Snowflake layout is valid");
+    let cluster = Layout::new(Widths::CLUSTER, DEFAULT_EPOCH_MS, TimeUnit::Ms)
+        .expect("the cluster layout is valid");
+
+    // What UID.GEN does besides Redis's request handling: read the wall clock and issue one
+    // ID (standalone: one lane, no hashing). Compare with UidGenerator's ~6 million IDs/s.
+    let mut gen = UidGenerator::new(snowflake, NodeMode::Fixed(1));
+    c.bench_function("uid/generate (clock + next, standalone)", |b| {
+        b.iter(|| {
+            black_box(
+                gen.next(black_box(b"conv:42"), system_now_ms(), 0)
+                    .expect("time field not exhausted"),
+            )
+        })
+    });
+
+    // The wall-clock read each single-ID call above pays (a vDSO clock_gettime): most of it.
+    c.bench_function("uid/clock read alone (system_now_ms)", |b| {
+        b.iter(|| black_box(system_now_ms()))
+    });
+
+    // The state machine alone, the clock reading given (it advances 1 ms every 64 calls, so
+    // the run mixes new milliseconds and seq counting as a loaded server does).
+    let mut gen = UidGenerator::new(snowflake, NodeMode::Fixed(1));
+    let mut now = DEFAULT_EPOCH_MS + 1_000_000;
+    let mut k = 0u32;
+    c.bench_function("uid/next (clock reading given)", |b| {
+        b.iter(|| {
+            k = k.wrapping_add(1);
+            now += u64::from(k & 63 == 0);
+            black_box(
+                gen.next(black_box(b"conv:42"), black_box(now), 0)
+                    .expect("time field not exhausted"),
+            )
+        })
+    });
+
+    // Cluster mode: the target's hash slot picks the node field and the lane.
+    let targets: [&[u8]; 4] = [b"{conv:42}", b"user1", b"group:8d3f2a91", b"{conv:4242}:x"];
+    let mut gen = UidGenerator::new(cluster, NodeMode::Slot);
+    let mut i = 0usize;
+    c.bench_function("uid/generate (clock + slot + next, cluster)", |b| {
+        b.iter(|| {
+            i = (i + 1) & 3;
+            black_box(
+                gen.next(black_box(targets[i]), system_now_ms(), 0)
+                    .expect("time field not exhausted"),
+            )
+        })
+    });
+
+    // UID.GEN ... COUNT 100: one clock read, one run, 100 IDs written out.
+    let mut gen = UidGenerator::new(snowflake, NodeMode::Fixed(1));
+    let mut out = Vec::with_capacity(100);
+    c.bench_function("uid/generate batch of 100 (per batch)", |b| {
+        b.iter(|| {
+            let run = gen
+                .issue_for(black_box(b"conv:42"), system_now_ms(), 0, 100)
+                .expect("time field not exhausted");
+            out.clear();
+            out.extend(run.uids());
+            black_box(&out);
+        })
+    });
+
+    let mut i = 0u64;
+    c.bench_function("uid/decode", |b| {
+        b.iter(|| {
+            i = i.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            black_box(snowflake.decode(black_box(i >> 1)))
+        })
+    });
+}
+
+criterion_group!(benches, msgid, javahash, openid, uid);
 criterion_main!(benches);

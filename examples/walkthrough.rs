@@ -144,6 +144,34 @@ fn run(url: &str) -> Result<(), Box<dyn std::error::Error>> {
         "back to the message ID, type, direction and time",
     )?;
 
+    println!("\n## UID: 64-bit numeric IDs (a BIGINT primary key)");
+    let uid = show(
+        con,
+        &["UID.GEN", "{conv:42}"],
+        "a positive signed 64-bit integer: time, node, seq (Snowflake's 41,10,12 by default)",
+    )?;
+    let uid: i64 = redis::from_redis_value(uid)?;
+    show(
+        con,
+        &["UID.GEN", "{conv:42}", "COUNT", "3"],
+        "a batch, strictly increasing (for a client-side cache)",
+    )?;
+    show(
+        con,
+        &["UID.GEN", "{conv:42}", "STRING"],
+        "the decimal text: for Lua, whose numbers are doubles exact only below 2^53",
+    )?;
+    show(
+        con,
+        &["UID.DECODE", &uid.to_string()],
+        "time (Unix ms), node (worker or hash slot), seq",
+    )?;
+    show(
+        con,
+        &["UID.ENCODE", "1767225600001", "1", "1"],
+        "the ID of explicit fields: 1 ms after the epoch, node 1, seq 1",
+    )?;
+
     println!("\n## INFO imid: the module's counters");
     let info: String = redis::cmd("INFO").arg("imid").query(con)?;
     for line in info.lines().filter(|l| l.starts_with("imid_")) {

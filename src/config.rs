@@ -1,6 +1,7 @@
 //! Module configs (`imid.<name>`), settable at load and with `CONFIG SET`.
 
 use crate::core::openid::KeyRing;
+use crate::core::uid::{NodeSpec, TimeUnit, Widths, DEFAULT_EPOCH_MS};
 use redis_module::configuration::{
     get_enum_default_config_value, get_i64_default_config_value, get_string_default_config_value,
     register_enum_configuration, register_i64_configuration, ConfigurationContext,
@@ -10,7 +11,7 @@ use redis_module::{enum_configuration, raw, Context, RedisError, RedisString, St
 use std::ffi::{c_void, CString};
 use std::os::raw::{c_char, c_int};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
-use std::sync::RwLock;
+use std::sync::{Mutex, RwLock};
 
 enum_configuration! {
     /// `imid.msgid-hash`: how MSGID.GEN/HASH hash the target. The variant names are the
@@ -47,6 +48,194 @@ impl ConfigurationValue<HashMode> for HashModeCell {
     fn set(&self, _ctx: &ConfigurationContext, val: HashMode) -> Result<(), RedisError> {
         self.0.store(val as u8, Ordering::Relaxed);
         Ok(())
+    }
+}
+
+/// In a module of its own: each `enum_configuration!` imports the same trait name.
+mod time_unit {
+    use redis_module::enum_configuration;
+    enum_configuration! {
+        /// `imid.uid-time-unit`: the unit of the UID time field. Config words, hence lowercase.
+        #[allow(non_camel_case_types)]
+        #[derive(Debug, PartialEq, Eq)]
+        pub enum UidTimeUnit {
+            ms = 0,
+            s = 1,
+        }
+    }
+}
+pub use time_unit::UidTimeUnit;
+
+/// The UID configs. All four change what an ID means (or which IDs this node may issue), so
+/// they are set at load only (`IMMUTABLE`: `CONFIG SET` refuses them); init checks them
+/// together and refuses to load a combination that does not work (`commands::uid::configure`).
+pub static UID_LAYOUT: TextConfig = TextConfig::new(check_uid_layout);
+pub static UID_NODE: TextConfig = TextConfig::new(check_uid_node);
+pub static UID_EPOCH: AtomicI64 = AtomicI64::new(DEFAULT_EPOCH_MS as i64);
+pub static UID_TIME_UNIT: Mutex<UidTimeUnit> = Mutex::new(UidTimeUnit::ms);
+
+fn check_uid_layout(text: &str) -> Result<(), String> {
+    Widths::parse(text).map(|_| ()).map_err(|e| e.to_string())
+}
+
+fn check_uid_node(text: &str) -> Result<(), String> {
+    NodeSpec::parse(text).map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// The UID configs as set: layout text, epoch (Unix ms), unit, node text.
+pub fn uid_settings() -> (String, u64, TimeUnit, String) {
+    let unit = match *UID_TIME_UNIT.lock().unwrap_or_else(|e| e.into_inner()) {
+        UidTimeUnit::s => TimeUnit::S,
+        UidTimeUnit::ms => TimeUnit::Ms,
+    };
+    (
+        UID_LAYOUT.text(),
+        u64::try_from(UID_EPOCH.load(Ordering::Relaxed)).unwrap_or(0),
+        unit,
+        UID_NODE.text(),
+    )
+}
+
+/// A string config kept as text, checked by `check` before it replaces the old value, and
+/// registered with the same leak-free getter as `imid.openid-keys`: Redis copies the string the
+/// getter hands it and never frees it, so the config keeps one string per accepted value.
+pub struct TextConfig {
+    state: RwLock<TextState>,
+    check: fn(&str) -> Result<(), String>,
+}
+
+struct TextState {
+    text: String,
+    held: Option<HeldString>,
+}
+
+impl TextConfig {
+    pub const fn new(check: fn(&str) -> Result<(), String>) -> TextConfig {
+        TextConfig {
+            state: RwLock::new(TextState {
+                text: String::new(),
+                held: None,
+            }),
+            check,
+        }
+    }
+
+    pub fn text(&self) -> String {
+        self.state
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .text
+            .clone()
+    }
+
+    /// Checks the whole value before replacing anything: a refused value changes nothing.
+    fn set(&self, bytes: &[u8]) -> Result<(), String> {
+        let text = std::str::from_utf8(bytes).map_err(|_| "value must be ASCII text")?;
+        (self.check)(text)?;
+        let held = HeldString::new(bytes).ok_or("could not allocate the config text")?;
+        let mut g = self.state.write().unwrap_or_else(|e| e.into_inner());
+        // The previous string is freed here; Redis copied it when it last asked for it.
+        *g = TextState {
+            text: text.to_owned(),
+            held: Some(held),
+        };
+        Ok(())
+    }
+
+    /// The string the getter hands to Redis (borrowed: Redis copies it and does not free it).
+    fn text_ptr(&self) -> *mut raw::RedisModuleString {
+        let mut g = self.state.write().unwrap_or_else(|e| e.into_inner());
+        // Redis sets the default before any read, so the string exists; made here if not.
+        if g.held.is_none() {
+            g.held = HeldString::new(g.text.as_bytes());
+        }
+        g.held.as_ref().map_or(std::ptr::null_mut(), |t| t.0)
+    }
+}
+
+/// Redis's getter for a [`TextConfig`]; `privdata` is the `&'static TextConfig` registered.
+unsafe extern "C" fn text_config_get(
+    _name: *const c_char,
+    privdata: *mut c_void,
+) -> *mut raw::RedisModuleString {
+    // A panic must not unwind into Redis; an empty answer is the safe fallback.
+    std::panic::catch_unwind(|| {
+        // SAFETY: register_text_config passes a `&'static TextConfig` as privdata.
+        let cfg = unsafe { privdata.cast::<TextConfig>().as_ref() };
+        cfg.map_or(std::ptr::null_mut(), TextConfig::text_ptr)
+    })
+    .unwrap_or(std::ptr::null_mut())
+}
+
+/// Redis's setter for a [`TextConfig`]. `val` belongs to Redis (it frees it after the call); an
+/// error string handed back through `err` is freed by Redis too.
+unsafe extern "C" fn text_config_set(
+    _name: *const c_char,
+    val: *mut raw::RedisModuleString,
+    privdata: *mut c_void,
+    err: *mut *mut raw::RedisModuleString,
+) -> c_int {
+    let result = std::panic::catch_unwind(|| {
+        // SAFETY: register_text_config passes a `&'static TextConfig` as privdata.
+        let cfg = unsafe { privdata.cast::<TextConfig>().as_ref() };
+        match cfg {
+            Some(cfg) if !val.is_null() => cfg.set(RedisString::string_as_slice(val)),
+            _ => Err("no value".to_owned()),
+        }
+    })
+    .unwrap_or_else(|_| Err("internal error".to_owned()));
+    match result {
+        Ok(()) => raw::REDISMODULE_OK as c_int,
+        Err(msg) => {
+            if !err.is_null() {
+                if let Some(s) = HeldString::new(msg.as_bytes()) {
+                    // SAFETY: err is Redis's out-pointer for this call; Redis frees the string.
+                    unsafe { *err = s.into_raw() };
+                }
+            }
+            raw::REDISMODULE_ERR as c_int
+        }
+    }
+}
+
+/// Registers `imid.<name>` as a [`TextConfig`] with its default and flags.
+fn register_text_config(
+    ctx: &Context,
+    name: &std::ffi::CStr,
+    cfg: &'static TextConfig,
+    default: &str,
+    flags: ConfigurationFlags,
+) -> Status {
+    let Ok(default) = CString::new(default) else {
+        ctx.log_warning("imid: a module argument must not contain NUL");
+        return Status::Err;
+    };
+    let privdata = std::ptr::from_ref(cfg).cast_mut().cast::<c_void>();
+    // SAFETY: ctx.ctx is the live OnLoad context; name and default are NUL-terminated and
+    // copied by Redis; the callbacks match the C signatures and, like `cfg` (privdata, only
+    // ever read through a shared reference), live as long as the module.
+    let rc = unsafe {
+        raw::RedisModule_RegisterStringConfig.map(|register| {
+            register(
+                ctx.ctx,
+                name.as_ptr(),
+                default.as_ptr(),
+                flags.bits(),
+                Some(text_config_get),
+                Some(text_config_set),
+                None,
+                privdata,
+            )
+        })
+    };
+    if rc == Some(raw::REDISMODULE_OK as c_int) {
+        Status::Ok
+    } else {
+        ctx.log_warning(&format!(
+            "imid: could not register config {}",
+            name.to_string_lossy()
+        ));
+        Status::Err
     }
 }
 
@@ -227,6 +416,9 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Status {
             return Status::Err;
         }
     };
+    let Some(uid) = uid_defaults(ctx, args) else {
+        return Status::Err;
+    };
     register_i64_configuration(
         ctx,
         "seq-gap",
@@ -274,6 +466,44 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Status {
         ConfigurationFlags::DEFAULT,
         None,
     );
+    if register_text_config(
+        ctx,
+        c"uid-layout",
+        &UID_LAYOUT,
+        uid.layout,
+        ConfigurationFlags::IMMUTABLE,
+    ) == Status::Err
+    {
+        return Status::Err;
+    }
+    register_i64_configuration(
+        ctx,
+        "uid-epoch",
+        &UID_EPOCH,
+        uid.epoch,
+        0,
+        i64::MAX,
+        ConfigurationFlags::IMMUTABLE,
+        None,
+    );
+    register_enum_configuration(
+        ctx,
+        "uid-time-unit",
+        &UID_TIME_UNIT,
+        uid.unit,
+        ConfigurationFlags::IMMUTABLE,
+        None,
+    );
+    if register_text_config(
+        ctx,
+        c"uid-node",
+        &UID_NODE,
+        uid.node,
+        ConfigurationFlags::IMMUTABLE,
+    ) == Status::Err
+    {
+        return Status::Err;
+    }
     // SAFETY: ctx.ctx is the live OnLoad context; LoadConfigs exists on Redis 7.0+.
     let rc = unsafe { raw::RedisModule_LoadConfigs.map(|load| load(ctx.ctx)) };
     if rc != Some(raw::REDISMODULE_OK as c_int) {
@@ -281,4 +511,37 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Status {
         return Status::Err;
     }
     Status::Ok
+}
+
+/// Defaults of the UID configs from module arguments (`--loadmodule libimid.so uid-node 7`).
+struct UidDefaults<'a> {
+    layout: &'a str,
+    epoch: i64,
+    unit: UidTimeUnit,
+    node: &'a str,
+}
+
+fn uid_defaults<'a>(ctx: &Context, args: &'a [RedisString]) -> Option<UidDefaults<'a>> {
+    let refuse = |msg: &str| {
+        ctx.log_warning(&format!("imid: module argument {msg}"));
+        None
+    };
+    let Ok(layout) = get_string_default_config_value(args, "uid-layout", "auto") else {
+        return refuse("uid-layout must be text");
+    };
+    let Ok(epoch) = get_i64_default_config_value(args, "uid-epoch", DEFAULT_EPOCH_MS as i64) else {
+        return refuse("uid-epoch must be an integer (Unix ms)");
+    };
+    let Ok(unit) = get_enum_default_config_value(args, "uid-time-unit", UidTimeUnit::ms) else {
+        return refuse("uid-time-unit must be ms or s");
+    };
+    let Ok(node) = get_string_default_config_value(args, "uid-node", "auto") else {
+        return refuse("uid-node must be text");
+    };
+    Some(UidDefaults {
+        layout,
+        epoch,
+        unit,
+        node,
+    })
 }

@@ -13,7 +13,8 @@ fn imid_info(ctx: &InfoContext, _for_crash_report: bool) -> RedisResult<()> {
     let fields = crate::commands::msgid::info_fields()
         .into_iter()
         .chain(crate::commands::seq::info_fields())
-        .chain(crate::commands::openid::info_fields());
+        .chain(crate::commands::openid::info_fields())
+        .chain(crate::commands::uid::info_fields());
     for (name, v) in fields {
         ctx.add_info_field_long_long(name, i64::try_from(v).unwrap_or(i64::MAX));
     }

@@ -83,6 +83,9 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         ctx.get_flags().contains(ContextFlags::CLUSTER),
         Ordering::Relaxed,
     );
+    if commands::uid::configure(ctx) == Status::Err {
+        return Status::Err;
+    }
     #[cfg(feature = "test-hooks")]
     if test_hooks::register(ctx) == Status::Err {
         return Status::Err;
@@ -117,6 +120,9 @@ const COMMANDS: &[registry::Command] = &[
     command!("msgid.decode", commands::msgid::decode, "readonly fast", "read fast", 2, None, "Splits a message ID into its fields"),
     command!("msgid.hash", commands::msgid::hash, "readonly fast", "read fast", 2, None, "The 22-bit target hash MSGID.GEN would embed"),
     command!("msgid.floor", commands::msgid::floor, "write fast", "write fast dangerous", 2, None, "Raises the message-ID time floor (replication and AOF of the time lease)"),
+    command!("uid.gen", commands::uid::gen, "write fast", "write fast", -2, keys(1, 0, ROUTING_ONLY), "Issues a new 64-bit numeric ID (or COUNT of them, increasing)"),
+    command!("uid.decode", commands::uid::decode, "readonly fast", "read fast", 2, None, "Splits a 64-bit ID into time, node and seq"),
+    command!("uid.encode", commands::uid::encode, "readonly fast", "read fast", 4, None, "Builds a 64-bit ID from explicit fields"),
     command!("openid.enc", commands::openid::enc, "readonly fast", "read fast", 4, None, "Makes the public ID of a message (plain or keyed)"),
     command!("openid.dec", commands::openid::dec, "readonly fast", "read fast", 2, None, "Verifies a public message ID and splits it into its fields"),
     command!("seq.next", commands::seq::next, "write deny-oom fast", "write fast", -2, keys(1, 0, RW_ACCESS_UPDATE), "Reserves the next value (or a block of COUNT values) of a sequence"),

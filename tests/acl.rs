@@ -15,6 +15,7 @@ use common::*;
 const WRITERS: &[&str] = &[
     "msgid.gen",
     "msgid.floor",
+    "uid.gen",
     "seq.next",
     "seq.set",
     "seq.advance",
@@ -23,6 +24,8 @@ const READERS: &[&str] = &[
     "msgid.encode",
     "msgid.decode",
     "msgid.hash",
+    "uid.encode",
+    "uid.decode",
     "openid.enc",
     "openid.dec",
     "seq.get",
@@ -53,6 +56,8 @@ fn write_calls(now_ms: u64) -> Vec<(Vec<String>, Vec<String>)> {
         (s(&["a"]), s(&["SEQ.NEXT", "a", "COUNT", "5"])),
         (s(&["a"]), s(&["SEQ.ADVANCE", "a", "20"])),
         (s(&["x"]), s(&["MSGID.GEN", "1", "x"])),
+        (s(&["x"]), s(&["UID.GEN", "x"])),
+        (s(&["x"]), s(&["UID.GEN", "x", "COUNT", "5", "STRING"])),
         (
             Vec::new(),
             vec!["MSGID.FLOOR".into(), (now_ms + 59_000).to_string()],
@@ -67,6 +72,8 @@ fn read_calls() -> Vec<Vec<&'static str>> {
         vec!["MSGID.ENCODE", "0", "4094", "1", "2526662"],
         vec!["MSGID.DECODE", "0000-0000-7VS6-D3E6"],
         vec!["MSGID.HASH", "user1"],
+        vec!["UID.ENCODE", "1767225600001", "1", "1"],
+        vec!["UID.DECODE", "4198401"],
         vec!["OPENID.ENC", "CE5H-STK6-0006-D3E6", "1", "2"],
         vec!["OPENID.DEC", "CRVqnhdjjxUJc4TTCBc"],
     ]
@@ -114,6 +121,7 @@ fn setup(s: &Server, user: &str, rules: &[&str]) -> Connection {
 fn assert_writers_denied(s: &Server, admin: &mut Connection, user: &str) {
     let hwm = s.imid_stat("msgid_high_water_ms");
     let generated = s.imid_stat("msgid_generated");
+    let uids = s.imid_stat("uid_generated");
     let mut con = login(s, user);
     let now = server_ms(admin);
     for (keys, call) in write_calls(now) {
@@ -154,6 +162,7 @@ fn assert_writers_denied(s: &Server, admin: &mut Connection, user: &str) {
         generated,
         "no ID was issued"
     );
+    assert_eq!(s.imid_stat("uid_generated"), uids, "no UID was issued");
 }
 
 fn assert_readers_allowed(s: &Server, user: &str) {
@@ -308,6 +317,7 @@ fn readme_recipe_denies_writers_by_name() {
             "-@write",
             "-msgid.gen",
             "-msgid.floor",
+            "-uid.gen",
             "-seq.next",
             "-seq.set",
             "-seq.advance",
@@ -324,6 +334,8 @@ fn readme_recipe_denies_writers_by_name() {
             "+msgid.encode",
             "+msgid.decode",
             "+msgid.hash",
+            "+uid.encode",
+            "+uid.decode",
             "+openid.enc",
             "+openid.dec",
             "+seq.get",

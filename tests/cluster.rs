@@ -214,6 +214,73 @@ fn ids_are_unique_cluster_wide_and_carry_the_slot_of_their_target() {
     assert_eq!(h >> 8, u32::from(slot("conv:7")));
 }
 
+/// UID.GEN routed to the primary of the target's slot, like `gen`.
+fn gen_uid(con: &mut ClusterConnection, target: &str) -> i64 {
+    let mut c = redis::cmd("UID.GEN");
+    c.arg(target);
+    let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
+        slot(target),
+        SlotAddr::Master,
+    )));
+    let v = con.route_command(&c, route).unwrap();
+    redis::from_redis_value(v).unwrap()
+}
+
+#[test]
+fn uids_are_unique_cluster_wide_and_carry_the_slot_of_their_target() {
+    let cluster = Cluster::start();
+    let mut con = cluster.client();
+    // The cluster layout (auto): 41 bits of ms, the 14-bit slot as node, 8 bits of seq.
+    let targets: Vec<String> = (0..10_000).map(|i| format!("user:{i}")).collect();
+    let slots: HashSet<u16> = targets.iter().map(|t| slot(t)).collect();
+    assert!(
+        slots.len() > 7_000,
+        "targets spread over all three primaries"
+    );
+    let mut seen = HashSet::new();
+    let mut last_per_slot: HashMap<u16, i64> = HashMap::new();
+    for _round in 0..5 {
+        for t in &targets {
+            let uid = gen_uid(&mut con, t);
+            assert!(uid > 0);
+            let s = slot(t);
+            assert_eq!((uid >> 8) & 0x3FFF, i64::from(s), "{t} -> {uid}");
+            assert!(seen.insert(uid), "duplicate {uid}");
+            if let Some(prev) = last_per_slot.insert(s, uid) {
+                assert!(uid > prev, "slot {s}: {uid} after {prev}");
+            }
+        }
+    }
+    assert_eq!(seen.len(), 50_000);
+    // COUNT batches and the default client routing (MOVED) land on the slot's primary too.
+    let v: Vec<i64> = redis::cmd("UID.GEN")
+        .arg("{conv:42}")
+        .arg("COUNT")
+        .arg(1000)
+        .query(&mut con)
+        .unwrap();
+    assert!(v.windows(2).all(|w| w[0] < w[1]));
+    assert!(v
+        .iter()
+        .all(|u| (u >> 8) & 0x3FFF == i64::from(slot("{conv:42}"))));
+    // UID.DECODE works on any node (keyless) and agrees.
+    let f: Vec<Value> = redis::cmd("UID.DECODE").arg(v[0]).query(&mut con).unwrap();
+    assert_eq!(
+        redis::from_redis_value::<i64>(f[3].clone()).unwrap(),
+        i64::from(slot("{conv:42}"))
+    );
+    let layout: Vec<String> = cmd(
+        &mut cluster.nodes[0].client(),
+        &["CONFIG", "GET", "imid.uid-layout"],
+    )
+    .unwrap();
+    assert_eq!(layout[1], "auto");
+    assert_eq!(
+        cluster.nodes[0].imid_stat("uid_time_ends_ms"),
+        1_767_225_600_000 + (1 << 41)
+    );
+}
+
 #[test]
 fn sequences_scripts_and_crossslot() {
     let cluster = Cluster::start();
@@ -277,6 +344,8 @@ fn round(
         got.entry(k.clone()).or_default().push(v);
         let id = gen(con, 1, k);
         assert!(ids.insert(id.clone()), "duplicate id {id}");
+        let uid = gen_uid(con, k);
+        assert!(ids.insert(uid.to_string()), "duplicate uid {uid}");
     }
 }
 
@@ -342,7 +411,7 @@ fn failovers_neither_reissue_values_nor_ids() {
     let mut con = cluster.client_without(victim);
     round(&mut con, &keys, &mut got, &mut ids);
     assert_increasing(&got);
-    assert_eq!(ids.len(), 3 * keys.len());
+    assert_eq!(ids.len(), 3 * 2 * keys.len(), "message IDs and UIDs");
 }
 
 impl Cluster {
@@ -486,6 +555,23 @@ fn keyless_commands_and_the_example_programs_on_a_cluster() {
         Value::BulkString(id.clone().into_bytes()),
         "{back:?}"
     );
+    // UID.GEN's key (the target) is its first argument, so the crate routes it by the key;
+    // UID.DECODE and UID.ENCODE are keyless, answered wherever they land.
+    let uid: i64 = redis::cmd("UID.GEN")
+        .arg("{conv:42}")
+        .query(&mut con)
+        .unwrap();
+    let parts: Vec<Value> = redis::cmd("UID.DECODE").arg(uid).query(&mut con).unwrap();
+    let (Value::Int(t), Value::Int(n), Value::Int(q)) = (&parts[1], &parts[3], &parts[5]) else {
+        panic!("UID.DECODE {uid}: {parts:?}");
+    };
+    let again: i64 = redis::cmd("UID.ENCODE")
+        .arg(t)
+        .arg(n)
+        .arg(q)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(again, uid);
 
     // The Python (redis-py RedisCluster) and Node.js (ioredis Cluster) examples: the IM flow
     // through Functions and scripts, then the keyless commands with each client's routing.

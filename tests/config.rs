@@ -136,3 +136,59 @@ fn openid_keys_get_returns_the_value_set() {
     let _: () = cmd(&mut con, &["CONFIG", "SET", "imid.openid-keys", ""]).unwrap();
     assert_eq!(get(&mut con), "");
 }
+
+/// The UID configs are load-time only: CONFIG SET refuses them, CONFIG GET shows them, and
+/// neither leaks (the layout and node are string configs, on the same held-string getter).
+fn assert_uid_configs_flat(s: &Server) {
+    let mut con = s.client();
+    let churn = |con: &mut Connection, rounds: usize| {
+        for _ in 0..rounds {
+            for (name, want) in [
+                ("imid.uid-layout", "40,11,12"),
+                ("imid.uid-node", "1234"),
+                ("imid.uid-time-unit", "ms"),
+                ("imid.uid-epoch", "1767225600000"),
+            ] {
+                let got: Vec<String> = cmd(con, &["CONFIG", "GET", name]).unwrap();
+                assert_eq!(got, [name, want]);
+                let e = cmd::<()>(con, &["CONFIG", "SET", name, want]).unwrap_err();
+                assert!(err_text(&e).contains("immutable"), "{name}: {e}");
+            }
+        }
+    };
+    churn(&mut con, 200);
+    let before = used_memory(&mut con);
+    churn(&mut con, 2000);
+    let after = used_memory(&mut con);
+    assert!(
+        after - before < 64 * 1024,
+        "used_memory grew from {before} to {after} over 2000 rounds of CONFIG GET/SET imid.uid-*"
+    );
+}
+
+const UID_ARGS: &[&str] = &["--imid.uid-layout", "40,11,12", "--imid.uid-node", "1234"];
+
+#[test]
+fn uid_configs_do_not_leak() {
+    assert_uid_configs_flat(&Server::start_with(UID_ARGS));
+}
+
+#[test]
+fn uid_configs_do_not_leak_redis8() {
+    assert_uid_configs_flat(
+        &Server::build()
+            .bin(newer_server("redis8"))
+            .args(UID_ARGS)
+            .start(),
+    );
+}
+
+#[test]
+fn uid_configs_do_not_leak_valkey9() {
+    assert_uid_configs_flat(
+        &Server::build()
+            .bin(newer_server("valkey9"))
+            .args(UID_ARGS)
+            .start(),
+    );
+}

@@ -1,6 +1,7 @@
 //! The examples against real servers: the send/sync/read scripts and the Functions library
 //! built from them (dedup, inbox caps, paging, unread counts, EVALSHA = FCALL, primary =
-//! replica), the segment allocator, and the example programs (Rust and Python) exiting 0.
+//! replica), the segment allocator, the UID cache, and the example programs (Rust and Python)
+//! exiting 0.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -12,10 +13,13 @@ use common::*;
 
 #[path = "../examples/segment_allocator/allocator.rs"]
 mod allocator;
+#[path = "../examples/uid_cache/cache.rs"]
+mod cache;
 #[path = "../examples/im_flow/im.rs"]
 mod im;
 
 use allocator::SegmentAllocator;
+use cache::UidCache;
 use im::{Conv, Im, Page, Via};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -100,8 +104,8 @@ fn duplicate_send_returns_the_original_and_stores_nothing() {
             let again = im.send(&mut con, &conv, "alice", to, "c1", body).unwrap();
             assert!(again.duplicate, "{name}");
             assert_eq!(
-                (again.seq, &again.msgid),
-                (first.seq, &first.msgid),
+                (again.seq, &again.msgid, again.uid),
+                (first.seq, &first.msgid, first.uid),
                 "{name}"
             );
         }
@@ -110,12 +114,12 @@ fn duplicate_send_returns_the_original_and_stores_nothing() {
         assert_eq!(zrange(&mut con, &conv.inbox("bob")), inboxes[0], "{name}");
         assert_eq!(zrange(&mut con, &conv.inbox("carol")), inboxes[1], "{name}");
         assert_eq!(zcard(&mut con, &conv.inbox("dave")), 0, "{name}");
-        // The dedup record expires (TTL set), and holds "seq msgid".
+        // The dedup record expires (TTL set), and holds "seq msgid uid".
         let dedup = conv.dedup("alice", "c1");
         let ttl = int(&mut con, &["TTL", &dedup]);
         assert!(ttl > 0 && ttl <= 3600, "{name}: TTL {ttl}");
         let rec: String = cmd(&mut con, &["GET", &dedup]).unwrap();
-        assert_eq!(rec, format!("{} {}", first.seq, first.msgid));
+        assert_eq!(rec, format!("{} {} {}", first.seq, first.msgid, first.uid));
         // Client message ids are per sender: bob's c1 is another message.
         let bobs = im
             .send(&mut con, &conv, "bob", &["alice"], "c1", "hi")
@@ -127,6 +131,10 @@ fn duplicate_send_returns_the_original_and_stores_nothing() {
             .send(&mut con, &conv, "alice", &["bob"], "c1", "hi")
             .unwrap();
         assert!(!later.duplicate && later.seq == seq + 2 && later.msgid > first.msgid);
+        assert!(
+            later.uid > bobs.uid && bobs.uid > first.uid,
+            "{name}: UIDs increase"
+        );
     }
 }
 
@@ -180,7 +188,7 @@ fn inbox_cap_keeps_the_newest() {
                 let keep = &sent[sent.len() - cap as usize..];
                 let want: Vec<(String, i64)> = keep
                     .iter()
-                    .map(|s| (format!("{}|alice|m{}", s.msgid, s.seq - 1), s.seq))
+                    .map(|s| (format!("{}|{}|alice|m{}", s.msgid, s.uid, s.seq - 1), s.seq))
                     .collect();
                 assert_eq!(inbox, want, "{name} {user}");
                 let dropped = sent[sent.len() - cap as usize - 1].seq;
@@ -412,17 +420,27 @@ impl Norm {
         let n = self.0.len();
         format!("#{}", self.0.entry(msgid.to_owned()).or_insert(n))
     }
+    /// `msgid|uid|sender|body` with both IDs normalized (UIDs carry the clock too).
     fn member(&mut self, member: &str) -> String {
-        match member.split_once('|') {
-            Some((id, rest)) => format!("{}|{rest}", self.id(id)),
-            None => member.to_owned(),
+        match member.splitn(3, '|').collect::<Vec<_>>().as_slice() {
+            [id, uid, rest] => format!("{}|{}|{rest}", self.id(id), self.id(uid)),
+            _ => member.to_owned(),
         }
     }
     fn page(&mut self, p: &Page) -> String {
         let msgs: Vec<String> = p
             .messages
             .iter()
-            .map(|m| format!("{}:{}|{}|{}", m.seq, self.id(&m.msgid), m.sender, m.body))
+            .map(|m| {
+                format!(
+                    "{}:{}|{}|{}|{}",
+                    m.seq,
+                    self.id(&m.msgid),
+                    self.id(&m.uid.to_string()),
+                    m.sender,
+                    m.body
+                )
+            })
             .collect();
         format!(
             "max {} cursor {} complete {} trimmed {} [{}]",
@@ -452,9 +470,10 @@ fn scenario(im: &Im, con: &mut Connection, conv: &Conv, norm: &mut Norm) -> Vec<
             .send(con, conv, sender, &to, &format!("c{i}"), &body)
             .unwrap();
         out.push(format!(
-            "send {} {} {}",
+            "send {} {} {} {}",
             s.seq,
             norm.id(&s.msgid),
+            norm.id(&s.uid.to_string()),
             s.duplicate
         ));
         if i % 6 == 5 {
@@ -463,9 +482,10 @@ fn scenario(im: &Im, con: &mut Connection, conv: &Conv, norm: &mut Norm) -> Vec<
             let (snd, b) = (USERS[j % 3], format!("b{j}|with|bars"));
             let s = im.send(con, conv, snd, &to, &format!("c{j}"), &b).unwrap();
             out.push(format!(
-                "retry {} {} {}",
+                "retry {} {} {} {}",
                 s.seq,
                 norm.id(&s.msgid),
+                norm.id(&s.uid.to_string()),
                 s.duplicate
             ));
         }
@@ -508,8 +528,11 @@ fn state(con: &mut Connection, conv: &Conv, norm: Option<&mut Norm>) -> Vec<Stri
                 let v: String = cmd(con, &["GET", &k]).unwrap();
                 let ttl = int(con, &["TTL", &k]);
                 assert!(ttl > 0, "{k} has no TTL");
-                match (raw, v.split_once(' ')) {
-                    (false, Some((seq, id))) => format!("{seq} {}", norm.id(id)),
+                // "seq msgid uid"
+                match (raw, v.splitn(3, ' ').collect::<Vec<_>>().as_slice()) {
+                    (false, [seq, id, uid]) => {
+                        format!("{seq} {} {}", norm.id(id), norm.id(uid))
+                    }
                     _ => v,
                 }
             }
@@ -649,6 +672,9 @@ fn walkthrough_example_runs() {
         "SEQ.ADVANCE",
         "OPENID.ENC",
         "OPENID.DEC",
+        "UID.GEN",
+        "UID.DECODE",
+        "UID.ENCODE",
     ] {
         assert!(
             out.contains(&format!("> {c} ")),
@@ -752,6 +778,96 @@ fn segment_allocator_refills_in_the_background() {
     assert_eq!((st.round_trips, st.waits, st.handed_out), (2, 0, 111));
     let want: Vec<u64> = (8..=107).chain(108..=118).collect();
     assert_eq!(got, want);
+}
+
+#[test]
+fn uid_cache_example_runs() {
+    let s = Server::start();
+    let out = run_example("uid_cache", &s);
+    assert!(out.contains("800000 uids in"), "{out}");
+    assert_eq!(s.imid_stat("uid_generated") % 10_000, 0, "whole batches");
+}
+
+#[test]
+fn uid_cache_unique_and_increasing_across_threads() {
+    const THREADS: usize = 8;
+    const PER_THREAD: usize = 20_000;
+    const BATCH: usize = 1000;
+    const CAPACITY: usize = 4000;
+    let s = Server::start();
+    let client = redis::Client::open(s.url()).unwrap();
+    let mut cache = UidCache::new(&client, "{ids:test}", BATCH, CAPACITY).unwrap();
+    let per_thread: Vec<Vec<i64>> = std::thread::scope(|sc| {
+        let handles: Vec<_> = (0..THREADS)
+            .map(|_| {
+                let c = &cache;
+                sc.spawn(move || {
+                    (0..PER_THREAD)
+                        .map(|_| c.next_uid().expect("next_uid"))
+                        .collect::<Vec<i64>>()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    // Stats after shutdown, which joins the refill thread.
+    cache.shutdown();
+    let stats = cache.stats();
+    let mut all = HashSet::new();
+    for uids in &per_thread {
+        assert!(
+            uids.windows(2).all(|w| w[0] < w[1]),
+            "not increasing in a thread"
+        );
+        for &u in uids {
+            assert!(u > 0);
+            assert!(all.insert(u), "{u} handed out twice");
+        }
+    }
+    let total = (THREADS * PER_THREAD) as u64;
+    assert_eq!(all.len() as u64, total);
+    assert_eq!(stats.handed_out, total);
+    // One round trip per batch, not per UID; at most a ring's worth fetched ahead.
+    let batches = total.div_ceil(BATCH as u64);
+    let ahead = (CAPACITY / BATCH) as u64;
+    assert!(
+        stats.round_trips >= batches && stats.round_trips <= batches + ahead,
+        "{stats:?} for {batches} batches"
+    );
+    assert_eq!(
+        s.imid_stat("uid_generated") as u64,
+        stats.round_trips * BATCH as u64
+    );
+    assert!(cache.next_uid().is_err(), "handed out after shutdown");
+}
+
+#[test]
+fn uid_cache_refills_in_the_background() {
+    const BATCH: usize = 100;
+    let s = Server::start();
+    let client = redis::Client::open(s.url()).unwrap();
+    let cache = UidCache::new(&client, "{ids:bg}", BATCH, 3 * BATCH).unwrap();
+    // The refill thread tops the ring up to its capacity without anyone asking.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cache.buffered() < 3 * BATCH {
+        assert!(Instant::now() < deadline, "the ring was never filled");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(cache.stats().round_trips, 3);
+    // Taking a batch's worth makes room: the thread fetches the next batch in the background.
+    let mut got: Vec<i64> = (0..BATCH).map(|_| cache.next_uid().unwrap()).collect();
+    while cache.stats().round_trips < 4 || cache.buffered() < 3 * BATCH {
+        assert!(Instant::now() < deadline, "no background refill");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    got.extend((0..3 * BATCH).map(|_| cache.next_uid().unwrap()));
+    let st = cache.stats();
+    assert_eq!(st.waits, 0, "every UID came from memory: {st:?}");
+    assert_eq!(st.handed_out, 4 * BATCH as u64);
+    assert!(got.windows(2).all(|w| w[0] < w[1]));
+    // What the server issued, in order: the cache hands out exactly that.
+    let more: i64 = cmd(&mut s.client(), &["UID.GEN", "{ids:bg}"]).unwrap();
+    assert!(more > *got.last().unwrap());
 }
 
 #[test]

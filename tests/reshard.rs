@@ -241,6 +241,8 @@ fn tags() -> Vec<String> {
 struct Received {
     /// Per slot, the IDs in the order the client received them.
     ids: HashMap<u16, Vec<String>>,
+    /// Per slot, the UIDs in the order the client received them.
+    uids: HashMap<u16, Vec<i64>>,
     /// Per sequence key, the values in the order received.
     seqs: HashMap<String, Vec<i64>>,
     errors: usize,
@@ -263,6 +265,19 @@ fn load(c: &mut ClusterConnection, tags: &[String], stop: &AtomicBool) -> Receiv
                 .and_then(|v| Ok(redis::from_redis_value::<String>(v)?))
             {
                 Ok(id) => got.ids.entry(s).or_default().push(id),
+                Err(_) => got.errors += 1,
+            }
+            let mut u = redis::cmd("UID.GEN");
+            u.arg(&target);
+            let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
+                s,
+                SlotAddr::Master,
+            )));
+            match c
+                .route_command(&u, route)
+                .and_then(|v| Ok(redis::from_redis_value::<i64>(v)?))
+            {
+                Ok(uid) => got.uids.entry(s).or_default().push(uid),
                 Err(_) => got.errors += 1,
             }
             let key = format!("{{{t}}}:seq");
@@ -336,6 +351,18 @@ fn moving_slots_under_load_reissue_no_id_and_no_sequence_value() {
         }
         n_ids += ids.len();
     }
+    // UIDs (cluster layout 41,14,8, node = slot): per slot increasing across owners.
+    let mut uids = HashSet::new();
+    for (s, us) in &got.uids {
+        for w in us.windows(2) {
+            assert!(w[0] < w[1], "slot {s}: UID {} then {}", w[0], w[1]);
+        }
+        for u in us {
+            assert_eq!((u >> 8) & 0x3FFF, i64::from(*s), "UID {u} carries slot {s}");
+            assert!(uids.insert(*u), "UID {u} received twice");
+        }
+    }
+    let n_uids = uids.len();
     let mut n_seqs = 0;
     for (k, vs) in &got.seqs {
         for w in vs.windows(2) {
@@ -349,12 +376,12 @@ fn moving_slots_under_load_reissue_no_id_and_no_sequence_value() {
         .map(|n| n.imid_stat("cluster_slot_adoptions"))
         .sum();
     println!(
-        "4 moves of {MOVING} slots: {n_ids} IDs and {n_seqs} sequence values checked, {} errors \
-         retried, {adoptions} slot adoptions",
+        "4 moves of {MOVING} slots: {n_ids} IDs, {n_uids} UIDs and {n_seqs} sequence values \
+         checked, {} errors retried, {adoptions} slot adoptions",
         got.errors
     );
     assert!(
-        n_ids > 100 && n_seqs > 100,
+        n_ids > 100 && n_uids > 100 && n_seqs > 100,
         "the load ran through the moves"
     );
     assert!(
@@ -417,7 +444,20 @@ fn the_importing_primary_starts_above_the_old_owners_ids() {
         assert!(Instant::now() < deadline, "no lease heard over the bus");
         std::thread::sleep(Duration::from_millis(50));
     }
+    let uid = |n: &Server| -> i64 { cmd(&mut n.client(), &["UID.GEN", &target]).unwrap() };
+    let uids_before: Vec<i64> = (0..2000).map(|_| uid(&cluster.nodes[a])).collect();
     cluster.migrate_by_hand(slot(tag), a, b);
+    // The first UID on the new owner adopts the slot (before any MSGID there) ...
+    let uids_after: Vec<i64> = (0..2000).map(|_| uid(&cluster.nodes[b])).collect();
+    assert!(
+        uids_after[0] > *uids_before.last().unwrap(),
+        "UID {} after {}",
+        uids_after[0],
+        uids_before.last().unwrap()
+    );
+    let set: HashSet<&i64> = uids_before.iter().chain(&uids_after).collect();
+    assert_eq!(set.len(), 4_000);
+    // ... and message IDs there lie above the old owner's too.
     let after: Vec<String> = (0..5000).map(|_| gen(&cluster.nodes[b])).collect();
     assert!(after[0] > last, "{} after {last}", after[0]);
     let set: HashSet<&String> = before.iter().chain(&after).collect();

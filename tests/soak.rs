@@ -1,6 +1,6 @@
 //! Never reissue, under load, with real crashes and a real failover (issue: "never reissue").
 //!
-//! Loader threads pipeline SEQ.NEXT and MSGID.GEN on many conversations and record every reply
+//! Loader threads pipeline SEQ.NEXT, MSGID.GEN and UID.GEN on many conversations and record every reply
 //! they receive. The server is `kill -9`ed mid-load and restarted from its AOF (appendfsync
 //! everysec), several times; or a primary is killed and its replica promoted. Afterwards no
 //! sequence value was received twice for one key, every message ID is unique, and per key
@@ -34,6 +34,8 @@ struct Received {
     /// key -> values received in each phase
     seq: HashMap<String, Vec<Vec<i64>>>,
     ids: Vec<String>,
+    /// UIDs per phase, in the order received.
+    uids: Vec<Vec<i64>>,
     phase: usize,
 }
 
@@ -77,6 +79,7 @@ fn run_loaders(
                         let key = format!("{{conv:{}}}:seq", (x >> 33) as usize % keys);
                         p.cmd("SEQ.NEXT").arg(&key);
                         p.cmd("MSGID.GEN").arg(1).arg(&key);
+                        p.cmd("UID.GEN").arg(&key);
                         batch.push(key);
                     }
                     // A reply lost in the crash was never received, so it is not recorded.
@@ -84,11 +87,16 @@ fn run_loaders(
                         break;
                     };
                     let mut r = received.lock().unwrap();
-                    for (key, pair) in batch.iter().zip(replies.chunks(2)) {
-                        match (&pair[0], &pair[1]) {
-                            (Value::Int(v), Value::BulkString(id)) => {
+                    for (key, triple) in batch.iter().zip(replies.chunks(3)) {
+                        match (&triple[0], &triple[1], &triple[2]) {
+                            (Value::Int(v), Value::BulkString(id), Value::Int(uid)) => {
                                 r.record(key, *v);
                                 r.ids.push(String::from_utf8_lossy(id).into_owned());
+                                let phase = r.phase;
+                                while r.uids.len() <= phase {
+                                    r.uids.push(Vec::new());
+                                }
+                                r.uids[phase].push(*uid);
                                 n += 1;
                             }
                             other => panic!("unexpected replies {other:?}"),
@@ -127,6 +135,23 @@ fn check(received: &Received) -> (usize, usize) {
     for id in &received.ids {
         assert!(ids.insert(id), "message id {id} received twice");
     }
+    // UIDs: one lane per standalone node, so every UID received after a crash or failover is
+    // above every UID received before it; none is received twice.
+    let mut uids = HashSet::new();
+    let mut high = 0i64;
+    for (i, phase) in received.uids.iter().enumerate() {
+        if let Some(&min) = phase.iter().min() {
+            assert!(
+                min > high,
+                "phase {i} issued UID {min} after {high} had been received"
+            );
+        }
+        for &u in phase {
+            assert!(uids.insert(u), "UID {u} received twice");
+        }
+        high = high.max(phase.iter().copied().max().unwrap_or(0));
+    }
+    assert_eq!(uids.len(), ids.len(), "one UID per message ID");
     (values, ids.len())
 }
 
@@ -188,8 +213,9 @@ fn crash_cycles_never_reissue() {
         }
     }
     eprintln!(
-        "soak crash: {cycles} kill -9 cycles, {total_ops} SEQ.NEXT+MSGID.GEN pairs, {values} \
-         sequence values and {ids} message ids checked over {} keys; largest loss of a key \
+        "soak crash: {cycles} kill -9 cycles, {total_ops} SEQ.NEXT+MSGID.GEN+UID.GEN triples, \
+         {values} sequence values, {ids} message ids and as many UIDs checked over {} keys; \
+         largest loss of a key \
          in a crash: {max_loss} values (gap {gap})",
         r.seq.len()
     );
@@ -230,7 +256,8 @@ fn failover_never_reissues() {
     let skips = replica.imid_stat("seq_gap_skips");
     assert!(skips > 0, "the promoted replica applied the gap");
     eprintln!(
-        "soak failover: {before} pairs from the old primary, {after} from the promoted replica; \
-         {values} sequence values and {ids} message ids checked; {skips} gap skips"
+        "soak failover: {before} triples from the old primary, {after} from the promoted \
+         replica; {values} sequence values, {ids} message ids and as many UIDs checked; {skips} \
+         gap skips"
     );
 }

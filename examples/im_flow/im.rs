@@ -157,8 +157,10 @@ enum Which {
 pub struct Sent {
     pub seq: i64,
     pub msgid: String,
-    /// A retry of a send already stored: `seq` and `msgid` are the original ones.
+    /// A retry of a send already stored: `seq`, `msgid` and `uid` are the original ones.
     pub duplicate: bool,
+    /// The message's 64-bit UID (UID.GEN), e.g. the BIGINT primary key of its database row.
+    pub uid: i64,
 }
 
 /// One message as stored in an inbox.
@@ -166,6 +168,7 @@ pub struct Sent {
 pub struct Message {
     pub seq: i64,
     pub msgid: String,
+    pub uid: i64,
     pub sender: String,
     pub body: String,
 }
@@ -228,11 +231,13 @@ impl Im {
             self.dedup_ttl_secs.to_string(),
         ];
         let v = self.via.call(con, Which::Send, &keys, &args)?;
-        let (seq, msgid, dup): (i64, String, i64) = redis::from_redis_value(v)?;
+        // The script replies the UID as decimal text (exact through Lua); parsed here.
+        let (seq, msgid, dup, uid): (i64, String, i64, String) = redis::from_redis_value(v)?;
         Ok(Sent {
             seq,
             msgid,
             duplicate: dup == 1,
+            uid: parse_uid(&uid)?,
         })
     }
 
@@ -281,19 +286,30 @@ impl Im {
     }
 }
 
-/// Splits an inbox member `msgid|sender|body` (the body may itself contain `|`).
+fn parse_uid(text: &str) -> RedisResult<i64> {
+    text.parse().map_err(|_| {
+        redis::RedisError::from((
+            redis::ErrorKind::Parse,
+            "uid is not a decimal integer",
+            text.to_owned(),
+        ))
+    })
+}
+
+/// Splits an inbox member `msgid|uid|sender|body` (the body may itself contain `|`).
 pub fn parse_member(seq: i64, member: &str) -> RedisResult<Message> {
-    let mut parts = member.splitn(3, '|');
-    match (parts.next(), parts.next(), parts.next()) {
-        (Some(msgid), Some(sender), Some(body)) => Ok(Message {
+    let mut parts = member.splitn(4, '|');
+    match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(msgid), Some(uid), Some(sender), Some(body)) => Ok(Message {
             seq,
             msgid: msgid.to_owned(),
+            uid: parse_uid(uid)?,
             sender: sender.to_owned(),
             body: body.to_owned(),
         }),
         _ => Err(redis::RedisError::from((
             redis::ErrorKind::Parse,
-            "inbox member is not msgid|sender|body",
+            "inbox member is not msgid|uid|sender|body",
             member.to_owned(),
         ))),
     }

@@ -59,17 +59,24 @@ fn flow(
             &format!("c{i}"),
             &format!("hello {i}"),
         )?;
-        println!("send c{i}: seq {} msgid {}", sent.seq, sent.msgid);
+        println!(
+            "send c{i}: seq {} msgid {} uid {}",
+            sent.seq, sent.msgid, sent.uid
+        );
         first.get_or_insert(sent);
     }
-    // A client that timed out retries c1: same seq and msgid, nothing stored again.
+    // A client that timed out retries c1: same seq, msgid and uid, nothing stored again.
     let retry = im.send(con, conv, "alice", &["bob", "alice"], "c1", "hello 1")?;
     println!(
-        "retry c1: seq {} msgid {} duplicate {}",
-        retry.seq, retry.msgid, retry.duplicate
+        "retry c1: seq {} msgid {} uid {} duplicate {}",
+        retry.seq, retry.msgid, retry.uid, retry.duplicate
     );
     let first = first.ok_or("no message sent")?;
-    if !retry.duplicate || retry.seq != first.seq || retry.msgid != first.msgid {
+    if !retry.duplicate
+        || retry.seq != first.seq
+        || retry.msgid != first.msgid
+        || retry.uid != first.uid
+    {
         return Err(format!("retry was not deduplicated: {retry:?} vs {first:?}").into());
     }
 
@@ -79,8 +86,8 @@ fn flow(
         let page = im.sync(con, conv, "bob", last, 2)?;
         for m in &page.messages {
             println!(
-                "  bob got seq {} {} from {}: {}",
-                m.seq, m.msgid, m.sender, m.body
+                "  bob got seq {} {} (uid {}) from {}: {}",
+                m.seq, m.msgid, m.uid, m.sender, m.body
             );
         }
         if page.trimmed_through > last {

@@ -2,22 +2,25 @@
 -- imid example: send one message into a conversation, atomically.
 -- EVALSHA <sha> numkeys KEYS... ARGV...   (or FCALL imid_send, built from this file)
 --
--- KEYS[1]   {conv:<id>}                   the conversation's tag, MSGID.GEN's target; MSGID.GEN
---                                         declares it as a key (for cluster routing), it is
---                                         never read or written
+-- KEYS[1]   {conv:<id>}                   the conversation's tag, the target of MSGID.GEN and
+--                                         UID.GEN; they declare it as a key (for cluster
+--                                         routing), it is never read or written
 -- KEYS[2]   {conv:<id>}:seq               the conversation sequence (imid SEQ type)
 -- KEYS[3]   {conv:<id>}:dedup:<sender>:<client_msg_id>
---                                         "seq msgid" of the first send, expires after ARGV[5] s
+--                                         "seq msgid uid" of the first send, expires after
+--                                         ARGV[5] s
 -- KEYS[4..] pairs, one per recipient:
---           {conv:<id>}:inbox:<user>      ZSET, score = seq, member = "msgid|sender|body"
+--           {conv:<id>}:inbox:<user>      ZSET, score = seq, member = "msgid|uid|sender|body"
 --           {conv:<id>}:trimmed:<user>    SEQ: highest seq the cap dropped from that inbox
 -- ARGV[1]   channel_type, 0..15 (MSGID.GEN)
 -- ARGV[2]   sender, without '|' (it separates the member's fields)
 -- ARGV[3]   body, any bytes
 -- ARGV[4]   inbox cap, an integer >= 1: each inbox keeps the newest cap messages
 -- ARGV[5]   dedup TTL in seconds, an integer >= 1
--- Reply:    {seq, msgid, duplicate}: duplicate is 1 when this was a retry of a send already
---           stored (the reply is then the original seq and msgid, and nothing was written)
+-- Reply:    {seq, msgid, duplicate, uid}: duplicate is 1 when this was a retry of a send
+--           already stored (the reply is then the original seq, msgid and uid, and nothing was
+--           written); uid is the message's 64-bit UID as decimal text, for a BIGINT primary key
+--           in the application's database
 --
 -- Every key shares the {conv:<id>} hash tag, so the script runs unchanged on Redis Cluster.
 
@@ -51,18 +54,21 @@ end
 -- may well have succeeded.
 local seen = redis.call('GET', KEYS[3])
 if seen then
-  local seq, msgid = string.match(seen, '^(%d+) (%S+)$')
-  return {tonumber(seq), msgid, 1}
+  local seq, msgid, uid = string.match(seen, '^(%d+) (%S+) (%d+)$')
+  return {tonumber(seq), msgid, 1, uid}
 end
 
--- MSGID.GEN first: it fails only on bad arguments, before anything is written. If SEQ.NEXT
--- then fails (WRONGTYPE), one ID went unused, which costs nothing.
+-- MSGID.GEN and UID.GEN first: they fail only on bad arguments, before anything is written.
+-- If SEQ.NEXT then fails (WRONGTYPE), two IDs went unused, which costs nothing.
 local msgid = redis.call('MSGID.GEN', channel_type, KEYS[1])
+-- STRING: the UID as decimal text. An integer reply would become a Lua number (a double) and
+-- lose the UID's low bits: UIDs lie far above 2^53.
+local uid = redis.call('UID.GEN', KEYS[1], 'STRING')
 local seq = redis.call('SEQ.NEXT', KEYS[2])
 -- Integers go back to Redis as '%d' text: Lua numbers are doubles and would otherwise be
 -- formatted with an exponent once large.
 local seq_text = string.format('%d', seq)
-local member = msgid .. '|' .. sender .. '|' .. body
+local member = msgid .. '|' .. uid .. '|' .. sender .. '|' .. body
 
 for i = 4, #KEYS, 2 do
   redis.call('ZADD', KEYS[i], seq_text, member)
@@ -74,5 +80,5 @@ for i = 4, #KEYS, 2 do
   end
 end
 
-redis.call('SET', KEYS[3], seq_text .. ' ' .. msgid, 'EX', ttl)
-return {seq, msgid, 0}
+redis.call('SET', KEYS[3], seq_text .. ' ' .. msgid .. ' ' .. uid, 'EX', ttl)
+return {seq, msgid, 0, uid}

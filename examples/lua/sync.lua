@@ -14,7 +14,7 @@
 --                    when complete, max(max_seq, ARGV[1]) (nothing for this user lies between)
 --   complete         1 when no message after the page remains in the inbox
 --   trimmed_through  when greater than ARGV[1], the cap dropped messages the client never got
---   messages         oldest first, at most limit, each as its seq and its "msgid|sender|body"
+--   messages         oldest first, at most limit, each as its seq and its "msgid|uid|sender|body"
 
 -- At most 15 digits: seqs travel through ZSET scores and Lua numbers, both doubles, exact
 -- only below 2^53.

@@ -2,7 +2,8 @@
 // The imid IM flow from Node.js with ioredis, against one server or a Redis Cluster: send a few
 // messages (one retried), sync them in pages, mark them read, through the imid_im Functions
 // library (FCALL / FCALL_RO) and through the Lua scripts (EVALSHA, which ioredis reloads on
-// NOSCRIPT); then the keyless commands (MSGID.DECODE, MSGID.HASH, OPENID.ENC/DEC).
+// NOSCRIPT); then the keyless commands (MSGID.DECODE, MSGID.HASH, UID.DECODE/ENCODE,
+// OPENID.ENC/DEC).
 //
 //   node examples/node/im_flow.js [--host H] [--port P]        (or IMID_HOST / IMID_PORT)
 //   node examples/node/im_flow.js --cluster H:P[,H:P...]       (or IMID_CLUSTER)
@@ -51,9 +52,11 @@ const viaScripts = {
 async function send(via, r, conv, sender, recipients, clientMsgId, body, cap = 100, ttl = 3600) {
   const keys = [conv.tag, conv.seq, conv.dedup(sender, clientMsgId)];
   for (const u of recipients) keys.push(conv.inbox(u), conv.trimmed(u));
-  const [seq, msgid, dup] = await via.send(r, keys.length, ...keys,
+  // uid: the message's 64-bit UID as decimal text (exact through Lua, whose numbers are
+  // doubles); a BigInt here, for the same reason.
+  const [seq, msgid, dup, uid] = await via.send(r, keys.length, ...keys,
     conv.channelType, sender, body, cap, ttl);
-  return { seq, msgid, duplicate: dup === 1 };
+  return { seq: Number(seq), msgid, duplicate: Number(dup) === 1, uid: BigInt(uid) };
 }
 
 async function sync(via, r, conv, user, lastSeq, limit) {
@@ -62,26 +65,26 @@ async function sync(via, r, conv, user, lastSeq, limit) {
     lastSeq, limit);
   const messages = [];
   for (let i = 0; i < flat.length; i += 2) {
-    const member = flat[i + 1];
-    const a = member.indexOf("|");
-    const b = member.indexOf("|", a + 1);
-    messages.push({ seq: Number(flat[i]), msgid: member.slice(0, a),
-      sender: member.slice(a + 1, b), body: member.slice(b + 1) });
+    // member = msgid|uid|sender|body; the body may hold '|' itself
+    const [msgid, uid, sender, ...body] = flat[i + 1].split("|");
+    messages.push({ seq: Number(flat[i]), msgid, uid: BigInt(uid), sender, body: body.join("|") });
   }
-  return { maxSeq, cursor, complete: complete === 1, trimmed, messages };
+  return { maxSeq: Number(maxSeq), cursor: Number(cursor), complete: Number(complete) === 1,
+    trimmed: Number(trimmed), messages };
 }
 
 async function read(via, r, conv, user, seq) {
   const keys = [conv.readKey(user), conv.inbox(user), conv.seq];
   const [cursor, unread] = await via.read(r, keys.length, ...keys, seq);
-  return { cursor, unread };
+  return { cursor: Number(cursor), unread: Number(unread) };
 }
 
 function check(ok, what) {
   if (!ok) throw new Error(what);
 }
 
-// MSGID.DECODE's flat name/value reply (ioredis speaks RESP2) as an object.
+// A reply with named fields (MSGID.DECODE, UID.DECODE, OPENID.DEC) as an object: ioredis
+// speaks RESP2, where it is a flat name/value array. Values stay text (see stringNumbers).
 function fields(flat) {
   const o = {};
   for (let i = 0; i < flat.length; i += 2) o[flat[i]] = flat[i + 1];
@@ -94,14 +97,14 @@ async function flow(via, r, clusterMode) {
   const sent = [];
   for (let i = 1; i <= 5; i++) {
     const s = await send(via, r, conv, "alice", ["bob"], `c${i}`, `hello ${i}`);
-    console.log(`send c${i}: seq ${s.seq} msgid ${s.msgid}`);
+    console.log(`send c${i}: seq ${s.seq} msgid ${s.msgid} uid ${s.uid}`);
     check(!s.duplicate, `c${i} was taken for a retry`);
     sent.push(s);
   }
   const again = await send(via, r, conv, "alice", ["bob"], "c1", "hello 1");
-  console.log(`retry c1: seq ${again.seq} msgid ${again.msgid} duplicate ${again.duplicate}`);
-  check(again.duplicate && again.seq === sent[0].seq && again.msgid === sent[0].msgid,
-    "the retried send was not deduplicated");
+  console.log(`retry c1: seq ${again.seq} msgid ${again.msgid} uid ${again.uid} duplicate ${again.duplicate}`);
+  check(again.duplicate && again.seq === sent[0].seq && again.msgid === sent[0].msgid &&
+    again.uid === sent[0].uid, "the retried send was not deduplicated");
 
   let last = 0;
   const got = [];
@@ -109,8 +112,9 @@ async function flow(via, r, clusterMode) {
     check(page < 10, "sync never completed");
     const p = await sync(via, r, conv, "bob", last, 2);
     for (const m of p.messages) {
-      console.log(`  bob got seq ${m.seq} ${m.msgid} from ${m.sender}: ${m.body}`);
+      console.log(`  bob got seq ${m.seq} ${m.msgid} (uid ${m.uid}) from ${m.sender}: ${m.body}`);
       got.push(m.seq);
+      check(m.uid === sent[got.length - 1].uid, `seq ${m.seq}: uid ${m.uid} is not the one sent`);
     }
     last = p.cursor;
     console.log(`sync: cursor ${p.cursor} max_seq ${p.maxSeq} complete ${p.complete}`);
@@ -135,19 +139,25 @@ async function flow(via, r, clusterMode) {
   const msgid = sent[0].msgid;
   const d = fields(await r.call("MSGID.DECODE", msgid));
   console.log(`MSGID.DECODE ${msgid}: time ${d.time} seq ${d.seq} channel_type ${d.channel_type} hash ${d.hash}`);
-  check(d.channel_type === conv.channelType, "MSGID.DECODE: wrong channel_type");
+  check(Number(d.channel_type) === conv.channelType, "MSGID.DECODE: wrong channel_type");
   const hash = await r.call("MSGID.HASH", conv.tag);
   check(hash === d.hash, `MSGID.HASH ${conv.tag} = ${hash}, the ID carries ${d.hash}`);
   if (clusterMode) {
     // In cluster mode the hash is the target's slot above 8 bits: the ID names its shard.
-    const slot = await r.call("CLUSTER", "KEYSLOT", conv.tag);
-    console.log(`hash >> 8 = ${d.hash >> 8}, CLUSTER KEYSLOT ${conv.tag} = ${slot}`);
-    check(d.hash >> 8 === slot, "the ID does not carry its conversation's slot");
+    const slot = Number(await r.call("CLUSTER", "KEYSLOT", conv.tag));
+    console.log(`hash >> 8 = ${Number(d.hash) >> 8}, CLUSTER KEYSLOT ${conv.tag} = ${slot}`);
+    check(Number(d.hash) >> 8 === slot, "the ID does not carry its conversation's slot");
   }
+  // UID.DECODE takes the UID as decimal text: from a BigInt, String(uid) keeps every digit.
+  const uid = sent[0].uid;
+  const u = fields(await r.call("UID.DECODE", String(uid)));
+  console.log(`UID.DECODE ${uid}: time ${u.time} node ${u.node} seq ${u.seq}`);
+  const again2 = await r.call("UID.ENCODE", u.time, u.node, u.seq);
+  check(BigInt(again2) === uid, `UID.ENCODE of UID.DECODE's fields gave ${again2}, not ${uid}`);
   const openid = await r.call("OPENID.ENC", msgid, 1, 2);
   const o = fields(await r.call("OPENID.DEC", openid));
   console.log(`OPENID.ENC: ${openid} -> OPENID.DEC msgid ${o.msgid} msg_type ${o.msg_type} direction ${o.direction}`);
-  check(o.msgid === msgid && o.msg_type === 1 && o.direction === 2, "OPENID round trip");
+  check(o.msgid === msgid && o.msg_type === "1" && o.direction === "2", "OPENID round trip");
 }
 
 function parseArgs() {
@@ -168,6 +178,9 @@ function parseArgs() {
   return opt;
 }
 
+// Integer replies come as text (stringNumbers: true): UID.GEN and UID.ENCODE reply 63-bit
+// integers, which a JavaScript number holds exactly only up to 2^53. The helpers above turn
+// seqs and counts into numbers and UIDs into BigInts.
 // Give up instead of retrying for ever: an example that cannot reach its server should say so.
 const retry = (times) => (times > 10 ? null : 200);
 
@@ -182,14 +195,14 @@ async function main() {
     });
     r = new Redis.Cluster(nodes, {
       clusterRetryStrategy: retry,
-      redisOptions: { maxRetriesPerRequest: 3, connectTimeout: 5000 },
+      redisOptions: { maxRetriesPerRequest: 3, connectTimeout: 5000, stringNumbers: true },
     });
     await new Promise((ok, fail) => { r.once("ready", ok); r.once("error", fail); });
     primaries = r.nodes("master");
     console.log(`cluster: ${primaries.length} primaries`);
   } else {
     r = new Redis({ host: opt.host, port: opt.port, maxRetriesPerRequest: 3,
-      connectTimeout: 5000, retryStrategy: retry });
+      connectTimeout: 5000, retryStrategy: retry, stringNumbers: true });
     primaries = [r];
   }
   try {

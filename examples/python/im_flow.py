@@ -43,7 +43,8 @@ class Conv:
 
 
 # imid's keyless commands: pure functions of their arguments, answered alike by every node.
-KEYLESS = ("MSGID.ENCODE", "MSGID.DECODE", "MSGID.HASH", "OPENID.ENC", "OPENID.DEC")
+KEYLESS = ("MSGID.ENCODE", "MSGID.DECODE", "MSGID.HASH", "OPENID.ENC", "OPENID.DEC",
+           "UID.ENCODE", "UID.DECODE")
 
 
 def cluster_client(nodes):
@@ -79,8 +80,9 @@ def send(r, conv, sender, recipients, client_msg_id, body, cap=100, ttl=3600):
     keys = [conv.tag, conv.seq, conv.dedup(sender, client_msg_id)]
     for user in recipients:
         keys += [conv.inbox(user), conv.trimmed(user)]
-    seq, msgid, dup = r.fcall("imid_send", len(keys), *keys, conv.channel_type, sender, body, cap, ttl)
-    return seq, msgid, dup == 1
+    # uid: the message's 64-bit UID, as decimal text (exact through Lua, whose numbers are doubles)
+    seq, msgid, dup, uid = r.fcall("imid_send", len(keys), *keys, conv.channel_type, sender, body, cap, ttl)
+    return seq, msgid, dup == 1, int(uid)
 
 
 def sync(r, conv, user, last_seq, limit):
@@ -89,8 +91,8 @@ def sync(r, conv, user, last_seq, limit):
     max_seq, cursor, complete, trimmed, flat = r.fcall_ro("imid_sync", len(keys), *keys, last_seq, limit)
     messages = []
     for i in range(0, len(flat), 2):
-        msgid, sender, body = flat[i + 1].split("|", 2)
-        messages.append((flat[i], msgid, sender, body))
+        msgid, uid, sender, body = flat[i + 1].split("|", 3)
+        messages.append((flat[i], msgid, int(uid), sender, body))
     return max_seq, cursor, complete == 1, trimmed, messages
 
 
@@ -118,19 +120,19 @@ def main():
     conv = Conv("py-%d" % os.getpid())
     sent = []
     for i in range(1, 6):
-        seq, msgid, dup = send(r, conv, "alice", ["bob"], "c%d" % i, "hello %d" % i)
-        print("send c%d: seq %d msgid %s" % (i, seq, msgid))
-        sent.append((seq, msgid))
-    seq, msgid, dup = send(r, conv, "alice", ["bob"], "c1", "hello 1")
-    print("retry c1: seq %d msgid %s duplicate %s" % (seq, msgid, dup))
-    if not dup or (seq, msgid) != sent[0]:
+        seq, msgid, dup, uid = send(r, conv, "alice", ["bob"], "c%d" % i, "hello %d" % i)
+        print("send c%d: seq %d msgid %s uid %d" % (i, seq, msgid, uid))
+        sent.append((seq, msgid, uid))
+    seq, msgid, dup, uid = send(r, conv, "alice", ["bob"], "c1", "hello 1")
+    print("retry c1: seq %d msgid %s uid %d duplicate %s" % (seq, msgid, uid, dup))
+    if not dup or (seq, msgid, uid) != sent[0]:
         sys.exit("the retried send was not deduplicated")
 
     last, got = 0, []
     while True:
         max_seq, last, complete, trimmed, messages = sync(r, conv, "bob", last, 2)
         for m in messages:
-            print("  bob got seq %d %s from %s: %s" % m)
+            print("  bob got seq %d %s (uid %d) from %s: %s" % m)
         got += [m[0] for m in messages]
         print("sync: cursor %d max_seq %d complete %s" % (last, max_seq, complete))
         if complete:
@@ -158,6 +160,11 @@ def main():
         print("hash >> 8 = %d, slot of %s = %d" % (d["hash"] >> 8, conv.tag, slot))
         if d["hash"] >> 8 != slot:
             sys.exit("the ID does not carry its conversation's slot")
+    uid = sent[0][2]
+    u = fields(r.execute_command("UID.DECODE", uid))
+    print("UID.DECODE %d: time %d node %d seq %d" % (uid, u["time"], u["node"], u["seq"]))
+    if r.execute_command("UID.ENCODE", u["time"], u["node"], u["seq"]) != uid:
+        sys.exit("UID.ENCODE of UID.DECODE's fields is another UID")
     openid = r.execute_command("OPENID.ENC", msgid, 1, 2)
     o = fields(r.execute_command("OPENID.DEC", openid))
     print("OPENID.ENC: %s -> OPENID.DEC msgid %s msg_type %d direction %d"

@@ -5,3 +5,4 @@
 pub mod msgid;
 pub mod openid;
 pub mod seq;
+pub mod uid;

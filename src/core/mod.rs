@@ -7,3 +7,4 @@ pub mod msgid;
 pub mod openid;
 pub mod seq;
 pub mod slot;
+pub mod uid;

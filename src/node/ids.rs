@@ -9,18 +9,22 @@
 use crate::core::generator::{Exhausted, GenStats, Generator, Issued};
 use crate::core::lease::Lease;
 use crate::core::msgid::MAX_TIME;
-use crate::glue::Ctx;
+use crate::core::uid::{Layout, Run, UidGenerator, UidStats};
+use crate::glue::{err, Ctx, Error};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 struct Ids {
     lease: Lease,
     msgid: Generator,
+    /// Built at load from the `imid.uid-*` configs (which cannot change afterwards).
+    uid: Option<UidGenerator>,
 }
 
 static IDS: Mutex<Ids> = Mutex::new(Ids {
     lease: Lease::new(),
     msgid: Generator::new(),
+    uid: None,
 });
 
 fn ids() -> MutexGuard<'static, Ids> {
@@ -49,6 +53,51 @@ pub fn issue_msgid(ctx: &Ctx, slot: Option<u16>) -> Result<Issued, Exhausted> {
         }
     }
     Ok(issued)
+}
+
+/// Installs the UID generator (at load, once the configs are checked).
+pub fn set_uid_generator(g: UidGenerator) {
+    ids().uid = Some(g);
+}
+
+/// Issues a run of `count` UIDs for a target in hash slot `slot` (cluster mode only; standalone
+/// passes `None`), under the same lease as message IDs: the run starts at the lease's floor,
+/// the lease is renewed past the run's last time, and a renewal is persisted, replicated and
+/// (in cluster mode) sent to every other node, exactly as for MSGID.GEN.
+pub fn issue_uid(ctx: &Ctx, slot: Option<u16>, count: u32) -> Result<Run, Error> {
+    let (run, renewed) = {
+        let mut g = ids();
+        let Ids { lease, uid, .. } = &mut *g;
+        let uid = uid
+            .as_mut()
+            .ok_or_else(|| err("UID generator not configured"))?;
+        if let Some(floor) = slot.and_then(super::cluster::adopt) {
+            lease.raise_floor(floor);
+        }
+        let run = uid
+            .issue(slot.unwrap_or(0), super::now_ms(), lease.floor(), count)
+            .map_err(err)?;
+        (run, lease.cover(run.time_ms))
+    };
+    if let Some(lease) = renewed {
+        replicate_floor(ctx, lease);
+        if slot.is_some() {
+            ctx.send_lease(lease);
+        }
+    }
+    Ok(run)
+}
+
+/// The UID layout in force, once configured.
+pub fn uid_layout() -> Option<Layout> {
+    ids().uid.as_ref().map(|g| *g.layout())
+}
+
+/// UID counters and the Unix ms the layout runs out at (zeros before configuration).
+pub fn uid_stats() -> (UidStats, u64) {
+    ids().uid.as_ref().map_or((UidStats::default(), 0), |g| {
+        (g.stats(), g.layout().end_ms())
+    })
 }
 
 pub fn msgid_stats() -> GenStats {

@@ -1,0 +1,189 @@
+//! UID.GEN / DECODE / ENCODE: 64-bit numeric IDs under the layout of the `imid.uid-*` configs.
+//!
+//! UID.GEN shares the node's time lease with MSGID.GEN (`node::ids::issue_uid`): one
+//! high-water mark, persisted and replicated as `MSGID.FLOOR`, so restarts, clock jumps,
+//! failovers and slot moves never reissue a UID either. Like MSGID.GEN it replicates nothing
+//! but the lease's renewals: the IDs are not state.
+
+use crate::config::{uid_settings, CLUSTER_MODE};
+use crate::core::slot::key_slot;
+use crate::core::uid::{Layout, LayoutError, NodeSpec, UidGenerator, Widths, MAX_COUNT};
+use crate::glue::{err, Arg, Ctx, Error, Val, SYNTAX};
+use crate::node::{self, ids};
+use redis_module::{Context, Status};
+use std::sync::atomic::Ordering;
+
+/// Builds the generator from the `imid.uid-*` configs and checks them together against the
+/// server clock and mode. Called from init after the configs are loaded; a refusal fails the
+/// load with a log line that says why (for a layout that runs out, when).
+pub fn configure(ctx: &Context) -> Status {
+    match build(node::now_ms(), CLUSTER_MODE.load(Ordering::Relaxed)) {
+        Ok(g) => {
+            ids::set_uid_generator(g);
+            Status::Ok
+        }
+        Err(e) => {
+            ctx.log_warning(&format!("imid: {e}; not loading"));
+            Status::Err
+        }
+    }
+}
+
+fn build(now_ms: u64, cluster: bool) -> Result<UidGenerator, LayoutError> {
+    let (layout, epoch, unit, node) = uid_settings();
+    let widths = Widths::parse(&layout)?.unwrap_or(Widths::auto(cluster));
+    let layout = Layout::new(widths, epoch, unit)?;
+    layout.check_lifetime(now_ms)?;
+    let mode = layout.node_mode(NodeSpec::parse(&node)?, cluster)?;
+    Ok(UidGenerator::new(layout, mode))
+}
+
+/// The `INFO imid` fields of this family, in order.
+pub fn info_fields() -> [(&'static str, u64); 3] {
+    let (stats, ends) = ids::uid_stats();
+    [
+        ("uid_generated", stats.generated),
+        ("uid_borrowed_units", stats.borrowed_units),
+        ("uid_time_ends_ms", ends),
+    ]
+}
+
+/// UIDs, node and seq numbers and the layout's times are below 2^63 by construction (the
+/// widths sum to 63, Layout::new bounds the times).
+fn int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// UID.GEN target [COUNT n] [STRING]
+///
+/// `STRING` replies the decimal text instead of integers: Lua scripts and Functions turn an
+/// integer reply into a double, exact only below 2^53, and UIDs lie far above that.
+pub fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, target, opts @ ..] = args else {
+        return Err(Error::WrongArity);
+    };
+    let mut count = None;
+    let mut text = false;
+    let mut rest = opts;
+    // The last COUNT wins, as in Redis's own option parsing.
+    while let [name, tail @ ..] = rest {
+        match tail {
+            [n, tail @ ..] if name.is("COUNT") => {
+                count = Some(n.int_in("COUNT", 1, i64::from(MAX_COUNT))?);
+                rest = tail;
+            }
+            tail if name.is("STRING") => {
+                text = true;
+                rest = tail;
+            }
+            _ => return Err(SYNTAX),
+        }
+    }
+    // In cluster mode the target's slot: the node field in slot mode, and slot adoption.
+    let slot = CLUSTER_MODE
+        .load(Ordering::Relaxed)
+        .then(|| key_slot(target.bytes()));
+    // COUNT is in 1..10000, so the conversion keeps it.
+    let n = count.map_or(1, |c| u32::try_from(c).unwrap_or(1));
+    let run = ids::issue_uid(ctx, slot, n)?;
+    if count.is_some() {
+        ctx.reply_array(usize::try_from(run.count()).unwrap_or(0));
+        // Written straight into the reply, with no intermediate vector.
+        for uid in run.uids() {
+            reply_uid(ctx, uid, text);
+        }
+    } else {
+        reply_uid(ctx, run.first(), text);
+    }
+    Ok(())
+}
+
+/// One UID as an integer, or as its decimal text.
+fn reply_uid(ctx: &Ctx, uid: u64, text: bool) {
+    if text {
+        let mut buf = [0u8; 20];
+        ctx.reply_bulk(decimal(uid, &mut buf));
+    } else {
+        ctx.reply_int(int(uid));
+    }
+}
+
+/// The decimal digits of `v`, written at the end of `buf` (20 digits hold any u64).
+fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut start = buf.len();
+    for slot in buf.iter_mut().rev() {
+        // v % 10 < 10, so the digit fits a byte.
+        *slot = b'0' + (v % 10) as u8;
+        v /= 10;
+        start -= 1;
+        if v == 0 {
+            break;
+        }
+    }
+    buf.get(start..).unwrap_or_default()
+}
+
+/// The layout in force (fixed at load).
+fn layout() -> Result<Layout, Error> {
+    ids::uid_layout().ok_or_else(|| err("UID generator not configured"))
+}
+
+/// UID.DECODE uid
+pub fn decode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, uid] = args else {
+        return Err(Error::WrongArity);
+    };
+    let uid = uid.int_in("uid", 0, i64::MAX)?.unsigned_abs();
+    let f = layout()?.decode(uid);
+    ctx.reply_fields(&[
+        ("time", Val::Int(int(f.time_ms))),
+        ("node", Val::Int(int(f.node))),
+        ("seq", Val::Int(int(f.seq))),
+    ]);
+    Ok(())
+}
+
+/// UID.ENCODE time_ms node seq
+pub fn encode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, time, node, seq] = args else {
+        return Err(Error::WrongArity);
+    };
+    let layout = layout()?;
+    let time = match time.int() {
+        Some(t) if t >= 0 => t.unsigned_abs(),
+        _ => {
+            return Err(err(format_args!(
+                "time_ms must be an integer in {}..{}",
+                layout.epoch_ms(),
+                layout.last_ms()
+            )))
+        }
+    };
+    let node = node
+        .int_in("node", 0, int(layout.node_max()))?
+        .unsigned_abs();
+    let seq = seq.int_in("seq", 0, int(layout.seq_max()))?.unsigned_abs();
+    let uid = layout.encode(time, node, seq).map_err(err)?;
+    ctx.reply_int(int(uid));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn decimal_matches_to_string() {
+        let mut buf = [0u8; 20];
+        for v in [
+            0,
+            1,
+            9,
+            10,
+            4095,
+            117_831_765_636_153_344,
+            i64::MAX as u64,
+            u64::MAX,
+        ] {
+            assert_eq!(super::decimal(v, &mut buf), v.to_string().as_bytes());
+        }
+    }
+}

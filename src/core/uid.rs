@@ -1,0 +1,1385 @@
+//! 64-bit numeric IDs (UID.*), Redis-free: the layout (three bit widths, an epoch and a time
+//! unit), encoding and decoding with range checks, and the generator state machine.
+//!
+//! An ID is a positive signed 64-bit integer, most significant bits first:
+//! `0 | time (T bits) | node (N bits) | seq (S bits)` with `T + N + S = 63`. The time field
+//! counts units (`ms` or `s`) since the epoch (Unix ms). Snowflake is `41,10,12` in ms,
+//! Baidu's UidGenerator `28,22,13` in seconds.
+//!
+//! Generator rules (as MSGID's):
+//! - per lane (one lane per node, or per hash slot in cluster mode) every ID is strictly
+//!   greater than every ID issued before it;
+//! - time is `max(now, last, floor)`: a clock that runs backwards never makes IDs go back;
+//! - a full seq field borrows the next time unit; nothing sleeps, spins or wraps;
+//! - the generator owns no lease: it takes the shared time floor (Unix ms) and reports the ms
+//!   time of the last ID it issued, which the caller keeps below the shared time lease. After
+//!   a restart the floor is at or above that lease, and UID time units start at
+//!   `ceil((floor - epoch) / unit)`, above every unit issued before.
+//!
+//! Within a lane the generator works on the linear index `L = time_unit << S | seq`: the IDs of
+//! a lane are consecutive values of `L`, so a batch of `n` IDs is the run `L .. L + n - 1`, and
+//! a full seq field rolls over into the next time unit by plain addition.
+
+use super::slot::key_slot;
+use std::fmt;
+
+/// The widths always sum to this: bit 63 stays clear, so every ID is positive as an i64.
+pub const WIDTH_SUM: u32 = 63;
+/// Redis Cluster hash slots, and the bits a slot takes in the node field.
+pub const SLOTS: usize = 16_384;
+pub const SLOT_BITS: u32 = 14;
+/// A layout must last at least this long past the server clock at load (365 days).
+pub const MIN_LIFETIME_MS: u64 = 365 * 86_400_000;
+/// The default epoch: 2026-01-01T00:00:00Z.
+pub const DEFAULT_EPOCH_MS: u64 = 1_767_225_600_000;
+/// The largest batch `UID.GEN ... COUNT n` takes.
+pub const MAX_COUNT: u32 = 10_000;
+
+/// Bit widths of the three fields, most significant first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Widths {
+    pub time: u32,
+    pub node: u32,
+    pub seq: u32,
+}
+
+impl Widths {
+    /// Twitter's Snowflake: 69 years of ms, 1024 nodes, 4096 IDs per ms.
+    pub const SNOWFLAKE: Widths = Widths {
+        time: 41,
+        node: 10,
+        seq: 12,
+    };
+    /// Cluster mode's `auto`: the node field holds the hash slot, 256 IDs per ms per slot.
+    pub const CLUSTER: Widths = Widths {
+        time: 41,
+        node: 14,
+        seq: 8,
+    };
+    /// Baidu UidGenerator's default (in seconds): 8.5 years, 4M workers, 8192 IDs per second.
+    pub const UIDGENERATOR: Widths = Widths {
+        time: 28,
+        node: 22,
+        seq: 13,
+    };
+
+    /// `imid.uid-layout auto`: Snowflake standalone, the slot layout in cluster mode.
+    pub const fn auto(cluster: bool) -> Widths {
+        if cluster {
+            Widths::CLUSTER
+        } else {
+            Widths::SNOWFLAKE
+        }
+    }
+
+    /// Parses `auto` (None) or `time,node,seq` (decimal widths summing to 63, time at least 1).
+    /// Spaces around the words are ignored; `auto` in any case.
+    pub fn parse(text: &str) -> Result<Option<Widths>, LayoutError> {
+        let text = text.trim();
+        if text.eq_ignore_ascii_case("auto") {
+            return Ok(None);
+        }
+        let mut parts = text.split(',').map(str::trim);
+        let mut next = || -> Result<u32, LayoutError> {
+            let p = parts.next().ok_or(LayoutError::Syntax)?;
+            if p.is_empty() || p.len() > 2 || !p.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(LayoutError::Syntax);
+            }
+            p.parse().map_err(|_| LayoutError::Syntax)
+        };
+        let w = Widths {
+            time: next()?,
+            node: next()?,
+            seq: next()?,
+        };
+        if parts.next().is_some() {
+            return Err(LayoutError::Syntax);
+        }
+        let sum = w.time + w.node + w.seq;
+        if sum != WIDTH_SUM {
+            return Err(LayoutError::Sum(sum));
+        }
+        if w.time == 0 {
+            return Err(LayoutError::NoTime);
+        }
+        Ok(Some(w))
+    }
+}
+
+impl fmt::Display for Widths {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{},{},{}", self.time, self.node, self.seq)
+    }
+}
+
+/// The unit of the time field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeUnit {
+    Ms,
+    S,
+}
+
+impl TimeUnit {
+    pub const fn ms(self) -> u64 {
+        match self {
+            TimeUnit::Ms => 1,
+            TimeUnit::S => 1000,
+        }
+    }
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            TimeUnit::Ms => "ms",
+            TimeUnit::S => "s",
+        }
+    }
+
+    /// Whole units in `ms` (rounded down). Constant divisors: no division instruction.
+    #[inline]
+    fn floor_units(self, ms: u64) -> u64 {
+        match self {
+            TimeUnit::Ms => ms,
+            TimeUnit::S => ms / 1000,
+        }
+    }
+
+    /// Units in `ms`, rounded up.
+    #[inline]
+    fn ceil_units(self, ms: u64) -> u64 {
+        match self {
+            TimeUnit::Ms => ms,
+            TimeUnit::S => ms / 1000 + u64::from(ms % 1000 != 0),
+        }
+    }
+}
+
+/// `imid.uid-node`: `auto` or a fixed worker number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeSpec {
+    Auto,
+    Fixed(u64),
+}
+
+impl NodeSpec {
+    /// `auto` (any case) or a decimal number (up to 2^62; the layout checks that it fits).
+    pub fn parse(text: &str) -> Result<NodeSpec, LayoutError> {
+        let text = text.trim();
+        if text.eq_ignore_ascii_case("auto") {
+            return Ok(NodeSpec::Auto);
+        }
+        if text.is_empty() || text.len() > 19 || !text.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(LayoutError::NodeSyntax);
+        }
+        text.parse()
+            .map(NodeSpec::Fixed)
+            .map_err(|_| LayoutError::NodeSyntax)
+    }
+}
+
+/// Where the node field comes from once the configs are resolved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeMode {
+    /// Every ID carries this worker number; one lane.
+    Fixed(u64),
+    /// Every ID carries its target's hash slot; one lane per slot (cluster mode).
+    Slot,
+}
+
+/// A layout refused, with what was wrong; the message names the config and, where it matters,
+/// the date the layout runs out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LayoutError {
+    Syntax,
+    Sum(u32),
+    NoTime,
+    NodeSyntax,
+    /// The last time unit lies past 2^63-1 Unix ms.
+    TooWide {
+        widths: Widths,
+        unit: TimeUnit,
+    },
+    EpochAhead {
+        epoch_ms: u64,
+        now_ms: u64,
+    },
+    RanOut {
+        end_ms: u64,
+    },
+    RunsOutSoon {
+        end_ms: u64,
+    },
+    NodeTooBig {
+        node: u64,
+        bits: u32,
+    },
+    SlotNeedsBits {
+        bits: u32,
+    },
+}
+
+impl fmt::Display for LayoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LayoutError::Syntax => f.write_str(
+                "imid.uid-layout must be auto or three bit widths time,node,seq summing to 63 (e.g. 41,10,12)",
+            ),
+            LayoutError::Sum(s) => write!(f, "imid.uid-layout widths must sum to 63, not {s}"),
+            LayoutError::NoTime => f.write_str("imid.uid-layout time width must be at least 1"),
+            LayoutError::NodeSyntax => {
+                f.write_str("imid.uid-node must be auto or a non-negative integer")
+            }
+            LayoutError::TooWide { widths, unit } => write!(
+                f,
+                "imid.uid-layout {widths} in {} reaches past the largest Unix time (2^63-1 ms)",
+                unit.name()
+            ),
+            LayoutError::EpochAhead { epoch_ms, now_ms } => write!(
+                f,
+                "imid.uid-epoch {epoch_ms} ({}) is after the server clock ({})",
+                utc_text(*epoch_ms),
+                utc_text(*now_ms)
+            ),
+            LayoutError::RanOut { end_ms } => write!(
+                f,
+                "imid.uid-layout has run out: its time field ended on {} (give the time field more bits, or move imid.uid-epoch later)",
+                utc_text(*end_ms)
+            ),
+            LayoutError::RunsOutSoon { end_ms } => write!(
+                f,
+                "imid.uid-layout runs out on {}, within a year (give the time field more bits, or move imid.uid-epoch later)",
+                utc_text(*end_ms)
+            ),
+            LayoutError::NodeTooBig { node, bits } => write!(
+                f,
+                "imid.uid-node {node} does not fit the layout's {bits} node bits (0..{})",
+                max_of(*bits)
+            ),
+            LayoutError::SlotNeedsBits { bits } => write!(
+                f,
+                "imid.uid-node auto puts the hash slot in the node field in cluster mode, which needs at least 14 node bits; the layout has {bits}"
+            ),
+        }
+    }
+}
+
+/// A field of UID.ENCODE out of range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldError {
+    BeforeEpoch { epoch_ms: u64 },
+    PastEnd { last_ms: u64, end_ms: u64 },
+    NotWholeUnit { unit: TimeUnit },
+    Node { max: u64 },
+    Seq { max: u64 },
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FieldError::BeforeEpoch { epoch_ms } => {
+                write!(f, "time_ms must be at or after imid.uid-epoch ({epoch_ms})")
+            }
+            FieldError::PastEnd { last_ms, end_ms } => write!(
+                f,
+                "time_ms must be at most {last_ms}: the layout's time field ends on {}",
+                utc_text(*end_ms)
+            ),
+            FieldError::NotWholeUnit { unit } => write!(
+                f,
+                "time_ms must be imid.uid-epoch plus a whole number of {} (imid.uid-time-unit)",
+                match unit {
+                    TimeUnit::Ms => "milliseconds",
+                    TimeUnit::S => "seconds",
+                }
+            ),
+            FieldError::Node { max } => write!(f, "node must be an integer in 0..{max}"),
+            FieldError::Seq { max } => write!(f, "seq must be an integer in 0..{max}"),
+        }
+    }
+}
+
+/// The time field is used up: the layout ran out (or a floor pushed the time past its end).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Exhausted {
+    pub end_ms: u64,
+}
+
+impl fmt::Display for Exhausted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "uid time field exhausted: the layout ends on {} (imid.uid-layout)",
+            utc_text(self.end_ms)
+        )
+    }
+}
+
+/// `2^bits - 1` for `bits` in 0..=63.
+const fn max_of(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    }
+}
+
+/// The decoded fields of an ID.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UidFields {
+    /// Unix ms: epoch + time field × unit.
+    pub time_ms: u64,
+    pub node: u64,
+    pub seq: u64,
+}
+
+/// A validated layout: widths, epoch and unit, with everything derived from them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    widths: Widths,
+    epoch_ms: u64,
+    unit: TimeUnit,
+    time_max: u64,
+    node_max: u64,
+    seq_mask: u64,
+    /// Unix ms of the first time unit past the field: every ID's time is below it.
+    end_ms: u64,
+}
+
+impl Layout {
+    /// Checks that the widths sum to 63 with a time field, and that the last time unit is a
+    /// Unix time in ms below 2^63 (so every decoded time fits a signed 64-bit reply).
+    pub fn new(widths: Widths, epoch_ms: u64, unit: TimeUnit) -> Result<Layout, LayoutError> {
+        let sum = widths.time + widths.node + widths.seq;
+        if sum != WIDTH_SUM {
+            return Err(LayoutError::Sum(sum));
+        }
+        if widths.time == 0 {
+            return Err(LayoutError::NoTime);
+        }
+        let units = 1u128 << widths.time;
+        let end = u128::from(epoch_ms) + units * u128::from(unit.ms());
+        if end > i64::MAX as u128 {
+            return Err(LayoutError::TooWide { widths, unit });
+        }
+        Ok(Layout {
+            widths,
+            epoch_ms,
+            unit,
+            time_max: max_of(widths.time),
+            node_max: max_of(widths.node),
+            seq_mask: max_of(widths.seq),
+            end_ms: end as u64,
+        })
+    }
+
+    /// The load-time checks against the server clock: the epoch is not in the future, and the
+    /// layout lasts at least a year from `now_ms`.
+    pub fn check_lifetime(&self, now_ms: u64) -> Result<(), LayoutError> {
+        if self.epoch_ms > now_ms {
+            return Err(LayoutError::EpochAhead {
+                epoch_ms: self.epoch_ms,
+                now_ms,
+            });
+        }
+        if self.end_ms <= now_ms {
+            return Err(LayoutError::RanOut {
+                end_ms: self.end_ms,
+            });
+        }
+        if self.end_ms - now_ms < MIN_LIFETIME_MS {
+            return Err(LayoutError::RunsOutSoon {
+                end_ms: self.end_ms,
+            });
+        }
+        Ok(())
+    }
+
+    /// Resolves `imid.uid-node` against this layout and the server mode.
+    pub fn node_mode(&self, spec: NodeSpec, cluster: bool) -> Result<NodeMode, LayoutError> {
+        match spec {
+            NodeSpec::Auto if cluster => {
+                if self.widths.node < SLOT_BITS {
+                    Err(LayoutError::SlotNeedsBits {
+                        bits: self.widths.node,
+                    })
+                } else {
+                    Ok(NodeMode::Slot)
+                }
+            }
+            NodeSpec::Auto => Ok(NodeMode::Fixed(0)),
+            NodeSpec::Fixed(n) if n > self.node_max => Err(LayoutError::NodeTooBig {
+                node: n,
+                bits: self.widths.node,
+            }),
+            NodeSpec::Fixed(n) => Ok(NodeMode::Fixed(n)),
+        }
+    }
+
+    pub fn widths(&self) -> Widths {
+        self.widths
+    }
+    pub fn epoch_ms(&self) -> u64 {
+        self.epoch_ms
+    }
+    pub fn unit(&self) -> TimeUnit {
+        self.unit
+    }
+    pub fn node_max(&self) -> u64 {
+        self.node_max
+    }
+    pub fn seq_max(&self) -> u64 {
+        self.seq_mask
+    }
+    pub fn time_max(&self) -> u64 {
+        self.time_max
+    }
+    /// Unix ms of the first time unit past the field (INFO `imid_uid_time_ends_ms`).
+    pub fn end_ms(&self) -> u64 {
+        self.end_ms
+    }
+    /// Unix ms of the last time unit the field holds.
+    pub fn last_ms(&self) -> u64 {
+        self.end_ms - self.unit.ms()
+    }
+
+    /// Builds an ID; every field range-checked, never wrapped.
+    pub fn encode(&self, time_ms: u64, node: u64, seq: u64) -> Result<u64, FieldError> {
+        if time_ms < self.epoch_ms {
+            return Err(FieldError::BeforeEpoch {
+                epoch_ms: self.epoch_ms,
+            });
+        }
+        if time_ms >= self.end_ms {
+            return Err(FieldError::PastEnd {
+                last_ms: self.last_ms(),
+                end_ms: self.end_ms,
+            });
+        }
+        let since = time_ms - self.epoch_ms;
+        if since % self.unit.ms() != 0 {
+            return Err(FieldError::NotWholeUnit { unit: self.unit });
+        }
+        if node > self.node_max {
+            return Err(FieldError::Node { max: self.node_max });
+        }
+        if seq > self.seq_mask {
+            return Err(FieldError::Seq { max: self.seq_mask });
+        }
+        let t = since / self.unit.ms();
+        Ok(self.compose(t, node, seq))
+    }
+
+    /// Splits an ID (any value in 0..2^63-1; the top bit of a u64 is ignored) into its fields.
+    pub fn decode(&self, uid: u64) -> UidFields {
+        let uid = uid & (u64::MAX >> 1);
+        let t = uid >> (self.widths.node + self.widths.seq);
+        let node = (uid >> self.widths.seq) & self.node_max;
+        let seq = uid & self.seq_mask;
+        UidFields {
+            // t <= time_max, and new() checked that the last unit's ms is below 2^63.
+            time_ms: self.epoch_ms + t * self.unit.ms(),
+            node,
+            seq,
+        }
+    }
+
+    #[inline]
+    fn compose(&self, t: u64, node: u64, seq: u64) -> u64 {
+        (t << (self.widths.node + self.widths.seq)) | (node << self.widths.seq) | seq
+    }
+}
+
+/// Counters for `INFO imid`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UidStats {
+    pub generated: u64,
+    pub borrowed_units: u64,
+}
+
+/// A run of consecutive IDs of one lane, in increasing order, already committed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Run {
+    first: u64,
+    last: u64,
+    node_bits: u64,
+    seq_bits: u32,
+    seq_mask: u64,
+    shift_time: u32,
+    /// Unix ms of the last ID's time unit: the caller keeps it below the shared time lease.
+    pub time_ms: u64,
+}
+
+impl Run {
+    #[inline]
+    fn uid_at(&self, l: u64) -> u64 {
+        ((l >> self.seq_bits) << self.shift_time) | self.node_bits | (l & self.seq_mask)
+    }
+    /// The first (smallest) ID of the run.
+    pub fn first(&self) -> u64 {
+        self.uid_at(self.first)
+    }
+    /// How many IDs the run holds (at least 1).
+    pub fn count(&self) -> u64 {
+        self.last - self.first + 1
+    }
+    /// Every ID of the run, increasing.
+    pub fn uids(&self) -> impl Iterator<Item = u64> + '_ {
+        (self.first..=self.last).map(|l| self.uid_at(l))
+    }
+}
+
+/// No lane issued anything yet.
+const NONE: u64 = u64::MAX;
+
+/// The UID generator: a layout, the node mode, and per lane the linear index of its last ID.
+#[derive(Debug)]
+pub struct UidGenerator {
+    layout: Layout,
+    mode: NodeMode,
+    /// Last issued `L = time << seq_bits | seq` per lane (`NONE`: nothing yet). One lane for a
+    /// fixed node, one per hash slot in slot mode (128 KiB).
+    lanes: Vec<u64>,
+    stats: UidStats,
+}
+
+impl UidGenerator {
+    /// `mode` must come from [`Layout::node_mode`] (a fixed node that fits, or slots with at
+    /// least 14 node bits); anything else is corrected to fit rather than trusted.
+    pub fn new(layout: Layout, mode: NodeMode) -> UidGenerator {
+        let mode = match mode {
+            NodeMode::Fixed(n) => NodeMode::Fixed(n & layout.node_max),
+            NodeMode::Slot if layout.widths.node < SLOT_BITS => NodeMode::Fixed(0),
+            NodeMode::Slot => NodeMode::Slot,
+        };
+        let lanes = match mode {
+            NodeMode::Fixed(_) => 1,
+            NodeMode::Slot => SLOTS,
+        };
+        UidGenerator {
+            layout,
+            mode,
+            lanes: vec![NONE; lanes],
+            stats: UidStats::default(),
+        }
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    pub fn mode(&self) -> NodeMode {
+        self.mode
+    }
+
+    pub fn stats(&self) -> UidStats {
+        self.stats
+    }
+
+    /// The node field and lane of an ID whose target lies in hash `slot`: the slot itself in
+    /// slot mode (masked to 14 bits, so the lane always exists), else the fixed node.
+    #[inline]
+    fn lane_of(&self, slot: u16) -> (u64, usize) {
+        match self.mode {
+            NodeMode::Fixed(n) => (n, 0),
+            NodeMode::Slot => {
+                let slot = slot & (SLOTS as u16 - 1);
+                (u64::from(slot), usize::from(slot))
+            }
+        }
+    }
+
+    /// Issues `count` (at least 1) consecutive IDs for a target in hash `slot` (read only in
+    /// slot mode) given the clock reading and the shared time floor (both Unix ms). All or
+    /// nothing: when the time field cannot hold the whole run, nothing is issued and the state
+    /// is unchanged.
+    pub fn issue(
+        &mut self,
+        slot: u16,
+        now_ms: u64,
+        floor_ms: u64,
+        count: u32,
+    ) -> Result<Run, Exhausted> {
+        let (node, lane) = self.lane_of(slot);
+        let layout = &self.layout;
+        let exhausted = Exhausted {
+            end_ms: layout.end_ms,
+        };
+        let unit = layout.unit;
+        let now_t = unit.floor_units(now_ms.saturating_sub(layout.epoch_ms));
+        let floor_t = unit.ceil_units(floor_ms.saturating_sub(layout.epoch_ms));
+        let start_t = now_t.max(floor_t);
+        if start_t > layout.time_max {
+            return Err(exhausted);
+        }
+        let seq_bits = layout.widths.seq;
+        // start_t <= time_max, so the shift stays below 2^63.
+        let clock_l = start_t << seq_bits;
+        let last = self.lanes.get(lane).copied().unwrap_or(NONE);
+        // last < 2^63 when set, so last + 1 cannot overflow.
+        let first = if last == NONE || last < clock_l {
+            clock_l
+        } else {
+            last + 1
+        };
+        // first < 2^63 and count <= 2^32: no overflow.
+        let final_l = first + u64::from(count.max(1)) - 1;
+        let final_t = final_l >> seq_bits;
+        if final_t > layout.time_max {
+            return Err(exhausted);
+        }
+        // Units entered because a seq field filled rather than because the clock got there:
+        // every unit after the first in the run, and the first one itself when the run starts
+        // at its seq 0 only because the previous ID filled the unit before it.
+        let first_t = first >> seq_bits;
+        let first_borrowed = first > clock_l && first & layout.seq_mask == 0;
+        let borrowed = (final_t - first_t) + u64::from(first_borrowed);
+        if let Some(slot) = self.lanes.get_mut(lane) {
+            *slot = final_l;
+        }
+        self.stats.generated = self.stats.generated.saturating_add(final_l - first + 1);
+        self.stats.borrowed_units = self.stats.borrowed_units.saturating_add(borrowed);
+        Ok(Run {
+            first,
+            last: final_l,
+            node_bits: node << seq_bits,
+            seq_bits,
+            seq_mask: layout.seq_mask,
+            shift_time: layout.widths.node + seq_bits,
+            // final_t <= time_max: the last unit's ms is below 2^63 (Layout::new).
+            time_ms: layout.epoch_ms + final_t * unit.ms(),
+        })
+    }
+
+    /// [`issue`](Self::issue) for `target`, hashing it to its slot only in slot mode.
+    pub fn issue_for(
+        &mut self,
+        target: &[u8],
+        now_ms: u64,
+        floor_ms: u64,
+        count: u32,
+    ) -> Result<Run, Exhausted> {
+        let slot = match self.mode {
+            NodeMode::Slot => key_slot(target),
+            NodeMode::Fixed(_) => 0,
+        };
+        self.issue(slot, now_ms, floor_ms, count)
+    }
+
+    /// One ID for `target` and the ms time it used.
+    #[inline]
+    pub fn next(
+        &mut self,
+        target: &[u8],
+        now_ms: u64,
+        floor_ms: u64,
+    ) -> Result<(u64, u64), Exhausted> {
+        self.issue_for(target, now_ms, floor_ms, 1)
+            .map(|run| (run.first(), run.time_ms))
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` for a Unix time in ms (proleptic Gregorian, UTC), for messages.
+pub fn utc_text(ms: u64) -> String {
+    let secs = ms / 1000;
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day): Howard Hinnant's `civil_from_days`, for
+/// non-negative day counts.
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + u64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EPOCH: u64 = DEFAULT_EPOCH_MS;
+    /// 2026-11-22, when these tests were written: the "server clock" of the lifetime checks.
+    const NOW: u64 = 1_795_317_698_506;
+    /// Baidu UidGenerator's default epoch, 2016-05-20T00:00:00Z.
+    const UIDGEN_EPOCH: u64 = 1_463_702_400_000;
+
+    fn layout(w: Widths, epoch: u64, unit: TimeUnit) -> Layout {
+        Layout::new(w, epoch, unit).unwrap()
+    }
+
+    fn snowflake() -> Layout {
+        layout(Widths::SNOWFLAKE, EPOCH, TimeUnit::Ms)
+    }
+
+    fn w(time: u32, node: u32, seq: u32) -> Widths {
+        Widths { time, node, seq }
+    }
+
+    #[test]
+    fn utc_text_is_iso_8601() {
+        assert_eq!(utc_text(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc_text(EPOCH), "2026-01-01T00:00:00Z");
+        assert_eq!(utc_text(951_782_400_000), "2000-02-29T00:00:00Z");
+        assert_eq!(utc_text(4_102_444_799_999), "2099-12-31T23:59:59Z");
+        assert_eq!(
+            utc_text(UIDGEN_EPOCH + (1 << 28) * 1000),
+            "2024-11-20T21:24:16Z"
+        );
+        // the largest Unix ms never panics
+        assert!(utc_text(i64::MAX as u64).starts_with("292278994-"));
+        let _ = utc_text(u64::MAX);
+    }
+
+    #[test]
+    fn layout_parse_table() {
+        let ok: &[(&str, Option<Widths>)] = &[
+            ("auto", None),
+            ("AUTO", None),
+            (" Auto ", None),
+            ("41,10,12", Some(Widths::SNOWFLAKE)),
+            (" 41 , 10 , 12 ", Some(Widths::SNOWFLAKE)),
+            ("28,22,13", Some(Widths::UIDGENERATOR)),
+            ("41,14,8", Some(Widths::CLUSTER)),
+            ("63,0,0", Some(w(63, 0, 0))),
+            ("1,31,31", Some(w(1, 31, 31))),
+            ("01,31,31", Some(w(1, 31, 31))),
+        ];
+        for (text, want) in ok {
+            assert_eq!(Widths::parse(text), Ok(*want), "{text:?}");
+        }
+        let bad: &[(&str, LayoutError)] = &[
+            ("", LayoutError::Syntax),
+            ("41,10", LayoutError::Syntax),
+            ("41,10,12,0", LayoutError::Syntax),
+            ("41,10,12,", LayoutError::Syntax),
+            (",41,10,12", LayoutError::Syntax),
+            ("41,,22", LayoutError::Syntax),
+            ("+41,10,12", LayoutError::Syntax),
+            ("-1,32,32", LayoutError::Syntax),
+            ("041,10,12", LayoutError::Syntax),
+            ("41;10;12", LayoutError::Syntax),
+            ("41 10 12", LayoutError::Syntax),
+            ("a,b,c", LayoutError::Syntax),
+            ("41,10,1٢", LayoutError::Syntax),
+            ("snowflake", LayoutError::Syntax),
+            ("41,10,13", LayoutError::Sum(64)),
+            ("41,10,11", LayoutError::Sum(62)),
+            ("99,99,99", LayoutError::Sum(297)),
+            ("0,31,32", LayoutError::NoTime),
+        ];
+        for (text, want) in bad {
+            assert_eq!(Widths::parse(text).as_ref(), Err(want), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn layouts_past_the_largest_unix_ms_are_refused() {
+        // 2^63 ms past any epoch overflows; 2^62 ms fits.
+        assert!(matches!(
+            Layout::new(w(63, 0, 0), 0, TimeUnit::Ms),
+            Err(LayoutError::TooWide { .. })
+        ));
+        assert!(Layout::new(w(62, 0, 1), EPOCH, TimeUnit::Ms).is_ok());
+        // In seconds: 2^53 s fits from the default epoch, 2^54 s does not.
+        assert!(Layout::new(w(53, 5, 5), EPOCH, TimeUnit::S).is_ok());
+        assert!(matches!(
+            Layout::new(w(54, 5, 4), EPOCH, TimeUnit::S),
+            Err(LayoutError::TooWide { .. })
+        ));
+        // An epoch so late that even a small field passes 2^63-1 ms.
+        assert!(Layout::new(w(41, 10, 12), i64::MAX as u64, TimeUnit::Ms).is_err());
+        assert!(Layout::new(w(41, 10, 12), u64::MAX, TimeUnit::Ms).is_err());
+        assert_eq!(
+            Layout::new(w(41, 10, 11), EPOCH, TimeUnit::Ms),
+            Err(LayoutError::Sum(62))
+        );
+        assert_eq!(
+            Layout::new(w(0, 31, 32), EPOCH, TimeUnit::Ms),
+            Err(LayoutError::NoTime)
+        );
+    }
+
+    #[test]
+    fn lifetime_table() {
+        // Snowflake from 2026: 69 years.
+        let l = snowflake();
+        assert_eq!(l.end_ms(), EPOCH + (1 << 41));
+        assert_eq!(utc_text(l.end_ms()), "2095-09-07T15:47:35Z");
+        assert_eq!(l.check_lifetime(NOW), Ok(()));
+        // UidGenerator's default layout and epoch ran out on 2024-11-20.
+        let old = layout(Widths::UIDGENERATOR, UIDGEN_EPOCH, TimeUnit::S);
+        let e = old.check_lifetime(NOW).unwrap_err();
+        assert_eq!(
+            e,
+            LayoutError::RanOut {
+                end_ms: UIDGEN_EPOCH + (1 << 28) * 1000
+            }
+        );
+        assert!(e.to_string().contains("2024-11-20"), "{e}");
+        // The same widths from 2026-01-01 last until 2034-07-04.
+        let l = layout(Widths::UIDGENERATOR, EPOCH, TimeUnit::S);
+        assert_eq!(l.check_lifetime(NOW), Ok(()));
+        assert_eq!(utc_text(l.end_ms()), "2034-07-04T21:24:16Z");
+        // 35 bits of ms: 397 days. From 2026-01-01 that ends in 2027-02, within a year of NOW.
+        let l = layout(w(35, 14, 14), EPOCH, TimeUnit::Ms);
+        let e = l.check_lifetime(NOW).unwrap_err();
+        assert!(matches!(e, LayoutError::RunsOutSoon { .. }));
+        assert!(e.to_string().contains("2027-02-02"), "{e}");
+        // ... and fine from an epoch of today.
+        assert_eq!(
+            layout(w(35, 14, 14), NOW, TimeUnit::Ms).check_lifetime(NOW),
+            Ok(())
+        );
+        // Exactly a year left is enough; a millisecond less is not.
+        let l = layout(w(35, 14, 14), NOW, TimeUnit::Ms);
+        assert_eq!(l.check_lifetime(l.end_ms() - MIN_LIFETIME_MS), Ok(()));
+        assert!(l.check_lifetime(l.end_ms() - MIN_LIFETIME_MS + 1).is_err());
+        assert!(matches!(
+            l.check_lifetime(l.end_ms()),
+            Err(LayoutError::RanOut { .. })
+        ));
+        // An epoch after the clock is refused.
+        assert!(matches!(
+            snowflake().check_lifetime(EPOCH - 1),
+            Err(LayoutError::EpochAhead { .. })
+        ));
+    }
+
+    #[test]
+    fn node_modes() {
+        let sf = snowflake();
+        let cl = layout(Widths::CLUSTER, EPOCH, TimeUnit::Ms);
+        let ug = layout(Widths::UIDGENERATOR, EPOCH, TimeUnit::S);
+        assert_eq!(sf.node_mode(NodeSpec::Auto, false), Ok(NodeMode::Fixed(0)));
+        assert_eq!(
+            sf.node_mode(NodeSpec::Auto, true),
+            Err(LayoutError::SlotNeedsBits { bits: 10 })
+        );
+        assert_eq!(cl.node_mode(NodeSpec::Auto, true), Ok(NodeMode::Slot));
+        assert_eq!(ug.node_mode(NodeSpec::Auto, true), Ok(NodeMode::Slot));
+        assert_eq!(
+            sf.node_mode(NodeSpec::Fixed(1023), true),
+            Ok(NodeMode::Fixed(1023))
+        );
+        assert_eq!(
+            sf.node_mode(NodeSpec::Fixed(1024), false),
+            Err(LayoutError::NodeTooBig {
+                node: 1024,
+                bits: 10
+            })
+        );
+        let none = layout(w(50, 0, 13), EPOCH, TimeUnit::Ms);
+        assert_eq!(
+            none.node_mode(NodeSpec::Fixed(0), false),
+            Ok(NodeMode::Fixed(0))
+        );
+        assert!(none.node_mode(NodeSpec::Fixed(1), false).is_err());
+        assert!(none.node_mode(NodeSpec::Auto, true).is_err());
+
+        assert_eq!(NodeSpec::parse("auto"), Ok(NodeSpec::Auto));
+        assert_eq!(NodeSpec::parse(" AUTO"), Ok(NodeSpec::Auto));
+        assert_eq!(NodeSpec::parse("0"), Ok(NodeSpec::Fixed(0)));
+        assert_eq!(NodeSpec::parse("4194303"), Ok(NodeSpec::Fixed(4_194_303)));
+        for bad in ["", "-1", "+1", "1.0", "0x10", "one", "99999999999999999999"] {
+            assert_eq!(NodeSpec::parse(bad), Err(LayoutError::NodeSyntax), "{bad}");
+        }
+    }
+
+    /// (time_ms, node, seq) <-> uid for one layout, both ways.
+    fn roundtrips(l: &Layout, cases: &[(u64, u64, u64, u64)]) {
+        for &(t, n, s, uid) in cases {
+            assert_eq!(l.encode(t, n, s), Ok(uid), "encode {t} {n} {s}");
+            assert_eq!(
+                l.decode(uid),
+                UidFields {
+                    time_ms: t,
+                    node: n,
+                    seq: s
+                },
+                "decode {uid}"
+            );
+        }
+    }
+
+    #[test]
+    fn snowflake_encode_decode_table() {
+        let l = snowflake();
+        let last = EPOCH + (1 << 41) - 1;
+        roundtrips(
+            &l,
+            &[
+                (EPOCH, 0, 0, 0),
+                (EPOCH, 0, 1, 1),
+                (EPOCH, 1, 0, 1 << 12),
+                (EPOCH + 1, 0, 0, 1 << 22),
+                (EPOCH + 1, 1, 1, (1 << 22) | (1 << 12) | 1),
+                (EPOCH, 1023, 4095, (1 << 22) - 1),
+                (last, 0, 0, ((1 << 41) - 1) << 22),
+                (last, 1023, 4095, i64::MAX as u64),
+            ],
+        );
+        assert_eq!(l.last_ms(), last);
+        assert_eq!(
+            l.encode(EPOCH - 1, 0, 0),
+            Err(FieldError::BeforeEpoch { epoch_ms: EPOCH })
+        );
+        assert!(matches!(
+            l.encode(last + 1, 0, 0),
+            Err(FieldError::PastEnd { last_ms, .. }) if last_ms == last
+        ));
+        assert!(l.encode(u64::MAX, 0, 0).is_err());
+        assert_eq!(
+            l.encode(EPOCH, 1024, 0),
+            Err(FieldError::Node { max: 1023 })
+        );
+        assert_eq!(l.encode(EPOCH, 0, 4096), Err(FieldError::Seq { max: 4095 }));
+        assert_eq!(
+            l.encode(EPOCH, u64::MAX, u64::MAX),
+            Err(FieldError::Node { max: 1023 })
+        );
+    }
+
+    #[test]
+    fn discord_snowflake_vector() {
+        // Discord's documented example: 175928847299117063 is 2016-04-30T11:18:25.796Z
+        // (epoch 2015-01-01), worker 1 and process 0 (node 32), increment 7.
+        let l = layout(Widths::SNOWFLAKE, 1_420_070_400_000, TimeUnit::Ms);
+        roundtrips(&l, &[(1_462_015_105_796, 32, 7, 175_928_847_299_117_063)]);
+    }
+
+    #[test]
+    fn uidgenerator_encode_decode_table() {
+        let l = layout(Widths::UIDGENERATOR, EPOCH, TimeUnit::S);
+        let last = EPOCH + ((1 << 28) - 1) * 1000;
+        roundtrips(
+            &l,
+            &[
+                (EPOCH, 0, 0, 0),
+                (EPOCH + 1000, 0, 0, 1 << 35),
+                (EPOCH + 1000, 5, 17, (1 << 35) | (5 << 13) | 17),
+                (EPOCH, (1 << 22) - 1, 8191, (1 << 35) - 1),
+                (last, (1 << 22) - 1, 8191, i64::MAX as u64),
+            ],
+        );
+        assert_eq!(
+            l.encode(EPOCH + 1500, 0, 0),
+            Err(FieldError::NotWholeUnit { unit: TimeUnit::S })
+        );
+        assert_eq!(
+            l.encode(EPOCH + 1, 0, 0),
+            Err(FieldError::NotWholeUnit { unit: TimeUnit::S })
+        );
+        assert!(matches!(
+            l.encode(last + 1000, 0, 0),
+            Err(FieldError::PastEnd { .. })
+        ));
+        // inside the last second, but not at its start
+        assert_eq!(
+            l.encode(last + 1, 0, 0),
+            Err(FieldError::NotWholeUnit { unit: TimeUnit::S })
+        );
+        assert_eq!(
+            l.encode(EPOCH, 1 << 22, 0),
+            Err(FieldError::Node { max: (1 << 22) - 1 })
+        );
+        assert_eq!(l.encode(EPOCH, 0, 8192), Err(FieldError::Seq { max: 8191 }));
+    }
+
+    #[test]
+    fn cluster_encode_decode_table() {
+        let l = layout(Widths::CLUSTER, EPOCH, TimeUnit::Ms);
+        roundtrips(
+            &l,
+            &[
+                (EPOCH, 16_383, 255, (1 << 22) - 1),
+                (EPOCH + 7, 12_182, 3, (7 << 22) | (12_182 << 8) | 3),
+                (EPOCH + (1 << 41) - 1, 16_383, 255, i64::MAX as u64),
+            ],
+        );
+        assert_eq!(
+            l.encode(EPOCH, 16_384, 0),
+            Err(FieldError::Node { max: 16_383 })
+        );
+        assert_eq!(l.encode(EPOCH, 0, 256), Err(FieldError::Seq { max: 255 }));
+    }
+
+    #[test]
+    fn edge_layouts_encode_decode() {
+        // No node bits, no seq bits, one time bit.
+        let l = layout(w(63 - 13, 0, 13), EPOCH, TimeUnit::Ms);
+        roundtrips(&l, &[(EPOCH + 3, 0, 5, (3 << 13) | 5)]);
+        assert_eq!(l.encode(EPOCH, 1, 0), Err(FieldError::Node { max: 0 }));
+        let l = layout(w(53, 10, 0), EPOCH, TimeUnit::Ms);
+        roundtrips(&l, &[(EPOCH + 3, 9, 0, (3 << 10) | 9)]);
+        assert_eq!(l.encode(EPOCH, 0, 1), Err(FieldError::Seq { max: 0 }));
+        let l = layout(w(1, 31, 31), EPOCH, TimeUnit::S);
+        roundtrips(
+            &l,
+            &[
+                (EPOCH, 0, 0, 0),
+                (EPOCH + 1000, (1 << 31) - 1, (1 << 31) - 1, i64::MAX as u64),
+            ],
+        );
+        assert_eq!(l.end_ms(), EPOCH + 2000);
+        // decode ignores bit 63 rather than reading a time past the end
+        assert_eq!(l.decode(u64::MAX), l.decode(i64::MAX as u64));
+    }
+
+    fn gen_fixed(l: Layout, node: u64) -> UidGenerator {
+        UidGenerator::new(l, NodeMode::Fixed(node))
+    }
+
+    #[test]
+    fn frozen_clock_counts_seq_then_borrows() {
+        let mut g = gen_fixed(snowflake(), 5);
+        let now = EPOCH + 1_000;
+        let mut ids = Vec::new();
+        for _ in 0..10_000 {
+            ids.push(g.next(b"t", now, 0).unwrap());
+        }
+        assert!(ids.windows(2).all(|p| p[0].0 < p[1].0));
+        let l = snowflake();
+        assert_eq!(
+            l.decode(ids[0].0),
+            UidFields {
+                time_ms: now,
+                node: 5,
+                seq: 0
+            }
+        );
+        assert_eq!(
+            l.decode(ids[4095].0),
+            UidFields {
+                time_ms: now,
+                node: 5,
+                seq: 4095
+            }
+        );
+        assert_eq!(
+            l.decode(ids[4096].0),
+            UidFields {
+                time_ms: now + 1,
+                node: 5,
+                seq: 0
+            }
+        );
+        assert_eq!(ids[9_999].1, now + 2, "reported time is the ID's time");
+        assert_eq!(
+            g.stats(),
+            UidStats {
+                generated: 10_000,
+                borrowed_units: 2
+            }
+        );
+    }
+
+    #[test]
+    fn seconds_layout_borrows_the_next_second() {
+        let l = layout(Widths::UIDGENERATOR, EPOCH, TimeUnit::S);
+        let mut g = gen_fixed(l, 3);
+        let now = EPOCH + 10_500; // 10.5 s after the epoch: unit 10
+        let first = g.next(b"t", now, 0).unwrap();
+        assert_eq!(
+            l.decode(first.0),
+            UidFields {
+                time_ms: EPOCH + 10_000,
+                node: 3,
+                seq: 0
+            }
+        );
+        assert_eq!(first.1, EPOCH + 10_000);
+        let run = g.issue_for(b"t", now, 0, 8191).unwrap();
+        assert_eq!(run.count(), 8191);
+        assert_eq!(l.decode(run.uids().last().unwrap()).seq, 8191);
+        assert_eq!(g.stats().borrowed_units, 0);
+        let next = g.next(b"t", now + 400, 0).unwrap();
+        assert_eq!(
+            l.decode(next.0),
+            UidFields {
+                time_ms: EPOCH + 11_000,
+                node: 3,
+                seq: 0
+            }
+        );
+        assert_eq!(g.stats().borrowed_units, 1);
+        // the clock reaching the borrowed second is not a borrow
+        let mut g = gen_fixed(l, 3);
+        g.issue_for(b"t", now, 0, 8192).unwrap();
+        let n = g.next(b"t", EPOCH + 11_000, 0).unwrap();
+        assert_eq!(l.decode(n.0).time_ms, EPOCH + 11_000);
+        assert_eq!(g.stats().borrowed_units, 0);
+    }
+
+    #[test]
+    fn clock_thirty_seconds_back_holds_the_last_time() {
+        let l = snowflake();
+        let mut g = gen_fixed(l, 0);
+        let now = EPOCH + 100_000;
+        let a = g.next(b"t", now, 0).unwrap();
+        let b = g.next(b"t", now - 30_000, 0).unwrap();
+        assert!(b.0 > a.0);
+        assert_eq!(l.decode(b.0).time_ms, now);
+        assert_eq!(l.decode(b.0).seq, 1);
+        // 10,000 more while the clock stays behind: increasing, borrowing forward
+        let run = g.issue_for(b"t", now - 30_000, 0, 10_000).unwrap();
+        assert!(run.first() > b.0);
+        let v: Vec<u64> = run.uids().collect();
+        assert!(v.windows(2).all(|p| p[0] < p[1]));
+        assert_eq!(g.stats().borrowed_units, 2);
+        // the clock before the epoch: the epoch acts as a floor
+        let mut g = gen_fixed(l, 0);
+        let x = g.next(b"t", 0, 0).unwrap();
+        assert_eq!(l.decode(x.0).time_ms, EPOCH);
+    }
+
+    #[test]
+    fn floor_after_restart_starts_above_every_earlier_id() {
+        for unit in [TimeUnit::Ms, TimeUnit::S] {
+            let l = layout(Widths::SNOWFLAKE, EPOCH, unit);
+            let mut old = gen_fixed(l, 1);
+            let now = EPOCH + 1_000_000_123;
+            let mut last = 0;
+            let mut max_time = 0;
+            for i in 0..5_000 {
+                let (uid, t) = old.next(b"t", now + i / 3, 0).unwrap();
+                last = uid;
+                max_time = max_time.max(t);
+            }
+            // The lease is above every reported time; the restarted node's clock is a minute
+            // behind. Its first ID lies above the old ones, for any lease above max_time.
+            for lease in [
+                max_time + 1,
+                max_time + 999,
+                max_time + 1000,
+                max_time + 5000,
+            ] {
+                let mut new = gen_fixed(l, 1);
+                let (uid, t) = new.next(b"t", now - 60_000, lease).unwrap();
+                assert!(uid > last, "{unit:?} lease {lease}");
+                assert!(t >= lease, "time at or above the floor");
+            }
+        }
+    }
+
+    #[test]
+    fn batch_equals_single_calls() {
+        for (w, unit) in [
+            (Widths::SNOWFLAKE, TimeUnit::Ms),
+            (Widths::CLUSTER, TimeUnit::Ms),
+            (Widths::UIDGENERATOR, TimeUnit::S),
+            (w(55, 8, 0), TimeUnit::Ms),
+        ] {
+            let l = layout(w, EPOCH, unit);
+            let mut a = gen_fixed(l, 7);
+            let mut b = gen_fixed(l, 7);
+            for (now, n) in [(EPOCH + 5, 10_000u32), (EPOCH + 3, 1), (EPOCH + 9_000, 300)] {
+                let run = a.issue_for(b"t", now, 0, n).unwrap();
+                let singles: Vec<u64> = (0..n).map(|_| b.next(b"t", now, 0).unwrap().0).collect();
+                assert_eq!(run.uids().collect::<Vec<_>>(), singles, "{w} {n}");
+                assert_eq!(run.time_ms, l.decode(*singles.last().unwrap()).time_ms);
+            }
+            assert_eq!(a.stats(), b.stats());
+        }
+    }
+
+    #[test]
+    fn slot_mode_gives_each_slot_its_own_lane() {
+        let l = layout(Widths::CLUSTER, EPOCH, TimeUnit::Ms);
+        let mut g = UidGenerator::new(l, NodeMode::Slot);
+        let now = EPOCH + 42;
+        let a = l.decode(g.next(b"{conv:1}", now, 0).unwrap().0);
+        let b = l.decode(g.next(b"{conv:2}", now, 0).unwrap().0);
+        let a2 = l.decode(g.next(b"{conv:1}x", now, 0).unwrap().0);
+        assert_eq!((a.node, a.seq), (u64::from(key_slot(b"conv:1")), 0));
+        assert_eq!((b.node, b.seq), (u64::from(key_slot(b"conv:2")), 0));
+        assert_eq!((a2.node, a2.seq), (a.node, 1), "same slot, same lane");
+        // 256 per ms per slot
+        let run = g.issue_for(b"conv:1", now, 0, 300).unwrap();
+        assert_eq!(run.time_ms, now + 1);
+        // a slot mode with too few node bits is not trusted: it falls back to one lane
+        let g = UidGenerator::new(snowflake(), NodeMode::Slot);
+        assert_eq!(g.mode(), NodeMode::Fixed(0));
+        let g = UidGenerator::new(snowflake(), NodeMode::Fixed(5000));
+        assert_eq!(g.mode(), NodeMode::Fixed(5000 & 1023));
+    }
+
+    #[test]
+    fn exhaustion_is_an_error_and_changes_nothing() {
+        let l = layout(w(2, 55, 6), EPOCH, TimeUnit::S); // 4 seconds of 64 IDs
+        let mut g = gen_fixed(l, 0);
+        let end = l.end_ms();
+        assert_eq!(end, EPOCH + 4_000);
+        // 4 * 64 IDs fit in all; one more does not
+        let run = g.issue_for(b"t", EPOCH, 0, 200).unwrap();
+        assert_eq!(run.count(), 200);
+        assert_eq!(
+            g.issue_for(b"t", EPOCH, 0, 57),
+            Err(Exhausted { end_ms: end })
+        );
+        assert_eq!(
+            g.stats().generated,
+            200,
+            "nothing issued by the refused batch"
+        );
+        let rest = g.issue_for(b"t", EPOCH, 0, 56).unwrap();
+        assert_eq!(rest.uids().last(), Some((3 << 61) | 63));
+        assert!(g.next(b"t", EPOCH, 0).is_err());
+        // a clock or floor past the end
+        let mut g = gen_fixed(l, 0);
+        assert!(g.next(b"t", end, 0).is_err());
+        assert!(g.next(b"t", EPOCH, end).is_err());
+        assert!(g.next(b"t", u64::MAX, u64::MAX).is_err());
+        assert!(g.next(b"t", end - 1, 0).is_ok());
+        let e = Exhausted { end_ms: end }.to_string();
+        assert!(e.contains("2026-01-01T00:00:04Z"), "{e}");
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn any_layout() -> impl Strategy<Value = Layout> {
+            (
+                1u32..=63,
+                0u32..=62,
+                0u64..=2_000_000_000_000,
+                prop::bool::ANY,
+            )
+                .prop_filter_map("a valid layout", |(time, node, epoch, secs)| {
+                    let node = node.min(63 - time);
+                    let widths = Widths {
+                        time,
+                        node,
+                        seq: 63 - time - node,
+                    };
+                    let unit = if secs { TimeUnit::S } else { TimeUnit::Ms };
+                    Layout::new(widths, epoch, unit).ok()
+                })
+        }
+
+        /// A clock step: how far the clock moves (it may go back), a floor raise, a count.
+        fn steps() -> impl Strategy<Value = Vec<(i64, u64, u32)>> {
+            proptest::collection::vec(
+                (
+                    -40_000i64..40_000,
+                    prop_oneof![9 => Just(0u64), 1 => 0u64..100_000],
+                    1u32..600,
+                ),
+                1..60,
+            )
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+            #[test]
+            fn encode_decode_round_trip(l in any_layout(), t in any::<u64>(), n in any::<u64>(), s in any::<u64>()) {
+                let units = (l.end_ms() - l.epoch_ms()) / l.unit().ms();
+                let time_ms = l.epoch_ms() + (t % units) * l.unit().ms();
+                let node = n & l.node_max();
+                let seq = s & l.seq_max();
+                let uid = l.encode(time_ms, node, seq).unwrap();
+                prop_assert!(uid <= i64::MAX as u64);
+                prop_assert_eq!(l.decode(uid), UidFields { time_ms, node, seq });
+                // every uid decodes, and re-encodes to itself
+                let f = l.decode(s >> 1);
+                prop_assert_eq!(l.encode(f.time_ms, f.node, f.seq), Ok(s >> 1));
+            }
+
+            #[test]
+            fn strictly_increasing_under_any_clock(l in any_layout(), start in 0u64..4_000_000_000_000, steps in steps(), node in any::<u64>()) {
+                let mut g = UidGenerator::new(l, NodeMode::Fixed(node & l.node_max()));
+                let mut now = start;
+                let mut floor = 0u64;
+                let mut prev: Option<u64> = None;
+                let mut max_time = 0;
+                for (dt, raise, count) in steps {
+                    now = now.saturating_add_signed(dt);
+                    floor = floor.max(now.saturating_add(raise).saturating_sub(50_000));
+                    match g.issue_for(b"t", now, floor, count) {
+                        Ok(run) => {
+                            prop_assert_eq!(run.count(), u64::from(count));
+                            for uid in run.uids() {
+                                prop_assert!(uid <= i64::MAX as u64);
+                                if let Some(p) = prev { prop_assert!(uid > p, "{} after {}", uid, p); }
+                                let f = l.decode(uid);
+                                prop_assert!(f.time_ms <= run.time_ms);
+                                // time at or above the floor (the epoch counts as one)
+                                let floor_units = floor.saturating_sub(l.epoch_ms()).div_ceil(l.unit().ms());
+                                prop_assert!((f.time_ms - l.epoch_ms()) / l.unit().ms() >= floor_units.min(l.time_max()));
+                                prev = Some(uid);
+                            }
+                            max_time = max_time.max(run.time_ms);
+                        }
+                        Err(Exhausted { end_ms }) => prop_assert_eq!(end_ms, l.end_ms()),
+                    }
+                }
+                // A restart whose floor is any lease above the reported times, with any clock,
+                // starts above everything issued.
+                if let Some(p) = prev {
+                    let mut new = UidGenerator::new(l, g.mode());
+                    if let Ok((uid, _)) = new.next(b"t", start / 2, max_time + 1) {
+                        prop_assert!(uid > p);
+                    }
+                }
+            }
+
+            #[test]
+            fn slot_lanes_increase_and_never_collide(steps in steps(), targets in proptest::collection::vec("[a-z{}]{0,6}", 1..8)) {
+                let l = Layout::new(Widths::CLUSTER, EPOCH, TimeUnit::Ms).unwrap();
+                let mut g = UidGenerator::new(l, NodeMode::Slot);
+                let mut now = EPOCH + 1_000_000;
+                let mut seen = std::collections::HashSet::new();
+                let mut last_per_slot = std::collections::HashMap::new();
+                for (i, (dt, _, count)) in steps.into_iter().enumerate() {
+                    now = now.saturating_add_signed(dt);
+                    let t = targets[i % targets.len()].as_bytes();
+                    let run = g.issue_for(t, now, 0, count).unwrap();
+                    for uid in run.uids() {
+                        prop_assert!(seen.insert(uid));
+                        let f = l.decode(uid);
+                        prop_assert_eq!(f.node, u64::from(key_slot(t)));
+                        if let Some(p) = last_per_slot.insert(f.node, uid) { prop_assert!(uid > p); }
+                    }
+                }
+            }
+
+            #[test]
+            fn never_panics(time in 0u32..80, node in 0u32..80, seq in 0u32..80, epoch in any::<u64>(),
+                            secs in prop::bool::ANY, nodeval in any::<u64>(), slot_mode in prop::bool::ANY,
+                            calls in proptest::collection::vec((any::<u64>(), any::<u64>(), any::<u32>(), any::<Vec<u8>>()), 1..20),
+                            text in ".{0,20}") {
+                let _ = Widths::parse(&text);
+                let _ = NodeSpec::parse(&text);
+                let unit = if secs { TimeUnit::S } else { TimeUnit::Ms };
+                let w = Widths { time, node, seq };
+                if let Ok(l) = Layout::new(w, epoch, unit) {
+                    let _ = l.check_lifetime(nodeval);
+                    let _ = l.node_mode(NodeSpec::Fixed(nodeval), slot_mode);
+                    let _ = l.encode(nodeval, nodeval, nodeval);
+                    let _ = l.decode(nodeval);
+                    let mode = if slot_mode { NodeMode::Slot } else { NodeMode::Fixed(nodeval) };
+                    let mut g = UidGenerator::new(l, mode);
+                    for (now, floor, count, target) in calls {
+                        if let Ok(run) = g.issue_for(&target, now, floor, count % (MAX_COUNT + 1)) {
+                            let _ = run.uids().take(3).count();
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -4,6 +4,7 @@ use crate::glue::Ctx;
 use crate::node;
 use redis_module::{raw, Context, Status};
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Subscribes to the events imid acts on: the end of forked children (AOF rewrites, RDB
 /// saves), the start of a load, and a change of replication role.
@@ -77,15 +78,45 @@ unsafe extern "C" fn on_fork_child(
     {
         return;
     }
+    write_mark_or_retry(ctx);
+}
+
+/// How often a mark deferred by paused writes is tried again.
+const PAUSED_RETRY_MS: i64 = 100;
+/// A retry timer is armed (one at a time, however many children exit during a pause).
+static RETRY_ARMED: AtomicBool = AtomicBool::new(false);
+
+/// Writes the mark after a child exited, or, while writes are paused, arms a timer that tries
+/// again every PAUSED_RETRY_MS until the pause is over (pauses end: they have a timeout, and a
+/// failover's ends with the failover).
+fn write_mark_or_retry(ctx: *mut raw::RedisModuleCtx) {
     // A panic must not unwind into Redis (that aborts the server).
     let r = std::panic::catch_unwind(|| {
-        // SAFETY: ctx is the live context of this event callback, used only within it.
-        let ctx = unsafe { Ctx::from_raw(ctx) };
-        node::ids::after_fork_child(&ctx);
+        // SAFETY: ctx is the live context of the running callback, used only within it.
+        let c = unsafe { Ctx::from_raw(ctx) };
+        node::ids::after_fork_child(&c)
     });
-    if r.is_err() {
-        // SAFETY: as above.
-        unsafe { Ctx::from_raw(ctx) }
-            .log_warning("imid: internal error after a forked child exited");
+    match r {
+        Ok(true) => {}
+        Ok(false) => {
+            if !RETRY_ARMED.swap(true, Ordering::Relaxed) {
+                // SAFETY: ctx is a live context; the callback matches the timer signature.
+                unsafe {
+                    if let Some(f) = raw::RedisModule_CreateTimer {
+                        f(ctx, PAUSED_RETRY_MS, Some(on_retry), std::ptr::null_mut());
+                    }
+                }
+            }
+        }
+        Err(_) => {
+            // SAFETY: as above.
+            unsafe { Ctx::from_raw(ctx) }
+                .log_warning("imid: internal error after a forked child exited");
+        }
     }
+}
+
+unsafe extern "C" fn on_retry(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
+    RETRY_ARMED.store(false, Ordering::Relaxed);
+    write_mark_or_retry(ctx);
 }

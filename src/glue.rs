@@ -194,6 +194,13 @@ impl Ctx {
         self.flags() & raw::REDISMODULE_CTX_FLAGS_MASTER as c_int != 0
     }
 
+    /// Writes are paused (`CLIENT PAUSE ... WRITE`, a failover's pause): Redis then aborts on
+    /// anything propagated, so nothing may be replicated until the pause ends.
+    pub fn writes_paused(&self) -> bool {
+        // SAFETY: a plain query of server state, valid wherever a module runs.
+        unsafe { raw::RedisModule_AvoidReplicaTraffic.is_some_and(|f| f() != 0) }
+    }
+
     /// Redis runs in cluster mode.
     pub fn is_cluster(&self) -> bool {
         self.flags() & raw::REDISMODULE_CTX_FLAGS_CLUSTER as c_int != 0

@@ -167,13 +167,21 @@ pub fn mark_for_rewrite() -> Option<i64> {
 /// that window restarted the generator below IDs it had issued. Redis fires this event after
 /// it has installed the rewritten AOF, so the line lands in the new incremental file. For other
 /// children (BGSAVE) it is one harmless extra line.
-pub fn after_fork_child(ctx: &Ctx) {
+///
+/// Returns false when writes are paused (`CLIENT PAUSE ... WRITE`, a failover): Redis aborts
+/// on anything propagated then, and a BGSAVE ending inside a failover's pause took a primary
+/// down. The caller tries again once the pause is over.
+pub fn after_fork_child(ctx: &Ctx) -> bool {
     // Replicas receive the mark from their primary, and cannot write one of their own.
     if !ctx.is_primary() {
-        return;
+        return true;
+    }
+    if ctx.writes_paused() {
+        return false;
     }
     let hwm = high_water();
     if hwm > 0 {
         replicate_floor(ctx, hwm);
     }
+    true
 }

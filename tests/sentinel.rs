@@ -1,13 +1,13 @@
 //! Failover with Sentinel (issue 13, part 2): standalone Redis made highly available the way
 //! users run it. A primary with the module, two replicas, three `redis-sentinel` processes
 //! (Debian's; they run without the module). Client threads find the primary through Sentinel
-//! (the `redis` crate's Sentinel client, which also checks the node's role), pipeline SEQ.NEXT
-//! on many keys and MSGID.GEN, and record every reply with the run id of the node that sent it.
-//! The primary is killed with SIGKILL under that load; the Sentinels promote a replica, the
+//! (the `redis` crate's Sentinel client, which also checks the node's role), pipeline SEQ.NEXT,
+//! MSGID.GEN and UID.GEN on many keys, and record every reply with the run id of the node that
+//! sent it. The primary is killed with SIGKILL under that load; the Sentinels promote a replica, the
 //! clients follow it; the old primary is restarted and the Sentinels turn it into a replica of
 //! the new one; then all of it once more. Afterwards: no sequence value was received twice for
 //! one key, every value a key received from a later primary is above every value it received
-//! from an earlier one, and the same holds for message IDs, all of them unique.
+//! from an earlier one, and the same holds for message IDs and UIDs, all of them unique.
 //!
 //! The short run is part of the normal suite; `make soak` runs a longer one (`#[ignore]`d here).
 #![allow(
@@ -163,6 +163,8 @@ struct Received {
     seq: HashMap<String, HashMap<String, Vec<i64>>>,
     /// run id -> message IDs
     ids: HashMap<String, Vec<String>>,
+    /// run id -> UIDs
+    uids: HashMap<String, Vec<i64>>,
 }
 
 impl Received {
@@ -183,10 +185,10 @@ fn run_id(con: &mut Connection) -> redis::RedisResult<String> {
         .to_owned())
 }
 
-/// A client thread: asks the Sentinels for the primary, pipelines SEQ.NEXT and MSGID.GEN on it
-/// until the connection breaks, then asks again; until `stop`. `pause` between batches keeps
-/// what is recorded within memory while the test waits for the nodes to settle. Returns its
-/// connections.
+/// A client thread: asks the Sentinels for the primary, pipelines SEQ.NEXT, MSGID.GEN and
+/// UID.GEN on it until the connection breaks, then asks again; until `stop`. `pause` between
+/// batches keeps what is recorded within memory while the test waits for the nodes to settle.
+/// Returns its connections.
 fn loader(
     sentinels: Vec<String>,
     keys: usize,
@@ -229,6 +231,7 @@ fn loader(
                 let key = format!("{{conv:{}}}:seq", (x >> 33) as usize % keys);
                 p.cmd("SEQ.NEXT").arg(&key);
                 p.cmd("MSGID.GEN").arg(1).arg(&key);
+                p.cmd("UID.GEN").arg(&key);
                 batch.push(key);
             }
             // A batch without its replies (the node died, or refused) was not received.
@@ -240,9 +243,11 @@ fn loader(
                 let r = &mut *guard;
                 let seq = r.seq.entry(node.clone()).or_default();
                 let ids = r.ids.entry(node.clone()).or_default();
-                for (key, pair) in batch.iter().zip(replies.chunks(2)) {
-                    match pair {
-                        [Value::Int(v), Value::BulkString(id)] => {
+                let uids = r.uids.entry(node.clone()).or_default();
+                for (key, triple) in batch.iter().zip(replies.chunks(3)) {
+                    match triple {
+                        [Value::Int(v), Value::BulkString(id), Value::Int(uid)] => {
+                            uids.push(*uid);
                             seq.entry(key.clone()).or_default().push(*v);
                             ids.push(String::from_utf8_lossy(id).into_owned());
                         }
@@ -318,6 +323,7 @@ struct Outcome {
     values: usize,
     keys: usize,
     ids: usize,
+    uids: usize,
     per_primary: Vec<usize>,
     /// Gap skips made by each promoted primary.
     gap_skips: Vec<i64>,
@@ -500,6 +506,20 @@ fn failovers_through_sentinel(
             high = max.clone();
         }
     }
+    // UIDs: the same.
+    let mut all_uids = HashSet::new();
+    let mut high = 0;
+    for node in &order {
+        let uids = r.uids.get(node).map(Vec::as_slice).unwrap_or_default();
+        for &u in uids {
+            assert!(all_uids.insert(u), "UID {u} received twice");
+        }
+        if let (Some(&min), Some(&max)) = (uids.iter().min(), uids.iter().max()) {
+            assert!(min > high, "UID {min} from {node} after {high}");
+            high = max;
+        }
+    }
+    assert_eq!(all_uids.len(), all.len(), "one UID per message ID");
     Outcome {
         failovers: order.len() - 1,
         max_loss,
@@ -507,6 +527,7 @@ fn failovers_through_sentinel(
         values,
         keys: per_key.len(),
         ids: all.len(),
+        uids: all_uids.len(),
         per_primary: order.iter().map(|n| r.values_from(n)).collect(),
         gap_skips,
         connections: connections.load(Ordering::Relaxed),
@@ -516,10 +537,10 @@ fn failovers_through_sentinel(
 fn report(name: &str, o: &Outcome) {
     eprintln!(
         "{name}: {} Sentinel failovers (kill -9 of the primary under load, the old primary back \
-         as a replica); {} sequence values over {} keys and {} message ids checked, received \
-         from the successive primaries {:?}; gap skips by each promoted primary {:?}; {} client \
-         connections through Sentinel",
-        o.failovers, o.values, o.keys, o.ids, o.per_primary, o.gap_skips, o.connections
+         as a replica); {} sequence values over {} keys, {} message ids and {} UIDs checked, \
+         received from the successive primaries {:?}; gap skips by each promoted primary {:?}; \
+         {} client connections through Sentinel",
+        o.failovers, o.values, o.keys, o.ids, o.uids, o.per_primary, o.gap_skips, o.connections
     );
     eprintln!(
         "{name}: the most values one key lost in a failover: {} (imid.seq-gap {})",

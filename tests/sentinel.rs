@@ -156,39 +156,72 @@ impl Drop for Sentinel {
     }
 }
 
-/// Everything the clients received, by the run id of the node that replied.
+/// One term of one node as a primary: the process (run id) and the replication ID it took
+/// when it became primary (a promotion always takes a new one), so that a node demoted and
+/// promoted again, or restarted, counts as a new term.
+type Term = String;
+
+/// Everything the clients received, by the term that replied.
 #[derive(Default)]
 struct Received {
-    /// run id -> key -> sequence values
-    seq: HashMap<String, HashMap<String, Vec<i64>>>,
-    /// run id -> message IDs
-    ids: HashMap<String, Vec<String>>,
-    /// run id -> UIDs
-    uids: HashMap<String, Vec<i64>>,
+    /// term -> where it starts: `second_repl_offset` (the replication offset at which the
+    /// node was promoted, -1 for a node that was never a replica), and when a client first met
+    /// it. Terms sort by these: a promotion starts from the offset the replica had reached,
+    /// past the start of every term it replicated.
+    terms: HashMap<Term, (i64, Instant)>,
+    /// term -> key -> sequence values
+    seq: HashMap<Term, HashMap<String, Vec<i64>>>,
+    /// term -> message IDs
+    ids: HashMap<Term, Vec<String>>,
+    /// term -> UIDs
+    uids: HashMap<Term, Vec<i64>>,
 }
 
 impl Received {
+    /// Values received from any term of the process `run_id`.
     fn values_from(&self, run_id: &str) -> usize {
         self.seq
-            .get(run_id)
-            .map_or(0, |keys| keys.values().map(Vec::len).sum())
+            .iter()
+            .filter(|(term, _)| term.starts_with(run_id))
+            .map(|(_, keys)| keys.values().map(Vec::len).sum::<usize>())
+            .sum()
+    }
+
+    /// The terms in the order they began.
+    fn order(&self) -> Vec<Term> {
+        let mut terms: Vec<(&Term, &(i64, Instant))> = self.terms.iter().collect();
+        terms.sort_by_key(|(_, start)| **start);
+        terms.into_iter().map(|(t, _)| t.clone()).collect()
     }
 }
 
-fn run_id(con: &mut Connection) -> redis::RedisResult<String> {
-    let info: String = cmd(con, &["INFO", "server"])?;
-    Ok(info
-        .lines()
-        .find_map(|l| l.strip_prefix("run_id:"))
-        .unwrap_or_default()
-        .trim()
-        .to_owned())
+/// The term of the primary behind `con`, and where it starts; `None` if it is not a primary.
+fn term(con: &mut Connection) -> Option<(Term, i64)> {
+    let server: String = cmd(con, &["INFO", "server"]).ok()?;
+    let repl: String = cmd(con, &["INFO", "replication"]).ok()?;
+    let field = |text: &str, name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .map(|v| v.trim().to_owned())
+    };
+    if field(&repl, "role")? != "master" {
+        return None;
+    }
+    let start = field(&repl, "second_repl_offset")?.parse().ok()?;
+    Some((
+        format!(
+            "{}/{}",
+            field(&server, "run_id")?,
+            field(&repl, "master_replid")?
+        ),
+        start,
+    ))
 }
 
 /// A client thread: asks the Sentinels for the primary, pipelines SEQ.NEXT, MSGID.GEN and
-/// UID.GEN on it until the connection breaks, then asks again; until `stop`. `pause` between
-/// batches keeps what is recorded within memory while the test waits for the nodes to settle.
-/// Returns its connections.
+/// UID.GEN on it until the connection breaks or a write is refused, then asks again; until
+/// `stop`. `pause` between batches keeps what is recorded within memory while the test waits
+/// for the nodes to settle. Returns its connections.
 fn loader(
     sentinels: Vec<String>,
     keys: usize,
@@ -206,6 +239,7 @@ fn loader(
     .expect("sentinel client");
     let mut x = seed * 7919 + 1;
     let mut connections = 0;
+    let retry = Duration::from_millis(50);
     while !stop.load(Ordering::Relaxed) {
         // While the Sentinels have not promoted anyone, they name the dead primary (or a node
         // that is not a primary, which the client refuses): ask again shortly.
@@ -213,14 +247,21 @@ fn loader(
             .get_client()
             .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)));
         let Ok(mut con) = con else {
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(retry);
             continue;
         };
         con.set_read_timeout(Some(Duration::from_secs(10))).ok();
-        let Ok(node) = run_id(&mut con) else {
+        let Some((term, start)) = term(&mut con) else {
+            std::thread::sleep(retry);
             continue;
         };
         connections += 1;
+        received
+            .lock()
+            .unwrap()
+            .terms
+            .entry(term.clone())
+            .or_insert((start, Instant::now()));
         while !stop.load(Ordering::Relaxed) {
             let mut p = redis::pipe();
             let mut batch = Vec::new();
@@ -234,16 +275,18 @@ fn loader(
                 p.cmd("UID.GEN").arg(&key);
                 batch.push(key);
             }
-            // A batch without its replies (the node died, or refused) was not received.
+            // A batch without its replies (the node died, was demoted, or has no replica to
+            // write to yet: NOREPLICAS) was not received.
             let Ok(replies) = p.query::<Vec<Value>>(&mut con) else {
+                std::thread::sleep(retry);
                 break;
             };
             {
                 let mut guard = received.lock().unwrap();
                 let r = &mut *guard;
-                let seq = r.seq.entry(node.clone()).or_default();
-                let ids = r.ids.entry(node.clone()).or_default();
-                let uids = r.uids.entry(node.clone()).or_default();
+                let seq = r.seq.entry(term.clone()).or_default();
+                let ids = r.ids.entry(term.clone()).or_default();
+                let uids = r.uids.entry(term.clone()).or_default();
                 for (key, triple) in batch.iter().zip(replies.chunks(3)) {
                     match triple {
                         [Value::Int(v), Value::BulkString(id), Value::Int(uid)] => {
@@ -251,7 +294,7 @@ fn loader(
                             seq.entry(key.clone()).or_default().push(*v);
                             ids.push(String::from_utf8_lossy(id).into_owned());
                         }
-                        other => panic!("unexpected replies from {node}: {other:?}"),
+                        other => panic!("unexpected replies from {term}: {other:?}"),
                     }
                 }
             }
@@ -315,7 +358,20 @@ fn replicates(node: &Server, primary_port: u16) -> bool {
         && field("master_link_status").as_deref() == Some("up")
 }
 
+/// The primary every Sentinel names, if they agree and it is not on `not_port`.
+fn agreed_primary(sentinels: &[Sentinel], not_port: u16) -> Option<u16> {
+    let ports: Vec<Option<u16>> = sentinels.iter().map(Sentinel::master_port).collect();
+    match ports.first() {
+        Some(Some(p)) if *p != not_port && ports.iter().all(|q| q == &Some(*p)) => Some(*p),
+        _ => None,
+    }
+}
+
 struct Outcome {
+    /// Nodes killed under load.
+    kills: usize,
+    /// Promotions the clients saw (terms after the first); more than `kills` when the Sentinels
+    /// also failed over a primary that was alive but slow to answer.
     failovers: usize,
     /// The most values one key lost in a failover (received, but not on the promoted replica).
     max_loss: i64,
@@ -324,29 +380,41 @@ struct Outcome {
     keys: usize,
     ids: usize,
     uids: usize,
-    per_primary: Vec<usize>,
-    /// Gap skips made by each promoted primary.
+    /// Values received from each term, in order.
+    per_term: Vec<usize>,
+    /// Gap skips made by each promoted primary killed, and by the last primary.
     gap_skips: Vec<i64>,
     connections: u64,
 }
 
 /// The whole scenario: `threads` clients on `keys` keys, pausing `pause` after each batch of 20,
 /// at least `per_phase` values received from each primary before it is killed (and from the
-/// last one before the end), `failovers` failovers in a row.
+/// last one before the end), `kills` primaries killed in a row.
+///
+/// The nodes run with `min-replicas-to-write 1` and `min-replicas-max-lag 2`, as a Sentinel
+/// deployment should: a primary the Sentinels fail over while it is still alive (slow, or cut
+/// off) then refuses writes within about 2 s instead of issuing beside the new primary until
+/// the Sentinels turn it into a replica.
 fn failovers_through_sentinel(
-    failovers: usize,
+    kills: usize,
     threads: usize,
     keys: usize,
     pause: Duration,
     per_phase: usize,
 ) -> Outcome {
-    let mut nodes = vec![Server::start()];
+    let node_args = [
+        "--min-replicas-to-write",
+        "1",
+        "--min-replicas-max-lag",
+        "2",
+    ];
+    let mut nodes = vec![Server::start_with(&node_args)];
     let gap: i64 = cmd::<Vec<String>>(&mut nodes[0].client(), &["CONFIG", "GET", "imid.seq-gap"])
         .unwrap()[1]
         .parse()
         .unwrap();
-    nodes.push(nodes[0].replica(&[]));
-    nodes.push(nodes[0].replica(&[]));
+    nodes.push(nodes[0].replica(&node_args));
+    nodes.push(nodes[0].replica(&node_args));
     let sentinels: Vec<Sentinel> = (0..3).map(|_| Sentinel::start(nodes[0].port)).collect();
     let logs = |sentinels: &[Sentinel]| {
         sentinels
@@ -380,48 +448,33 @@ fn failovers_through_sentinel(
         })
         .collect();
 
-    // The primaries in the order they served, by run id (a restarted process has a new one).
     let mut primary = 0usize;
-    let mut order = vec![info_field_retry(&nodes[0], "server", "run_id")];
     let mut gap_skips = Vec::new();
-    for _ in 0..failovers {
-        let serving = order.last().unwrap().clone();
+    for round in 0..kills {
+        let serving = info_field_retry(&nodes[primary], "server", "run_id");
         wait_for(
             "the clients receive values from the primary",
             || received.lock().unwrap().values_from(&serving) >= per_phase,
             || logs(&sentinels),
         );
         // The primary dies under load (a promoted one first says how many keys it skipped).
-        if order.len() > 1 {
+        if round > 0 {
             gap_skips.push(skips(&nodes[primary]));
         }
         let old_port = nodes[primary].port;
         nodes[primary].kill();
-        let mut new_port = 0;
         wait_for(
-            "every Sentinel names a promoted replica",
+            "the Sentinels promote a replica",
             || {
-                let ports: Vec<Option<u16>> = sentinels.iter().map(Sentinel::master_port).collect();
-                match ports[0] {
-                    Some(p) if p != old_port && ports.iter().all(|q| *q == Some(p)) => {
-                        new_port = p;
-                        true
-                    }
-                    _ => false,
-                }
+                agreed_primary(&sentinels, old_port).is_some_and(|p| {
+                    nodes.iter().any(|n| {
+                        n.port == p
+                            && info_field(n, "replication", "role").as_deref() == Some("master")
+                    })
+                })
             },
             || logs(&sentinels),
         );
-        let promoted = nodes
-            .iter()
-            .position(|n| n.port == new_port)
-            .expect("the Sentinels promoted one of the replicas");
-        wait_for(
-            "the promoted replica is a primary",
-            || info_field(&nodes[promoted], "replication", "role").as_deref() == Some("master"),
-            || nodes[promoted].log_tail(),
-        );
-        order.push(info_field_retry(&nodes[promoted], "server", "run_id"));
         // The old primary comes back, as a primary: empty (the harness runs without
         // persistence) or, if it was a replica once, with the RDB its last full sync wrote.
         // The Sentinels make it a replica of the new primary; the third node follows too.
@@ -430,18 +483,31 @@ fn failovers_through_sentinel(
             nodes[primary].port, old_port,
             "the old primary must come back on its port for the Sentinels to find it"
         );
-        for n in &nodes {
-            if n.port != new_port {
-                wait_for(
-                    "every other node replicates the new primary",
-                    || replicates(n, new_port),
-                    || format!("{}\n{}", n.log_tail(), logs(&sentinels)),
-                );
-            }
-        }
-        primary = promoted;
+        // Settled: the Sentinels agree on a primary (the one promoted, or another if they
+        // failed that one over too) and every other node replicates it.
+        let mut settled = 0;
+        wait_for(
+            "the Sentinels agree on a primary that every other node replicates",
+            || {
+                let Some(p) = agreed_primary(&sentinels, 0) else {
+                    return false;
+                };
+                let Some(at) = nodes.iter().position(|n| n.port == p) else {
+                    return false;
+                };
+                settled = at;
+                info_field(&nodes[at], "replication", "role").as_deref() == Some("master")
+                    && nodes.iter().all(|n| n.port == p || replicates(n, p))
+                    && agreed_primary(&sentinels, 0) == Some(p)
+            },
+            || {
+                let tails: Vec<String> = nodes.iter().map(Server::log_tail).collect();
+                format!("{}\n{}", tails.join("\n"), logs(&sentinels))
+            },
+        );
+        primary = settled;
     }
-    let last = order.last().unwrap().clone();
+    let last = info_field_retry(&nodes[primary], "server", "run_id");
     wait_for(
         "the clients receive values from the last primary",
         || received.lock().unwrap().values_from(&last) >= per_phase,
@@ -454,17 +520,12 @@ fn failovers_through_sentinel(
     gap_skips.push(skips(&nodes[primary]));
 
     let r = received.lock().unwrap();
-    for node in r.seq.keys() {
-        assert!(
-            order.contains(node),
-            "values from {node}, which was never the primary the Sentinels promoted ({order:?})"
-        );
-    }
-    // Per key, in the order the primaries served: nothing twice, and every later value above
-    // every earlier one.
+    let order = r.order();
+    // Per key, in the order the terms began: nothing twice, and every later value above every
+    // earlier one.
     let mut per_key: HashMap<&str, Vec<(usize, &[i64])>> = HashMap::new();
-    for (i, node) in order.iter().enumerate() {
-        for (key, values) in r.seq.get(node).into_iter().flatten() {
+    for (i, term) in order.iter().enumerate() {
+        for (key, values) in r.seq.get(term).into_iter().flatten() {
             per_key.entry(key).or_default().push((i, values));
         }
     }
@@ -480,7 +541,11 @@ fn failovers_through_sentinel(
                 values += 1;
             }
             let (min, max) = (*phase.iter().min().unwrap(), *phase.iter().max().unwrap());
-            assert!(min > high, "{key}: {min} handed out after {high}");
+            assert!(
+                min > high,
+                "{key}: {min} handed out by {} after {high}",
+                order[i]
+            );
             // Right after a failover a key's first value is the promoted replica's value plus
             // the gap plus one: how far the replica was behind what clients had received.
             if let Some((j, last)) = before {
@@ -492,43 +557,47 @@ fn failovers_through_sentinel(
             before = Some((i, max));
         }
     }
-    // Message IDs: unique, and each primary's above every earlier one's (string order is
-    // numeric order).
+    // Message IDs: unique, and each term's above every earlier one's (string order is numeric
+    // order).
     let mut all = HashSet::new();
     let mut high = String::new();
-    for node in &order {
-        let ids = r.ids.get(node).map(Vec::as_slice).unwrap_or_default();
+    for term in &order {
+        let ids = r.ids.get(term).map(Vec::as_slice).unwrap_or_default();
         for id in ids {
             assert!(all.insert(id.clone()), "message id {id} received twice");
         }
         if let (Some(min), Some(max)) = (ids.iter().min(), ids.iter().max()) {
-            assert!(*min > high, "message id {min} from {node} after {high}");
+            assert!(*min > high, "message id {min} from {term} after {high}");
             high = max.clone();
         }
     }
     // UIDs: the same.
     let mut all_uids = HashSet::new();
     let mut high = 0;
-    for node in &order {
-        let uids = r.uids.get(node).map(Vec::as_slice).unwrap_or_default();
+    for term in &order {
+        let uids = r.uids.get(term).map(Vec::as_slice).unwrap_or_default();
         for &u in uids {
             assert!(all_uids.insert(u), "UID {u} received twice");
         }
         if let (Some(&min), Some(&max)) = (uids.iter().min(), uids.iter().max()) {
-            assert!(min > high, "UID {min} from {node} after {high}");
+            assert!(min > high, "UID {min} from {term} after {high}");
             high = max;
         }
     }
     assert_eq!(all_uids.len(), all.len(), "one UID per message ID");
     Outcome {
-        failovers: order.len() - 1,
+        kills,
+        failovers: order.len().saturating_sub(1),
         max_loss,
         gap,
         values,
         keys: per_key.len(),
         ids: all.len(),
         uids: all_uids.len(),
-        per_primary: order.iter().map(|n| r.values_from(n)).collect(),
+        per_term: order
+            .iter()
+            .map(|t| r.seq.get(t).map_or(0, |k| k.values().map(Vec::len).sum()))
+            .collect(),
         gap_skips,
         connections: connections.load(Ordering::Relaxed),
     }
@@ -536,11 +605,19 @@ fn failovers_through_sentinel(
 
 fn report(name: &str, o: &Outcome) {
     eprintln!(
-        "{name}: {} Sentinel failovers (kill -9 of the primary under load, the old primary back \
-         as a replica); {} sequence values over {} keys, {} message ids and {} UIDs checked, \
-         received from the successive primaries {:?}; gap skips by each promoted primary {:?}; \
-         {} client connections through Sentinel",
-        o.failovers, o.values, o.keys, o.ids, o.uids, o.per_primary, o.gap_skips, o.connections
+        "{name}: {} primaries killed under load, {} failovers seen by the clients (the old \
+         primary back as a replica each time); {} sequence values over {} keys, {} message ids \
+         and {} UIDs checked, received from the successive primaries {:?}; gap skips by each \
+         promoted primary {:?}; {} client connections through Sentinel",
+        o.kills,
+        o.failovers,
+        o.values,
+        o.keys,
+        o.ids,
+        o.uids,
+        o.per_term,
+        o.gap_skips,
+        o.connections
     );
     eprintln!(
         "{name}: the most values one key lost in a failover: {} (imid.seq-gap {})",
@@ -551,18 +628,9 @@ fn report(name: &str, o: &Outcome) {
 #[test]
 fn clients_follow_two_sentinel_failovers_and_nothing_is_received_twice() {
     let o = failovers_through_sentinel(2, 2, 50, Duration::from_millis(5), 2_000);
-    assert_eq!(o.failovers, 2);
-    assert!(
-        o.per_primary.iter().all(|&n| n >= 2_000),
-        "{:?}",
-        o.per_primary
-    );
+    assert!(o.failovers >= 2, "{} failovers", o.failovers);
     // Each promoted primary skipped the gap on the keys it inherited.
-    assert!(
-        o.gap_skips.len() == 2 && o.gap_skips.iter().all(|&n| n > 0),
-        "{:?}",
-        o.gap_skips
-    );
+    assert!(o.gap_skips.iter().all(|&n| n > 0), "{:?}", o.gap_skips);
     report("sentinel", &o);
 }
 
@@ -573,12 +641,12 @@ fn soak_sentinel_failovers_under_heavier_load() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
-    let failovers = std::env::var("IMID_SOAK_FAILOVERS")
+    let kills = std::env::var("IMID_SOAK_FAILOVERS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(4);
-    let o = failovers_through_sentinel(failovers, 4, keys, Duration::from_millis(2), 30_000);
-    assert_eq!(o.failovers, failovers);
+    let o = failovers_through_sentinel(kills, 4, keys, Duration::from_millis(2), 30_000);
+    assert!(o.failovers >= kills, "{} failovers", o.failovers);
     assert!(o.gap_skips.iter().all(|&n| n > 0), "{:?}", o.gap_skips);
     report("soak sentinel", &o);
 }

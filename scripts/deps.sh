@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Installs what building and testing imid needs, if missing: redis-server and redis-tools
-# (redis-cli, redis-benchmark), libclang (for the redis-module crate's bindgen), redis-py
-# for the Python example, unzip and pip for scripts/servers.sh, valgrind and gcc for the
-# benchmarks' instruction counts against the floor module (bench/instructions.py, bench/floor.c),
-# Node.js and npm for the Node.js example (Debian packages; needs root or sudo), then the Node.js
-# example's locked dependencies (npm ci, from the npm registry).
+# Installs what building and testing imid needs, if missing: redis-server, redis-sentinel (the
+# Sentinel failover tests) and redis-tools (redis-cli, redis-benchmark), libclang (for the
+# redis-module crate's bindgen), redis-py for the Python example, unzip and pip for
+# scripts/servers.sh, valgrind and gcc for the benchmarks' instruction counts against the floor
+# module (bench/instructions.py, bench/floor.c), Node.js and npm for the Node.js example (Debian
+# packages; needs root or sudo), then the Node.js example's locked dependencies (npm ci, from the
+# npm registry).
 set -euo pipefail
 
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v redis-sentinel >/dev/null 2>&1 || need+=(redis-sentinel)
 command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
 command -v redis-benchmark >/dev/null 2>&1 || need+=(redis-tools)
 # libclang itself (libclang-NN.so), not libclang-cpp which Debian machines often carry already.

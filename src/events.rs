@@ -6,16 +6,21 @@ use redis_module::{raw, Context, Status};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Subscribes to the events imid acts on: the end of forked children (AOF rewrites, RDB
-/// saves), the start of a load, and a change of replication role.
+/// Subscribes to the events imid acts on: forked children (AOF rewrites, RDB saves) and
+/// synchronous saves, the start of a load, a change of replication role, and the server's cron.
 pub fn subscribe(ctx: &Context) -> Status {
     let events = [
         (raw::REDISMODULE_EVENT_FORK_CHILD, on_fork_child as Callback),
+        (
+            raw::REDISMODULE_EVENT_PERSISTENCE,
+            on_persistence as Callback,
+        ),
         (raw::REDISMODULE_EVENT_LOADING, on_inherit as Callback),
         (
             raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
             on_inherit as Callback,
         ),
+        (raw::REDISMODULE_EVENT_CRON_LOOP, on_cron as Callback),
     ];
     for (id, callback) in events {
         let event = raw::RedisModuleEvent { id, dataver: 1 };
@@ -65,58 +70,83 @@ unsafe extern "C" fn on_inherit(
     }
 }
 
-/// When a forked child has exited, the primary writes its time high-water mark again (see
-/// `node::ids::after_fork_child`).
+/// A forked child was born (the start of a BGSAVE's snapshot) or has exited: the snapshot
+/// bookkeeping (`node::exposure`), and after an exit the primary writes its time high-water
+/// mark again (see `node::ids::after_fork_child`).
 unsafe extern "C" fn on_fork_child(
     ctx: *mut raw::RedisModuleCtx,
     eid: raw::RedisModuleEvent,
     subevent: u64,
     _data: *mut c_void,
 ) {
-    if eid.id != raw::REDISMODULE_EVENT_FORK_CHILD
-        || subevent != raw::REDISMODULE_SUBEVENT_FORK_CHILD_DIED
-    {
+    if eid.id != raw::REDISMODULE_EVENT_FORK_CHILD {
         return;
     }
-    write_mark_or_retry(ctx);
-}
-
-/// How often a mark deferred by paused writes is tried again.
-const PAUSED_RETRY_MS: i64 = 100;
-/// A retry timer is armed (one at a time, however many children exit during a pause).
-static RETRY_ARMED: AtomicBool = AtomicBool::new(false);
-
-/// Writes the mark after a child exited, or, while writes are paused, arms a timer that tries
-/// again every PAUSED_RETRY_MS until the pause is over (pauses end: they have a timeout, and a
-/// failover's ends with the failover).
-fn write_mark_or_retry(ctx: *mut raw::RedisModuleCtx) {
-    // A panic must not unwind into Redis (that aborts the server).
-    let r = std::panic::catch_unwind(|| {
-        // SAFETY: ctx is the live context of the running callback, used only within it.
-        let c = unsafe { Ctx::from_raw(ctx) };
-        node::ids::after_fork_child(&c)
-    });
-    match r {
-        Ok(true) => {}
-        Ok(false) => {
-            if !RETRY_ARMED.swap(true, Ordering::Relaxed) {
-                // SAFETY: ctx is a live context; the callback matches the timer signature.
-                unsafe {
-                    if let Some(f) = raw::RedisModule_CreateTimer {
-                        f(ctx, PAUSED_RETRY_MS, Some(on_retry), std::ptr::null_mut());
-                    }
-                }
+    guarded(ctx, "a fork event", |ctx| match subevent {
+        raw::REDISMODULE_SUBEVENT_FORK_CHILD_BORN => node::exposure::on_fork_born(),
+        raw::REDISMODULE_SUBEVENT_FORK_CHILD_DIED => {
+            node::exposure::on_fork_died();
+            if !node::ids::after_fork_child(ctx) {
+                MARK_PENDING.store(true, Ordering::Relaxed);
             }
         }
-        Err(_) => {
-            // SAFETY: as above.
-            unsafe { Ctx::from_raw(ctx) }
-                .log_warning("imid: internal error after a forked child exited");
-        }
-    }
+        _ => {}
+    });
 }
 
-unsafe extern "C" fn on_retry(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
-    RETRY_ARMED.store(false, Ordering::Relaxed);
-    write_mark_or_retry(ctx);
+/// A synchronous save starts or a save ends (`node::exposure`). A BGSAVE's own start and end
+/// events fire inside its child, where they change nothing.
+unsafe extern "C" fn on_persistence(
+    ctx: *mut raw::RedisModuleCtx,
+    eid: raw::RedisModuleEvent,
+    subevent: u64,
+    _data: *mut c_void,
+) {
+    if eid.id != raw::REDISMODULE_EVENT_PERSISTENCE {
+        return;
+    }
+    guarded(ctx, "a persistence event", |_| match subevent {
+        raw::REDISMODULE_SUBEVENT_PERSISTENCE_SYNC_RDB_START => {
+            node::exposure::on_sync_save_start()
+        }
+        raw::REDISMODULE_SUBEVENT_PERSISTENCE_ENDED => node::exposure::on_save_end(true),
+        raw::REDISMODULE_SUBEVENT_PERSISTENCE_FAILED => node::exposure::on_save_end(false),
+        _ => {}
+    });
+}
+
+/// The server's cron (`hz` times a second): the exposure warning, if due.
+unsafe extern "C" fn on_cron(
+    ctx: *mut raw::RedisModuleCtx,
+    eid: raw::RedisModuleEvent,
+    _subevent: u64,
+    _data: *mut c_void,
+) {
+    if eid.id != raw::REDISMODULE_EVENT_CRON_LOOP {
+        return;
+    }
+    guarded(ctx, "the cron event", |ctx| {
+        node::exposure::on_cron(ctx);
+        // A mark deferred by paused writes, once the pause is over.
+        if MARK_PENDING.load(Ordering::Relaxed) && node::ids::after_fork_child(ctx) {
+            MARK_PENDING.store(false, Ordering::Relaxed);
+        }
+    });
+}
+
+/// The time mark to write after a forked child exited was deferred: writes were paused then
+/// (`node::ids::after_fork_child`); the cron writes it once they are not.
+static MARK_PENDING: AtomicBool = AtomicBool::new(false);
+
+/// Runs an event handler with the callback's context. A panic must not unwind into Redis (that
+/// aborts the server): it is caught and logged.
+///
+/// # Safety
+/// `ctx` must be the live context of the running event callback.
+unsafe fn guarded(ctx: *mut raw::RedisModuleCtx, what: &str, f: impl FnOnce(&Ctx)) {
+    // SAFETY: per this function's contract; the Ctx lives only within the callback.
+    let c = unsafe { Ctx::from_raw(ctx) };
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&c))).is_err() {
+        c.log_warning(&format!("imid: internal error in {what}"));
+    }
 }

@@ -395,6 +395,69 @@ impl Ctx {
     }
 }
 
+/// Whether the AOF is on (`appendonly yes`; also while its first rewrite is being written).
+///
+/// Read without a context, since the INFO callback has none: `RedisModule_GetContextFlags`
+/// accepts NULL and then leaves out only the client flags (Lua, MULTI, replicated, dirty).
+pub fn aof_on() -> bool {
+    // SAFETY: see the module comment; a NULL context is documented as allowed.
+    let flags = unsafe { raw::RedisModule_GetContextFlags.map_or(0, |f| f(std::ptr::null_mut())) };
+    flags & raw::REDISMODULE_CTX_FLAGS_AOF as c_int != 0
+}
+
+/// One section of the server's own INFO, as `RedisModule_GetServerInfo` parses it; freed on
+/// drop. For event callbacks (a fork, a child's exit), never for the hot path: Redis formats
+/// the whole section to build it.
+pub struct ServerInfo {
+    ptr: *mut raw::RedisModuleServerInfoData,
+}
+
+impl ServerInfo {
+    /// The section `section` (e.g. `persistence`), or `None` when the API is missing.
+    pub fn read(section: &CStr) -> Option<ServerInfo> {
+        // SAFETY: see the module comment. Without a context the data is not tied to automatic
+        // memory management; Drop frees it.
+        let ptr = unsafe {
+            raw::RedisModule_GetServerInfo.map(|f| f(std::ptr::null_mut(), section.as_ptr()))
+        }?;
+        (!ptr.is_null()).then_some(ServerInfo { ptr })
+    }
+
+    /// An integer field, `None` when it is missing or not an integer.
+    pub fn int(&self, field: &CStr) -> Option<i64> {
+        let mut rc: c_int = 0;
+        // SAFETY: see the module comment; the data lives until drop, the field name is
+        // NUL-terminated, and `rc` receives the status.
+        let v = unsafe {
+            raw::RedisModule_ServerInfoGetFieldSigned.map(|f| f(self.ptr, field.as_ptr(), &mut rc))
+        }?;
+        (rc == raw::REDISMODULE_OK as c_int).then_some(v)
+    }
+
+    /// Whether a text field reads exactly `want`.
+    pub fn text_is(&self, field: &CStr, want: &str) -> bool {
+        // SAFETY: see the module comment; the returned string belongs to the data (alive until
+        // drop) and is NUL-terminated (an sds), or NULL when the field is missing.
+        unsafe {
+            match raw::RedisModule_ServerInfoGetFieldC.map(|f| f(self.ptr, field.as_ptr())) {
+                Some(p) if !p.is_null() => CStr::from_ptr(p).to_bytes() == want.as_bytes(),
+                _ => false,
+            }
+        }
+    }
+}
+
+impl Drop for ServerInfo {
+    fn drop(&mut self) {
+        // SAFETY: the data came from GetServerInfo without a context and is freed once, here.
+        unsafe {
+            if let Some(f) = raw::RedisModule_FreeServerInfo {
+                f(std::ptr::null_mut(), self.ptr);
+            }
+        }
+    }
+}
+
 /// A log line at `level` ("warning", "notice", "verbose", "debug"), prefixed by Redis with the
 /// module name.
 fn log(ctx: *mut raw::RedisModuleCtx, level: &CStr, msg: &str) {

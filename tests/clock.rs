@@ -58,7 +58,7 @@ fn now_ms(con: &mut Connection) -> i64 {
 
 #[test]
 fn frozen_clock_borrows_exactly_one_ms_per_4096_ids() {
-    let s = Server::start_hooked(&[]);
+    let s = Server::build().hooked().args(&[]).start();
     let mut con = s.client();
     set_clock(&mut con, &["FREEZE", "1893456000000"]); // 2030-01-01, frozen
     let ids = gen_many(&mut con, 10_000, "t");
@@ -78,7 +78,7 @@ fn frozen_clock_borrows_exactly_one_ms_per_4096_ids() {
 
 #[test]
 fn clock_stepping_back_never_repeats_an_id() {
-    let s = Server::start_hooked(&[]);
+    let s = Server::build().hooked().args(&[]).start();
     let mut con = s.client();
     let before = gen_many(&mut con, 3_000, "t");
     set_clock(&mut con, &["OFFSET", "-30000"]); // the wall clock jumps 30 seconds back
@@ -103,7 +103,10 @@ fn clock_stepping_back_never_repeats_an_id() {
 
 #[test]
 fn restart_from_aof_with_the_clock_behind_starts_above_old_ids() {
-    let mut s = Server::start_hooked(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut s = Server::build()
+        .hooked()
+        .args(&["--appendonly", "yes", "--appendfsync", "always"])
+        .start();
     let mut con = s.client();
     let old = gen_many(&mut con, 5_000, "t");
     s.kill(); // kill -9
@@ -117,14 +120,17 @@ fn restart_from_aof_with_the_clock_behind_starts_above_old_ids() {
 /// A test-hooks server writing an AOF with every write fsynced and no RDB preamble (so a
 /// rewrite's base file holds commands, not an RDB with aux data).
 fn start_aof_without_preamble() -> Server {
-    Server::start_hooked(&[
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--aof-use-rdb-preamble",
-        "no",
-    ])
+    Server::build()
+        .hooked()
+        .args(&[
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--aof-use-rdb-preamble",
+            "no",
+        ])
+        .start()
 }
 
 #[test]
@@ -186,7 +192,7 @@ fn aof_files(s: &Server, suffix: &str) -> String {
 
 #[test]
 fn restart_from_rdb_with_the_clock_behind_starts_above_old_ids() {
-    let mut s = Server::start_hooked(&[]);
+    let mut s = Server::build().hooked().args(&[]).start();
     let mut con = s.client();
     let old = gen_many(&mut con, 5_000, "t");
     s.shutdown(true); // SHUTDOWN SAVE: the high-water mark travels as RDB aux data
@@ -199,7 +205,7 @@ fn restart_from_rdb_with_the_clock_behind_starts_above_old_ids() {
 
 #[test]
 fn debug_reload_keeps_the_mark() {
-    let s = Server::start_hooked(&[]);
+    let s = Server::build().hooked().args(&[]).start();
     let mut con = s.client();
     let old = gen_many(&mut con, 100, "t");
     let hwm = s.imid_stat("msgid_high_water_ms");
@@ -212,7 +218,7 @@ fn debug_reload_keeps_the_mark() {
 #[test]
 fn promoted_replica_with_a_slow_clock_issues_above_the_old_primary() {
     for full_sync_first in [true, false] {
-        let mut primary = Server::start_hooked(&[]);
+        let mut primary = Server::build().hooked().args(&[]).start();
         let mut pcon = primary.client();
         // IDs issued before the replica exists reach it through the full sync (RDB aux) ...
         let mut old = if full_sync_first {
@@ -221,7 +227,10 @@ fn promoted_replica_with_a_slow_clock_issues_above_the_old_primary() {
             Vec::new()
         };
         let port = primary.port.to_string();
-        let replica = Server::start_hooked(&["--replicaof", "127.0.0.1", &port]);
+        let replica = Server::build()
+            .hooked()
+            .args(&["--replicaof", "127.0.0.1", &port])
+            .start();
         let mut rcon = replica.client();
         replica.wait_link_up();
         // ... and IDs issued afterwards through the replicated MSGID.FLOOR.
@@ -240,10 +249,16 @@ fn promoted_replica_with_a_slow_clock_issues_above_the_old_primary() {
 /// its own AOF replay take them (only a client's MSGID.FLOOR is held to a minute's lead).
 #[test]
 fn floors_from_the_primary_and_the_aof_are_taken_however_far_ahead() {
-    let mut primary = Server::start_hooked(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut primary = Server::build()
+        .hooked()
+        .args(&["--appendonly", "yes", "--appendfsync", "always"])
+        .start();
     let mut pcon = primary.client();
     let port = primary.port.to_string();
-    let replica = Server::start_hooked(&["--replicaof", "127.0.0.1", &port]);
+    let replica = Server::build()
+        .hooked()
+        .args(&["--replicaof", "127.0.0.1", &port])
+        .start();
     replica.wait_link_up();
     set_clock(&mut pcon, &["OFFSET", "600000"]);
     let old = gen_many(&mut pcon, 1_000, "t");
@@ -266,7 +281,10 @@ fn floors_from_the_primary_and_the_aof_are_taken_however_far_ahead() {
 #[test]
 fn floors_past_the_time_field_are_refused_from_the_primary_and_the_aof() {
     const PAST: &str = "4398046511104"; // 2^42
-    let mut primary = Server::start_hooked(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut primary = Server::build()
+        .hooked()
+        .args(&["--appendonly", "yes", "--appendfsync", "always"])
+        .start();
     let mut pcon = primary.client();
     let replica = primary.replica(&[]);
     let good = now_ms(&mut pcon) + 30_000;
@@ -303,7 +321,7 @@ fn floors_past_the_time_field_are_refused_from_the_primary_and_the_aof() {
 
 #[test]
 fn a_panic_in_a_handler_is_an_error_and_the_server_lives() {
-    let s = Server::start_hooked(&[]);
+    let s = Server::build().hooked().args(&[]).start();
     let mut con = s.client();
     let _: String = cmd(&mut con, &["SET", "k", "v"]).unwrap();
     let e = cmd::<Value>(&mut con, &["IMID.TEST-PANIC"]).unwrap_err();

@@ -14,25 +14,6 @@ use std::collections::{HashMap, HashSet};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_XMODEM);
-
-/// Redis Cluster's key slot, computed independently of the module.
-fn slot(key: &str) -> u16 {
-    let k = key.as_bytes();
-    let tagged = k
-        .iter()
-        .position(|&b| b == b'{')
-        .and_then(|o| {
-            k[o + 1..]
-                .iter()
-                .position(|&b| b == b'}')
-                .filter(|&c| c > 0)
-                .map(|c| &k[o + 1..o + 1 + c])
-        })
-        .unwrap_or(k);
-    CRC16.checksum(tagged) & 0x3FFF
-}
-
 struct Cluster {
     nodes: Vec<Server>,
 }
@@ -43,14 +24,16 @@ impl Cluster {
             .map(|_| {
                 // The bus port stays Redis's default, port + 10000: the harness picks ports
                 // whose bus twin is free too, and picks both again if a start fails.
-                Server::start_with(&[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--cluster-node-timeout",
-                    "2000",
-                ])
+                Server::build()
+                    .args(&[
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        "--cluster-node-timeout",
+                        "2000",
+                    ])
+                    .start()
             })
             .collect();
         let addrs: Vec<String> = nodes
@@ -169,14 +152,6 @@ fn gen(con: &mut ClusterConnection, ty: u8, target: &str) -> String {
     )));
     let v = con.route_command(&c, route).unwrap();
     redis::from_redis_value(v).unwrap()
-}
-
-fn hash_of(id: &str) -> u32 {
-    let b = data_encoding::BASE32HEX_NOPAD
-        .decode(id.replace('-', "").as_bytes())
-        .unwrap();
-    let v = b.iter().fold(0u128, |acc, x| (acc << 8) | u128::from(*x));
-    (v & 0x3F_FFFF) as u32
 }
 
 #[test]

@@ -170,7 +170,7 @@ const UID_ARGS: &[&str] = &["--imid.uid-layout", "40,11,12", "--imid.uid-node", 
 
 #[test]
 fn uid_configs_do_not_leak() {
-    assert_uid_configs_flat(&Server::start_with(UID_ARGS));
+    assert_uid_configs_flat(&Server::build().args(UID_ARGS).start());
 }
 
 #[test]

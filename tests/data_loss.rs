@@ -11,10 +11,6 @@
 mod common;
 use common::*;
 
-fn int(con: &mut Connection, args: &[&str]) -> i64 {
-    cmd(con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
-}
-
 /// Issues `n` NEXT on each key and `n` IDs; returns the last value per key and the last ID.
 fn issue(con: &mut Connection, keys: &[&str], n: usize) -> (Vec<i64>, String) {
     let mut last = vec![0; keys.len()];
@@ -37,7 +33,10 @@ fn restart_from_old_snapshot(
     after: usize,
 ) -> (Vec<i64>, String, Vec<i64>, String) {
     let keys = ["{a}:seq", "{b}:seq", "{c}:seq"];
-    let mut s = Server::start_hooked(&["--imid.seq-gap", gap]);
+    let mut s = Server::build()
+        .hooked()
+        .args(&["--imid.seq-gap", gap])
+        .start();
     let mut con = s.client();
     issue(&mut con, &keys, before);
     let _: String = cmd(&mut con, &["SAVE"]).unwrap();
@@ -98,7 +97,7 @@ fn a_loss_larger_than_the_gap_is_not_covered() {
 /// it. Its first SEQ.NEXT must still start above the gap, or it hands out 1, 2, ... again.
 #[test]
 fn a_sequence_lost_whole_restarts_above_the_gap() {
-    let mut s = Server::start_with(&["--imid.seq-gap", "1000"]);
+    let mut s = Server::build().args(&["--imid.seq-gap", "1000"]).start();
     let mut con = s.client();
     // A node that started empty starts new sequences at 1.
     assert_eq!(int(&mut con, &["SEQ.NEXT", "{old}:seq"]), 1);

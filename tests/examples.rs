@@ -47,10 +47,6 @@ fn flow(via: Via, cap: u64) -> Im {
     }
 }
 
-fn int(con: &mut Connection, args: &[&str]) -> i64 {
-    cmd(con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
-}
-
 fn zcard(con: &mut Connection, key: &str) -> i64 {
     int(con, &["ZCARD", key])
 }

@@ -41,7 +41,7 @@ fn modules(con: &mut Connection) -> Vec<String> {
 
 #[test]
 fn loadmodule_argument() {
-    let s = Server::start_with(&["--imid.seq-gap", "5000"]);
+    let s = Server::build().args(&["--imid.seq-gap", "5000"]).start();
     let mut con = s.client();
     assert_eq!(hash_user1(&mut con), JAVA_HASH_USER1);
     assert_eq!(config(&mut con, "imid.seq-gap"), "5000");
@@ -73,7 +73,7 @@ fn loadmodule_line_in_redis_conf() {
 fn module_command_is_refused_by_default() {
     // enable-module-command defaults to `no` on every server tested: MODULE LOAD is the way
     // most users try first, and a stock server refuses it.
-    let s = Server::start_without_module(&[]);
+    let s = Server::build().without_module().args(&[]).start();
     let mut con = s.client();
     assert_eq!(config(&mut con, "enable-module-command"), "no");
     let path = module_path().display().to_string();
@@ -106,7 +106,10 @@ fn module_command_is_refused_by_default() {
 
 #[test]
 fn module_load_with_enable_module_command_local() {
-    let s = Server::start_without_module(&["--enable-module-command", "local"]);
+    let s = Server::build()
+        .without_module()
+        .args(&["--enable-module-command", "local"])
+        .start();
     let mut con = s.client();
     let path = module_path().display().to_string();
     let ok: String = cmd(&mut con, &["MODULE", "LOAD", &path]).unwrap();
@@ -122,7 +125,10 @@ fn module_load_with_enable_module_command_local() {
 
 #[test]
 fn module_loadex_with_configs() {
-    let s = Server::start_without_module(&["--enable-module-command", "local"]);
+    let s = Server::build()
+        .without_module()
+        .args(&["--enable-module-command", "local"])
+        .start();
     let mut con = s.client();
     let path = module_path().display().to_string();
     let ok: String = cmd(

@@ -102,7 +102,7 @@ fn decode_reply_is_a_map_under_resp3() {
 
 #[test]
 fn hash_matches_java_for_every_reference_target() {
-    let s = Server::start_with(&["--imid.msgid-hash", "java"]);
+    let s = Server::build().args(&["--imid.msgid-hash", "java"]).start();
     let mut con = s.client();
     let mut n = 0;
     for file in ["javahash.tsv", "msgid.tsv"] {
@@ -141,7 +141,7 @@ fn every_decode_rejection_vector_is_an_err() {
 
 #[test]
 fn generated_ids_are_unique_increasing_typed_and_timely() {
-    let s = Server::start_with(&["--imid.msgid-hash", "java"]);
+    let s = Server::build().args(&["--imid.msgid-hash", "java"]).start();
     let mut con = s.client();
     let before = server_time_ms(&mut con);
     let conns = 4;
@@ -298,7 +298,7 @@ fn argument_errors_name_the_rule() {
 
 #[test]
 fn java_mode_refuses_invalid_utf8_targets() {
-    let s = Server::start_with(&["--imid.msgid-hash", "java"]);
+    let s = Server::build().args(&["--imid.msgid-hash", "java"]).start();
     let mut con = s.client();
     for bad in [&b"\xff"[..], b"conv\xc3", b"\xed\xa0\x80"] {
         let e = expect_err(&mut con, &[b"MSGID.GEN", b"1", bad]);
@@ -508,7 +508,9 @@ fn random_garbage_to_decode_is_always_an_error_and_the_server_lives() {
 #[test]
 fn generation_is_refused_on_a_replica() {
     let primary = Server::start();
-    let replica = Server::start_with(&["--replicaof", "127.0.0.1", &primary.port.to_string()]);
+    let replica = Server::build()
+        .args(&["--replicaof", "127.0.0.1", &primary.port.to_string()])
+        .start();
     let mut con = replica.client();
     let e = cmd::<String>(&mut con, &["MSGID.GEN", "1", "conv"]).unwrap_err();
     assert!(err_text(&e).starts_with("READONLY"), "{e}");
@@ -521,7 +523,10 @@ fn generation_is_refused_on_a_replica() {
 fn module_loadex_with_a_bad_config_leaves_no_module_behind() {
     // The module has a data type, so Redis could not unload a half-loaded one: a refused
     // config must fail the load itself.
-    let s = Server::start_without_module(&["--enable-module-command", "yes"]);
+    let s = Server::build()
+        .without_module()
+        .args(&["--enable-module-command", "yes"])
+        .start();
     let mut con = s.client();
     let module = module_path().display().to_string();
     for (name, bad) in [("imid.msgid-hash", "murmur"), ("imid.seq-gap", "-1")] {

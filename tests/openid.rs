@@ -196,7 +196,7 @@ fn argument_errors_name_the_rule() {
 
 #[test]
 fn keyed_round_trip_key_separation_rotation_and_plain() {
-    let s = Server::start_with(&["--imid.openid-keys", KEY_A]);
+    let s = Server::build().args(&["--imid.openid-keys", KEY_A]).start();
     let mut con = s.client();
     let plain_server = Server::start();
     let mut plain = plain_server.client();
@@ -231,7 +231,7 @@ fn keyed_round_trip_key_separation_rotation_and_plain() {
     assert!(e.starts_with("ERR invalid open id: check"), "{e}");
 
     // A server holding only key B refuses every ID made under key A.
-    let b_server = Server::start_with(&["--imid.openid-keys", KEY_B]);
+    let b_server = Server::build().args(&["--imid.openid-keys", KEY_B]).start();
     let mut b = b_server.client();
     for (id, ..) in &under_a {
         let e = expect_err(&mut b, &[b"OPENID.DEC", id.as_bytes()]);
@@ -312,7 +312,7 @@ fn assert_no_key(what: &str, text: &str) {
 
 #[test]
 fn bad_keys_are_refused_at_config_set_and_old_keys_stay() {
-    let s = Server::start_with(&["--imid.openid-keys", KEY_A]);
+    let s = Server::build().args(&["--imid.openid-keys", KEY_A]).start();
     let mut con = s.client();
     let m = "CE5H-STK6-0006-D3E6";
     let before = enc(&mut con, m, "1", "2");
@@ -386,7 +386,10 @@ fn module_loadex_with_keys() {
     // one makes the load fail and leaves the module out.
     // The module cannot be unloaded once loaded (it exports a data type), so the server starts
     // without it.
-    let s = Server::start_without_module(&["--enable-module-command", "yes"]);
+    let s = Server::build()
+        .without_module()
+        .args(&["--enable-module-command", "yes"])
+        .start();
     let mut con = s.client();
     let module = module_path().display().to_string();
     let e = expect_err(
@@ -567,7 +570,9 @@ fn getkeys_tell_the_truth() {
 
 #[test]
 fn garbage_to_dec_is_always_an_error_and_the_server_lives() {
-    let mut s = Server::start_with(&["--imid.openid-keys", &format!("{KEY_A},plain")]);
+    let mut s = Server::build()
+        .args(&["--imid.openid-keys", &format!("{KEY_A},plain")])
+        .start();
     let mut con = s.client();
     let mut x: u64 = 0x2545_F491_4F6C_DD1D;
     for i in 0..3000usize {

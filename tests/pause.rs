@@ -41,7 +41,7 @@ fn wait_until(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
 
 #[test]
 fn fork_child_exiting_during_paused_writes_defers_the_mark() {
-    let mut s = Server::start_with(&["--appendonly", "yes"]);
+    let mut s = Server::build().args(&["--appendonly", "yes"]).start();
     let mut con = s.client();
     let _: String = cmd(&mut con, &["MSGID.GEN", "1", "conv"]).unwrap();
     let before = floors_in_aof(&s);

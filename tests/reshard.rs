@@ -49,14 +49,17 @@ impl Cluster {
     fn start() -> Cluster {
         let nodes: Vec<Server> = (0..3)
             .map(|_| {
-                Server::start_hooked(&[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--cluster-node-timeout",
-                    "2000",
-                ])
+                Server::build()
+                    .hooked()
+                    .args(&[
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        "--cluster-node-timeout",
+                        "2000",
+                    ])
+                    .start()
             })
             .collect();
         let addrs: Vec<String> = nodes
@@ -205,21 +208,6 @@ impl Cluster {
         }
         self.wait_settled();
     }
-}
-
-/// Redis Cluster's key slot, computed independently of the module.
-fn slot(key: &str) -> u16 {
-    const CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_XMODEM);
-    CRC16.checksum(key.as_bytes()) & 0x3FFF
-}
-
-/// The 22-bit hash field of a message ID (slot mode: the slot in its top 14 bits).
-fn hash_of(id: &str) -> u32 {
-    let b = data_encoding::BASE32HEX_NOPAD
-        .decode(id.replace('-', "").as_bytes())
-        .unwrap();
-    let v = b.iter().fold(0u128, |acc, x| (acc << 8) | u128::from(*x));
-    (v & 0x3F_FFFF) as u32
 }
 
 /// Conversation tags whose slot is one of the moving slots, two per slot.

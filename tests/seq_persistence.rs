@@ -10,10 +10,6 @@
 mod common;
 use common::*;
 
-fn int(con: &mut Connection, args: &[&str]) -> i64 {
-    cmd(con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
-}
-
 fn ok(con: &mut Connection, args: &[&str]) {
     let r: String = cmd(con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
     assert_eq!(r, "OK", "{args:?}");
@@ -38,14 +34,6 @@ fn workload(con: &mut Connection) -> Vec<String> {
     keys
 }
 
-fn mget(con: &mut Connection, keys: &[String]) -> Vec<i64> {
-    let mut c = redis::cmd("SEQ.MGET");
-    for k in keys {
-        c.arg(k);
-    }
-    c.query(con).unwrap()
-}
-
 /// The base file of Redis 7's multi-part AOF.
 fn aof_base(s: &Server) -> (String, Vec<u8>) {
     let dir = s.dir.join("appendonlydir");
@@ -66,7 +54,7 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 
 #[test]
 fn values_survive_debug_reload() {
-    let s = Server::start_with(&["--imid.seq-gap", "0"]);
+    let s = Server::build().args(&["--imid.seq-gap", "0"]).start();
     let mut con = s.client();
     let keys = workload(&mut con);
     let before = mget(&mut con, &keys);
@@ -121,7 +109,7 @@ fn gap_is_skipped_once_per_key_after_each_load() {
 
 #[test]
 fn gap_zero_skips_nothing() {
-    let s = Server::start_with(&["--imid.seq-gap", "0"]);
+    let s = Server::build().args(&["--imid.seq-gap", "0"]).start();
     let mut con = s.client();
     assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 1);
     ok(&mut con, &["DEBUG", "RELOAD"]);
@@ -146,7 +134,7 @@ fn gap_overflow_is_an_error_and_changes_nothing() {
 
 #[test]
 fn values_survive_an_rdb_restart_and_then_skip_the_gap() {
-    let mut s = Server::start_with(&["--imid.seq-gap", "0"]);
+    let mut s = Server::build().args(&["--imid.seq-gap", "0"]).start();
     let mut con = s.client();
     let keys = workload(&mut con);
     let before = mget(&mut con, &keys);
@@ -175,7 +163,7 @@ fn aof_roundtrip(preamble: &str) {
         "--imid.seq-gap",
         "0",
     ];
-    let mut s = Server::start_with(&args);
+    let mut s = Server::build().args(&args).start();
     let mut con = s.client();
     let keys = workload(&mut con);
     let before = mget(&mut con, &keys);
@@ -236,7 +224,7 @@ fn values_survive_an_aof_restart_without_rdb_preamble() {
 #[test]
 fn nothing_issued_is_reissued_after_kill_9() {
     let args = ["--appendonly", "yes", "--appendfsync", "always"];
-    let mut s = Server::start_with(&args);
+    let mut s = Server::build().args(&args).start();
     let mut con = s.client();
     let mut last = 0;
     for _ in 0..500 {
@@ -252,7 +240,7 @@ fn nothing_issued_is_reissued_after_kill_9() {
 
 #[test]
 fn dump_restore_roundtrips() {
-    let s = Server::start_with(&["--imid.seq-gap", "0"]);
+    let s = Server::build().args(&["--imid.seq-gap", "0"]).start();
     let mut con = s.client();
     for v in [
         "0",
@@ -348,7 +336,7 @@ fn restore(con: &mut Connection, key: &str, p: &[u8]) -> redis::RedisResult<Stri
 
 #[test]
 fn corrupt_restore_payloads_are_errors_not_crashes() {
-    let mut s = Server::start_with(&["--imid.seq-gap", "0"]);
+    let mut s = Server::build().args(&["--imid.seq-gap", "0"]).start();
     let mut con = s.client();
     let (id, ver) = real_dump(&mut con);
     let cat = |parts: &[Vec<u8>]| parts.concat();

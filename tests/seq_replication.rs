@@ -11,18 +11,6 @@
 mod common;
 use common::*;
 
-fn int(con: &mut Connection, args: &[&str]) -> i64 {
-    cmd(con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
-}
-
-fn mget(con: &mut Connection, keys: &[String]) -> Vec<i64> {
-    let mut c = redis::cmd("SEQ.MGET");
-    for k in keys {
-        c.arg(k);
-    }
-    c.query(con).unwrap()
-}
-
 fn digest(s: &Server) -> String {
     cmd(&mut s.client(), &["DEBUG", "DIGEST"]).unwrap()
 }
@@ -170,14 +158,16 @@ fn mixed_writes(p: &mut Connection, round: usize) {
 }
 
 fn verbatim_replication_reaches_the_same_state(preamble: &str) {
-    let mut primary = Server::start_with(&[
-        "--imid.seq-gap",
-        "100",
-        "--appendonly",
-        "yes",
-        "--aof-use-rdb-preamble",
-        preamble,
-    ]);
+    let mut primary = Server::build()
+        .args(&[
+            "--imid.seq-gap",
+            "100",
+            "--appendonly",
+            "yes",
+            "--aof-use-rdb-preamble",
+            preamble,
+        ])
+        .start();
     let replica = primary.replica(&["--imid.seq-gap", "100"]);
     let mut p = primary.client();
     let lib = "#!lua name=seqtest\n\
@@ -323,7 +313,7 @@ fn a_promoted_replica_skips_the_gap_once() {
 
 #[test]
 fn a_promoted_replica_with_gap_zero_continues() {
-    let primary = Server::start_with(&["--imid.seq-gap", "0"]);
+    let primary = Server::build().args(&["--imid.seq-gap", "0"]).start();
     let replica = primary.replica(&["--imid.seq-gap", "0"]);
     let mut p = primary.client();
     assert_eq!(int(&mut p, &["SEQ.NEXT", "a", "COUNT", "10"]), 10);

@@ -153,7 +153,9 @@ fn snowflake_layout_table_with_edges() {
 fn discord_documented_snowflake_decodes_with_its_epoch() {
     // Discord's documented example, epoch 2015-01-01: 2016-04-30T11:18:25.796Z, worker 1,
     // process 0 (node 1 << 5 = 32), increment 7.
-    let s = Server::start_with(&["--imid.uid-epoch", "1420070400000"]);
+    let s = Server::build()
+        .args(&["--imid.uid-epoch", "1420070400000"])
+        .start();
     let mut con = s.client();
     check_table(
         &mut con,
@@ -163,7 +165,9 @@ fn discord_documented_snowflake_decodes_with_its_epoch() {
 
 #[test]
 fn uidgenerator_seconds_layout_table_with_edges() {
-    let s = Server::start_with(&["--imid.uid-layout", "28,22,13", "--imid.uid-time-unit", "s"]);
+    let s = Server::build()
+        .args(&["--imid.uid-layout", "28,22,13", "--imid.uid-time-unit", "s"])
+        .start();
     let mut con = s.client();
     let last = EPOCH + ((1 << 28) - 1) * 1000;
     check_table(
@@ -203,7 +207,9 @@ fn uidgenerator_seconds_layout_table_with_edges() {
 #[test]
 fn cluster_layout_table_with_edges() {
     // The cluster layout, here on a standalone server with a worker number.
-    let s = Server::start_with(&["--imid.uid-layout", "41,14,8", "--imid.uid-node", "16383"]);
+    let s = Server::build()
+        .args(&["--imid.uid-layout", "41,14,8", "--imid.uid-node", "16383"])
+        .start();
     let mut con = s.client();
     check_table(
         &mut con,
@@ -237,16 +243,18 @@ fn cluster_layout_table_with_edges() {
 
 #[test]
 fn configs_show_and_cannot_change_at_runtime() {
-    let s = Server::start_with(&[
-        "--imid.uid-layout",
-        "30,20,13",
-        "--imid.uid-time-unit",
-        "s",
-        "--imid.uid-node",
-        "77",
-        "--imid.uid-epoch",
-        "1760000000000",
-    ]);
+    let s = Server::build()
+        .args(&[
+            "--imid.uid-layout",
+            "30,20,13",
+            "--imid.uid-time-unit",
+            "s",
+            "--imid.uid-node",
+            "77",
+            "--imid.uid-epoch",
+            "1760000000000",
+        ])
+        .start();
     let mut con = s.client();
     let v: Vec<String> = cmd(&mut con, &["CONFIG", "GET", "imid.uid-*"]).unwrap();
     let mut pairs: Vec<(String, String)> =
@@ -287,7 +295,9 @@ fn configs_show_and_cannot_change_at_runtime() {
 #[test]
 fn module_arguments_set_the_defaults() {
     // `--loadmodule libimid.so uid-node 9 uid-layout 40,11,12`
-    let s = Server::start_with(&["uid-node", "9", "uid-layout", "40,11,12"]);
+    let s = Server::build()
+        .args(&["uid-node", "9", "uid-layout", "40,11,12"])
+        .start();
     let mut con = s.client();
     let uid: i64 = cmd(&mut con, &["UID.GEN", "t"]).unwrap();
     assert_eq!(decode(&mut con, uid).1, 9);
@@ -372,7 +382,10 @@ fn refused_layouts_stop_the_load_and_say_why() {
 
 #[test]
 fn module_loadex_with_a_refused_layout_leaves_no_module_behind() {
-    let s = Server::start_without_module(&["--enable-module-command", "yes"]);
+    let s = Server::build()
+        .without_module()
+        .args(&["--enable-module-command", "yes"])
+        .start();
     let mut con = s.client();
     let module = module_path().display().to_string();
     let e = expect_err(
@@ -576,7 +589,9 @@ fn concurrent_pipelined_clients_get_unique_increasing_ids() {
 
 #[test]
 fn uid_and_msgid_share_one_time_lease() {
-    let s = Server::start_with(&["--imid.uid-time-unit", "s", "--imid.uid-layout", "30,20,13"]);
+    let s = Server::build()
+        .args(&["--imid.uid-time-unit", "s", "--imid.uid-layout", "30,20,13"])
+        .start();
     let mut con = s.client();
     // 10,000 IDs on one clock reading at 8192 per second borrow the next second ...
     let ids: Vec<i64> = cmd(&mut con, &["UID.GEN", "t", "COUNT", "10000"]).unwrap();
@@ -595,7 +610,9 @@ fn uid_and_msgid_share_one_time_lease() {
 
 #[test]
 fn lease_renewals_reach_replicas_and_the_aof() {
-    let primary = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let primary = Server::build()
+        .args(&["--appendonly", "yes", "--appendfsync", "always"])
+        .start();
     let replica = primary.replica(&[]);
     let mut con = primary.client();
     let uid: i64 = cmd(&mut con, &["UID.GEN", "t"]).unwrap();
@@ -623,7 +640,7 @@ fn continuing_an_existing_numbering_with_a_floor() {
     // A Snowflake fleet's worker 5 last issued an ID 20 s ahead of this server's clock (its
     // clock ran fast). Same layout and epoch, worker 5, and a floor one unit past that ID's
     // time: the first UID lies above it.
-    let s = Server::start_with(&["--imid.uid-node", "5"]);
+    let s = Server::build().args(&["--imid.uid-node", "5"]).start();
     let mut con = s.client();
     let ahead = server_time_ms(&mut con) + 20_000;
     let theirs = encode(&mut con, ahead, 5, 4095).unwrap();
@@ -699,7 +716,9 @@ fn works_inside_multi_and_scripts() {
 #[test]
 fn random_and_malformed_input_is_only_ever_err_and_the_server_lives() {
     use rand::{Rng, SeedableRng};
-    let s = Server::start_with(&["--imid.uid-layout", "41,12,10"]);
+    let s = Server::build()
+        .args(&["--imid.uid-layout", "41,12,10"])
+        .start();
     let mut con = s.client();
     let mut rng = rand::rngs::StdRng::seed_from_u64(0x51D);
     let words: &[&[u8]] = &[

@@ -75,7 +75,7 @@ fn with<'a>(layout: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
 
 #[test]
 fn frozen_clock_fills_the_seq_field_then_borrows_the_next_ms() {
-    let s = Server::start_hooked(&[]);
+    let s = Server::build().hooked().args(&[]).start();
     let mut con = s.client();
     let frozen = EPOCH + 1_000_000;
     set_clock(&mut con, &["FREEZE", &frozen.to_string()]);
@@ -104,7 +104,7 @@ fn frozen_clock_fills_the_seq_field_then_borrows_the_next_ms() {
 
 #[test]
 fn frozen_clock_in_seconds_borrows_the_next_second() {
-    let s = Server::start_hooked(SECONDS);
+    let s = Server::build().hooked().args(SECONDS).start();
     let mut con = s.client();
     let frozen = EPOCH + 5_000_500; // mid-second
     set_clock(&mut con, &["FREEZE", &frozen.to_string()]);
@@ -123,7 +123,7 @@ fn frozen_clock_in_seconds_borrows_the_next_second() {
 #[test]
 fn clock_thirty_seconds_back_never_repeats_a_uid() {
     for layout in [MS, SECONDS] {
-        let s = Server::start_hooked(layout);
+        let s = Server::build().hooked().args(layout).start();
         let mut con = s.client();
         let before = gen_many(&mut con, 3_000);
         set_clock(&mut con, &["OFFSET", "-30000"]); // the wall clock jumps 30 seconds back
@@ -145,7 +145,7 @@ fn clock_thirty_seconds_back_never_repeats_a_uid() {
 #[test]
 fn restart_from_rdb_with_the_clock_behind_starts_above_old_uids() {
     for layout in [MS, SECONDS] {
-        let mut s = Server::start_hooked(layout);
+        let mut s = Server::build().hooked().args(layout).start();
         let mut con = s.client();
         let old = gen_many(&mut con, 5_000);
         s.shutdown(true); // SHUTDOWN SAVE: the lease travels as RDB aux data
@@ -158,10 +158,13 @@ fn restart_from_rdb_with_the_clock_behind_starts_above_old_uids() {
 #[test]
 fn restart_from_aof_with_the_clock_behind_starts_above_old_uids() {
     for layout in [MS, SECONDS] {
-        let mut s = Server::start_hooked(&with(
-            layout,
-            &["--appendonly", "yes", "--appendfsync", "always"],
-        ));
+        let mut s = Server::build()
+            .hooked()
+            .args(&with(
+                layout,
+                &["--appendonly", "yes", "--appendfsync", "always"],
+            ))
+            .start();
         let mut con = s.client();
         let old = gen_many(&mut con, 5_000);
         s.kill(); // kill -9
@@ -175,14 +178,17 @@ fn restart_from_aof_with_the_clock_behind_starts_above_old_uids() {
 fn restart_from_a_rewritten_aof_without_preamble_with_only_uids() {
     // No sequence key and no message ID: the mark in the new AOF comes from UID.GEN's lease,
     // written again after the rewrite.
-    let mut s = Server::start_hooked(&[
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--aof-use-rdb-preamble",
-        "no",
-    ]);
+    let mut s = Server::build()
+        .hooked()
+        .args(&[
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--aof-use-rdb-preamble",
+            "no",
+        ])
+        .start();
     let mut con = s.client();
     let old = gen_many(&mut con, 2_000);
     let _: String = cmd(&mut con, &["BGREWRITEAOF"]).unwrap();
@@ -217,12 +223,15 @@ fn incr_aof(s: &Server) -> String {
 #[test]
 fn promoted_replica_with_a_slow_clock_issues_above_the_old_primary() {
     for layout in [MS, SECONDS] {
-        let mut primary = Server::start_hooked(layout);
+        let mut primary = Server::build().hooked().args(layout).start();
         let mut pcon = primary.client();
         // UIDs issued before the replica exists reach it through the full sync (RDB aux) ...
         let mut old = gen_many(&mut pcon, 2_000);
         let port = primary.port.to_string();
-        let replica = Server::start_hooked(&with(layout, &["--replicaof", "127.0.0.1", &port]));
+        let replica = Server::build()
+            .hooked()
+            .args(&with(layout, &["--replicaof", "127.0.0.1", &port]))
+            .start();
         let mut rcon = replica.client();
         replica.wait_link_up();
         // ... and UIDs issued afterwards through the replicated lease (MSGID.FLOOR).
@@ -240,7 +249,10 @@ fn promoted_replica_with_a_slow_clock_issues_above_the_old_primary() {
 fn a_restart_within_the_same_second_moves_to_a_later_second() {
     // Seconds layout, a clock frozen mid-second before and after the restart: the restarted
     // node's first UID must not reuse the old second (its seq space there is spent).
-    let mut s = Server::start_hooked(&with(SECONDS, &["--appendonly", "yes"]));
+    let mut s = Server::build()
+        .hooked()
+        .args(&with(SECONDS, &["--appendonly", "yes"]))
+        .start();
     let mut con = s.client();
     let frozen = (EPOCH + 9_000_250).to_string();
     set_clock(&mut con, &["FREEZE", &frozen]);

@@ -14,11 +14,15 @@ use crate::node::{self, SEQ_GAP_SKIPS, SEQ_ISSUED};
 use crate::seq_type::SeqKey;
 
 /// The `INFO imid` fields of this family, in order.
-pub fn info_fields() -> [(&'static str, u64); 3] {
+pub fn info_fields() -> [(&'static str, u64); 6] {
+    let exposure = node::exposure::current();
     [
         ("seq_issued", SEQ_ISSUED.get()),
         ("seq_gap_skips", SEQ_GAP_SKIPS.get()),
         ("seq_missing_keys_skip_gap", u64::from(node::inherited())),
+        ("seq_issued_since_snapshot", exposure.issued),
+        ("seq_gap_skips_since_snapshot", exposure.skips),
+        ("seq_exposure_exceeds_gap", u64::from(exposure.exceeds_gap)),
     ]
 }
 

@@ -1,9 +1,10 @@
 //! Node-wide state, below every command family: the clock, whether this node inherited its
-//! data, the counters `INFO imid` reports, and (in `ids`) the ID generators with the time lease
-//! they share. The data type, the server events, INFO and the handlers import this; it imports
-//! none of them.
+//! data, the counters `INFO imid` reports, (in `ids`) the ID generators with the time lease
+//! they share, and (in `exposure`) what a crash could take back since the last snapshot. The
+//! data type, the server events, INFO and the handlers import this; it imports none of them.
 
 pub mod cluster;
+pub mod exposure;
 pub mod ids;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

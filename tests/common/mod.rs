@@ -277,40 +277,14 @@ pub struct Server {
 }
 
 impl Server {
-    /// A server with persistence off and the module's defaults.
+    /// A server with persistence off and the module's defaults: the one shortcut; every other
+    /// start goes through [`Server::build`].
     pub fn start() -> Server {
-        Server::start_with(&[])
+        Server::build().start()
     }
 
-    /// A server with extra config arguments, e.g. `&["--appendonly", "yes", "--imid.seq-gap", "0"]`.
-    pub fn start_with(args: &[&str]) -> Server {
-        Server::build().args(args).start()
-    }
-
-    pub fn start_in(dir: PathBuf, args: &[&str]) -> Server {
-        Server::build().dir(dir).args(args).start()
-    }
-
-    /// A server running the test-hooks build of the module (steerable clock, panic command).
-    pub fn start_hooked(args: &[&str]) -> Server {
-        Server::build().hooked().args(args).start()
-    }
-
-    pub fn start_hooked_in(dir: PathBuf, args: &[&str]) -> Server {
-        Server::build().hooked().dir(dir).args(args).start()
-    }
-
-    /// A server in `dir` with extra environment variables for the process.
-    pub fn start_in_env(dir: PathBuf, args: &[&str], env: Vec<(String, String)>) -> Server {
-        Server::build().dir(dir).args(args).env(env).start()
-    }
-
-    /// A redis-server without the module (for MODULE LOAD/LOADEX tests).
-    pub fn start_without_module(args: &[&str]) -> Server {
-        Server::build().without_module().args(args).start()
-    }
-
-    /// Everything else: `Server::build().bin(newer_server("redis8")).args(&[..]).start()`.
+    /// A server to start: `Server::build().hooked().args(&["--appendonly", "yes"]).start()`,
+    /// `.dir(..)`, `.env(..)`, `.bin(newer_server("redis8"))`, `.without_module()`, ...
     pub fn build() -> Launch {
         Launch {
             dir: None,
@@ -552,7 +526,7 @@ impl Server {
         let port = self.port.to_string();
         let mut args = vec!["--replicaof", "127.0.0.1", port.as_str()];
         args.extend_from_slice(extra);
-        let replica = Server::start_with(&args);
+        let replica = Server::build().args(&args).start();
         replica.wait_link_up();
         replica
     }
@@ -839,4 +813,46 @@ pub fn hex(s: &str) -> Vec<u8> {
     (0..s.len() / 2)
         .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).expect("hex"))
         .collect()
+}
+
+/// An integer reply, or a panic naming the command that failed.
+pub fn int(con: &mut Connection, args: &[&str]) -> i64 {
+    cmd(con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+/// SEQ.MGET of `keys`.
+pub fn mget(con: &mut Connection, keys: &[String]) -> Vec<i64> {
+    let mut c = redis::cmd("SEQ.MGET");
+    for k in keys {
+        c.arg(k);
+    }
+    c.query(con).unwrap()
+}
+
+/// Redis Cluster's key slot (CRC16-XMODEM with hash-tag rules), computed independently of the
+/// module.
+pub fn slot(key: &str) -> u16 {
+    const CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_XMODEM);
+    let k = key.as_bytes();
+    let tagged = k
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|o| {
+            let rest = &k[o + 1..];
+            rest.iter()
+                .position(|&b| b == b'}')
+                .filter(|&c| c > 0)
+                .map(|c| &rest[..c])
+        })
+        .unwrap_or(k);
+    CRC16.checksum(tagged) & 0x3FFF
+}
+
+/// The 22-bit hash field of a message ID (in slot mode: the slot in its top 14 bits).
+pub fn hash_of(id: &str) -> u32 {
+    let b = data_encoding::BASE32HEX_NOPAD
+        .decode(id.replace('-', "").as_bytes())
+        .unwrap();
+    let v = b.iter().fold(0u128, |acc, x| (acc << 8) | u128::from(*x));
+    (v & 0x3F_FFFF) as u32
 }

@@ -201,11 +201,6 @@ impl Ctx {
         unsafe { raw::RedisModule_AvoidReplicaTraffic.is_some_and(|f| f() != 0) }
     }
 
-    /// Redis runs in cluster mode.
-    pub fn is_cluster(&self) -> bool {
-        self.flags() & raw::REDISMODULE_CTX_FLAGS_CLUSTER as c_int != 0
-    }
-
     pub fn reply_int(&self, v: i64) {
         // SAFETY: see the module comment.
         unsafe {
@@ -374,10 +369,6 @@ impl Ctx {
 
     pub fn log_warning(&self, msg: &str) {
         log(self.ptr, c"warning", msg);
-    }
-
-    pub fn log_verbose(&self, msg: &str) {
-        log(self.ptr, c"verbose", msg);
     }
 
     /// Opens a key for reading (`write` false) or writing; closed on drop.

@@ -3,7 +3,7 @@
 use crate::config::{effective_hash_mode, HashMode, CLUSTER_MODE};
 use crate::core::javahash::java_hash22;
 use crate::core::msgid::{Fields, MsgId, MAX_HASH, MAX_SEQ, MAX_TIME, MAX_TYPE};
-use crate::core::slot::{key_slot, slot_hash22};
+use crate::core::slot::{key_slot, slot_hash22, slot_of_hash22};
 use crate::glue::{err, Arg, Ctx, Error, Val};
 use crate::node::{self, cluster, ids};
 use std::sync::atomic::Ordering;
@@ -22,9 +22,9 @@ pub fn info_fields() -> [(&'static str, u64); 7] {
     ]
 }
 
-/// The target hash under the current `imid.msgid-hash` mode.
-fn target_hash(target: &[u8]) -> Result<u32, Error> {
-    match effective_hash_mode() {
+/// The target hash under `mode` (the effective `imid.msgid-hash`).
+fn target_hash(mode: &HashMode, target: &[u8]) -> Result<u32, Error> {
+    match mode {
         HashMode::slot => Ok(slot_hash22(target)),
         _ => java_hash22(target).ok_or_else(|| {
             err("target must be valid UTF-8 in java hash mode (imid.msgid-hash java)")
@@ -43,11 +43,14 @@ pub fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         return Err(Error::WrongArity);
     };
     let channel_type = channel_type_arg(channel_type)?;
-    let hash = target_hash(target.bytes())?;
-    // In cluster mode the target's slot, for slot adoption (node::cluster).
-    let slot = CLUSTER_MODE
-        .load(Ordering::Relaxed)
-        .then(|| key_slot(target.bytes()));
+    let mode = effective_hash_mode();
+    let hash = target_hash(&mode, target.bytes())?;
+    // In cluster mode the target's slot, for slot adoption (node::cluster); in slot mode the
+    // hash already carries it.
+    let slot = CLUSTER_MODE.load(Ordering::Relaxed).then(|| match mode {
+        HashMode::slot => slot_of_hash22(hash),
+        _ => key_slot(target.bytes()),
+    });
     let issued = ids::issue_msgid(ctx, slot)
         .map_err(|_| err("message id time field exhausted (2^42-1 ms)"))?;
     let fields = Fields::new(
@@ -100,7 +103,10 @@ pub fn hash(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, target] = args else {
         return Err(Error::WrongArity);
     };
-    ctx.reply_int(i64::from(target_hash(target.bytes())?));
+    ctx.reply_int(i64::from(target_hash(
+        &effective_hash_mode(),
+        target.bytes(),
+    )?));
     Ok(())
 }
 

@@ -46,12 +46,7 @@ pub fn issue_msgid(ctx: &Ctx, slot: Option<u16>) -> Result<Issued, Exhausted> {
         let issued = g.msgid.next(super::now_ms(), floor)?;
         (issued, g.lease.cover(issued.time))
     };
-    if let Some(lease) = renewed {
-        replicate_floor(ctx, lease);
-        if slot.is_some() {
-            ctx.send_lease(lease);
-        }
-    }
+    publish_renewal(ctx, renewed, slot.is_some());
     Ok(issued)
 }
 
@@ -79,12 +74,7 @@ pub fn issue_uid(ctx: &Ctx, slot: Option<u16>, count: u32) -> Result<Run, Error>
             .map_err(err)?;
         (run, lease.cover(run.time_ms))
     };
-    if let Some(lease) = renewed {
-        replicate_floor(ctx, lease);
-        if slot.is_some() {
-            ctx.send_lease(lease);
-        }
-    }
+    publish_renewal(ctx, renewed, slot.is_some());
     Ok(run)
 }
 
@@ -98,6 +88,17 @@ pub fn uid_stats() -> (UidStats, u64) {
     ids().uid.as_ref().map_or((UidStats::default(), 0), |g| {
         (g.stats(), g.layout().end_ms())
     })
+}
+
+/// A renewed lease is the effect to persist and replicate (`MSGID.FLOOR`), and in cluster mode
+/// it goes to every other node too (node::cluster).
+fn publish_renewal(ctx: &Ctx, renewed: Option<u64>, cluster: bool) {
+    if let Some(lease) = renewed {
+        replicate_floor(ctx, lease);
+        if cluster {
+            ctx.send_lease(lease);
+        }
+    }
 }
 
 pub fn msgid_stats() -> GenStats {

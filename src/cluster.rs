@@ -50,7 +50,7 @@ unsafe extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void)
         if c.is_primary() {
             let hwm = ids::high_water();
             if hwm > 0 {
-                c.send_lease(hwm);
+                c.send_lease(hwm, hwm);
             }
         }
     });
@@ -63,19 +63,32 @@ unsafe extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void)
 
 unsafe extern "C" fn on_lease(
     _ctx: *mut raw::RedisModuleCtx,
-    _sender: *const c_char,
+    sender: *const c_char,
     _type: u8,
     payload: *const c_uchar,
     len: u32,
 ) {
-    if payload.is_null() || len != 8 {
+    if payload.is_null() || (len != 8 && len != 16) {
         return;
     }
     // SAFETY: Redis passes `len` readable bytes at `payload` for the duration of the callback.
-    let bytes = unsafe { std::slice::from_raw_parts(payload, 8) };
-    if let Ok(b) = <[u8; 8]>::try_from(bytes) {
-        cluster::heard(u64::from_be_bytes(b));
-    }
+    let bytes = unsafe { std::slice::from_raw_parts(payload, len as usize) };
+    // SAFETY: Redis passes the sender's node ID, NODE_ID_LEN bytes (not NUL-terminated).
+    let sender = (!sender.is_null())
+        .then(|| unsafe { std::slice::from_raw_parts(sender.cast::<u8>(), cluster::NODE_ID_LEN) });
+    let word = |i: usize| {
+        bytes
+            .get(i..i + 8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map(u64::from_be_bytes)
+    };
+    // An 8-byte message (an older imid) carries one lease for both families.
+    let leases = match (word(0), word(8)) {
+        (Some(msgid), Some(uid)) => cluster::Leases { msgid, uid },
+        (Some(ms), None) => cluster::Leases { msgid: ms, uid: ms },
+        _ => return,
+    };
+    cluster::heard(sender, leases);
 }
 
 /// The bytes of argument `pos` of the filtered command, or None.

@@ -66,7 +66,7 @@ unsafe extern "C" fn on_inherit(
     }
     // A promoted replica takes over its primary's slots: adopt them again (node::cluster).
     if eid.id == raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED {
-        node::cluster::forget_all();
+        node::cluster::promoted(None);
     }
 }
 

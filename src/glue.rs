@@ -57,7 +57,9 @@ pub const SYNTAX: Error = Error::Static(c"ERR syntax error");
 
 pub const INTERNAL: Error = Error::Static(c"ERR internal error");
 
-/// The cluster bus message type carrying a node's time lease (8 bytes, big-endian ms).
+/// The cluster bus message type carrying a node's time leases: 16 bytes, the message-ID lease
+/// then the UID lease, each big-endian ms (an 8-byte message from an older imid carries one
+/// lease for both).
 pub const LEASE_MESSAGE: u8 = 0x49;
 
 /// The context of the running command.
@@ -349,11 +351,15 @@ impl Ctx {
         }
     }
 
-    /// Sends this node's time lease to every other node of the cluster (see `node::cluster`).
-    pub fn send_lease(&self, ms: u64) {
-        let payload = ms.to_be_bytes();
+    /// Sends this node's time leases (message IDs, UIDs) to every other node of the cluster
+    /// (see `node::cluster`).
+    pub fn send_lease(&self, msgid_ms: u64, uid_ms: u64) {
+        let mut payload = [0u8; 16];
+        let (a, b) = payload.split_at_mut(8);
+        a.copy_from_slice(&msgid_ms.to_be_bytes());
+        b.copy_from_slice(&uid_ms.to_be_bytes());
         // SAFETY: see the module comment; a null target means every node; Redis copies the
-        // 8-byte payload. Outside cluster mode the call fails harmlessly.
+        // 16-byte payload. Outside cluster mode the call fails harmlessly.
         unsafe {
             if let Some(f) = raw::RedisModule_SendClusterMessage {
                 f(
@@ -361,7 +367,7 @@ impl Ctx {
                     std::ptr::null(),
                     LEASE_MESSAGE,
                     payload.as_ptr().cast::<c_char>(),
-                    8,
+                    16,
                 );
             }
         }

@@ -34,13 +34,24 @@ static ADOPTED: [AtomicU64; 256] = [const { AtomicU64::new(0) }; 256];
 /// Adoptions that raised the floor, for `INFO imid`.
 pub static ADOPTIONS: Counter = Counter::new();
 
-/// A lease received from a peer. Anything past the 42-bit time field is refused: a correct
-/// peer never sends it, and taking it would end message IDs for good.
-pub fn heard(ms: u64) -> bool {
-    if ms > MAX_TIME {
+/// The length of a cluster node ID (`REDISMODULE_NODE_ID_LEN`).
+pub const NODE_ID_LEN: usize = 40;
+
+/// The two time leases a primary sends: message IDs' and UIDs' (Unix ms each).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Leases {
+    pub msgid: u64,
+    pub uid: u64,
+}
+
+/// Leases received from the peer `sender` (its node ID; `None` if Redis gave none). Anything
+/// past the 42-bit time field is refused: a correct peer never sends it, and taking it would
+/// end message IDs for good.
+pub fn heard(_sender: Option<&[u8]>, l: Leases) -> bool {
+    if l.msgid > MAX_TIME {
         return false;
     }
-    PEER_LEASE.fetch_max(ms, Ordering::Relaxed);
+    PEER_LEASE.fetch_max(l.msgid, Ordering::Relaxed);
     HEARD.store(true, Ordering::Relaxed);
     true
 }
@@ -60,6 +71,26 @@ pub fn forget(slot: u16) {
     }
 }
 
+/// `slot` is being imported from the node `source` (`CLUSTER SETSLOT slot IMPORTING source`, or
+/// an atomic slot migration's import), or from an unknown node (`None`).
+pub fn import_started(slot: u16, _source: Option<&[u8]>) {
+    forget(slot);
+}
+
+/// This node owns `slot` now, at the end of an import (SETSLOT NODE, or an atomic migration
+/// that completed).
+pub fn import_finished(slot: u16) {
+    forget(slot);
+}
+
+/// An import of `slot` ended without this node taking it over.
+pub fn import_cancelled(_slot: u16) {}
+
+/// This node was promoted (or its role changed): it takes over its former primary's slots.
+pub fn promoted(_former_primary: Option<&[u8]>) {
+    forget_all();
+}
+
 /// Every slot's ownership may have changed.
 pub fn forget_all() {
     for w in &ADOPTED {
@@ -70,7 +101,7 @@ pub fn forget_all() {
 /// Before issuing an ID for `slot`: when the slot is not adopted yet, the floor to raise the
 /// node's time to (the largest lease heard). `None` when it is adopted (the common case: one
 /// load and a bit test).
-pub fn adopt(slot: u16) -> Option<u64> {
+pub fn adopt(slot: u16) -> Option<Leases> {
     let (w, b) = bit(slot);
     let w = w?;
     if w.load(Ordering::Relaxed) & b != 0 {
@@ -80,7 +111,8 @@ pub fn adopt(slot: u16) -> Option<u64> {
         w.fetch_or(b, Ordering::Relaxed);
         ADOPTIONS.add(1);
     }
-    Some(peer_lease())
+    let l = peer_lease();
+    Some(Leases { msgid: l, uid: l })
 }
 
 #[cfg(test)]
@@ -91,24 +123,32 @@ mod tests {
     #[test]
     fn adoption_raises_once_per_change_and_only_after_hearing_a_peer() {
         forget_all();
-        assert_eq!(adopt(7), Some(0), "nothing heard yet");
-        assert_eq!(adopt(7), Some(0), "and not recorded: tried again");
-        assert!(heard(5_000));
+        assert_eq!(adopt(7), Some(Leases::default()), "nothing heard yet");
+        assert_eq!(
+            adopt(7),
+            Some(Leases::default()),
+            "and not recorded: tried again"
+        );
+        let at = |ms| Leases { msgid: ms, uid: ms };
+        assert!(heard(None, at(5_000)));
         assert!(
-            heard(4_000),
+            heard(None, at(4_000)),
             "an older lease is taken, never lowering the max"
         );
-        assert!(!heard(MAX_TIME + 1), "past the time field: refused");
+        assert!(
+            !heard(None, at(MAX_TIME + 1)),
+            "past the time field: refused"
+        );
         assert_eq!(peer_lease(), 5_000);
-        assert_eq!(adopt(7), Some(5_000));
+        assert_eq!(adopt(7), Some(at(5_000)));
         assert_eq!(adopt(7), None, "adopted");
-        assert_eq!(adopt(16_383), Some(5_000), "its own bit");
+        assert_eq!(adopt(16_383), Some(at(5_000)), "its own bit");
         assert_eq!(adopt(16_384), None, "no such slot: nothing to do");
         forget(7);
-        assert_eq!(adopt(7), Some(5_000));
+        assert_eq!(adopt(7), Some(at(5_000)));
         assert_eq!(adopt(16_383), None);
         forget_all();
-        assert_eq!(adopt(16_383), Some(5_000));
+        assert_eq!(adopt(16_383), Some(at(5_000)));
         assert_eq!(ADOPTIONS.get(), 4);
     }
 }

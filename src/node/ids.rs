@@ -39,8 +39,8 @@ fn ids() -> MutexGuard<'static, Ids> {
 pub fn issue_msgid(ctx: &Ctx, slot: Option<u16>) -> Result<Issued, Exhausted> {
     let (issued, renewed) = {
         let mut g = ids();
-        if let Some(floor) = slot.and_then(super::cluster::adopt) {
-            g.lease.raise_floor(floor);
+        if let Some(peer) = slot.and_then(super::cluster::adopt) {
+            g.lease.raise_floor(peer.msgid);
         }
         let floor = g.lease.floor();
         let issued = g.msgid.next(super::now_ms(), floor)?;
@@ -66,8 +66,8 @@ pub fn issue_uid(ctx: &Ctx, slot: Option<u16>, count: u32) -> Result<Run, Error>
         let uid = uid
             .as_mut()
             .ok_or_else(|| err("UID generator not configured"))?;
-        if let Some(floor) = slot.and_then(super::cluster::adopt) {
-            lease.raise_floor(floor);
+        if let Some(peer) = slot.and_then(super::cluster::adopt) {
+            lease.raise_floor(peer.uid);
         }
         let run = uid
             .issue(slot.unwrap_or(0), super::now_ms(), lease.floor(), count)
@@ -96,7 +96,7 @@ fn publish_renewal(ctx: &Ctx, renewed: Option<u64>, cluster: bool) {
     if let Some(lease) = renewed {
         replicate_floor(ctx, lease);
         if cluster {
-            ctx.send_lease(lease);
+            ctx.send_lease(lease, lease);
         }
     }
 }

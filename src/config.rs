@@ -1,7 +1,7 @@
 //! Module configs (`imid.<name>`), settable at load and with `CONFIG SET`.
 
 use crate::core::openid::KeyRing;
-use crate::core::uid::{NodeSpec, TimeUnit, Widths, DEFAULT_EPOCH_MS};
+use crate::core::uid::{parse_epoch, parse_unit, LayoutSpec, NodeSpec};
 use redis_module::configuration::{
     get_enum_default_config_value, get_i64_default_config_value, get_string_default_config_value,
     register_enum_configuration, register_i64_configuration, ConfigurationContext,
@@ -11,7 +11,7 @@ use redis_module::{enum_configuration, raw, Context, RedisError, RedisString, St
 use std::ffi::{c_void, CString};
 use std::os::raw::{c_char, c_int};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::RwLock;
 
 enum_configuration! {
     /// `imid.msgid-hash`: how MSGID.GEN/HASH hash the target. The variant names are the
@@ -51,47 +51,41 @@ impl ConfigurationValue<HashMode> for HashModeCell {
     }
 }
 
-/// In a module of its own: each `enum_configuration!` imports the same trait name.
-mod time_unit {
-    use redis_module::enum_configuration;
-    enum_configuration! {
-        /// `imid.uid-time-unit`: the unit of the UID time field. Config words, hence lowercase.
-        #[allow(non_camel_case_types)]
-        #[derive(Debug, PartialEq, Eq)]
-        pub enum UidTimeUnit {
-            ms = 0,
-            s = 1,
-        }
-    }
-}
-pub use time_unit::UidTimeUnit;
-
 /// The UID configs. All four change what an ID means (or which IDs this node may issue), so
 /// they are set at load only (`IMMUTABLE`: `CONFIG SET` refuses them); init checks them
 /// together and refuses to load a combination that does not work (`commands::uid::configure`).
+/// Each is text checked by its `check_uid_*` function, the one place its value is validated:
+/// `imid.uid-epoch` and `imid.uid-time-unit` are `auto` (the named layout's own, else
+/// 2026-01-01 and ms) or an explicit value that overrides the layout's.
 pub static UID_LAYOUT: TextConfig = TextConfig::new(check_uid_layout);
 pub static UID_NODE: TextConfig = TextConfig::new(check_uid_node);
-pub static UID_EPOCH: AtomicI64 = AtomicI64::new(DEFAULT_EPOCH_MS as i64);
-pub static UID_TIME_UNIT: Mutex<UidTimeUnit> = Mutex::new(UidTimeUnit::ms);
+pub static UID_EPOCH: TextConfig = TextConfig::new(check_uid_epoch);
+pub static UID_TIME_UNIT: TextConfig = TextConfig::new(check_uid_time_unit);
 
-fn check_uid_layout(text: &str) -> Result<(), String> {
-    Widths::parse(text).map(|_| ()).map_err(|e| e.to_string())
+pub fn check_uid_layout(text: &str) -> Result<(), String> {
+    LayoutSpec::parse(text)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
-fn check_uid_node(text: &str) -> Result<(), String> {
+pub fn check_uid_node(text: &str) -> Result<(), String> {
     NodeSpec::parse(text).map(|_| ()).map_err(|e| e.to_string())
 }
 
-/// The UID configs as set: layout text, epoch (Unix ms), unit, node text.
-pub fn uid_settings() -> (String, u64, TimeUnit, String) {
-    let unit = match *UID_TIME_UNIT.lock().unwrap_or_else(|e| e.into_inner()) {
-        UidTimeUnit::s => TimeUnit::S,
-        UidTimeUnit::ms => TimeUnit::Ms,
-    };
+pub fn check_uid_epoch(text: &str) -> Result<(), String> {
+    parse_epoch(text).map(|_| ()).map_err(|e| e.to_string())
+}
+
+pub fn check_uid_time_unit(text: &str) -> Result<(), String> {
+    parse_unit(text).map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// The UID configs as set (checked text): layout, epoch, time unit, node.
+pub fn uid_settings() -> (String, String, String, String) {
     (
         UID_LAYOUT.text(),
-        u64::try_from(UID_EPOCH.load(Ordering::Relaxed)).unwrap_or(0),
-        unit,
+        UID_EPOCH.text(),
+        UID_TIME_UNIT.text(),
         UID_NODE.text(),
     )
 }
@@ -476,24 +470,26 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Status {
     {
         return Status::Err;
     }
-    register_i64_configuration(
+    if register_text_config(
         ctx,
-        "uid-epoch",
+        c"uid-epoch",
         &UID_EPOCH,
         uid.epoch,
-        0,
-        i64::MAX,
         ConfigurationFlags::IMMUTABLE,
-        None,
-    );
-    register_enum_configuration(
+    ) == Status::Err
+    {
+        return Status::Err;
+    }
+    if register_text_config(
         ctx,
-        "uid-time-unit",
+        c"uid-time-unit",
         &UID_TIME_UNIT,
         uid.unit,
         ConfigurationFlags::IMMUTABLE,
-        None,
-    );
+    ) == Status::Err
+    {
+        return Status::Err;
+    }
     if register_text_config(
         ctx,
         c"uid-node",
@@ -516,8 +512,8 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Status {
 /// Defaults of the UID configs from module arguments (`--loadmodule libimid.so uid-node 7`).
 struct UidDefaults<'a> {
     layout: &'a str,
-    epoch: i64,
-    unit: UidTimeUnit,
+    epoch: &'a str,
+    unit: &'a str,
     node: &'a str,
 }
 
@@ -529,11 +525,11 @@ fn uid_defaults<'a>(ctx: &Context, args: &'a [RedisString]) -> Option<UidDefault
     let Ok(layout) = get_string_default_config_value(args, "uid-layout", "auto") else {
         return refuse("uid-layout must be text");
     };
-    let Ok(epoch) = get_i64_default_config_value(args, "uid-epoch", DEFAULT_EPOCH_MS as i64) else {
-        return refuse("uid-epoch must be an integer (Unix ms)");
+    let Ok(epoch) = get_string_default_config_value(args, "uid-epoch", "auto") else {
+        return refuse("uid-epoch must be text");
     };
-    let Ok(unit) = get_enum_default_config_value(args, "uid-time-unit", UidTimeUnit::ms) else {
-        return refuse("uid-time-unit must be ms or s");
+    let Ok(unit) = get_string_default_config_value(args, "uid-time-unit", "auto") else {
+        return refuse("uid-time-unit must be text");
     };
     let Ok(node) = get_string_default_config_value(args, "uid-node", "auto") else {
         return refuse("uid-node must be text");

@@ -18,8 +18,8 @@ const EXPECTED: &[(&str, i64, &str, [i64; 3], &str)] = &[
     ("msgid.hash", 2, "fast readonly", [0, 0, 0], ""),
     ("msgid.floor", 2, "fast write", [0, 0, 0], ""),
     ("uid.gen", -2, "fast write", [1, 1, 1], "RO"),
-    ("uid.decode", 2, "fast readonly", [0, 0, 0], ""),
-    ("uid.encode", 4, "fast readonly", [0, 0, 0], ""),
+    ("uid.decode", -2, "fast readonly", [0, 0, 0], ""),
+    ("uid.encode", -4, "fast readonly", [0, 0, 0], ""),
     ("openid.enc", 4, "fast readonly", [0, 0, 0], ""),
     ("openid.dec", 2, "fast readonly", [0, 0, 0], ""),
     (

@@ -66,6 +66,19 @@ pub fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, target, opts @ ..] = args else {
         return Err(Error::WrongArity);
     };
+    // In cluster mode the target's slot: the node field in slot mode, and slot adoption.
+    let slot = || {
+        CLUSTER_MODE
+            .load(Ordering::Relaxed)
+            .then(|| key_slot(target.bytes()))
+    };
+    if opts.is_empty() {
+        // The common call, one ID as an integer: its own path, with the run's length a
+        // constant the compiler folds through the inlined generator.
+        let run = ids::issue_uid(ctx, slot(), 1)?;
+        ctx.reply_int(int(run.first()));
+        return Ok(());
+    }
     let mut count = None;
     let mut text = false;
     let mut rest = opts;
@@ -83,13 +96,9 @@ pub fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
             _ => return Err(SYNTAX),
         }
     }
-    // In cluster mode the target's slot: the node field in slot mode, and slot adoption.
-    let slot = CLUSTER_MODE
-        .load(Ordering::Relaxed)
-        .then(|| key_slot(target.bytes()));
     // COUNT is in 1..10000, so the conversion keeps it.
     let n = count.map_or(1, |c| u32::try_from(c).unwrap_or(1));
-    let run = ids::issue_uid(ctx, slot, n)?;
+    let run = ids::issue_uid(ctx, slot(), n)?;
     if count.is_some() {
         ctx.reply_array(usize::try_from(run.count()).unwrap_or(0));
         // Written straight into the reply, with no intermediate vector.

@@ -63,6 +63,7 @@ pub fn set_uid_generator(g: UidGenerator) {
 /// passes `None`), under the same lease as message IDs: the run starts at the lease's floor,
 /// the lease is renewed past the run's last time, and a renewal is persisted, replicated and
 /// (in cluster mode) sent to every other node, exactly as for MSGID.GEN.
+#[inline(always)]
 pub fn issue_uid(ctx: &Ctx, slot: Option<u16>, count: u32) -> Result<Run, Error> {
     let (run, renewed) = {
         let mut g = ids();

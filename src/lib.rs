@@ -2,7 +2,9 @@
 //!
 //! This file is the table of contents: the module, its commands, its configs, and init.
 //! Redis-free logic lives in `core/`, command handlers in `commands/`, the one unsafe layer
-//! between them and Redis in `glue`, node-wide state in `node`.
+//! between them and Redis in `glue/` (every raw call and every callback, behind one panic
+//! guard), node-wide state in `node`, the error type in `error`. Only `core` is public: the
+//! benches, examples and tests link it; everything else is internal to the module.
 #![cfg_attr(
     test,
     allow(
@@ -13,24 +15,22 @@
     )
 )]
 
-mod cluster;
-pub mod commands;
-pub mod config;
+mod commands;
+mod config;
 pub mod core;
+mod error;
 mod events;
-pub mod glue;
+mod glue;
 mod info;
-pub mod node;
-pub mod registry;
+mod node;
 mod seq_type;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;
 
 use config::CLUSTER_MODE;
-use redis_module::{raw, redis_module, Context, ContextFlags, RedisString, Status};
-use registry::{keys, OW_UPDATE, ROUTING_ONLY, RO_ACCESS, RW_ACCESS_UPDATE};
-use seq_type::SEQ_TYPE;
-use std::os::raw::c_int;
+use glue::registry::{self, command, keys, OW_UPDATE, ROUTING_ONLY, RO_ACCESS, RW_ACCESS_UPDATE};
+use glue::types::SEQ_TYPE;
+use redis_module::{redis_module, Context, ContextFlags, RedisString, Status};
 use std::sync::atomic::Ordering;
 
 /// The global allocator: Redis's own inside redis-server (so `used_memory` and `MEMORY USAGE`
@@ -51,7 +51,7 @@ mod allocator {
 /// one version source, Cargo.toml. Computed at compile time, where an index out of range would
 /// fail the build.
 #[allow(clippy::indexing_slicing)]
-pub const MODULE_VERSION: i32 = {
+const MODULE_VERSION: i32 = {
     let v = [
         env!("CARGO_PKG_VERSION_MAJOR"),
         env!("CARGO_PKG_VERSION_MINOR"),
@@ -90,19 +90,12 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     if test_hooks::register(ctx) == Status::Err {
         return Status::Err;
     }
-    // SAFETY: ctx.ctx is the live context of OnLoad; SetModuleOptions is filled in at load.
-    // With this option a truncated or mistyped RDB/DUMP payload makes our loader fail (RESTORE
-    // replies an error) instead of Redis aborting the server.
-    unsafe {
-        if let Some(set_options) = raw::RedisModule_SetModuleOptions {
-            set_options(ctx.ctx, raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int);
-        }
-    }
-    seq_type::remember_type();
+    glue::types::handle_io_errors(ctx);
+    glue::types::remember_type();
     if CLUSTER_MODE.load(Ordering::Relaxed) {
-        cluster::init(ctx);
+        glue::cluster::init(ctx);
     }
-    if events::subscribe(ctx) == Status::Err {
+    if glue::events::subscribe(ctx) == Status::Err {
         return Status::Err;
     }
     registry::add_module_category(ctx);

@@ -4,7 +4,8 @@ use crate::config::{effective_hash_mode, HashMode, CLUSTER_MODE};
 use crate::core::javahash::java_hash22;
 use crate::core::msgid::{Fields, MsgId, MAX_HASH, MAX_SEQ, MAX_TIME, MAX_TYPE};
 use crate::core::slot::{key_slot, slot_hash22, slot_of_hash22};
-use crate::glue::{err, Arg, Ctx, Error, Val};
+use crate::error::{err, Error};
+use crate::glue::{Arg, Ctx, Val};
 use crate::node::{self, cluster, ids};
 use std::sync::atomic::Ordering;
 

@@ -3,7 +3,8 @@
 use super::msgid::parse_msgid;
 use crate::config::OPENID_KEYS;
 use crate::core::openid::OpenId;
-use crate::glue::{err, Arg, Ctx, Error, Val};
+use crate::error::{err, Error};
+use crate::glue::{Arg, Ctx, Val};
 use crate::node::{OPENID_DECODED, OPENID_ENCODED, OPENID_REJECTED};
 
 /// The `INFO imid` fields of this family, in order.

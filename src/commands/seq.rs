@@ -9,7 +9,8 @@
 
 use crate::config::seq_gap;
 use crate::core::seq::{NextError, Seq, MAX_COUNT, MAX_VALUE};
-use crate::glue::{err, Arg, Ctx, Error, SYNTAX};
+use crate::error::{err, Error, SYNTAX};
+use crate::glue::{Arg, Ctx};
 use crate::node::{self, SEQ_GAP_SKIPS, SEQ_ISSUED};
 use crate::seq_type::SeqKey;
 

@@ -8,7 +8,8 @@
 use crate::config::{uid_settings, CLUSTER_MODE};
 use crate::core::slot::key_slot;
 use crate::core::uid::{Layout, LayoutError, NodeSpec, UidGenerator, Widths, MAX_COUNT};
-use crate::glue::{err, Arg, Ctx, Error, Val, SYNTAX};
+use crate::error::{err, Error, SYNTAX};
+use crate::glue::{Arg, Ctx, Val};
 use crate::node::{self, ids};
 use redis_module::{Context, Status};
 use std::sync::atomic::Ordering;

@@ -22,6 +22,7 @@
 
 use super::Counter;
 use crate::core::msgid::MAX_TIME;
+use crate::glue::Ctx;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// The largest time lease heard from another node over the cluster bus.
@@ -56,6 +57,70 @@ pub fn heard(_sender: Option<&[u8]>, l: Leases) -> bool {
     true
 }
 
+/// A lease message as sent over the bus: 16 bytes, the message-ID lease then the UID lease,
+/// each big-endian ms.
+pub fn encode(l: Leases) -> [u8; 16] {
+    let mut payload = [0u8; 16];
+    let (a, b) = payload.split_at_mut(8);
+    a.copy_from_slice(&l.msgid.to_be_bytes());
+    b.copy_from_slice(&l.uid.to_be_bytes());
+    payload
+}
+
+/// The leases of a bus message: 16 bytes as [`encode`] makes them, or 8 bytes from an older
+/// imid, one lease for both families. Any other length is not a lease message.
+pub fn decode(bytes: &[u8]) -> Option<Leases> {
+    let word = |i: usize| {
+        bytes
+            .get(i..i + 8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map(u64::from_be_bytes)
+    };
+    match (bytes.len(), word(0), word(8)) {
+        (16, Some(msgid), Some(uid)) => Some(Leases { msgid, uid }),
+        (8, Some(ms), None) => Some(Leases { msgid: ms, uid: ms }),
+        _ => None,
+    }
+}
+
+/// A lease message from the peer `sender` arrived over the cluster bus.
+pub fn received(sender: Option<&[u8]>, bytes: &[u8]) {
+    if let Some(l) = decode(bytes) {
+        heard(sender, l);
+    }
+}
+
+/// The once-a-second timer: a primary sends its lease to the other nodes. Replicas have their
+/// primary's lease by replication; only primaries issue IDs.
+pub fn tick(ctx: &Ctx) {
+    if ctx.is_primary() {
+        let hwm = super::ids::high_water();
+        if hwm > 0 {
+            ctx.send_lease(hwm, hwm);
+        }
+    }
+}
+
+/// A `CLUSTER <sub> [<slot> ...]` command run on this node (seen by the command filter):
+/// every slot assignment command marks what it may move for adoption again.
+pub fn cluster_command(sub: &[u8], slot: Option<&[u8]>) {
+    let sub = sub.to_ascii_uppercase();
+    match sub.as_slice() {
+        b"SETSLOT" => {
+            match slot
+                .and_then(|s| std::str::from_utf8(s).ok())
+                .and_then(|s| s.parse::<u16>().ok())
+            {
+                Some(slot) => forget(slot),
+                None => forget_all(),
+            }
+        }
+        b"ADDSLOTS" | b"ADDSLOTSRANGE" | b"DELSLOTS" | b"DELSLOTSRANGE" | b"FLUSHSLOTS"
+        | b"RESET" | b"FAILOVER" | b"FORGET" | b"REPLICATE" => forget_all(),
+        _ => {}
+    }
+}
+
 pub fn peer_lease() -> u64 {
     PEER_LEASE.load(Ordering::Relaxed)
 }
@@ -73,17 +138,20 @@ pub fn forget(slot: u16) {
 
 /// `slot` is being imported from the node `source` (`CLUSTER SETSLOT slot IMPORTING source`, or
 /// an atomic slot migration's import), or from an unknown node (`None`).
+#[allow(dead_code)] // a hook for the slot adoption and atomic migration work (issue 18)
 pub fn import_started(slot: u16, _source: Option<&[u8]>) {
     forget(slot);
 }
 
 /// This node owns `slot` now, at the end of an import (SETSLOT NODE, or an atomic migration
 /// that completed).
+#[allow(dead_code)] // a hook for the slot adoption and atomic migration work (issue 18)
 pub fn import_finished(slot: u16) {
     forget(slot);
 }
 
 /// An import of `slot` ended without this node taking it over.
+#[allow(dead_code)] // a hook for the slot adoption and atomic migration work (issue 18)
 pub fn import_cancelled(_slot: u16) {}
 
 /// This node was promoted (or its role changed): it takes over its former primary's slots.
@@ -150,5 +218,25 @@ mod tests {
         forget_all();
         assert_eq!(adopt(16_383), Some(at(5_000)));
         assert_eq!(ADOPTIONS.get(), 4);
+    }
+
+    #[test]
+    fn lease_messages_round_trip_and_old_ones_are_read() {
+        let l = Leases {
+            msgid: 1_700_000_000_123,
+            uid: 1_700_000_000_456,
+        };
+        assert_eq!(decode(&encode(l)), Some(l));
+        let old = 1_700_000_000_789u64.to_be_bytes();
+        assert_eq!(
+            decode(&old),
+            Some(Leases {
+                msgid: 1_700_000_000_789,
+                uid: 1_700_000_000_789
+            })
+        );
+        assert_eq!(decode(&[0; 12]), None);
+        assert_eq!(decode(&[0; 17]), None);
+        assert_eq!(decode(&[]), None);
     }
 }

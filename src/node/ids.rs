@@ -10,7 +10,8 @@ use crate::core::generator::{Exhausted, GenStats, Generator, Issued};
 use crate::core::lease::Lease;
 use crate::core::msgid::MAX_TIME;
 use crate::core::uid::{Layout, Run, UidGenerator, UidStats};
-use crate::glue::{err, Ctx, Error};
+use crate::error::{err, Error};
+use crate::glue::Ctx;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 

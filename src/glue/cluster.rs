@@ -1,21 +1,27 @@
-//! Cluster-mode hooks for slot adoption (the rules are in `node::cluster`): the cluster-bus
-//! receiver for peers' time leases, a once-a-second timer that sends this primary's lease, and
-//! a command filter that notices slot assignment commands run on this node.
+//! Cluster-mode callbacks for slot adoption, raw parsing only (the rules are in
+//! `node::cluster`): the cluster-bus receiver for peers' time leases, a once-a-second timer
+//! that sends this primary's lease, and a command filter that notices slot assignment commands
+//! run on this node.
 //!
 //! Registered only in cluster mode: a standalone server pays nothing for them. The filter runs
 //! before every command a client sends to a cluster node; it compares the command's name with
 //! `CLUSTER` and returns (a few dozen instructions).
 
-use crate::glue::{Ctx, LEASE_MESSAGE};
-use crate::node::{cluster, ids};
-use redis_module::{raw, Context};
+use super::{guard, Ctx, Entry};
+use crate::node::cluster;
+use redis_module::raw;
 use std::ffi::c_void;
 use std::os::raw::{c_char, c_int, c_uchar};
+
+/// The cluster bus message type carrying a node's time leases (`node::cluster::encode`).
+pub(crate) const LEASE_MESSAGE: u8 = 0x49;
 
 /// How often a primary sends its lease to the other nodes when no renewal did.
 const SEND_EVERY_MS: i64 = 1000;
 
-pub fn init(ctx: &Context) {
+/// Registers the bus receiver and the command filter, and arms the timer (OnLoad, cluster
+/// mode only).
+pub(crate) fn init(ctx: &redis_module::Context) {
     // SAFETY: ctx.ctx is the live OnLoad context; every function pointer is filled in at load
     // and checked; the callbacks match the C signatures and live as long as the module.
     unsafe {
@@ -33,6 +39,31 @@ pub fn init(ctx: &Context) {
     arm_timer(ctx.ctx);
 }
 
+impl Ctx {
+    /// Sends this node's time leases (message IDs, UIDs) to every other node of the cluster
+    /// (see `node::cluster`).
+    pub(crate) fn send_lease(&self, msgid_ms: u64, uid_ms: u64) {
+        let payload = cluster::encode(cluster::Leases {
+            msgid: msgid_ms,
+            uid: uid_ms,
+        });
+        let len = u32::try_from(payload.len()).unwrap_or(0);
+        // SAFETY: see the module comment of `glue`; a null target means every node; Redis
+        // copies the payload. Outside cluster mode the call fails harmlessly.
+        unsafe {
+            if let Some(f) = raw::RedisModule_SendClusterMessage {
+                f(
+                    self.ptr,
+                    std::ptr::null(),
+                    LEASE_MESSAGE,
+                    payload.as_ptr().cast::<c_char>(),
+                    len,
+                );
+            }
+        }
+    }
+}
+
 fn arm_timer(ctx: *mut raw::RedisModuleCtx) {
     // SAFETY: ctx is a live context (OnLoad's or the timer callback's); the callback matches.
     unsafe {
@@ -43,52 +74,42 @@ fn arm_timer(ctx: *mut raw::RedisModuleCtx) {
 }
 
 unsafe extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
-    let r = std::panic::catch_unwind(|| {
-        // SAFETY: ctx is the live context of this timer callback, used only within it.
-        let c = unsafe { Ctx::from_raw(ctx) };
-        // Replicas have their primary's lease by replication; only primaries issue IDs.
-        if c.is_primary() {
-            let hwm = ids::high_water();
-            if hwm > 0 {
-                c.send_lease(hwm, hwm);
-            }
-        }
-    });
-    if r.is_err() {
-        // SAFETY: as above.
-        unsafe { Ctx::from_raw(ctx) }.log_warning("imid: internal error in the lease timer");
-    }
+    // SAFETY: ctx is the live context of this timer callback; the Ctx is used only within it.
+    let c = unsafe { Ctx::from_raw(ctx) };
+    guard(
+        ctx,
+        Entry::Named("the lease timer"),
+        || (),
+        || cluster::tick(&c),
+    );
     arm_timer(ctx);
 }
 
 unsafe extern "C" fn on_lease(
-    _ctx: *mut raw::RedisModuleCtx,
+    ctx: *mut raw::RedisModuleCtx,
     sender: *const c_char,
     _type: u8,
     payload: *const c_uchar,
     len: u32,
 ) {
-    if payload.is_null() || (len != 8 && len != 16) {
+    if payload.is_null() {
         return;
     }
+    let Ok(len) = usize::try_from(len) else {
+        return;
+    };
     // SAFETY: Redis passes `len` readable bytes at `payload` for the duration of the callback.
-    let bytes = unsafe { std::slice::from_raw_parts(payload, len as usize) };
-    // SAFETY: Redis passes the sender's node ID, NODE_ID_LEN bytes (not NUL-terminated).
+    let bytes = unsafe { std::slice::from_raw_parts(payload, len) };
+    // SAFETY: Redis passes the sender's node ID, NODE_ID_LEN bytes (not NUL-terminated), alive
+    // for the duration of the callback.
     let sender = (!sender.is_null())
         .then(|| unsafe { std::slice::from_raw_parts(sender.cast::<u8>(), cluster::NODE_ID_LEN) });
-    let word = |i: usize| {
-        bytes
-            .get(i..i + 8)
-            .and_then(|b| <[u8; 8]>::try_from(b).ok())
-            .map(u64::from_be_bytes)
-    };
-    // An 8-byte message (an older imid) carries one lease for both families.
-    let leases = match (word(0), word(8)) {
-        (Some(msgid), Some(uid)) => cluster::Leases { msgid, uid },
-        (Some(ms), None) => cluster::Leases { msgid: ms, uid: ms },
-        _ => return,
-    };
-    cluster::heard(sender, leases);
+    guard(
+        ctx,
+        Entry::Named("the cluster bus receiver"),
+        || (),
+        || cluster::received(sender, bytes),
+    );
 }
 
 /// The bytes of argument `pos` of the filtered command, or None.
@@ -118,19 +139,10 @@ unsafe extern "C" fn on_command(f: *mut raw::RedisModuleCommandFilterCtx) {
     // SAFETY: as above.
     let (sub, slot) = unsafe { (filter_arg(f, 1), filter_arg(f, 2)) };
     let Some(sub) = sub else { return };
-    let sub = sub.to_ascii_uppercase();
-    match sub.as_slice() {
-        b"SETSLOT" => {
-            match slot
-                .and_then(|s| std::str::from_utf8(s).ok())
-                .and_then(|s| s.parse::<u16>().ok())
-            {
-                Some(slot) => cluster::forget(slot),
-                None => cluster::forget_all(),
-            }
-        }
-        b"ADDSLOTS" | b"ADDSLOTSRANGE" | b"DELSLOTS" | b"DELSLOTSRANGE" | b"FLUSHSLOTS"
-        | b"RESET" | b"FAILOVER" | b"FORGET" | b"REPLICATE" => cluster::forget_all(),
-        _ => {}
-    }
+    guard(
+        std::ptr::null_mut(),
+        Entry::Named("the command filter"),
+        || (),
+        || cluster::cluster_command(sub, slot),
+    );
 }

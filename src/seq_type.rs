@@ -13,7 +13,7 @@
 
 use crate::core::seq::{Seq, MAX_VALUE};
 use crate::error::{Error, WRONGTYPE};
-use crate::glue::types::{seq_type, AofKey, Rdb};
+use crate::glue::types::{seq_type, AofKey, Rdb, AUX_BEFORE_RDB};
 use crate::glue::{Arg, Ctx, Held, Key};
 use crate::node;
 use std::os::raw::c_int;
@@ -26,9 +26,6 @@ pub(crate) const TYPE_NAME: &str = "imidseq01";
 /// later flag can be added without a new version. The aux data shares the type's version: the
 /// high-water mark (unsigned).
 pub(crate) const ENCODING_VERSION: i32 = 1;
-
-/// Where aux data is saved: before the keyspace (`REDISMODULE_AUX_BEFORE_RDB`).
-const AUX_BEFORE_RDB: c_int = redis_module::raw::REDISMODULE_AUX_BEFORE_RDB as c_int;
 
 /// Loads one sequence. Every value loaded gets `needs_gap`: this process did not issue it,
 /// and values issued after the save may have been lost (SPEC, "Never reissue").

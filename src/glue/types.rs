@@ -32,7 +32,7 @@ pub(crate) static SEQ_TYPE: RedisType = RedisType::new(
         free: Some(free),
         aux_load: Some(aux_load),
         aux_save: Some(aux_save),
-        aux_save_triggers: raw::REDISMODULE_AUX_BEFORE_RDB as c_int,
+        aux_save_triggers: AUX_BEFORE_RDB,
         free_effort: None,
         unlink: None,
         copy: Some(copy),
@@ -44,6 +44,9 @@ pub(crate) static SEQ_TYPE: RedisType = RedisType::new(
         aux_save2: None,
     },
 );
+
+/// Where aux data is saved: before the keyspace (the only position the type asks for).
+pub(crate) const AUX_BEFORE_RDB: c_int = raw::REDISMODULE_AUX_BEFORE_RDB as c_int;
 
 /// A registered module data type.
 #[derive(Clone, Copy)]

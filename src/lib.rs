@@ -5,6 +5,9 @@
 //! between them and Redis in `glue/` (every raw call and every callback, behind one panic
 //! guard), node-wide state in `node`, the error type in `error`. Only `core` is public: the
 //! benches, examples and tests link it; everything else is internal to the module.
+// Only `core` is the crate's public API (benches, examples and tests link it); everything else
+// is internal to the module and says so (`pub(crate)`).
+#![deny(unreachable_pub)]
 #![cfg_attr(
     test,
     allow(
@@ -38,13 +41,13 @@ use std::sync::atomic::Ordering;
 /// server (Redis's allocator aborts there).
 #[cfg(not(any(test, feature = "system-alloc")))]
 mod allocator {
-    pub type Alloc = redis_module::alloc::RedisAlloc;
-    pub const ALLOC: Alloc = redis_module::alloc::RedisAlloc;
+    pub(crate) type Alloc = redis_module::alloc::RedisAlloc;
+    pub(crate) const ALLOC: Alloc = redis_module::alloc::RedisAlloc;
 }
 #[cfg(any(test, feature = "system-alloc"))]
 mod allocator {
-    pub type Alloc = std::alloc::System;
-    pub const ALLOC: Alloc = std::alloc::System;
+    pub(crate) type Alloc = std::alloc::System;
+    pub(crate) const ALLOC: Alloc = std::alloc::System;
 }
 
 /// Module version as Redis shows it (`MODULE LIST`): major*10000 + minor*100 + patch, from the
@@ -71,7 +74,17 @@ const MODULE_VERSION: i32 = {
     out
 };
 
+/// OnLoad, through the guard: a panic fails the load instead of aborting the server.
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
+    glue::guard(
+        ctx.ctx,
+        glue::Entry::Named("OnLoad"),
+        || Status::Err,
+        || load(ctx, args),
+    )
+}
+
+fn load(ctx: &Context, args: &[RedisString]) -> Status {
     // Configs are registered here rather than in the macro's table because the macro ignores
     // a failed RedisModule_LoadConfigs: a `MODULE LOADEX ... CONFIG imid.x <bad>` would then
     // leave the module loaded with defaults (it cannot be unloaded once it has a data type),

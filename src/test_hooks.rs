@@ -32,7 +32,7 @@ const FROZEN: u8 = 2;
 static MODE: AtomicU8 = AtomicU8::new(REAL);
 static VALUE: AtomicI64 = AtomicI64::new(0);
 
-pub fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     let real = system_now_ms();
     let v = VALUE.load(Ordering::Relaxed);
     match MODE.load(Ordering::Relaxed) {
@@ -152,7 +152,7 @@ const COMMANDS: &[registry::Command] = &[
     ),
 ];
 
-pub fn register(ctx: &Context) -> Status {
+pub(crate) fn register(ctx: &Context) -> Status {
     if registry::register(ctx, COMMANDS) == Status::Err {
         return Status::Err;
     }

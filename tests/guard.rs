@@ -193,3 +193,20 @@ fn a_panic_in_the_timer_bus_receiver_or_filter_is_caught() {
     }
     assert_eq!(int(&mut cb, &["DBSIZE"]), 0, "b lives");
 }
+
+#[test]
+fn a_panic_in_the_info_section_leaves_it_empty_once() {
+    let s = Server::build().hooked().start();
+    let mut con = s.client();
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "k"]), 1);
+    arm(&mut con, "the INFO section");
+    let info: String = cmd(&mut con, &["INFO", "imid"]).unwrap();
+    assert!(!info.contains("imid_seq_issued"), "{info}");
+    assert_eq!(
+        count(&s, &caught("the INFO section")),
+        1,
+        "{}",
+        s.log_tail()
+    );
+    assert_eq!(s.imid_stat("seq_issued"), 1, "the next INFO has its fields");
+}

@@ -204,7 +204,7 @@ impl Ctx {
     ///
     /// # Safety
     /// `ptr` must be the live context of the running callback, and the `Ctx` must not outlive it.
-    pub unsafe fn from_raw(ptr: *mut raw::RedisModuleCtx) -> Ctx {
+    pub(super) unsafe fn from_raw(ptr: *mut raw::RedisModuleCtx) -> Ctx {
         Ctx { ptr }
     }
 

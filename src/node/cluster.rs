@@ -33,22 +33,22 @@ static HEARD: AtomicBool = AtomicBool::new(false);
 /// One bit per hash slot: adopted since its ownership last may have changed.
 static ADOPTED: [AtomicU64; 256] = [const { AtomicU64::new(0) }; 256];
 /// Adoptions that raised the floor, for `INFO imid`.
-pub static ADOPTIONS: Counter = Counter::new();
+pub(crate) static ADOPTIONS: Counter = Counter::new();
 
 /// The length of a cluster node ID (`REDISMODULE_NODE_ID_LEN`).
-pub const NODE_ID_LEN: usize = 40;
+pub(crate) const NODE_ID_LEN: usize = 40;
 
 /// The two time leases a primary sends: message IDs' and UIDs' (Unix ms each).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Leases {
-    pub msgid: u64,
-    pub uid: u64,
+pub(crate) struct Leases {
+    pub(crate) msgid: u64,
+    pub(crate) uid: u64,
 }
 
 /// Leases received from the peer `sender` (its node ID; `None` if Redis gave none). Anything
 /// past the 42-bit time field is refused: a correct peer never sends it, and taking it would
 /// end message IDs for good.
-pub fn heard(_sender: Option<&[u8]>, l: Leases) -> bool {
+pub(crate) fn heard(_sender: Option<&[u8]>, l: Leases) -> bool {
     if l.msgid > MAX_TIME {
         return false;
     }
@@ -59,7 +59,7 @@ pub fn heard(_sender: Option<&[u8]>, l: Leases) -> bool {
 
 /// A lease message as sent over the bus: 16 bytes, the message-ID lease then the UID lease,
 /// each big-endian ms.
-pub fn encode(l: Leases) -> [u8; 16] {
+pub(crate) fn encode(l: Leases) -> [u8; 16] {
     let mut payload = [0u8; 16];
     let (a, b) = payload.split_at_mut(8);
     a.copy_from_slice(&l.msgid.to_be_bytes());
@@ -69,7 +69,7 @@ pub fn encode(l: Leases) -> [u8; 16] {
 
 /// The leases of a bus message: 16 bytes as [`encode`] makes them, or 8 bytes from an older
 /// imid, one lease for both families. Any other length is not a lease message.
-pub fn decode(bytes: &[u8]) -> Option<Leases> {
+pub(crate) fn decode(bytes: &[u8]) -> Option<Leases> {
     let word = |i: usize| {
         bytes
             .get(i..i + 8)
@@ -84,7 +84,7 @@ pub fn decode(bytes: &[u8]) -> Option<Leases> {
 }
 
 /// A lease message from the peer `sender` arrived over the cluster bus.
-pub fn received(sender: Option<&[u8]>, bytes: &[u8]) {
+pub(crate) fn received(sender: Option<&[u8]>, bytes: &[u8]) {
     if let Some(l) = decode(bytes) {
         heard(sender, l);
     }
@@ -92,7 +92,7 @@ pub fn received(sender: Option<&[u8]>, bytes: &[u8]) {
 
 /// The once-a-second timer: a primary sends its lease to the other nodes. Replicas have their
 /// primary's lease by replication; only primaries issue IDs.
-pub fn tick(ctx: &Ctx) {
+pub(crate) fn tick(ctx: &Ctx) {
     if ctx.is_primary() {
         let hwm = super::ids::high_water();
         if hwm > 0 {
@@ -103,7 +103,7 @@ pub fn tick(ctx: &Ctx) {
 
 /// A `CLUSTER <sub> [<slot> ...]` command run on this node (seen by the command filter):
 /// every slot assignment command marks what it may move for adoption again.
-pub fn cluster_command(sub: &[u8], slot: Option<&[u8]>) {
+pub(crate) fn cluster_command(sub: &[u8], slot: Option<&[u8]>) {
     let sub = sub.to_ascii_uppercase();
     match sub.as_slice() {
         b"SETSLOT" => {
@@ -121,7 +121,7 @@ pub fn cluster_command(sub: &[u8], slot: Option<&[u8]>) {
     }
 }
 
-pub fn peer_lease() -> u64 {
+pub(crate) fn peer_lease() -> u64 {
     PEER_LEASE.load(Ordering::Relaxed)
 }
 
@@ -130,7 +130,7 @@ fn bit(slot: u16) -> (Option<&'static AtomicU64>, u64) {
 }
 
 /// `slot`'s ownership may have changed: its next ID adopts it again.
-pub fn forget(slot: u16) {
+pub(crate) fn forget(slot: u16) {
     if let (Some(w), b) = bit(slot) {
         w.fetch_and(!b, Ordering::Relaxed);
     }
@@ -139,28 +139,28 @@ pub fn forget(slot: u16) {
 /// `slot` is being imported from the node `source` (`CLUSTER SETSLOT slot IMPORTING source`, or
 /// an atomic slot migration's import), or from an unknown node (`None`).
 #[allow(dead_code)] // a hook for the slot adoption and atomic migration work (issue 18)
-pub fn import_started(slot: u16, _source: Option<&[u8]>) {
+pub(crate) fn import_started(slot: u16, _source: Option<&[u8]>) {
     forget(slot);
 }
 
 /// This node owns `slot` now, at the end of an import (SETSLOT NODE, or an atomic migration
 /// that completed).
 #[allow(dead_code)] // a hook for the slot adoption and atomic migration work (issue 18)
-pub fn import_finished(slot: u16) {
+pub(crate) fn import_finished(slot: u16) {
     forget(slot);
 }
 
 /// An import of `slot` ended without this node taking it over.
 #[allow(dead_code)] // a hook for the slot adoption and atomic migration work (issue 18)
-pub fn import_cancelled(_slot: u16) {}
+pub(crate) fn import_cancelled(_slot: u16) {}
 
 /// This node was promoted (or its role changed): it takes over its former primary's slots.
-pub fn promoted(_former_primary: Option<&[u8]>) {
+pub(crate) fn promoted(_former_primary: Option<&[u8]>) {
     forget_all();
 }
 
 /// Every slot's ownership may have changed.
-pub fn forget_all() {
+pub(crate) fn forget_all() {
     for w in &ADOPTED {
         w.store(0, Ordering::Relaxed);
     }
@@ -169,7 +169,7 @@ pub fn forget_all() {
 /// Before issuing an ID for `slot`: when the slot is not adopted yet, the floor to raise the
 /// node's time to (the largest lease heard). `None` when it is adopted (the common case: one
 /// load and a bit test).
-pub fn adopt(slot: u16) -> Option<Leases> {
+pub(crate) fn adopt(slot: u16) -> Option<Leases> {
     let (w, b) = bit(slot);
     let w = w?;
     if w.load(Ordering::Relaxed) & b != 0 {

@@ -12,7 +12,7 @@ use crate::node::{cluster, ids};
 use redis_module::{raw, Context};
 use std::ffi::c_void;
 use std::os::raw::{c_char, c_int, c_uchar};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// How often a primary sends its lease to the other nodes when no renewal did.
 const SEND_EVERY_MS: i64 = 1000;
@@ -48,6 +48,13 @@ unsafe extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void)
     let r = std::panic::catch_unwind(|| {
         // SAFETY: ctx is the live context of this timer callback, used only within it.
         let c = unsafe { Ctx::from_raw(ctx) };
+        // Once, on the first tick: the imports this node was in the middle of when it last
+        // stopped (kept in nodes.conf), which no SETSLOT seen by the filter announced.
+        if !IMPORTS_RESTORED.swap(true, Ordering::Relaxed) {
+            if let Some(nodes) = c.call_text(c"CLUSTER", c"NODES") {
+                cluster::restore_imports(&nodes);
+            }
+        }
         // Primaries send their promise; replicas have their primary's lease by replication
         // and note who their primary is, for a promotion (node::cluster::promoted).
         if c.is_primary() {
@@ -101,6 +108,9 @@ unsafe extern "C" fn on_lease(
         }
     }
 }
+
+/// Whether the first timer tick restored the imports in progress (node::cluster).
+static IMPORTS_RESTORED: AtomicBool = AtomicBool::new(false);
 
 /// When a refused lease was last logged (ms).
 static LAST_REFUSAL_LOG: AtomicU64 = AtomicU64::new(0);

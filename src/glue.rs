@@ -377,6 +377,31 @@ impl Ctx {
         log(self.ptr, c"warning", msg);
     }
 
+    /// Runs `cmd arg` (e.g. `CLUSTER NODES`) through `RedisModule_Call` and returns its reply
+    /// when it is a string; `None` for an error or any other reply. Not for the hot path.
+    pub fn call_text(&self, cmd: &CStr, arg: &CStr) -> Option<Vec<u8>> {
+        // SAFETY: see the module comment; the format "c" consumes exactly one NUL-terminated C
+        // string; the reply is read while alive and freed once, below.
+        unsafe {
+            let reply = raw::RedisModule_Call?(self.ptr, cmd.as_ptr(), c"c".as_ptr(), arg.as_ptr());
+            if reply.is_null() {
+                return None;
+            }
+            let mut len = 0usize;
+            let p = raw::RedisModule_CallReplyStringPtr.map(|f| f(reply, &mut len));
+            let text = match p {
+                Some(p) if !p.is_null() => {
+                    Some(std::slice::from_raw_parts(p.cast::<u8>(), len).to_vec())
+                }
+                _ => None,
+            };
+            if let Some(free) = raw::RedisModule_FreeCallReply {
+                free(reply);
+            }
+            text
+        }
+    }
+
     /// In cluster mode, on a replica: its primary's node ID (`None` on a primary, or when the
     /// server does not say).
     pub fn cluster_primary(&self) -> Option<[u8; 40]> {

@@ -705,3 +705,63 @@ fn id_time_stays_within_the_lease_of_the_clock_through_restarts_moves_and_failov
     let uids: HashSet<&i64> = all.uids.iter().collect();
     assert_eq!(uids.len(), all.uids.len(), "a UID was issued twice");
 }
+
+#[test]
+fn a_node_restarted_in_the_middle_of_an_import_still_follows_the_source() {
+    // nodes.conf keeps a slot importing across a restart, and clients keep sending it ASKING
+    // requests, but no SETSLOT reaches the new process: it reads the import from CLUSTER NODES.
+    let mut cluster = Cluster::start();
+    let a = cluster.owner(0);
+    let b = (a + 1) % 3;
+    let t = 1_800_000_000_000u64;
+    let freeze = |n: &Server, at: u64| {
+        let _: String = cmd(
+            &mut n.client(),
+            &["IMID.TEST-CLOCK", "FREEZE", &at.to_string()],
+        )
+        .unwrap();
+    };
+    for (i, n) in cluster.nodes.iter().enumerate() {
+        freeze(n, if i == b { t - 60_000 } else { t });
+    }
+    let tag = &tags()[0];
+    let s = slot(tag).to_string();
+    let target = format!("{{{tag}}}:conv");
+    let before: Vec<String> = (0..5000)
+        .map(|_| cmd(&mut cluster.nodes[a].client(), &["MSGID.GEN", "1", &target]).unwrap())
+        .collect();
+    let _: String = cmd(
+        &mut cluster.nodes[b].client(),
+        &["CLUSTER", "SETSLOT", &s, "IMPORTING", &cluster.ids[a]],
+    )
+    .unwrap();
+    let _: String = cmd(
+        &mut cluster.nodes[a].client(),
+        &["CLUSTER", "SETSLOT", &s, "MIGRATING", &cluster.ids[b]],
+    )
+    .unwrap();
+    cluster.nodes[b].shutdown(true);
+    cluster.nodes[b].restart();
+    freeze(&cluster.nodes[b], t - 60_000);
+    cluster.wait_settled();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cluster.nodes[b].imid_stat("cluster_slots_importing") != 1
+        || cluster.nodes[b].imid_stat("cluster_peer_lease_ms") < t as i64
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the restarted node did not restore its import or hear the source"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut con = cluster.nodes[b].client();
+    let (_, id): (String, String) = redis::pipe()
+        .cmd("ASKING")
+        .cmd("MSGID.GEN")
+        .arg(1)
+        .arg(&target)
+        .query(&mut con)
+        .unwrap();
+    let last = before.last().unwrap();
+    assert!(&id > last, "{id} issued on the importing node after {last}");
+}

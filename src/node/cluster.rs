@@ -136,6 +136,14 @@ pub fn heard(sender: Option<&[u8]>, l: Leases, now: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// How many slots this node is importing (following their source's promise), for `INFO imid`.
+pub fn importing() -> u64 {
+    IMPORTING
+        .iter()
+        .map(|w| u64::from(w.load(Ordering::Relaxed).count_ones()))
+        .sum()
+}
+
 /// The largest message-ID promise heard from any peer.
 pub fn peer_lease() -> u64 {
     PEER_MAX.load(Ordering::Relaxed)
@@ -230,6 +238,30 @@ pub fn promoted() {
     };
     ADOPTIONS.add(1);
     super::ids::raise_floors(floors);
+}
+
+/// The imports in progress according to `CLUSTER NODES` (this node's line, entries
+/// `[<slot>-<-<source>]`): after a restart in the middle of an import, nodes.conf keeps the slot
+/// importing, but no SETSLOT announced it to this process.
+pub fn restore_imports(cluster_nodes: &[u8]) {
+    let text = String::from_utf8_lossy(cluster_nodes);
+    let Some(me) = text.lines().find(|l| {
+        l.split_whitespace()
+            .nth(2)
+            .is_some_and(|flags| flags.split(',').any(|f| f == "myself"))
+    }) else {
+        return;
+    };
+    for entry in me.split_whitespace().skip(8) {
+        let Some(inner) = entry.strip_prefix('[').and_then(|e| e.strip_suffix(']')) else {
+            continue;
+        };
+        if let Some((slot, source)) = inner.split_once("-<-") {
+            if let Ok(slot) = slot.parse::<u16>() {
+                import_started(slot, Some(source.as_bytes()));
+            }
+        }
+    }
 }
 
 /// This node became a replica: it imports nothing any more.
@@ -361,6 +393,20 @@ mod tests {
         assert!(heard(None, at(now), now).is_err(), "no sender");
         assert_eq!(REFUSED.get(), 3, "the three implausible ones");
         assert_eq!(peer_lease(), now + 5_000);
+
+        // Imports in progress after a restart, from CLUSTER NODES.
+        let nodes = format!(
+            "{} 127.0.0.1:7001@17001 master - 0 0 2 connected 5461-10922\n\
+             {} 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460 [5461-<-{}] [7->-{}]\n",
+            "b".repeat(40),
+            "m".repeat(40),
+            "b".repeat(40),
+            "b".repeat(40)
+        );
+        restore_imports(nodes.as_bytes());
+        assert_eq!(adopt(5461), Some(at(now + 3_000)), "importing from b again");
+        assert_eq!(adopt(7), None, "migrating away: nothing to adopt");
+        import_cancelled(5461);
 
         // The own promise: renewed only within half a promise of its end.
         assert!(issued(Family::MsgId, now));

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub(crate) enum Event {
     /// A load starts: an RDB or AOF at startup, a full sync from a primary, DEBUG RELOAD.
     LoadStart,
-    /// This node becomes a replica, or is promoted.
-    RoleChanged,
+    /// This node is promoted (`primary`), or becomes a replica.
+    RoleChanged { primary: bool },
     /// A forked child was born (the start of a BGSAVE's snapshot).
     ForkBorn,
     /// A forked child exited.
@@ -30,11 +30,17 @@ pub(crate) fn on_event(ctx: &Ctx, event: Event) {
         // From now on a missing sequence key may be one whose writes were lost, so its first
         // SEQ.NEXT skips the gap (see `node::inherited`).
         Event::LoadStart => node::mark_inherited(),
-        Event::RoleChanged => {
+        Event::RoleChanged { primary } => {
             node::mark_inherited();
-            // A promoted replica takes over its primary's slots: adopt them again
-            // (node::cluster).
-            node::cluster::promoted(None);
+            // A promoted replica takes over its primary's slots (node::cluster); a replica
+            // imports nothing. Only cluster mode has slots to adopt.
+            if crate::config::CLUSTER_MODE.load(Ordering::Relaxed) {
+                if primary {
+                    node::cluster::promoted();
+                } else {
+                    node::cluster::demoted();
+                }
+            }
         }
         // The snapshot bookkeeping (`node::exposure`), and after an exit the primary writes its
         // time high-water mark again (see `node::ids::after_fork_child`).

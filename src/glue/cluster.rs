@@ -1,7 +1,8 @@
 //! Cluster-mode callbacks for slot adoption, raw parsing only (the rules are in
-//! `node::cluster`): the cluster-bus receiver for peers' time leases, a once-a-second timer
-//! that sends this primary's lease, and a command filter that notices slot assignment commands
-//! run on this node.
+//! `node::cluster`): the cluster-bus receiver for peers' time promises, a once-a-second timer
+//! that sends this primary's promise (and, on a replica, notes its primary), and a command
+//! filter that notices the slot assignment commands run on this node (SETSLOT
+//! IMPORTING/NODE/STABLE, ADDSLOTS).
 //!
 //! Registered only in cluster mode: a standalone server pays nothing for them. The filter runs
 //! before every command a client sends to a cluster node; it compares the command's name with
@@ -108,7 +109,11 @@ unsafe extern "C" fn on_lease(
         ctx,
         Entry::Named("the cluster bus receiver"),
         || (),
-        || cluster::received(sender, bytes),
+        || {
+            // SAFETY: ctx is the live context of this receiver callback, used only within it.
+            let c = unsafe { Ctx::from_raw(ctx) };
+            cluster::received(&c, sender, bytes);
+        },
     );
 }
 
@@ -137,12 +142,19 @@ unsafe extern "C" fn on_command(f: *mut raw::RedisModuleCommandFilterCtx) {
         return;
     }
     // SAFETY: as above.
-    let (sub, slot) = unsafe { (filter_arg(f, 1), filter_arg(f, 2)) };
+    let (sub, slot, how, node) = unsafe {
+        (
+            filter_arg(f, 1),
+            filter_arg(f, 2),
+            filter_arg(f, 3),
+            filter_arg(f, 4),
+        )
+    };
     let Some(sub) = sub else { return };
     guard(
         std::ptr::null_mut(),
         Entry::Named("the command filter"),
         || (),
-        || cluster::cluster_command(sub, slot),
+        || cluster::cluster_command(sub, slot, how, node),
     );
 }

@@ -44,7 +44,12 @@ fn decode(id: u64, subevent: u64) -> Option<(Event, &'static str)> {
             | raw::REDISMODULE_SUBEVENT_LOADING_REPL_START => (Event::LoadStart, "a load event"),
             _ => return None,
         },
-        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED => (Event::RoleChanged, "a role event"),
+        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED => (
+            Event::RoleChanged {
+                primary: subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER,
+            },
+            "a role event",
+        ),
         raw::REDISMODULE_EVENT_FORK_CHILD => match subevent {
             raw::REDISMODULE_SUBEVENT_FORK_CHILD_BORN => (Event::ForkBorn, "a fork event"),
             raw::REDISMODULE_SUBEVENT_FORK_CHILD_DIED => (Event::ForkDied, "a fork event"),

@@ -4,12 +4,13 @@ use crate::config::{effective_hash_mode, HashMode, CLUSTER_MODE};
 use crate::core::javahash::java_hash22;
 use crate::core::msgid::{Fields, MsgId, MAX_HASH, MAX_SEQ, MAX_TIME, MAX_TYPE};
 use crate::core::slot::{key_slot, slot_hash22, slot_of_hash22};
-use crate::glue::{err, Arg, Ctx, Error, Val};
+use crate::error::{err, Error};
+use crate::glue::{Arg, Ctx, Val};
 use crate::node::{self, cluster, ids};
 use std::sync::atomic::Ordering;
 
 /// The `INFO imid` fields of this family, in order.
-pub fn info_fields() -> [(&'static str, u64); 9] {
+pub(crate) fn info_fields() -> [(&'static str, u64); 9] {
     let g = ids::msgid_stats();
     [
         ("msgid_generated", g.generated),
@@ -40,7 +41,7 @@ fn channel_type_arg(arg: &Arg) -> Result<u64, Error> {
 }
 
 /// MSGID.GEN channel_type target
-pub fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, channel_type, target] = args else {
         return Err(Error::WrongArity);
     };
@@ -67,7 +68,7 @@ pub fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 }
 
 /// MSGID.ENCODE time_ms seq channel_type hash
-pub fn encode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+pub(crate) fn encode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, time, seq, channel_type, hash] = args else {
         return Err(Error::WrongArity);
     };
@@ -81,12 +82,12 @@ pub fn encode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 }
 
 /// Parses a message ID argument under the strict rules (shared with OPENID.ENC).
-pub fn parse_msgid(arg: &Arg) -> Result<MsgId, Error> {
+pub(crate) fn parse_msgid(arg: &Arg) -> Result<MsgId, Error> {
     MsgId::parse(arg.bytes()).map_err(err)
 }
 
 /// MSGID.DECODE msgid
-pub fn decode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+pub(crate) fn decode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, msgid] = args else {
         return Err(Error::WrongArity);
     };
@@ -101,7 +102,7 @@ pub fn decode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 }
 
 /// MSGID.HASH target
-pub fn hash(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+pub(crate) fn hash(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, target] = args else {
         return Err(Error::WrongArity);
     };
@@ -114,7 +115,7 @@ pub fn hash(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 
 /// How far ahead of this server's clock a client may set the floor (replication and AOF
 /// replay may go further: they carry the lease of a primary whose clock may be ahead).
-pub const CLIENT_FLOOR_LEAD_MS: u64 = 60_000;
+pub(crate) const CLIENT_FLOOR_LEAD_MS: u64 = 60_000;
 
 /// MSGID.FLOOR time_ms
 ///
@@ -128,7 +129,7 @@ pub const CLIENT_FLOOR_LEAD_MS: u64 = 60_000;
 /// source it must fit the 42-bit time field: a floor past it would make every later MSGID.GEN
 /// fail for good, and no correct writer produces one, so a replayed or replicated one is
 /// refused (and logged) like a client's.
-pub fn floor(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+pub(crate) fn floor(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, ms] = args else {
         return Err(Error::WrongArity);
     };

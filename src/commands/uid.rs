@@ -8,7 +8,8 @@
 use crate::config::{uid_settings, CLUSTER_MODE};
 use crate::core::slot::key_slot;
 use crate::core::uid::{Layout, LayoutError, NodeSpec, UidGenerator, Widths, MAX_COUNT};
-use crate::glue::{err, Arg, Ctx, Error, Val, SYNTAX};
+use crate::error::{err, Error, SYNTAX};
+use crate::glue::{Arg, Ctx, Val};
 use crate::node::{self, ids};
 use redis_module::{Context, Status};
 use std::sync::atomic::Ordering;
@@ -16,7 +17,7 @@ use std::sync::atomic::Ordering;
 /// Builds the generator from the `imid.uid-*` configs and checks them together against the
 /// server clock and mode. Called from init after the configs are loaded; a refusal fails the
 /// load with a log line that says why (for a layout that runs out, when).
-pub fn configure(ctx: &Context) -> Status {
+pub(crate) fn configure(ctx: &Context) -> Status {
     match build(node::now_ms(), CLUSTER_MODE.load(Ordering::Relaxed)) {
         Ok(g) => {
             ids::set_uid_generator(g);
@@ -39,7 +40,7 @@ fn build(now_ms: u64, cluster: bool) -> Result<UidGenerator, LayoutError> {
 }
 
 /// The `INFO imid` fields of this family, in order.
-pub fn info_fields() -> [(&'static str, u64); 3] {
+pub(crate) fn info_fields() -> [(&'static str, u64); 3] {
     let (stats, ends) = ids::uid_stats();
     [
         ("uid_generated", stats.generated),
@@ -58,7 +59,7 @@ fn int(v: u64) -> i64 {
 ///
 /// `STRING` replies the decimal text instead of integers: Lua scripts and Functions turn an
 /// integer reply into a double, exact only below 2^53, and UIDs lie far above that.
-pub fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, target, opts @ ..] = args else {
         return Err(Error::WrongArity);
     };
@@ -129,7 +130,7 @@ fn layout() -> Result<Layout, Error> {
 }
 
 /// UID.DECODE uid
-pub fn decode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+pub(crate) fn decode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, uid] = args else {
         return Err(Error::WrongArity);
     };
@@ -144,7 +145,7 @@ pub fn decode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 }
 
 /// UID.ENCODE time_ms node seq
-pub fn encode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+pub(crate) fn encode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, time, node, seq] = args else {
         return Err(Error::WrongArity);
     };

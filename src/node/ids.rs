@@ -10,7 +10,8 @@ use crate::core::generator::{Exhausted, GenStats, Generator, Issued};
 use crate::core::lease::Lease;
 use crate::core::msgid::MAX_TIME;
 use crate::core::uid::{Layout, Run, UidGenerator, UidStats};
-use crate::glue::{err, Ctx, Error};
+use crate::error::{err, Error};
+use crate::glue::Ctx;
 use crate::node::cluster::{Family, Leases};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -37,7 +38,7 @@ fn ids() -> MutexGuard<'static, Ids> {
 /// Issues one message ID's (time, seq) for a target in hash slot `slot` (cluster mode only),
 /// renewing the lease when due; a renewal is the effect to persist and replicate (the IDs
 /// themselves are not), and in cluster mode it goes to every other node too.
-pub fn issue_msgid(ctx: &Ctx, slot: Option<u16>) -> Result<Issued, Exhausted> {
+pub(crate) fn issue_msgid(ctx: &Ctx, slot: Option<u16>) -> Result<Issued, Exhausted> {
     let (issued, renewed) = {
         let mut g = ids();
         if let Some(peer) = slot.and_then(super::cluster::adopt) {
@@ -55,7 +56,7 @@ pub fn issue_msgid(ctx: &Ctx, slot: Option<u16>) -> Result<Issued, Exhausted> {
 }
 
 /// Installs the UID generator (at load, once the configs are checked).
-pub fn set_uid_generator(g: UidGenerator) {
+pub(crate) fn set_uid_generator(g: UidGenerator) {
     ids().uid = Some(g);
 }
 
@@ -63,7 +64,7 @@ pub fn set_uid_generator(g: UidGenerator) {
 /// passes `None`), under the same lease as message IDs: the run starts at the lease's floor,
 /// the lease is renewed past the run's last time, and a renewal is persisted, replicated and
 /// (in cluster mode) sent to every other node, exactly as for MSGID.GEN.
-pub fn issue_uid(ctx: &Ctx, slot: Option<u16>, count: u32) -> Result<Run, Error> {
+pub(crate) fn issue_uid(ctx: &Ctx, slot: Option<u16>, count: u32) -> Result<Run, Error> {
     let (run, renewed) = {
         let mut g = ids();
         let Ids { lease, uid, .. } = &mut *g;
@@ -86,12 +87,12 @@ pub fn issue_uid(ctx: &Ctx, slot: Option<u16>, count: u32) -> Result<Run, Error>
 }
 
 /// The UID layout in force, once configured.
-pub fn uid_layout() -> Option<Layout> {
+pub(crate) fn uid_layout() -> Option<Layout> {
     ids().uid.as_ref().map(|g| *g.layout())
 }
 
 /// UID counters and the Unix ms the layout runs out at (zeros before configuration).
-pub fn uid_stats() -> (UidStats, u64) {
+pub(crate) fn uid_stats() -> (UidStats, u64) {
     ids().uid.as_ref().map_or((UidStats::default(), 0), |g| {
         (g.stats(), g.layout().end_ms())
     })
@@ -105,7 +106,7 @@ fn publish_renewal(ctx: &Ctx, renewed: Option<u64>) {
 }
 
 /// Sends this node's promise to every other node of the cluster (node::cluster).
-pub fn send_promise(ctx: &Ctx) {
+pub(crate) fn send_promise(ctx: &Ctx) {
     let p = super::cluster::advertised(floors());
     if p != Leases::default() {
         ctx.send_lease(p.msgid, p.uid);
@@ -113,43 +114,43 @@ pub fn send_promise(ctx: &Ctx) {
 }
 
 /// The floors of the two ID families: every ID issued from now on lies at or above them.
-pub fn floors() -> Leases {
+pub(crate) fn floors() -> Leases {
     let f = ids().lease.floor();
     Leases { msgid: f, uid: f }
 }
 
 /// Raises the floors to what a slot adoption found (node::cluster): the old owner's promise.
-pub fn raise_floors(l: Leases) {
+pub(crate) fn raise_floors(l: Leases) {
     let mut g = ids();
     g.lease.raise_floor(l.msgid.max(l.uid));
 }
 
-pub fn msgid_stats() -> GenStats {
+pub(crate) fn msgid_stats() -> GenStats {
     ids().msgid.stats()
 }
 
-pub fn lease_renewals() -> u64 {
+pub(crate) fn lease_renewals() -> u64 {
     ids().lease.renewals()
 }
 
 /// The mark to persist: every ID issued, or still to be issued, by this or an earlier process
 /// has a time below it.
-pub fn high_water() -> u64 {
+pub(crate) fn high_water() -> u64 {
     ids().lease.high_water()
 }
 
 /// Raises the floor (from RDB aux data, the AOF, a primary, or a client's MSGID.FLOOR).
-pub fn raise_floor(ms: u64) {
+pub(crate) fn raise_floor(ms: u64) {
     ids().lease.raise_floor(ms);
 }
 
 /// Writes the mark to the AOF and to replicas, as `MSGID.FLOOR ms`.
-pub fn replicate_floor(ctx: &Ctx, ms: u64) {
+pub(crate) fn replicate_floor(ctx: &Ctx, ms: u64) {
     ctx.replicate_int(c"MSGID.FLOOR", i64::try_from(ms).unwrap_or(i64::MAX));
 }
 
 /// The mark of an earlier process (RDB aux data of a restart or a full sync): raises the floor.
-pub fn load_mark(hwm: u64) -> Result<(), String> {
+pub(crate) fn load_mark(hwm: u64) -> Result<(), String> {
     // Every issued ID's time fits the 42-bit field, and so does every floor MSGID.FLOOR
     // accepts. A mark past it would make every later MSGID.GEN fail for good, so the file is
     // refused (as a sequence value above 2^63-1 is) instead of loaded. (Only a lease renewed in
@@ -172,7 +173,7 @@ static EMITTED_BY: AtomicU32 = AtomicU32::new(0);
 /// An AOF rewrite without the RDB preamble has no place for aux data, and the MSGID.FLOOR lines
 /// of the old AOF are gone with it. Rewrites run in a forked child: the child's pid marks
 /// "already written in this rewrite" without any reset in the parent.
-pub fn mark_for_rewrite() -> Option<i64> {
+pub(crate) fn mark_for_rewrite() -> Option<i64> {
     let pid = std::process::id();
     if EMITTED_BY.swap(pid, Ordering::Relaxed) == pid {
         return None;
@@ -195,7 +196,7 @@ pub fn mark_for_rewrite() -> Option<i64> {
 /// Returns false when writes are paused (`CLIENT PAUSE ... WRITE`, a failover): Redis aborts
 /// on anything propagated then, and a BGSAVE ending inside a failover's pause took a primary
 /// down. The caller tries again once the pause is over.
-pub fn after_fork_child(ctx: &Ctx) -> bool {
+pub(crate) fn after_fork_child(ctx: &Ctx) -> bool {
     // Replicas receive the mark from their primary, and cannot write one of their own.
     if !ctx.is_primary() {
         return true;

@@ -6,9 +6,9 @@
 //! module values; it only hands them back to the callbacks below, which decode the word. Hence
 //! `free` has nothing to free, `copy` returns the same word and `mem_usage` is the wrapper.
 //!
-//! The same type carries the node's time high-water mark as RDB aux data (`node::ids` owns it),
-//! so a node restarted from an RDB file (or a replica after a full sync) starts above every ID
-//! the old process may have issued.
+//! The same type carries the node's time high-water marks (message IDs', UIDs') as RDB aux data
+//! (`node::ids` owns them), so a node restarted from an RDB file (or a replica after a full
+//! sync) starts above every ID the old process may have issued.
 
 use crate::core::seq::{Seq, MAX_VALUE};
 use crate::glue::{self, AofKey, Ctx, Error, Held, Key, ModuleType, WRONGTYPE};
@@ -23,10 +23,18 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 /// type should the value ever need more than one word.
 pub const TYPE_NAME: &str = "imidseq01";
 
-/// RDB encoding version 1: value (unsigned) then a reserved flags word that must be 0, so a
-/// later flag can be added without a new version. The aux data shares the type's version: the
-/// high-water mark (unsigned).
-pub const ENCODING_VERSION: i32 = 1;
+/// The type's RDB encoding version, which Redis stores with every key and with the aux data.
+///
+/// Keys, in versions 1 and 2 alike: value (unsigned) then a reserved flags word that must be
+/// 0, so a later flag can be added without a new version.
+/// Aux data (before the keyspace): version 1, one time high-water mark (unsigned) covering
+/// message IDs and UIDs; version 2, two marks (unsigned): message IDs', then UIDs'.
+///
+/// This build writes version 2 and reads both; an imid build reading only version 1 refuses
+/// files written by this one.
+pub const ENCODING_VERSION: i32 = 2;
+/// The first version, one mark for both ID families.
+const ENCODING_V1: i32 = 1;
 
 // Values travel as pointer-sized words; a 32-bit target would truncate them.
 const _: () = assert!(usize::BITS == 64);
@@ -121,9 +129,9 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
 }
 
 fn load_seq(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Result<Seq, String> {
-    if encver != ENCODING_VERSION {
+    if encver != ENCODING_VERSION && encver != ENCODING_V1 {
         return Err(format!(
-            "sequence encoding version {encver} unknown (this build reads {ENCODING_VERSION})"
+            "sequence encoding version {encver} unknown (this build reads {ENCODING_V1} and {ENCODING_VERSION})"
         ));
     }
     let value = raw::load_unsigned(rdb).map_err(|_| "truncated sequence value".to_owned())?;
@@ -148,9 +156,15 @@ unsafe extern "C" fn aof_rewrite(
 ) {
     // SAFETY: aof and key are this callback's live handles, used only within it.
     let out = unsafe { AofKey::from_raw(aof, key) };
-    // A rewrite without the RDB preamble has no aux data: the first key carries the mark.
-    if let Some(mark) = node::ids::mark_for_rewrite() {
-        out.emit_int(c"MSGID.FLOOR", mark);
+    // A rewrite without the RDB preamble has no aux data: the first key carries the marks,
+    // message IDs' first (MSGID.FLOOR raises both floors), then UIDs' (at least as high).
+    if let Some(marks) = node::ids::marks_for_rewrite() {
+        if marks.msgid > 0 {
+            out.emit_int(c"MSGID.FLOOR", marks.msgid);
+        }
+        if marks.uid > 0 {
+            out.emit_int(c"UID.FLOOR", marks.uid);
+        }
     }
     // The value is at most 2^63-1, so it fits an i64.
     let v = i64::try_from(ptr_to_seq(value).value()).unwrap_or(i64::MAX);
@@ -196,18 +210,17 @@ unsafe extern "C" fn copy(
 unsafe extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, when: c_int) {
     if when == raw::REDISMODULE_AUX_BEFORE_RDB as c_int {
         raw::save_unsigned(rdb, node::ids::high_water());
+        raw::save_unsigned(rdb, node::ids::uid_high_water());
     }
 }
 
 unsafe extern "C" fn aux_load(rdb: *mut raw::RedisModuleIO, encver: c_int, when: c_int) -> c_int {
-    let r = if encver != ENCODING_VERSION {
+    let r = if encver != ENCODING_VERSION && encver != ENCODING_V1 {
         Err(format!("aux encoding version {encver} unknown"))
     } else if when != raw::REDISMODULE_AUX_BEFORE_RDB as c_int {
         Err(format!("aux data at position {when} unknown"))
     } else {
-        raw::load_unsigned(rdb)
-            .map_err(|_| "truncated message-id high-water mark".to_owned())
-            .and_then(node::ids::load_mark)
+        load_marks(rdb, encver)
     };
     match r {
         Ok(()) => raw::REDISMODULE_OK as c_int,
@@ -216,6 +229,18 @@ unsafe extern "C" fn aux_load(rdb: *mut raw::RedisModuleIO, encver: c_int, when:
             raw::REDISMODULE_ERR as c_int
         }
     }
+}
+
+/// Version 1: one mark for both families; version 2: message IDs', then UIDs'.
+fn load_marks(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Result<(), String> {
+    let msgid =
+        raw::load_unsigned(rdb).map_err(|_| "truncated message-id high-water mark".to_owned())?;
+    let uid = if encver == ENCODING_V1 {
+        None
+    } else {
+        Some(raw::load_unsigned(rdb).map_err(|_| "truncated uid high-water mark".to_owned())?)
+    };
+    node::ids::load_marks(msgid, uid)
 }
 
 /// A key as the SEQ commands see it: missing, a sequence, or (WRONGTYPE) anything else.

@@ -86,6 +86,14 @@ impl Lease {
         Some(until)
     }
 
+    /// Moves the lease to `ms` (never back, never past the cap) without a renewal of its own:
+    /// for a mark already persisted and replicated by another lease whose replay raises this
+    /// lease's floor (a message-ID renewal, replayed as MSGID.FLOOR, covers UIDs too). Unlike
+    /// raising the floor, it does not move the IDs issued from now on.
+    pub fn extend(&mut self, ms: u64) {
+        self.until = self.until.max(ms.min(self.cap));
+    }
+
     /// The high-water mark to persist: every ID issued, or still to be issued, by an earlier
     /// process has a time below it. At most the cap.
     pub const fn high_water(&self) -> u64 {
@@ -157,6 +165,21 @@ mod tests {
         assert_eq!(l.high_water(), 100 + LEASE_MS);
         l.raise_floor(1_000_000).unwrap();
         assert_eq!(l.high_water(), 1_000_000);
+    }
+
+    #[test]
+    fn extending_covers_without_a_renewal_or_moving_the_floor() {
+        let mut l = Lease::new(UID_CAP);
+        l.extend(10_000);
+        assert_eq!((l.floor(), l.high_water(), l.renewals()), (0, 10_000, 0));
+        l.extend(4_000); // never back
+        assert_eq!(l.high_water(), 10_000);
+        // IDs within half a lease of it need no renewal of their own
+        assert_eq!(l.cover(7_000), None);
+        assert_eq!(l.cover(7_500), Some(12_500));
+        let mut m = Lease::new(MSGID_CAP);
+        m.extend(u64::MAX);
+        assert_eq!(m.high_water(), MSGID_CAP, "capped");
     }
 
     /// The message-ID lease never passes 2^42 (every ID is below it), however near the end of

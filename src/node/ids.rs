@@ -6,11 +6,12 @@
 //!
 //! Two leases, one per family, so that UID.GEN's borrowing (a whole time unit per full seq
 //! field, in a layout of the user's choosing) never moves message IDs' time. One rule links
-//! them, one way: whatever raises the message-ID floor or lease (MSGID.FLOOR from any source, a
-//! renewal, a loaded mark) raises the UID floor to the same time. So old AOFs and RDB files,
-//! whose one mark covered both families, keep covering UIDs; the UID mark is never below the
-//! message-ID mark; and a replica or an AOF replay, which sees each MSGID.FLOOR once, reaches
-//! exactly the primary's two marks.
+//! them, one way: whatever raises the message-ID floor (MSGID.FLOOR from any source, a loaded
+//! mark) raises the UID floor to the same time, and a renewal of the message-ID lease extends
+//! the UID lease to it (as its replay, MSGID.FLOOR, raises a replica's UID floor). So old AOFs
+//! and RDB files, whose one mark covered both families, keep covering UIDs; the UID mark is
+//! never below the message-ID mark; and a replica or an AOF replay, which sees each
+//! MSGID.FLOOR once, reaches exactly the primary's two marks.
 //!
 //! Commands run on Redis's main thread, so the lock is never contended; it is a Mutex only to
 //! make the static `Sync`.
@@ -81,8 +82,10 @@ pub fn issue_msgid(ctx: &Ctx, slot: Option<u16>) -> Result<Issued, Exhausted> {
         let issued = g.msgid.next(super::now_ms(), floor)?;
         let renewed = g.msgid_lease.cover(issued.time);
         if let Some(lease) = renewed {
-            // As its replay (MSGID.FLOOR) does on a replica; lease <= MSGID_LEASE_CAP.
-            let _ = g.uid_lease.raise_floor(lease);
+            // Its replay (MSGID.FLOOR) raises a replica's UID floor to it: the UID lease
+            // reaches it too, so both nodes hold the same UID mark. (The lease, not the floor:
+            // UIDs issued here stay at the clock.)
+            g.uid_lease.extend(lease);
         }
         (issued, renewed.map(Renewal::Msgid))
     };

@@ -616,6 +616,8 @@ pub struct UidGenerator {
     /// fixed node, one per hash slot in slot mode (128 KiB).
     lanes: Vec<u64>,
     stats: UidStats,
+    /// The latest clock reading seen by [`issue_bounded`](Self::issue_bounded).
+    latest_now_ms: u64,
 }
 
 impl UidGenerator {
@@ -636,6 +638,7 @@ impl UidGenerator {
             mode,
             lanes: vec![NONE; lanes],
             stats: UidStats::default(),
+            latest_now_ms: 0,
         }
     }
 
@@ -681,10 +684,12 @@ impl UidGenerator {
     }
 
     /// [`issue`](Self::issue), but a run whose last ID's time would lie more than
-    /// [`UID_MAX_LEAD_MS`] past `max(now_ms, floor_ms)` is refused (all or nothing: nothing is
-    /// issued, the state is unchanged). Borrowed units run ahead of the clock; without a bound
-    /// a layout with few seq bits (every ID borrows a whole unit with 0 seq bits) would drag
-    /// the UIDs' time, and the lease persisted with them, hours into the future.
+    /// [`UID_MAX_LEAD_MS`] past `max(latest clock reading, floor_ms)` is refused (all or
+    /// nothing: nothing is issued, the state is unchanged). Borrowed units run ahead of the
+    /// clock; without a bound a layout with few seq bits (every ID borrows a whole unit with 0
+    /// seq bits) would drag the UIDs' time, and the lease persisted with them, hours into the
+    /// future. The latest reading rather than `now_ms`: after the clock steps back, IDs go on
+    /// at the last time (as message IDs do) instead of stalling until it catches up.
     pub fn issue_bounded(
         &mut self,
         slot: u16,
@@ -696,7 +701,8 @@ impl UidGenerator {
             .plan(slot, now_ms, floor_ms, count)
             .map_err(IssueError::Exhausted)?;
         let end_ms = self.time_ms_of(plan.final_l);
-        let base = now_ms.max(floor_ms);
+        self.latest_now_ms = self.latest_now_ms.max(now_ms);
+        let base = self.latest_now_ms.max(floor_ms);
         if end_ms > base.saturating_add(UID_MAX_LEAD_MS) {
             let l = &self.layout;
             // Units from the clock's through UID_MAX_LEAD_MS later, whatever the alignment.
@@ -1438,6 +1444,30 @@ mod tests {
             g.issue_bounded(0, l.end_ms(), 0, 1),
             Err(IssueError::Exhausted(Exhausted { end_ms: l.end_ms() }))
         );
+    }
+
+    #[test]
+    fn a_clock_stepping_back_does_not_stall_the_bound() {
+        let l = layout(Widths::UIDGENERATOR, EPOCH, TimeUnit::S); // 8192 per second
+        let mut g = gen_fixed(l, 0);
+        let now = EPOCH + 100_000;
+        let before = g.issue_bounded(0, now, 0, 3000).unwrap();
+        // the clock jumps 30 s back: IDs hold at the last second and count up, as before
+        let after = g.issue_bounded(0, now - 30_000, 0, 10_000).unwrap();
+        assert!(after.first() > before.first());
+        assert_eq!(
+            after.time_ms,
+            EPOCH + 101_000,
+            "borrowed one second past the last"
+        );
+        // and still no further than the bound past the latest reading
+        for _ in 0..9 {
+            g.issue_bounded(0, now - 30_000, 0, 8192).unwrap();
+        }
+        assert!(matches!(
+            g.issue_bounded(0, now - 30_000, 0, 8192),
+            Err(IssueError::TooFast(_))
+        ));
     }
 
     #[test]

@@ -21,6 +21,7 @@ use crate::core::lease::{Lease, PastCap};
 use crate::core::msgid::MAX_TIME;
 use crate::core::uid::{Layout, Run, UidGenerator, UidStats};
 use crate::glue::{err, Ctx, Error};
+use crate::node::cluster::{Family, Leases};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -89,7 +90,10 @@ pub fn issue_msgid(ctx: &Ctx, slot: Option<u16>) -> Result<Issued, Exhausted> {
         }
         (issued, renewed.map(Renewal::Msgid))
     };
-    publish_renewal(ctx, renewed, slot.is_some());
+    publish_renewal(ctx, renewed);
+    if slot.is_some() && super::cluster::issued(Family::MsgId, issued.time) {
+        send_promise(ctx);
+    }
     Ok(issued)
 }
 
@@ -120,7 +124,10 @@ pub fn issue_uid(ctx: &Ctx, slot: Option<u16>, count: u32) -> Result<Run, Error>
             .map_err(err)?;
         (run, uid_lease.cover(run.time_ms).map(Renewal::Uid))
     };
-    publish_renewal(ctx, renewed, slot.is_some());
+    publish_renewal(ctx, renewed);
+    if slot.is_some() && super::cluster::issued(Family::Uid, run.time_ms) {
+        send_promise(ctx);
+    }
     Ok(run)
 }
 
@@ -136,20 +143,39 @@ pub fn uid_stats() -> (UidStats, u64) {
     })
 }
 
-/// A renewed lease is the effect to persist and replicate (`MSGID.FLOOR` or `UID.FLOOR`), and
-/// in cluster mode both leases go to every other node too (node::cluster).
-fn publish_renewal(ctx: &Ctx, renewed: Option<Renewal>, cluster: bool) {
-    let Some(r) = renewed else {
-        return;
-    };
-    match r {
-        Renewal::Msgid(ms) => replicate_floor(ctx, ms),
-        Renewal::Uid(ms) => replicate_uid_floor(ctx, ms),
+/// A renewed lease is the effect to persist and replicate (`MSGID.FLOOR` or `UID.FLOOR`).
+fn publish_renewal(ctx: &Ctx, renewed: Option<Renewal>) {
+    match renewed {
+        Some(Renewal::Msgid(ms)) => replicate_floor(ctx, ms),
+        Some(Renewal::Uid(ms)) => replicate_uid_floor(ctx, ms),
+        None => {}
     }
-    if cluster {
-        let g = ids();
-        ctx.send_lease(g.msgid_lease.high_water(), g.uid_lease.high_water());
+}
+
+/// Sends this node's promise to every other node of the cluster (node::cluster).
+pub fn send_promise(ctx: &Ctx) {
+    let p = super::cluster::advertised(floors());
+    if p != Leases::default() {
+        ctx.send_lease(p.msgid, p.uid);
     }
+}
+
+/// The floors of the two ID families: every ID issued from now on lies at or above them.
+pub fn floors() -> Leases {
+    let g = ids();
+    Leases {
+        msgid: g.msgid_lease.floor(),
+        uid: g.uid_lease.floor(),
+    }
+}
+
+/// Raises the floors to what a slot adoption found (node::cluster): the old owner's promise,
+/// each family its own (the message-ID one raises the UID floor too, as everywhere). A promise
+/// past a lease's cap is refused (node::cluster refuses it already).
+pub fn raise_floors(l: Leases) {
+    let mut g = ids();
+    let _ = g.raise_msgid_floor(l.msgid);
+    let _ = g.uid_lease.raise_floor(l.uid);
 }
 
 pub fn msgid_stats() -> GenStats {

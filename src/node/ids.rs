@@ -328,3 +328,53 @@ pub fn after_fork_child(ctx: &Ctx) -> bool {
     }
     true
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // One test only: the leases are process-wide.
+    #[test]
+    fn marks_load_within_their_caps_and_keep_the_uid_mark_above() {
+        assert!(!has_mark());
+        // past a cap: the whole file is refused, nothing raised
+        let e = load_marks(MSGID_LEASE_CAP + 1, Some(5)).unwrap_err();
+        assert!(
+            e.contains("message-id high-water mark 4398046511105"),
+            "{e}"
+        );
+        let e = load_marks(5, Some(UID_LEASE_CAP + 1)).unwrap_err();
+        assert!(e.contains("uid high-water mark 9223372036854775808"), "{e}");
+        assert!(!has_mark());
+        assert!(raise_floor(MSGID_LEASE_CAP + 1).is_err());
+        assert!(raise_uid_floor(UID_LEASE_CAP + 1).is_err());
+        assert!(!has_mark());
+        // the UID floor alone is a mark, and leaves message IDs alone
+        raise_uid_floor(7_000).unwrap();
+        assert!(has_mark());
+        assert_eq!((high_water(), uid_high_water()), (0, 7_000));
+        // a version-1 mark (one for both) raises both; version 2 each its own
+        load_marks(9_000, None).unwrap();
+        assert_eq!((high_water(), uid_high_water()), (9_000, 9_000));
+        load_marks(10_000, Some(12_000)).unwrap();
+        assert_eq!((high_water(), uid_high_water()), (10_000, 12_000));
+        // MSGID.FLOOR's raise takes the UID floor along, never down
+        raise_floor(11_000).unwrap();
+        assert_eq!((high_water(), uid_high_water()), (11_000, 12_000));
+        raise_floor(13_000).unwrap();
+        assert_eq!((high_water(), uid_high_water()), (13_000, 13_000));
+        // the caps themselves load
+        load_marks(MSGID_LEASE_CAP, Some(UID_LEASE_CAP)).unwrap();
+        assert_eq!(
+            (high_water(), uid_high_water()),
+            (MSGID_LEASE_CAP, UID_LEASE_CAP)
+        );
+        assert_eq!(
+            floors(),
+            Leases {
+                msgid: MSGID_LEASE_CAP,
+                uid: UID_LEASE_CAP
+            }
+        );
+    }
+}

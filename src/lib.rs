@@ -118,7 +118,7 @@ fn load(ctx: &Context, args: &[RedisString]) -> Status {
 /// Every command: name (lowercase, as Redis lists its own), handler, flags, ACL categories,
 /// arity, keys, summary. Categories apply where the server has them (Redis 7.2+, Valkey), plus
 /// `imid` where it allows a module category (Redis 7.4+); Redis 7.0 has none for modules.
-/// MSGID.FLOOR is also `dangerous`: it moves every later ID of the node, for good.
+/// MSGID.FLOOR and UID.FLOOR are also `dangerous`: they move every later ID of the node, for good.
 #[rustfmt::skip] // one line per command reads as the table it is
 const COMMANDS: &[registry::Command] = &[
     command!("msgid.gen", commands::msgid::gen, "write fast", "write fast", 3, keys(2, 0, ROUTING_ONLY), "Issues a new time-ordered message ID for a conversation"),
@@ -129,6 +129,7 @@ const COMMANDS: &[registry::Command] = &[
     command!("uid.gen", commands::uid::gen, "write fast", "write fast", -2, keys(1, 0, ROUTING_ONLY), "Issues a new 64-bit numeric ID (or COUNT of them, increasing)"),
     command!("uid.decode", commands::uid::decode, "readonly fast", "read fast", 2, None, "Splits a 64-bit ID into time, node and seq"),
     command!("uid.encode", commands::uid::encode, "readonly fast", "read fast", 4, None, "Builds a 64-bit ID from explicit fields"),
+    command!("uid.floor", commands::uid::floor, "write fast", "write fast dangerous", 2, None, "Raises the UID time floor (replication and AOF of the UID time lease)"),
     command!("openid.enc", commands::openid::enc, "readonly fast", "read fast", 4, None, "Makes the public ID of a message (plain or keyed)"),
     command!("openid.dec", commands::openid::dec, "readonly fast", "read fast", 2, None, "Verifies a public message ID and splits it into its fields"),
     command!("seq.next", commands::seq::next, "write deny-oom fast", "write fast", -2, keys(1, 0, RW_ACCESS_UPDATE), "Reserves the next value (or a block of COUNT values) of a sequence"),

@@ -7,9 +7,9 @@
 //! module values; it only hands them back to the callbacks, which decode the word. Hence
 //! `free` has nothing to free, `copy` returns the same word and `mem_usage` is the wrapper.
 //!
-//! The same type carries the node's time high-water mark as RDB aux data (`node::ids` owns it),
-//! so a node restarted from an RDB file (or a replica after a full sync) starts above every ID
-//! the old process may have issued.
+//! The same type carries the node's time high-water marks (message IDs', UIDs') as RDB aux
+//! data (`node::ids` owns them), so a node restarted from an RDB file (or a replica after a full
+//! sync) starts above every ID the old process may have issued.
 
 use crate::core::seq::{Seq, MAX_VALUE};
 use crate::error::{Error, WRONGTYPE};
@@ -22,17 +22,25 @@ use std::os::raw::c_int;
 /// type should the value ever need more than one word.
 pub(crate) const TYPE_NAME: &str = "imidseq01";
 
-/// RDB encoding version 1: value (unsigned) then a reserved flags word that must be 0, so a
-/// later flag can be added without a new version. The aux data shares the type's version: the
-/// high-water mark (unsigned).
-pub(crate) const ENCODING_VERSION: i32 = 1;
+/// The type's RDB encoding version, which Redis stores with every key and with the aux data.
+///
+/// Keys, in versions 1 and 2 alike: value (unsigned) then a reserved flags word that must be
+/// 0, so a later flag can be added without a new version.
+/// Aux data (before the keyspace): version 1, one time high-water mark (unsigned) covering
+/// message IDs and UIDs; version 2, two marks (unsigned): message IDs', then UIDs'.
+///
+/// This build writes version 2 and reads both; an imid build reading only version 1 refuses
+/// files written by this one.
+pub(crate) const ENCODING_VERSION: i32 = 2;
+/// The first version, one mark for both ID families.
+const ENCODING_V1: i32 = 1;
 
 /// Loads one sequence. Every value loaded gets `needs_gap`: this process did not issue it,
 /// and values issued after the save may have been lost (SPEC, "Never reissue").
 pub(crate) fn load(rdb: &Rdb, encver: c_int) -> Result<Seq, String> {
-    if encver != ENCODING_VERSION {
+    if encver != ENCODING_VERSION && encver != ENCODING_V1 {
         return Err(format!(
-            "sequence encoding version {encver} unknown (this build reads {ENCODING_VERSION})"
+            "sequence encoding version {encver} unknown (this build reads {ENCODING_V1} and {ENCODING_VERSION})"
         ));
     }
     let value = rdb
@@ -55,9 +63,15 @@ pub(crate) fn save(rdb: &Rdb, s: Seq) {
 }
 
 pub(crate) fn rewrite(out: &AofKey, s: Seq) {
-    // A rewrite without the RDB preamble has no aux data: the first key carries the mark.
-    if let Some(mark) = node::ids::mark_for_rewrite() {
-        out.emit_int(c"MSGID.FLOOR", mark);
+    // A rewrite without the RDB preamble has no aux data: the first key carries the marks,
+    // message IDs' first (MSGID.FLOOR raises both floors), then UIDs' (at least as high).
+    if let Some(marks) = node::ids::marks_for_rewrite() {
+        if marks.msgid > 0 {
+            out.emit_int(c"MSGID.FLOOR", marks.msgid);
+        }
+        if marks.uid > 0 {
+            out.emit_int(c"UID.FLOOR", marks.uid);
+        }
     }
     // The value is at most 2^63-1, so it fits an i64.
     let v = i64::try_from(s.value()).unwrap_or(i64::MAX);
@@ -81,19 +95,34 @@ pub(crate) fn mem_usage() -> usize {
 pub(crate) fn aux_save(rdb: &Rdb, when: c_int) {
     if when == AUX_BEFORE_RDB {
         rdb.save_u64(node::ids::high_water());
+        rdb.save_u64(node::ids::uid_high_water());
     }
 }
 
 pub(crate) fn aux_load(rdb: &Rdb, encver: c_int, when: c_int) -> Result<(), String> {
-    if encver != ENCODING_VERSION {
+    if encver != ENCODING_VERSION && encver != ENCODING_V1 {
         Err(format!("aux encoding version {encver} unknown"))
     } else if when != AUX_BEFORE_RDB {
         Err(format!("aux data at position {when} unknown"))
     } else {
-        rdb.load_u64()
-            .ok_or_else(|| "truncated message-id high-water mark".to_owned())
-            .and_then(node::ids::load_mark)
+        load_marks(rdb, encver)
     }
+}
+
+/// Version 1: one mark for both families; version 2: message IDs', then UIDs'.
+fn load_marks(rdb: &Rdb, encver: c_int) -> Result<(), String> {
+    let msgid = rdb
+        .load_u64()
+        .ok_or_else(|| "truncated message-id high-water mark".to_owned())?;
+    let uid = if encver == ENCODING_V1 {
+        None
+    } else {
+        Some(
+            rdb.load_u64()
+                .ok_or_else(|| "truncated uid high-water mark".to_owned())?,
+        )
+    };
+    node::ids::load_marks(msgid, uid)
 }
 
 /// A key as the SEQ commands see it: missing, a sequence, or (WRONGTYPE) anything else. Like

@@ -1,9 +1,10 @@
-//! UID.GEN / DECODE / ENCODE: 64-bit numeric IDs under the layout of the `imid.uid-*` configs.
+//! UID.GEN / DECODE / ENCODE: 64-bit numeric IDs under the layout of the `imid.uid-*` configs,
+//! and UID.FLOOR (the replicated UID time high-water mark).
 //!
-//! UID.GEN shares the node's time lease with MSGID.GEN (`node::ids::issue_uid`): one
-//! high-water mark, persisted and replicated as `MSGID.FLOOR`, so restarts, clock jumps,
-//! failovers and slot moves never reissue a UID either. Like MSGID.GEN it replicates nothing
-//! but the lease's renewals: the IDs are not state.
+//! UID.GEN has a time lease of its own (`node::ids::issue_uid`), persisted and replicated as
+//! `UID.FLOOR`, so restarts, clock jumps, failovers and slot moves never reissue a UID; its
+//! borrowing never moves message IDs. Like MSGID.GEN it replicates nothing but the lease's
+//! renewals: the IDs are not state.
 
 use crate::config::{uid_settings, CLUSTER_MODE};
 use crate::core::slot::key_slot;
@@ -40,13 +41,33 @@ fn build(now_ms: u64, cluster: bool) -> Result<UidGenerator, LayoutError> {
 }
 
 /// The `INFO imid` fields of this family, in order.
-pub(crate) fn info_fields() -> [(&'static str, u64); 3] {
+pub(crate) fn info_fields() -> [(&'static str, u64); 5] {
     let (stats, ends) = ids::uid_stats();
     [
         ("uid_generated", stats.generated),
         ("uid_borrowed_units", stats.borrowed_units),
         ("uid_time_ends_ms", ends),
+        ("uid_lease_renewals", ids::uid_lease_renewals()),
+        ("uid_high_water_ms", ids::uid_high_water()),
     ]
+}
+
+/// UID.FLOOR time_ms
+///
+/// Raises the node's UID time floor (Unix ms): UIDs issued afterwards have a time at or above
+/// it (rounded up to the layout's unit). The primary writes it, renewing its UID lease, into the
+/// AOF and the replication stream. Never lowers; the message-ID floor is not touched.
+///
+/// As MSGID.FLOOR: from a client at most a minute ahead of the server clock; from any source
+/// at most 2^63-1 (the UID lease's cap).
+pub(crate) fn floor(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    super::msgid::apply_floor(
+        ctx,
+        args,
+        "UID.FLOOR",
+        ids::UID_LEASE_CAP,
+        ids::raise_uid_floor,
+    )
 }
 
 /// UIDs, node and seq numbers and the layout's times are below 2^63 by construction (the

@@ -292,8 +292,13 @@ pub(crate) fn issued(family: Family, time: u64) -> bool {
     if time.saturating_add(PROMISE_MS / 2) < own.load(Ordering::Relaxed) {
         return false;
     }
-    own.fetch_max(time.saturating_add(PROMISE_MS), Ordering::Relaxed);
-    true
+    // Capped where the peers' check refuses (message IDs: the end of the 42-bit field).
+    let cap = match family {
+        Family::MsgId => MAX_TIME + 1,
+        Family::Uid => i64::MAX.unsigned_abs(),
+    };
+    let new = time.saturating_add(PROMISE_MS).min(cap);
+    own.fetch_max(new, Ordering::Relaxed) < new
 }
 
 /// The ID families that share the promise mechanism.

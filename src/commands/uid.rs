@@ -192,7 +192,9 @@ fn layout_option(opts: &[Arg]) -> Result<Layout, Error> {
             epoch = Some(value.int_in("EPOCH", 0, i64::MAX)?.unsigned_abs());
         } else if name.is("UNIT") && unit.is_none() {
             let t = std::str::from_utf8(value.bytes()).map_err(|_| SYNTAX)?;
-            unit = Some(TimeUnit::parse(t).map_err(|e| err(format_args!("UNIT: {e}")))?);
+            unit = Some(TimeUnit::parse(t).map_err(|_| {
+                err("UNIT must be ms, s, or a whole number of them (e.g. 10ms, 2s), at most 1 day")
+            })?);
         } else {
             return Err(SYNTAX);
         }

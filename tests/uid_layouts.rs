@@ -47,7 +47,8 @@ fn config(con: &mut Connection, name: &str) -> String {
 #[test]
 fn each_named_layout_through_the_config() {
     // name, node, epoch, unit ms, usable time bits, node bits, seq bits, seq above node
-    let table: &[(&str, &str, i64, i64, u32, u32, u32, bool)] = &[
+    type Row = (&'static str, &'static str, i64, i64, u32, u32, u32, bool);
+    let table: &[Row] = &[
         ("twitter", "677", TWITTER, 1, 41, 10, 12, false),
         ("discord", "33", DISCORD, 1, 41, 10, 12, false),
         ("instagram", "5001", INSTAGRAM, 1, 40, 13, 10, false),
@@ -242,7 +243,8 @@ fn decode_and_encode_under_another_layout() {
     let s = Server::start();
     let mut con = s.client();
     // (LAYOUT arguments, time, node, seq, uid, reply order has seq before node)
-    let rows: &[(&[&str], i64, i64, i64, i64, bool)] = &[
+    type Row = (&'static [&'static str], i64, i64, i64, i64, bool);
+    let rows: &[Row] = &[
         (
             &["LAYOUT", "discord"],
             1_462_015_105_796,

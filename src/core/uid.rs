@@ -151,9 +151,11 @@ impl TimeUnit {
         }
     }
 
-    /// `ms`, `s`, or a count of either: `10ms`, `2s` (decimal, no sign or leading zero).
+    /// `ms`, `s`, or a count of either: `10ms`, `2s` (decimal, no sign or leading zero; the
+    /// words in any case, as Redis took the enum config's `ms` and `s`).
     pub fn parse(text: &str) -> Result<TimeUnit, LayoutError> {
-        let t = text.trim();
+        let lower = text.trim().to_ascii_lowercase();
+        let t = lower.as_str();
         let (count, scale) = if let Some(n) = t.strip_suffix("ms") {
             (n, 1)
         } else if let Some(n) = t.strip_suffix('s') {
@@ -2057,6 +2059,9 @@ mod tests {
             ("1000ms", 1000),
             ("86400s", 86_400_000),
             ("86400000ms", 86_400_000),
+            ("MS", 1),
+            ("10Ms", 10),
+            ("S", 1000),
         ] {
             assert_eq!(TimeUnit::parse(text).map(TimeUnit::ms), Ok(ms), "{text:?}");
         }

@@ -151,10 +151,10 @@ impl TimeUnit {
         }
     }
 
-    /// `ms`, `s`, or a count of either: `10ms`, `2s` (decimal, no sign or leading zero; the
-    /// words in any case, as Redis took the enum config's `ms` and `s`).
+    /// `ms`, `s`, or a count of either: `10ms`, `2s` (decimal, no sign, spaces or leading
+    /// zero; the words in any case, as Redis took the enum config's `ms` and `s`).
     pub fn parse(text: &str) -> Result<TimeUnit, LayoutError> {
-        let lower = text.trim().to_ascii_lowercase();
+        let lower = text.to_ascii_lowercase();
         let t = lower.as_str();
         let (count, scale) = if let Some(n) = t.strip_suffix("ms") {
             (n, 1)
@@ -446,9 +446,9 @@ fn check_widths(w: Widths) -> Result<(), LayoutError> {
 }
 
 /// `imid.uid-epoch`: `auto` (the layout's own, else 2026-01-01) or Unix ms (a decimal integer
-/// in 0..2^63-1 without sign or leading zeros).
+/// in 0..2^63-1 without sign, spaces or leading zeros, as Redis reads a numeric config).
 pub fn parse_epoch(text: &str) -> Result<Option<u64>, LayoutError> {
-    let t = text.trim();
+    let t = text;
     if t.eq_ignore_ascii_case("auto") {
         return Ok(None);
     }
@@ -466,7 +466,7 @@ pub fn parse_epoch(text: &str) -> Result<Option<u64>, LayoutError> {
 
 /// `imid.uid-time-unit`: `auto` (the layout's own, else ms) or a [`TimeUnit`].
 pub fn parse_unit(text: &str) -> Result<Option<TimeUnit>, LayoutError> {
-    if text.trim().eq_ignore_ascii_case("auto") {
+    if text.eq_ignore_ascii_case("auto") {
         return Ok(None);
     }
     TimeUnit::parse(text).map(Some)
@@ -2052,7 +2052,7 @@ mod tests {
         for (text, ms) in [
             ("ms", 1),
             ("1ms", 1),
-            (" 10ms ", 10),
+            ("10ms", 10),
             ("s", 1000),
             ("1s", 1000),
             ("2s", 2000),
@@ -2076,6 +2076,8 @@ mod tests {
             "us",
             "m",
             "10 ms",
+            " 10ms",
+            "s ",
             "86401s",
             "99999999999s",
             "auto",
@@ -2104,7 +2106,17 @@ mod tests {
             parse_epoch("9223372036854775807"),
             Ok(Some(i64::MAX as u64))
         );
-        for bad in ["", "-1", "+1", "01", "1e3", "9223372036854775808", "now"] {
+        for bad in [
+            "",
+            "-1",
+            "+1",
+            "01",
+            "1e3",
+            "9223372036854775808",
+            "now",
+            " 5",
+            "5 ",
+        ] {
             assert_eq!(parse_epoch(bad), Err(LayoutError::EpochSyntax), "{bad:?}");
         }
     }

@@ -146,6 +146,8 @@ pub(crate) fn uid_stats() -> (UidStats, u64) {
 }
 
 /// A renewed lease is the effect to persist and replicate (`MSGID.FLOOR` or `UID.FLOOR`).
+/// Inlined: the usual call has nothing to publish.
+#[inline(always)]
 fn publish_renewal(ctx: &Ctx, renewed: Option<Renewal>) {
     match renewed {
         Some(Renewal::Msgid(ms)) => replicate_floor(ctx, ms),

@@ -17,9 +17,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// on `max(now, last, floor)`). The node's clock (`node::now_ms`) reads it, or the tests'
 /// steerable clock in a test-hooks build.
 ///
-/// `gettimeofday` straight (Redis's own clock, through the vDSO): `SystemTime::now().duration_since(UNIX_EPOCH)`
-/// with `as_millis` cost about 70 instructions more per ID (checked subtraction of two
-/// timespecs, a u128 division), a sixth of UID.GEN's own work.
+/// `gettimeofday` straight (the clock Redis itself reads, through the vDSO):
+/// `SystemTime::now().duration_since(UNIX_EPOCH)` with `as_millis` cost about 70 instructions
+/// more per ID (checked subtraction of two timespecs, a u128 division), a sixth of UID.GEN's
+/// own work.
 pub fn system_now_ms() -> u64 {
     let mut tv = libc::timeval {
         tv_sec: 0,
@@ -39,7 +40,7 @@ pub fn system_now_ms() -> u64 {
     }
 }
 
-/// The same reading through std, should clock_gettime ever fail.
+/// The same reading through std, should gettimeofday ever fail.
 #[cold]
 fn fallback_now_ms() -> u64 {
     SystemTime::now()

@@ -11,10 +11,16 @@ use crate::node::{cluster, ids};
 use redis_module::{raw, Context};
 use std::ffi::c_void;
 use std::os::raw::{c_char, c_int, c_uchar};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How often a primary sends its lease to the other nodes when no renewal did.
 const SEND_EVERY_MS: i64 = 1000;
 
+/// Registers the bus receiver and the command filter: the last step of OnLoad, after which
+/// nothing can fail (a failed load would leave the receiver behind: no server removes it).
+/// The lease timer is armed later, by [`arm_timer_once`] from the first cron tick: a module
+/// holding a timer cannot be unloaded, and Redis 8.2 and Valkey 9 crash when the unload they
+/// attempt after OnLoad (a `MODULE LOADEX` config left unapplied) meets one.
 pub fn init(ctx: &Context) {
     // SAFETY: ctx.ctx is the live OnLoad context; every function pointer is filled in at load
     // and checked; the callbacks match the C signatures and live as long as the module.
@@ -30,11 +36,33 @@ pub fn init(ctx: &Context) {
             );
         }
     }
-    arm_timer(ctx.ctx);
+}
+
+/// From OnUnload: servers remove a module's filters on unload but not its bus receivers, which
+/// would then call into the unloaded library on the next lease from a peer.
+pub fn deinit(ctx: &Context) {
+    // SAFETY: ctx.ctx is the live OnUnload context; a null callback unregisters this module's
+    // receiver of the type.
+    unsafe {
+        if let Some(f) = raw::RedisModule_RegisterClusterMessageReceiver {
+            f(ctx.ctx, LEASE_MESSAGE, None);
+        }
+    }
+}
+
+static TIMER_ARMED: AtomicBool = AtomicBool::new(false);
+
+/// Arms the lease timer the first time it is called (the cron event, cluster mode only); it
+/// re-arms itself from then on.
+pub fn arm_timer_once(ctx: *mut raw::RedisModuleCtx) {
+    if !TIMER_ARMED.swap(true, Ordering::Relaxed) {
+        arm_timer(ctx);
+    }
 }
 
 fn arm_timer(ctx: *mut raw::RedisModuleCtx) {
-    // SAFETY: ctx is a live context (OnLoad's or the timer callback's); the callback matches.
+    // SAFETY: ctx is a live context (the cron event's or the timer callback's); the callback
+    // matches.
     unsafe {
         if let Some(f) = raw::RedisModule_CreateTimer {
             f(ctx, SEND_EVERY_MS, Some(on_timer), std::ptr::null_mut());

@@ -8,6 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Subscribes to the events imid acts on: forked children (AOF rewrites, RDB saves) and
 /// synchronous saves, the start of a load, a change of replication role, and the server's cron.
+/// All or nothing: when the server refuses one (an event it does not know), the earlier ones
+/// are cancelled before the load fails, since Redis 7.0 keeps the subscriptions of a module
+/// whose load failed and would call into the unloaded library on the next event.
 pub fn subscribe(ctx: &Context) -> Status {
     let events = [
         (raw::REDISMODULE_EVENT_FORK_CHILD, on_fork_child as Callback),
@@ -22,17 +25,25 @@ pub fn subscribe(ctx: &Context) -> Status {
         ),
         (raw::REDISMODULE_EVENT_CRON_LOOP, on_cron as Callback),
     ];
-    for (id, callback) in events {
+    let set = |id: u64, callback: Option<Callback>| {
         let event = raw::RedisModuleEvent { id, dataver: 1 };
-        // SAFETY: ctx.ctx is the live context of OnLoad; the callback matches the C signature.
-        let rc = unsafe {
+        // SAFETY: ctx.ctx is the live context of OnLoad; the callback matches the C signature
+        // (None cancels this module's subscription to the event).
+        unsafe {
             match raw::RedisModule_SubscribeToServerEvent {
-                Some(subscribe) => subscribe(ctx.ctx, event, Some(callback)),
+                Some(subscribe) => subscribe(ctx.ctx, event, callback),
                 None => raw::REDISMODULE_ERR as i32,
             }
-        };
-        if rc != raw::REDISMODULE_OK as i32 {
-            ctx.log_warning(&format!("imid: cannot subscribe to server event {id}"));
+        }
+    };
+    for (done, (id, callback)) in events.iter().enumerate() {
+        if set(*id, Some(*callback)) != raw::REDISMODULE_OK as i32 {
+            ctx.log_warning(&format!(
+                "imid: cannot subscribe to server event {id}; not loading"
+            ));
+            for (earlier, _) in events.iter().take(done) {
+                set(*earlier, None);
+            }
             return Status::Err;
         }
     }
@@ -115,7 +126,8 @@ unsafe extern "C" fn on_persistence(
     });
 }
 
-/// The server's cron (`hz` times a second): the exposure warning, if due.
+/// The server's cron (`hz` times a second): the exposure warning, if due; in cluster mode the
+/// first tick arms the lease timer.
 unsafe extern "C" fn on_cron(
     ctx: *mut raw::RedisModuleCtx,
     eid: raw::RedisModuleEvent,
@@ -124,6 +136,10 @@ unsafe extern "C" fn on_cron(
 ) {
     if eid.id != raw::REDISMODULE_EVENT_CRON_LOOP {
         return;
+    }
+    // The lease timer starts here rather than in OnLoad (see `cluster::init`).
+    if crate::config::CLUSTER_MODE.load(Ordering::Relaxed) {
+        crate::cluster::arm_timer_once(ctx);
     }
     guarded(ctx, "the cron event", |ctx| {
         node::exposure::on_cron(ctx);

@@ -29,7 +29,6 @@ mod test_hooks;
 use config::CLUSTER_MODE;
 use redis_module::{raw, redis_module, Context, ContextFlags, RedisString, Status};
 use registry::{keys, OW_UPDATE, ROUTING_ONLY, RO_ACCESS, RW_ACCESS_UPDATE};
-use seq_type::SEQ_TYPE;
 use std::os::raw::c_int;
 use std::sync::atomic::Ordering;
 
@@ -71,11 +70,21 @@ pub const MODULE_VERSION: i32 = {
     out
 };
 
+/// OnLoad's own steps, in the one order that leaves nothing behind when a step fails: Redis
+/// then unloads the library, but it removes only commands, configs and (Redis 7.2+, Valkey)
+/// event subscriptions and filters. It keeps timers, cluster-bus receivers and (Redis 7.0) event
+/// subscriptions and filters pointing into the unloaded code, and a server crashes on the next
+/// cron tick or message. So every step that can fail comes first (configs loaded and checked,
+/// the UID layout, commands registered), then the data type (it fails only when another module
+/// holds its name), and only then what calls into the module on its own: server events, then
+/// (cluster mode) the bus receiver, the command filter and the lease timer, after which
+/// nothing can fail. (The `redis_module!` macro's own steps before this function, the INFO
+/// callback, live in the module's structure and go with it.)
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // Configs are registered here rather than in the macro's table because the macro ignores
     // a failed RedisModule_LoadConfigs: a `MODULE LOADEX ... CONFIG imid.x <bad>` would then
-    // leave the module loaded with defaults (it cannot be unloaded once it has a data type),
-    // e.g. encoding plain public IDs when keys were asked for. Failing OnLoad unloads it cleanly.
+    // leave the module loaded with defaults, e.g. encoding plain public IDs when keys were
+    // asked for. Failing OnLoad unloads it cleanly.
     if config::register(ctx, args) == Status::Err {
         return Status::Err;
     }
@@ -90,6 +99,10 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     if test_hooks::register(ctx) == Status::Err {
         return Status::Err;
     }
+    registry::add_module_category(ctx);
+    if registry::register(ctx, COMMANDS) == Status::Err {
+        return Status::Err;
+    }
     // SAFETY: ctx.ctx is the live context of OnLoad; SetModuleOptions is filled in at load.
     // With this option a truncated or mistyped RDB/DUMP payload makes our loader fail (RESTORE
     // replies an error) instead of Redis aborting the server.
@@ -98,15 +111,18 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             set_options(ctx.ctx, raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int);
         }
     }
-    seq_type::remember_type();
-    if CLUSTER_MODE.load(Ordering::Relaxed) {
-        cluster::init(ctx);
+    if seq_type::create(ctx) == Status::Err {
+        return Status::Err;
     }
+    // A subscription refused undoes the earlier ones before failing.
     if events::subscribe(ctx) == Status::Err {
         return Status::Err;
     }
-    registry::add_module_category(ctx);
-    registry::register(ctx, COMMANDS)
+    // Nothing below can fail.
+    if CLUSTER_MODE.load(Ordering::Relaxed) {
+        cluster::init(ctx);
+    }
+    Status::Ok
 }
 
 /// Every command: name (lowercase, as Redis lists its own), handler, flags, ACL categories,
@@ -136,6 +152,17 @@ redis_module! {
     name: "imid",
     version: MODULE_VERSION,
     allocator: (allocator::Alloc, allocator::ALLOC),
-    data_types: [SEQ_TYPE],
+    // The data type is created in init, after every step that can fail (see there).
+    data_types: [],
     init: init,
+    deinit: deinit,
+}
+
+/// OnUnload (`MODULE UNLOAD`, or the unload a server attempts when a `MODULE LOADEX` config was
+/// left unapplied): what the server does not remove by itself.
+fn deinit(ctx: &Context) -> Status {
+    if CLUSTER_MODE.load(Ordering::Relaxed) {
+        cluster::deinit(ctx);
+    }
+    Status::Ok
 }

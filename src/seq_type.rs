@@ -14,7 +14,7 @@ use crate::core::seq::{Seq, MAX_VALUE};
 use crate::glue::{self, AofKey, Ctx, Error, Held, Key, ModuleType, WRONGTYPE};
 use crate::node;
 use redis_module::native_types::RedisType;
-use redis_module::raw;
+use redis_module::{raw, Context, Status};
 use std::ffi::{c_void, CString};
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -35,8 +35,10 @@ pub static SEQ_TYPE: RedisType = RedisType::new(
     TYPE_NAME,
     ENCODING_VERSION,
     raw::RedisModuleTypeMethods {
-        // Version 4 is what Redis 7.0 knows; nothing of version 5 (aux_save2) is used.
-        version: 4,
+        // Version 5 adds aux_save2 (Redis 7.2+, Valkey), which those servers call instead of
+        // aux_save. Redis 7.0 knows version 4: it reads the fields it knows (it checks no upper
+        // bound) and calls aux_save.
+        version: 5,
         rdb_load: Some(rdb_load),
         rdb_save: Some(rdb_save),
         aof_rewrite: Some(aof_rewrite),
@@ -54,7 +56,7 @@ pub static SEQ_TYPE: RedisType = RedisType::new(
         free_effort2: None,
         unlink2: None,
         copy2: None,
-        aux_save2: None,
+        aux_save2: Some(aux_save2),
     },
 );
 
@@ -71,9 +73,19 @@ fn ptr_to_seq(p: *const c_void) -> Seq {
 /// borrow bookkeeping every command would otherwise pay.
 static RAW_TYPE: AtomicPtr<raw::RedisModuleType> = AtomicPtr::new(std::ptr::null_mut());
 
-/// Called from init, after the `redis_module!` table created the type.
-pub fn remember_type() {
+/// Creates the type (from init, once every step that can fail before it has succeeded: a
+/// module with a data type cannot be unloaded, so a load that failed after this point would
+/// leave the server holding it) and keeps the pointer. Fails when another module holds the
+/// name.
+pub fn create(ctx: &Context) -> Status {
+    if SEQ_TYPE.create_data_type(ctx.ctx).is_err() {
+        ctx.log_warning(&format!(
+            "imid: could not create the data type {TYPE_NAME} (another module holds the name?); not loading"
+        ));
+        return Status::Err;
+    }
     RAW_TYPE.store(*SEQ_TYPE.raw_type.borrow(), Ordering::Relaxed);
+    Status::Ok
 }
 
 fn raw_type() -> ModuleType {
@@ -195,6 +207,15 @@ unsafe extern "C" fn copy(
 
 unsafe extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, when: c_int) {
     if when == raw::REDISMODULE_AUX_BEFORE_RDB as c_int {
+        raw::save_unsigned(rdb, node::ids::high_water());
+    }
+}
+
+/// Redis 7.2+ and Valkey: the mark only when there is one to keep. Saving nothing leaves the
+/// aux record out of the RDB altogether, so a snapshot of a server that never issued an ID
+/// (and holds no sequence key) loads without imid.
+unsafe extern "C" fn aux_save2(rdb: *mut raw::RedisModuleIO, when: c_int) {
+    if when == raw::REDISMODULE_AUX_BEFORE_RDB as c_int && node::ids::has_mark() {
         raw::save_unsigned(rdb, node::ids::high_water());
     }
 }

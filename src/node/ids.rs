@@ -115,6 +115,12 @@ pub fn high_water() -> u64 {
     ids().lease.high_water()
 }
 
+/// Whether the node holds a mark an RDB must keep (written as aux data): one ID was issued or
+/// a floor was set or loaded. Without one, Redis 7.2+ and Valkey write no imid aux record.
+pub fn has_mark() -> bool {
+    high_water() > 0
+}
+
 /// Raises the floor (from RDB aux data, the AOF, a primary, or a client's MSGID.FLOOR).
 pub fn raise_floor(ms: u64) {
     ids().lease.raise_floor(ms);

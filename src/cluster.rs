@@ -16,18 +16,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// How often a primary sends its lease to the other nodes when no renewal did.
 const SEND_EVERY_MS: i64 = 1000;
 
-/// Registers the bus receiver and the command filter: the last step of OnLoad, after which
-/// nothing can fail (a failed load would leave the receiver behind: no server removes it).
-/// The lease timer is armed later, by [`arm_timer_once`] from the first cron tick: a module
-/// holding a timer cannot be unloaded, and Redis 8.2 and Valkey 9 crash when the unload they
-/// attempt after OnLoad (a `MODULE LOADEX` config left unapplied) meets one.
+/// Registers the command filter: the last step of OnLoad, after which nothing can fail. The
+/// bus receiver and the lease timer come later, from the first cron tick ([`arm_once`]): a
+/// module holding a timer cannot be unloaded, and Redis 8.2 and Valkey 9 crash when the unload
+/// they attempt after OnLoad (a `MODULE LOADEX` config left unapplied) meets one; and no
+/// server removes a bus receiver on unload (Redis 8.2 cannot even unregister the first one of
+/// a message type: `RM_RegisterClusterMessageReceiver` with a NULL callback leaves the list
+/// head pointing to the freed entry), so a receiver registered by a load that is then undone
+/// would call into the unloaded library on the next lease from a peer. Until that first tick
+/// (a tenth of a second at the default `hz`) peers' leases are not heard; they are sent again
+/// every second.
 pub fn init(ctx: &Context) {
-    // SAFETY: ctx.ctx is the live OnLoad context; every function pointer is filled in at load
-    // and checked; the callbacks match the C signatures and live as long as the module.
+    // SAFETY: ctx.ctx is the live OnLoad context; the function pointer is filled in at load
+    // and checked; the callback matches the C signature and lives as long as the module.
     unsafe {
-        if let Some(f) = raw::RedisModule_RegisterClusterMessageReceiver {
-            f(ctx.ctx, LEASE_MESSAGE, Some(on_lease));
-        }
         if let Some(f) = raw::RedisModule_RegisterCommandFilter {
             f(
                 ctx.ctx,
@@ -38,26 +40,22 @@ pub fn init(ctx: &Context) {
     }
 }
 
-/// From OnUnload: servers remove a module's filters on unload but not its bus receivers, which
-/// would then call into the unloaded library on the next lease from a peer.
-pub fn deinit(ctx: &Context) {
-    // SAFETY: ctx.ctx is the live OnUnload context; a null callback unregisters this module's
-    // receiver of the type.
+static ARMED: AtomicBool = AtomicBool::new(false);
+
+/// Registers the bus receiver and arms the lease timer, the first time it is called (from the
+/// cron event, in cluster mode only); the timer re-arms itself from then on.
+pub fn arm_once(ctx: *mut raw::RedisModuleCtx) {
+    if ARMED.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    // SAFETY: ctx is the cron event's live context; the callback matches the C signature and
+    // lives as long as the module.
     unsafe {
         if let Some(f) = raw::RedisModule_RegisterClusterMessageReceiver {
-            f(ctx.ctx, LEASE_MESSAGE, None);
+            f(ctx, LEASE_MESSAGE, Some(on_lease));
         }
     }
-}
-
-static TIMER_ARMED: AtomicBool = AtomicBool::new(false);
-
-/// Arms the lease timer the first time it is called (the cron event, cluster mode only); it
-/// re-arms itself from then on.
-pub fn arm_timer_once(ctx: *mut raw::RedisModuleCtx) {
-    if !TIMER_ARMED.swap(true, Ordering::Relaxed) {
-        arm_timer(ctx);
-    }
+    arm_timer(ctx);
 }
 
 fn arm_timer(ctx: *mut raw::RedisModuleCtx) {

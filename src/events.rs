@@ -127,7 +127,7 @@ unsafe extern "C" fn on_persistence(
 }
 
 /// The server's cron (`hz` times a second): the exposure warning, if due; in cluster mode the
-/// first tick arms the lease timer.
+/// first tick registers the bus receiver and arms the lease timer.
 unsafe extern "C" fn on_cron(
     ctx: *mut raw::RedisModuleCtx,
     eid: raw::RedisModuleEvent,
@@ -137,9 +137,9 @@ unsafe extern "C" fn on_cron(
     if eid.id != raw::REDISMODULE_EVENT_CRON_LOOP {
         return;
     }
-    // The lease timer starts here rather than in OnLoad (see `cluster::init`).
+    // The bus receiver and the lease timer start here rather than in OnLoad (`cluster::init`).
     if crate::config::CLUSTER_MODE.load(Ordering::Relaxed) {
-        crate::cluster::arm_timer_once(ctx);
+        crate::cluster::arm_once(ctx);
     }
     guarded(ctx, "the cron event", |ctx| {
         node::exposure::on_cron(ctx);

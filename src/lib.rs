@@ -77,8 +77,8 @@ pub const MODULE_VERSION: i32 = {
 /// cron tick or message. So every step that can fail comes first (configs loaded and checked,
 /// the UID layout, commands registered), then the data type (it fails only when another module
 /// holds its name), and only then what calls into the module on its own: server events, then
-/// (cluster mode) the bus receiver, the command filter and the lease timer, after which
-/// nothing can fail. (The `redis_module!` macro's own steps before this function, the INFO
+/// (cluster mode) the command filter, after which nothing can fail; the bus receiver and the
+/// lease timer wait for the first cron tick (see `cluster::init`). (The `redis_module!` macro's own steps before this function, the INFO
 /// callback, live in the module's structure and go with it.)
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // Configs are registered here rather than in the macro's table because the macro ignores
@@ -155,14 +155,4 @@ redis_module! {
     // The data type is created in init, after every step that can fail (see there).
     data_types: [],
     init: init,
-    deinit: deinit,
-}
-
-/// OnUnload (`MODULE UNLOAD`, or the unload a server attempts when a `MODULE LOADEX` config was
-/// left unapplied): what the server does not remove by itself.
-fn deinit(ctx: &Context) -> Status {
-    if CLUSTER_MODE.load(Ordering::Relaxed) {
-        cluster::deinit(ctx);
-    }
-    Status::Ok
 }

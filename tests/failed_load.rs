@@ -134,6 +134,45 @@ fn launch(bin: &Option<PathBuf>, cluster: bool, taken: &[&str]) -> Server {
     s
 }
 
+/// A cluster node with imid loaded and a time lease to send (MSGID.FLOOR), met by `s`; returns
+/// once `s` has received one of its bus messages for modules.
+fn leasing_peer(bin: &Option<PathBuf>, s: &Server) -> Server {
+    let mut b = Server::build().args(&["--cluster-enabled", "yes"]);
+    if let Some(bin) = bin {
+        b = b.bin(bin.clone());
+    }
+    let peer = b.start();
+    let mut con = peer.client();
+    let (secs, _): (i64, i64) = cmd(&mut con, &["TIME"]).unwrap();
+    let ok: String = cmd(&mut con, &["MSGID.FLOOR", &(secs * 1000).to_string()]).unwrap();
+    assert_eq!(ok, "OK");
+    let ok: String = cmd(
+        &mut s.client(),
+        &["CLUSTER", "MEET", "127.0.0.1", &peer.port.to_string()],
+    )
+    .unwrap();
+    assert_eq!(ok, "OK");
+    wait_for("the peer's lease on the bus", || module_messages(s) > 0);
+    peer
+}
+
+/// Bus messages for modules this node received (imid's leases are the only ones here).
+fn module_messages(s: &Server) -> i64 {
+    let info: String = cmd(&mut s.client(), &["CLUSTER", "INFO"]).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cluster_stats_messages_module_received:"))
+        .map_or(0, |v| v.trim().parse().unwrap())
+}
+
+/// Polls `done` (a guard against a hang, not a measure of speed).
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: never happened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn cluster_state(s: &Server) -> String {
     let info: String = cmd(&mut s.client(), &["CLUSTER", "INFO"]).unwrap();
     info.lines()
@@ -286,10 +325,13 @@ fn failed_loads(bin: Option<PathBuf>, cluster: bool) {
         }
     }
 
-    // 3. Refused by the server after OnLoad: a LOADEX config name imid does not have.
+    // 3. Refused by the server after OnLoad: a LOADEX config name imid does not have. In
+    //    cluster mode a peer with imid sends its lease over the bus meanwhile: a bus receiver
+    //    left behind by the undone load would be called into unloaded code.
     let mut s = launch(&bin, cluster, &[]);
     let what = format!("{mode}: LOADEX CONFIG imid.bogus 1");
     let expected = unapplied_config(&s);
+    let peer = cluster.then(|| leasing_peer(&bin, &s));
     let mut con = s.client();
     let r: redis::RedisResult<String> = cmd(
         &mut con,
@@ -322,6 +364,10 @@ fn failed_loads(bin: Option<PathBuf>, cluster: bool) {
         "{what}"
     );
     let_timers_fire();
+    if peer.is_some() {
+        let before = module_messages(&s);
+        wait_for(&what, || module_messages(&s) > before);
+    }
     serves_and_saves(&mut s, expected == UnappliedConfig::StaysLoaded, &what);
     if expected == UnappliedConfig::StaysLoaded {
         // Loaded and working, with its defaults; the error the client saw notwithstanding.

@@ -31,6 +31,7 @@ pub fn init(ctx: &Context) {
         }
     }
     arm_timer(ctx.ctx);
+    subscribe_atomic_migration(ctx);
 }
 
 fn arm_timer(ctx: *mut raw::RedisModuleCtx) {
@@ -132,5 +133,278 @@ unsafe extern "C" fn on_command(f: *mut raw::RedisModuleCommandFilterCtx) {
         b"ADDSLOTS" | b"ADDSLOTSRANGE" | b"DELSLOTS" | b"DELSLOTSRANGE" | b"FLUSHSLOTS"
         | b"RESET" | b"FAILOVER" | b"FORGET" | b"REPLICATE" => cluster::forget_all(),
         _ => {}
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Valkey 9's atomic slot migration (`CLUSTER MIGRATESLOTS`).
+//
+// The migration runs no `CLUSTER SETSLOT`: the source sends the slots' keys to the target as an
+// AOF-format snapshot (our type's `aof_rewrite`: `SEQ.SET key value`), then streams the writes
+// for those slots, pauses its writers, and the target claims the slots. The server tells
+// modules through a server event, which is where the importing node learns that a slot is
+// changing owner (node::cluster::import_started / import_finished / import_cancelled).
+//
+// The constants and the event's data layout are Valkey's, from `src/valkeymodule.h` (added in
+// Valkey 9.0, unchanged in 9.1): the `redis-module` crate's header predates them.
+// ---------------------------------------------------------------------------------------------
+
+/// `VALKEYMODULE_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION` (valkeymodule.h, Valkey 9.0+): without
+/// it Valkey refuses `CLUSTER MIGRATESLOTS` while imid is loaded ("ERR The module imid does not
+/// support atomic slot migrations").
+pub const VALKEY_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION: c_int = 1 << 5;
+/// `VALKEYMODULE_EVENT_ATOMIC_SLOT_MIGRATION` (valkeymodule.h, Valkey 9.0+), data version 1.
+const VALKEY_EVENT_ATOMIC_SLOT_MIGRATION: u64 = 19;
+/// Its subevents (`VALKEYMODULE_SUBEVENT_ATOMIC_SLOT_MIGRATION_*`); the export side (1, 3, 5)
+/// needs nothing: the source is the old owner.
+const ASM_IMPORT_STARTED: u64 = 0;
+const ASM_IMPORT_ABORTED: u64 = 2;
+const ASM_IMPORT_COMPLETED: u64 = 4;
+
+/// The highest hash slot.
+const LAST_SLOT: u16 = 16_383;
+
+/// `ValkeyModuleSlotRange`: one inclusive range of hash slots.
+#[repr(C)]
+struct SlotRange {
+    start: c_int,
+    end: c_int,
+}
+
+/// `ValkeyModuleAtomicSlotMigrationInfoV1`, the event's data.
+#[repr(C)]
+struct MigrationInfoV1 {
+    version: u64,
+    job_name: [c_char; cluster::NODE_ID_LEN + 1],
+    slot_ranges: *const SlotRange,
+    num_slot_ranges: u32,
+}
+
+/// Whether this server is Valkey (its INFO says `server_name:valkey`). Redis numbers its own
+/// module options and events independently (Redis 8.4's slot migration event is another one),
+/// so Valkey's numbers are used on Valkey only.
+fn is_valkey() -> bool {
+    crate::glue::ServerInfo::read(c"server").is_some_and(|i| i.text_is(c"server_name", "valkey"))
+}
+
+/// The module options to declare on top of the others: atomic slot migration support, on a
+/// Valkey cluster node whose server knows the option (Valkey 9.0+). Called once, from init.
+pub fn module_options(ctx: &Context) -> c_int {
+    if !crate::config::CLUSTER_MODE.load(std::sync::atomic::Ordering::Relaxed) || !is_valkey() {
+        return 0;
+    }
+    // SAFETY: GetModuleOptionsAll takes no arguments and is filled in at load (Redis 7.2+,
+    // every Valkey); where it is missing nothing is declared.
+    let known = unsafe { raw::RedisModule_GetModuleOptionsAll.map_or(0, |f| f()) };
+    if known & VALKEY_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION == 0 {
+        ctx.log_notice("imid: this Valkey has no atomic slot migration (Valkey 9.0+)");
+        return 0;
+    }
+    VALKEY_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION
+}
+
+/// Subscribes to Valkey's atomic slot migration event (cluster mode, Valkey only). A server
+/// that does not know the event refuses the subscription; that is logged and the load goes on:
+/// such a server cannot run the migration either.
+fn subscribe_atomic_migration(ctx: &Context) {
+    if !is_valkey() {
+        return;
+    }
+    let event = raw::RedisModuleEvent {
+        id: VALKEY_EVENT_ATOMIC_SLOT_MIGRATION,
+        dataver: 1,
+    };
+    // SAFETY: ctx.ctx is the live OnLoad context; the callback matches the C signature and
+    // lives as long as the module.
+    let rc = unsafe {
+        raw::RedisModule_SubscribeToServerEvent.map_or(raw::REDISMODULE_ERR as c_int, |f| {
+            f(ctx.ctx, event, Some(on_atomic_migration))
+        })
+    };
+    if rc != raw::REDISMODULE_OK as c_int {
+        ctx.log_notice(
+            "imid: this Valkey has no atomic slot migration event (Valkey 9.0+); not subscribed",
+        );
+    }
+}
+
+/// The slots of the event's ranges (ends past 16383 clamped; a range that is inverted or has
+/// a negative bound gives none).
+///
+/// # Safety
+/// `info` must be the live event data of the running callback.
+unsafe fn migration_slots(info: &MigrationInfoV1) -> Vec<u16> {
+    if info.slot_ranges.is_null() {
+        return Vec::new();
+    }
+    // SAFETY: per the contract, Valkey passes `num_slot_ranges` ranges at `slot_ranges`.
+    let ranges =
+        unsafe { std::slice::from_raw_parts(info.slot_ranges, info.num_slot_ranges as usize) };
+    let mut slots = Vec::new();
+    for r in ranges {
+        let (Ok(a), Ok(b)) = (u16::try_from(r.start), u16::try_from(r.end)) else {
+            continue;
+        };
+        slots.extend(a..=b.min(LAST_SLOT));
+    }
+    slots
+}
+
+/// The job's name as text, for the log.
+fn job_name(info: &MigrationInfoV1) -> String {
+    let bytes: Vec<u8> = info
+        .job_name
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The node ID of `slot`'s owner in this node's view of the cluster (`CLUSTER NODES`), or
+/// `None`. At an import's start the owner is the migration's source: Valkey checks that before
+/// it creates the import (the event carries no source of its own).
+fn slot_owner(ctx: *mut raw::RedisModuleCtx, slot: u16) -> Option<Vec<u8>> {
+    // SAFETY: ctx is the live context of the running event callback; the reply is freed
+    // below, and its string is read before that.
+    let text = unsafe {
+        let call = raw::RedisModule_Call?;
+        let reply = call(ctx, c"CLUSTER".as_ptr(), c"c".as_ptr(), c"NODES".as_ptr());
+        if reply.is_null() {
+            return None;
+        }
+        let mut len = 0usize;
+        let p =
+            raw::RedisModule_CallReplyStringPtr.map_or(std::ptr::null(), |f| f(reply, &mut len));
+        let text = (!p.is_null()).then(|| std::slice::from_raw_parts(p.cast::<u8>(), len).to_vec());
+        if let Some(free) = raw::RedisModule_FreeCallReply {
+            free(reply);
+        }
+        text?
+    };
+    owner_in_nodes(&text, slot)
+}
+
+/// The node whose line of `CLUSTER NODES` output lists `slot` (a slot, or a `start-end` range;
+/// `[slot->-node]` migration markers are not ownership).
+fn owner_in_nodes(text: &[u8], slot: u16) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(text).ok()?;
+    text.lines().find_map(|line| {
+        let mut f = line.split_whitespace();
+        let id = f.next()?;
+        let owns = f.skip(7).any(|r| {
+            let (a, b) = r.split_once('-').unwrap_or((r, r));
+            matches!((a.parse::<u16>(), b.parse::<u16>()), (Ok(a), Ok(b)) if (a..=b).contains(&slot))
+        });
+        (owns && id.len() == cluster::NODE_ID_LEN).then(|| id.as_bytes().to_vec())
+    })
+}
+
+unsafe extern "C" fn on_atomic_migration(
+    ctx: *mut raw::RedisModuleCtx,
+    eid: raw::RedisModuleEvent,
+    subevent: u64,
+    data: *mut c_void,
+) {
+    if eid.id != VALKEY_EVENT_ATOMIC_SLOT_MIGRATION || data.is_null() {
+        return;
+    }
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: Valkey passes a live ValkeyModuleAtomicSlotMigrationInfo (version 1 or a
+        // later one that starts with the same fields) for the duration of the callback.
+        let info = unsafe { &*data.cast::<MigrationInfoV1>() };
+        let what = match subevent {
+            ASM_IMPORT_STARTED => "started",
+            ASM_IMPORT_COMPLETED => "completed",
+            ASM_IMPORT_ABORTED => "aborted",
+            _ => return,
+        };
+        // SAFETY: as above.
+        let slots = unsafe { migration_slots(info) };
+        let source = match (subevent, slots.first()) {
+            (ASM_IMPORT_STARTED, Some(&s)) => slot_owner(ctx, s),
+            _ => None,
+        };
+        for &s in &slots {
+            match subevent {
+                ASM_IMPORT_STARTED => cluster::import_started(s, source.as_deref()),
+                ASM_IMPORT_COMPLETED => cluster::import_finished(s),
+                _ => cluster::import_cancelled(s),
+            }
+        }
+        Context::new(ctx).log_notice(&format!(
+            "imid: atomic slot migration {} import {what}: {} slot(s) from {}, source {}",
+            job_name(info),
+            slots.len(),
+            slots.first().map_or(String::from("-"), u16::to_string),
+            source
+                .as_deref()
+                .map_or(String::from("unknown"), |s| String::from_utf8_lossy(s)
+                    .into_owned()),
+        ));
+    }));
+    if r.is_err() {
+        // SAFETY: as above.
+        unsafe { Ctx::from_raw(ctx) }
+            .log_warning("imid: internal error in the atomic slot migration event");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_owner_of_a_slot_is_read_from_cluster_nodes() {
+        let a = "a".repeat(40);
+        let b = "b".repeat(40);
+        let text = format!(
+            "{a} 127.0.0.1:7001@17001 myself,master - 0 0 1 connected 0-5460 [5461->-{b}]\n\
+             {b} 127.0.0.1:7002@17002 master - 0 1 2 connected 5461-10922 16000\n\
+             {} 127.0.0.1:7003@17003 master - 0 1 3 connected\n",
+            "c".repeat(40)
+        );
+        let t = text.as_bytes();
+        assert_eq!(owner_in_nodes(t, 0), Some(a.clone().into_bytes()));
+        assert_eq!(owner_in_nodes(t, 5460), Some(a.into_bytes()));
+        assert_eq!(
+            owner_in_nodes(t, 5461),
+            Some(b.clone().into_bytes()),
+            "a migration marker is not ownership"
+        );
+        assert_eq!(owner_in_nodes(t, 16000), Some(b.into_bytes()));
+        assert_eq!(owner_in_nodes(t, 12000), None, "no owner");
+        assert_eq!(owner_in_nodes(b"\xff\xfe", 0), None, "not text");
+        assert_eq!(
+            owner_in_nodes(b"short 1:1@2 master - 0 0 1 connected 0-16383", 0),
+            None
+        );
+    }
+
+    #[test]
+    fn the_event_slots_are_its_ranges_clamped() {
+        let ranges = [
+            SlotRange { start: 3, end: 5 },
+            SlotRange {
+                start: 16_382,
+                end: 20_000,
+            },
+            SlotRange { start: 9, end: 8 },
+            SlotRange { start: -1, end: 2 },
+        ];
+        let info = |p: *const SlotRange, n: u32| MigrationInfoV1 {
+            version: 1,
+            job_name: [0; cluster::NODE_ID_LEN + 1],
+            slot_ranges: p,
+            num_slot_ranges: n,
+        };
+        // SAFETY: the info points at `ranges`, alive for the call.
+        let slots = unsafe { migration_slots(&info(ranges.as_ptr(), 4)) };
+        assert_eq!(slots, vec![3, 4, 5, 16_382, 16_383]);
+        // SAFETY: a null range pointer is checked before use.
+        assert!(unsafe { migration_slots(&info(std::ptr::null(), 4)) }.is_empty());
+        let mut named = info(ranges.as_ptr(), 0);
+        named.job_name[0] = b'j' as c_char;
+        assert_eq!(job_name(&named), "j");
     }
 }

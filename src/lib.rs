@@ -90,12 +90,14 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     if test_hooks::register(ctx) == Status::Err {
         return Status::Err;
     }
-    // SAFETY: ctx.ctx is the live context of OnLoad; SetModuleOptions is filled in at load.
     // With this option a truncated or mistyped RDB/DUMP payload makes our loader fail (RESTORE
-    // replies an error) instead of Redis aborting the server.
+    // replies an error) instead of Redis aborting the server. On a Valkey 9 cluster node imid
+    // also declares atomic slot migration support (src/cluster.rs).
+    let options = raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int | cluster::module_options(ctx);
+    // SAFETY: ctx.ctx is the live context of OnLoad; SetModuleOptions is filled in at load.
     unsafe {
         if let Some(set_options) = raw::RedisModule_SetModuleOptions {
-            set_options(ctx.ctx, raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int);
+            set_options(ctx.ctx, options);
         }
     }
     seq_type::remember_type();

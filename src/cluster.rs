@@ -1,16 +1,18 @@
 //! Cluster-mode hooks for slot adoption (the rules are in `node::cluster`): the cluster-bus
-//! receiver for peers' time leases, a once-a-second timer that sends this primary's lease, and
-//! a command filter that notices slot assignment commands run on this node.
+//! receiver for peers' time promises, a once-a-second timer that sends this primary's promise
+//! (and, on a replica, notes its primary), and a command filter that notices the slot
+//! assignment commands run on this node (SETSLOT IMPORTING/NODE/STABLE, ADDSLOTS).
 //!
 //! Registered only in cluster mode: a standalone server pays nothing for them. The filter runs
 //! before every command a client sends to a cluster node; it compares the command's name with
 //! `CLUSTER` and returns (a few dozen instructions).
 
-use crate::glue::{Ctx, LEASE_MESSAGE};
+use crate::glue::{self, Ctx, LEASE_MESSAGE};
 use crate::node::{cluster, ids};
 use redis_module::{raw, Context};
 use std::ffi::c_void;
 use std::os::raw::{c_char, c_int, c_uchar};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// How often a primary sends its lease to the other nodes when no renewal did.
 const SEND_EVERY_MS: i64 = 1000;
@@ -47,12 +49,19 @@ unsafe extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void)
     let r = std::panic::catch_unwind(|| {
         // SAFETY: ctx is the live context of this timer callback, used only within it.
         let c = unsafe { Ctx::from_raw(ctx) };
-        // Replicas have their primary's lease by replication; only primaries issue IDs.
-        if c.is_primary() {
-            let hwm = ids::high_water();
-            if hwm > 0 {
-                c.send_lease(hwm, hwm);
+        // Once, on the first tick: the imports this node was in the middle of when it last
+        // stopped (kept in nodes.conf), which no SETSLOT seen by the filter announced.
+        if !IMPORTS_RESTORED.swap(true, Ordering::Relaxed) {
+            if let Some(nodes) = c.call_text(c"CLUSTER", c"NODES") {
+                cluster::restore_imports(&nodes);
             }
+        }
+        // Primaries send their promise; replicas have their primary's lease by replication
+        // and note who their primary is, for a promotion (node::cluster::promoted).
+        if c.is_primary() {
+            ids::send_promise(&c);
+        } else if let Some(primary) = c.cluster_primary() {
+            cluster::set_primary(&primary);
         }
     });
     if r.is_err() {
@@ -63,7 +72,7 @@ unsafe extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void)
 }
 
 unsafe extern "C" fn on_lease(
-    _ctx: *mut raw::RedisModuleCtx,
+    ctx: *mut raw::RedisModuleCtx,
     sender: *const c_char,
     _type: u8,
     payload: *const c_uchar,
@@ -89,8 +98,23 @@ unsafe extern "C" fn on_lease(
         (Some(ms), None) => cluster::Leases { msgid: ms, uid: ms },
         _ => return,
     };
-    cluster::heard(sender, leases);
+    if let Err(why) = cluster::heard(sender, leases, crate::node::now_ms()) {
+        // At most one line a minute: a peer repeats its promise every second.
+        let now = crate::node::now_ms();
+        if now.saturating_sub(LAST_REFUSAL_LOG.load(Ordering::Relaxed)) >= 60_000 {
+            LAST_REFUSAL_LOG.store(now, Ordering::Relaxed);
+            // SAFETY: ctx is the live context of this receiver callback, used only within it.
+            unsafe { Ctx::from_raw(ctx) }
+                .log_warning(&format!("imid: {why} (INFO imid: cluster_leases_refused)"));
+        }
+    }
 }
+
+/// Whether the first timer tick restored the imports in progress (node::cluster).
+static IMPORTS_RESTORED: AtomicBool = AtomicBool::new(false);
+
+/// When a refused lease was last logged (ms).
+static LAST_REFUSAL_LOG: AtomicU64 = AtomicU64::new(0);
 
 /// The bytes of argument `pos` of the filtered command, or None.
 ///
@@ -122,16 +146,30 @@ unsafe extern "C" fn on_command(f: *mut raw::RedisModuleCommandFilterCtx) {
     let sub = sub.to_ascii_uppercase();
     match sub.as_slice() {
         b"SETSLOT" => {
-            match slot
+            let Some(slot) = slot
                 .and_then(|s| std::str::from_utf8(s).ok())
                 .and_then(|s| s.parse::<u16>().ok())
-            {
-                Some(slot) => cluster::forget(slot),
-                None => cluster::forget_all(),
+            else {
+                return;
+            };
+            // SAFETY: as above.
+            let (how, node) = unsafe { (filter_arg(f, 3), filter_arg(f, 4)) };
+            let how = how.map(<[u8]>::to_ascii_uppercase);
+            match how.as_deref() {
+                Some(b"IMPORTING") => cluster::import_started(slot, node),
+                Some(b"NODE") => {
+                    let mine = glue::my_cluster_id();
+                    if node.is_some() && node == mine.as_ref().map(|m| &m[..]) {
+                        cluster::import_finished(slot);
+                    } else {
+                        cluster::import_cancelled(slot);
+                    }
+                }
+                Some(b"STABLE") => cluster::import_cancelled(slot),
+                _ => {}
             }
         }
-        b"ADDSLOTS" | b"ADDSLOTSRANGE" | b"DELSLOTS" | b"DELSLOTSRANGE" | b"FLUSHSLOTS"
-        | b"RESET" | b"FAILOVER" | b"FORGET" | b"REPLICATE" => cluster::forget_all(),
+        b"ADDSLOTS" | b"ADDSLOTSRANGE" => cluster::slots_added(),
         _ => {}
     }
 }

@@ -64,9 +64,15 @@ unsafe extern "C" fn on_inherit(
     if inherits {
         node::mark_inherited();
     }
-    // A promoted replica takes over its primary's slots: adopt them again (node::cluster).
-    if eid.id == raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED {
-        node::cluster::promoted(None);
+    // A promoted replica takes over its primary's slots (node::cluster); a replica imports
+    // nothing. Only cluster mode has slots to adopt.
+    if eid.id == raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED
+        && crate::config::CLUSTER_MODE.load(std::sync::atomic::Ordering::Relaxed)
+    {
+        match subevent {
+            raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER => node::cluster::promoted(),
+            _ => node::cluster::demoted(),
+        }
     }
 }
 

@@ -377,6 +377,67 @@ impl Ctx {
         log(self.ptr, c"warning", msg);
     }
 
+    /// Runs `cmd arg` (e.g. `CLUSTER NODES`) through `RedisModule_Call` and returns its reply
+    /// when it is a string; `None` for an error or any other reply. Not for the hot path.
+    pub fn call_text(&self, cmd: &CStr, arg: &CStr) -> Option<Vec<u8>> {
+        // SAFETY: see the module comment; the format "c" consumes exactly one NUL-terminated C
+        // string; the reply is read while alive and freed once, below.
+        unsafe {
+            let reply = raw::RedisModule_Call?(self.ptr, cmd.as_ptr(), c"c".as_ptr(), arg.as_ptr());
+            if reply.is_null() {
+                return None;
+            }
+            let mut len = 0usize;
+            let p = raw::RedisModule_CallReplyStringPtr.map(|f| f(reply, &mut len));
+            let text = match p {
+                Some(p) if !p.is_null() => {
+                    Some(std::slice::from_raw_parts(p.cast::<u8>(), len).to_vec())
+                }
+                _ => None,
+            };
+            if let Some(free) = raw::RedisModule_FreeCallReply {
+                free(reply);
+            }
+            text
+        }
+    }
+
+    /// In cluster mode, on a replica: its primary's node ID (`None` on a primary, or when the
+    /// server does not say).
+    pub fn cluster_primary(&self) -> Option<[u8; 40]> {
+        let me = my_cluster_id()?;
+        // The server looks the node up with strlen: a NUL-terminated copy of the ID.
+        let mut id = [0u8; 41];
+        if let Some(head) = id.get_mut(..40) {
+            head.copy_from_slice(&me);
+        }
+        let mut master = [0u8; 41];
+        let mut flags: c_int = 0;
+        // SAFETY: see the module comment; `id` is NUL-terminated; master_id receives at most
+        // REDISMODULE_NODE_ID_LEN (40) bytes into a 41-byte buffer; ip and port may be null.
+        let rc = unsafe {
+            raw::RedisModule_GetClusterNodeInfo.map(|f| {
+                f(
+                    self.ptr,
+                    id.as_ptr().cast::<c_char>(),
+                    std::ptr::null_mut(),
+                    master.as_mut_ptr().cast::<c_char>(),
+                    std::ptr::null_mut(),
+                    &mut flags,
+                )
+            })
+        };
+        if rc != Some(raw::REDISMODULE_OK as c_int)
+            || flags & raw::REDISMODULE_NODE_MASTER as c_int != 0
+        {
+            return None;
+        }
+        let id = master
+            .get(..40)
+            .and_then(|b| <[u8; 40]>::try_from(b).ok())?;
+        (id != [0u8; 40]).then_some(id)
+    }
+
     /// Opens a key for reading (`write` false) or writing; closed on drop.
     pub fn open_key(&self, name: &Arg, write: bool) -> Result<Key, Error> {
         let mode = if write {
@@ -389,6 +450,21 @@ impl Ctx {
         let key = unsafe { raw::RedisModule_OpenKey.map(|f| f(self.ptr, name.ptr, mode as c_int)) };
         key.map(|ptr| Key { ptr })
             .ok_or(Error::Static(c"ERR internal error: key API unavailable"))
+    }
+}
+
+/// This node's cluster ID (40 bytes), or `None` outside cluster mode. Needs no context, so the
+/// command filter can compare a `SETSLOT ... NODE <id>` with it.
+pub fn my_cluster_id() -> Option<[u8; 40]> {
+    // SAFETY: see the module comment; the server returns a pointer to its own 40-byte ID (not
+    // NUL-terminated), valid while the server runs, or NULL outside cluster mode.
+    unsafe {
+        let p = raw::RedisModule_GetMyClusterID?();
+        if p.is_null() {
+            return None;
+        }
+        let b = std::slice::from_raw_parts(p.cast::<u8>(), 40);
+        <[u8; 40]>::try_from(b).ok()
     }
 }
 

@@ -47,19 +47,24 @@ fn cli(args: &[&str]) -> String {
 impl Cluster {
     /// Three primaries, no replicas, with the test-hooks module; node 0 owns slot 0.
     fn start() -> Cluster {
+        Cluster::start_with(&[])
+    }
+
+    /// Three primaries with `extra` server arguments (the test-hooks build, whose clock is the
+    /// system clock until a test steers it).
+    fn start_with(extra: &[&str]) -> Cluster {
         let nodes: Vec<Server> = (0..3)
             .map(|_| {
-                Server::build()
-                    .hooked()
-                    .args(&[
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        "nodes.conf",
-                        "--cluster-node-timeout",
-                        "2000",
-                    ])
-                    .start()
+                let mut args = vec![
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "2000",
+                ];
+                args.extend_from_slice(extra);
+                Server::build().hooked().args(&args).start()
             })
             .collect();
         let addrs: Vec<String> = nodes
@@ -77,6 +82,44 @@ impl Cluster {
         let c = Cluster { nodes, ids };
         c.wait_settled();
         c
+    }
+
+    /// Adds a replica of primary `of` (same arguments) and waits until it has synced.
+    fn add_replica(&mut self, of: usize, extra: &[&str]) -> usize {
+        let mut args = vec![
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            "2000",
+        ];
+        args.extend_from_slice(extra);
+        let r = Server::build().hooked().args(&args).start();
+        cli(&[
+            "--cluster",
+            "add-node",
+            &format!("127.0.0.1:{}", r.port),
+            &format!("127.0.0.1:{}", self.nodes[of].port),
+            "--cluster-slave",
+            "--cluster-master-id",
+            &self.ids[of],
+        ]);
+        let id: String = cmd(&mut r.client(), &["CLUSTER", "MYID"]).unwrap();
+        self.nodes.push(r);
+        self.ids.push(id);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let last = self.nodes.len() - 1;
+        while self.nodes[last]
+            .info_field("replication", "master_link_status")
+            .as_deref()
+            != Some("up")
+        {
+            assert!(Instant::now() < deadline, "replica did not sync");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        self.wait_settled();
+        last
     }
 
     fn owner(&self, slot: u16) -> usize {
@@ -202,7 +245,8 @@ impl Cluster {
             ok(n, &["CLUSTER", "SETSLOT", &s, "NODE", &self.ids[to]]);
         }
         for (i, n) in self.nodes.iter().enumerate() {
-            if i != from && i != to {
+            let primary = n.info_field("replication", "role").as_deref() == Some("master");
+            if i != from && i != to && primary {
                 ok(n, &["CLUSTER", "SETSLOT", &s, "NODE", &self.ids[to]]);
             }
         }
@@ -434,6 +478,7 @@ fn the_importing_primary_starts_above_the_old_owners_ids() {
     }
     let uid = |n: &Server| -> i64 { cmd(&mut n.client(), &["UID.GEN", &target]).unwrap() };
     let uids_before: Vec<i64> = (0..2000).map(|_| uid(&cluster.nodes[a])).collect();
+    let adoptions = cluster.nodes[b].imid_stat("cluster_slot_adoptions");
     cluster.migrate_by_hand(slot(tag), a, b);
     // The first UID on the new owner adopts the slot (before any MSGID there) ...
     let uids_after: Vec<i64> = (0..2000).map(|_| uid(&cluster.nodes[b])).collect();
@@ -450,5 +495,273 @@ fn the_importing_primary_starts_above_the_old_owners_ids() {
     assert!(after[0] > last, "{} after {last}", after[0]);
     let set: HashSet<&String> = before.iter().chain(&after).collect();
     assert_eq!(set.len(), 10_000);
-    assert_eq!(cluster.nodes[b].imid_stat("cluster_slot_adoptions"), 1);
+    assert_eq!(
+        cluster.nodes[b].imid_stat("cluster_slot_adoptions"),
+        adoptions + 1,
+        "one adoption: the import"
+    );
+}
+
+/// Unix ms of a message ID's time field (its top 42 bits).
+fn msgid_time(id: &str) -> u64 {
+    let b = data_encoding::BASE32HEX_NOPAD
+        .decode(id.replace('-', "").as_bytes())
+        .unwrap();
+    let v = b.iter().fold(0u128, |acc, x| (acc << 8) | u128::from(*x));
+    (v >> 38) as u64
+}
+
+/// Unix ms of a UID's time field under the cluster default (`41,14,8`, ms, epoch 2026-01-01).
+fn uid_time(uid: i64) -> u64 {
+    1_767_225_600_000 + (uid as u64 >> 22)
+}
+
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// What a client sees of ID time: the largest lead of an ID's time over the wall clock read
+/// right after the reply (so the lead over the issuing node's clock is at least this; all nodes
+/// share this host's clock), for message IDs and UIDs, and every ID received.
+#[derive(Default)]
+struct Leads {
+    msgid_ms: i64,
+    uid_ms: i64,
+    ids: Vec<String>,
+    uids: Vec<i64>,
+    errors: usize,
+}
+
+impl Leads {
+    fn add(&mut self, other: Leads) {
+        self.msgid_ms = self.msgid_ms.max(other.msgid_ms);
+        self.uid_ms = self.uid_ms.max(other.uid_ms);
+        self.ids.extend(other.ids);
+        self.uids.extend(other.uids);
+        self.errors += other.errors;
+    }
+}
+
+/// `rounds` of MSGID.GEN and UID.GEN, each for a new random conversation (so a new slot almost
+/// every call, sent to its owner), plus one for each of `tags` per round; `pause` between rounds.
+fn issue_measuring(
+    c: &mut ClusterConnection,
+    rounds: usize,
+    tags: &[String],
+    pause: Duration,
+    stop: Option<&AtomicBool>,
+) -> Leads {
+    let mut got = Leads {
+        msgid_ms: i64::MIN,
+        uid_ms: i64::MIN,
+        ..Leads::default()
+    };
+    for _ in 0..rounds {
+        if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+            break;
+        }
+        let mut targets = vec![format!("conv:{}", rand::random::<u64>())];
+        targets.extend(tags.iter().map(|t| format!("{{{t}}}:conv")));
+        for target in targets {
+            let route = || {
+                RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
+                    slot(&target),
+                    SlotAddr::Master,
+                )))
+            };
+            let mut g = redis::cmd("MSGID.GEN");
+            g.arg(1).arg(&target);
+            match c
+                .route_command(&g, route())
+                .and_then(|v| Ok(redis::from_redis_value::<String>(v)?))
+            {
+                Ok(id) => {
+                    let lead = msgid_time(&id) as i64 - wall_ms() as i64;
+                    got.msgid_ms = got.msgid_ms.max(lead);
+                    got.ids.push(id);
+                }
+                Err(_) => got.errors += 1,
+            }
+            let mut u = redis::cmd("UID.GEN");
+            u.arg(&target);
+            match c
+                .route_command(&u, route())
+                .and_then(|v| Ok(redis::from_redis_value::<i64>(v)?))
+            {
+                Ok(uid) => {
+                    let lead = uid_time(uid) as i64 - wall_ms() as i64;
+                    got.uid_ms = got.uid_ms.max(lead);
+                    got.uids.push(uid);
+                }
+                Err(_) => got.errors += 1,
+            }
+        }
+        std::thread::sleep(pause);
+    }
+    got
+}
+
+/// The lease window (src/core/lease.rs): how far a restarted node's IDs may lead its clock.
+const LEASE_MS: i64 = 5_000;
+
+#[test]
+fn id_time_stays_within_the_lease_of_the_clock_through_restarts_moves_and_failovers() {
+    // Real clocks (one host: no skew between the nodes), AOF on, one replica for a failover.
+    let aof = ["--appendonly", "yes", "--appendfsync", "everysec"];
+    let mut cluster = Cluster::start_with(&aof);
+    let replica = cluster.add_replica(0, &aof);
+    let mut c = cluster.client();
+    let pause = Duration::from_millis(3);
+    let mut all = Leads::default();
+    let check = |phase: &str, got: Leads, all: &mut Leads| {
+        println!(
+            "{phase}: {} IDs, {} UIDs; largest lead over the wall clock: message IDs {} ms, UIDs {} ms ({} errors retried)",
+            got.ids.len(),
+            got.uids.len(),
+            got.msgid_ms,
+            got.uid_ms,
+            got.errors
+        );
+        assert!(
+            got.ids.len() > 100 && got.uids.len() > 100,
+            "{phase}: the load ran"
+        );
+        assert!(
+            got.msgid_ms <= LEASE_MS && got.uid_ms <= LEASE_MS,
+            "{phase}: an ID's time led the clock by more than the lease ({LEASE_MS} ms): message IDs {} ms, UIDs {} ms",
+            got.msgid_ms,
+            got.uid_ms
+        );
+        all.add(got);
+    };
+
+    // 1. A fresh cluster: new conversations all over the slot space (the issue's run).
+    let got = issue_measuring(&mut c, 1_500, &[], pause, None);
+    check("fresh cluster", got, &mut all);
+
+    // 2. Every primary restarted in turn (SHUTDOWN, which writes the AOF, then start).
+    for i in 0..3 {
+        cluster.nodes[i].shutdown(true);
+        cluster.nodes[i].restart();
+        cluster.wait_settled();
+        let mut c = cluster.client();
+        let got = issue_measuring(&mut c, 300, &[], pause, None);
+        check(&format!("after restarting primary {i}"), got, &mut all);
+    }
+
+    // 3. Slots moved back and forth under load (reshard and SETSLOT/MIGRATE), the load also
+    // on conversations in the moving slots.
+    let tags = tags();
+    let stop = Arc::new(AtomicBool::new(false));
+    let worker = {
+        let (stop, tags) = (stop.clone(), tags.clone());
+        let mut c = cluster.client();
+        std::thread::spawn(move || issue_measuring(&mut c, usize::MAX, &tags, pause, Some(&stop)))
+    };
+    let a = cluster.owner(0);
+    let b = (a + 1) % 3;
+    let settle = || std::thread::sleep(Duration::from_millis(500));
+    settle();
+    cluster.reshard(a, b, MOVING);
+    settle();
+    for s in 0..MOVING {
+        cluster.migrate_by_hand(s, b, a);
+    }
+    settle();
+    cluster.reshard(a, b, MOVING);
+    settle();
+    for s in 0..MOVING {
+        cluster.migrate_by_hand(s, b, a);
+    }
+    settle();
+    stop.store(true, Ordering::Relaxed);
+    check("slot moves under load", worker.join().unwrap(), &mut all);
+
+    // 4. A failover: the replica of primary 0 takes over (CLUSTER FAILOVER).
+    let _: String = cmd(
+        &mut cluster.nodes[replica].client(),
+        &["CLUSTER", "FAILOVER"],
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while cluster.nodes[replica]
+        .info_field("replication", "role")
+        .as_deref()
+        != Some("master")
+    {
+        assert!(Instant::now() < deadline, "the failover did not happen");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    cluster.wait_settled();
+    let mut c = cluster.client();
+    let got = issue_measuring(&mut c, 500, &tags, pause, None);
+    check("after a failover", got, &mut all);
+
+    let ids: HashSet<&String> = all.ids.iter().collect();
+    assert_eq!(ids.len(), all.ids.len(), "a message ID was issued twice");
+    let uids: HashSet<&i64> = all.uids.iter().collect();
+    assert_eq!(uids.len(), all.uids.len(), "a UID was issued twice");
+}
+
+#[test]
+fn a_node_restarted_in_the_middle_of_an_import_still_follows_the_source() {
+    // nodes.conf keeps a slot importing across a restart, and clients keep sending it ASKING
+    // requests, but no SETSLOT reaches the new process: it reads the import from CLUSTER NODES.
+    let mut cluster = Cluster::start();
+    let a = cluster.owner(0);
+    let b = (a + 1) % 3;
+    let t = 1_800_000_000_000u64;
+    let freeze = |n: &Server, at: u64| {
+        let _: String = cmd(
+            &mut n.client(),
+            &["IMID.TEST-CLOCK", "FREEZE", &at.to_string()],
+        )
+        .unwrap();
+    };
+    for (i, n) in cluster.nodes.iter().enumerate() {
+        freeze(n, if i == b { t - 60_000 } else { t });
+    }
+    let tag = &tags()[0];
+    let s = slot(tag).to_string();
+    let target = format!("{{{tag}}}:conv");
+    let before: Vec<String> = (0..5000)
+        .map(|_| cmd(&mut cluster.nodes[a].client(), &["MSGID.GEN", "1", &target]).unwrap())
+        .collect();
+    let _: String = cmd(
+        &mut cluster.nodes[b].client(),
+        &["CLUSTER", "SETSLOT", &s, "IMPORTING", &cluster.ids[a]],
+    )
+    .unwrap();
+    let _: String = cmd(
+        &mut cluster.nodes[a].client(),
+        &["CLUSTER", "SETSLOT", &s, "MIGRATING", &cluster.ids[b]],
+    )
+    .unwrap();
+    cluster.nodes[b].shutdown(true);
+    cluster.nodes[b].restart();
+    freeze(&cluster.nodes[b], t - 60_000);
+    cluster.wait_settled();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cluster.nodes[b].imid_stat("cluster_slots_importing") != 1
+        || cluster.nodes[b].imid_stat("cluster_peer_lease_ms") < t as i64
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the restarted node did not restore its import or hear the source"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut con = cluster.nodes[b].client();
+    let (_, id): (String, String) = redis::pipe()
+        .cmd("ASKING")
+        .cmd("MSGID.GEN")
+        .arg(1)
+        .arg(&target)
+        .query(&mut con)
+        .unwrap();
+    let last = before.last().unwrap();
+    assert!(&id > last, "{id} issued on the importing node after {last}");
 }

@@ -9,7 +9,7 @@ use crate::node::{self, cluster, ids};
 use std::sync::atomic::Ordering;
 
 /// The `INFO imid` fields of this family, in order.
-pub fn info_fields() -> [(&'static str, u64); 7] {
+pub fn info_fields() -> [(&'static str, u64); 9] {
     let g = ids::msgid_stats();
     [
         ("msgid_generated", g.generated),
@@ -19,6 +19,8 @@ pub fn info_fields() -> [(&'static str, u64); 7] {
         ("msgid_high_water_ms", ids::high_water()),
         ("cluster_peer_lease_ms", cluster::peer_lease()),
         ("cluster_slot_adoptions", cluster::ADOPTIONS.get()),
+        ("cluster_leases_refused", cluster::REFUSED.get()),
+        ("cluster_slots_importing", cluster::importing()),
     ]
 }
 

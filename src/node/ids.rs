@@ -11,6 +11,7 @@ use crate::core::lease::Lease;
 use crate::core::msgid::MAX_TIME;
 use crate::core::uid::{Layout, Run, UidGenerator, UidStats};
 use crate::glue::{err, Ctx, Error};
+use crate::node::cluster::{Family, Leases};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -46,7 +47,10 @@ pub fn issue_msgid(ctx: &Ctx, slot: Option<u16>) -> Result<Issued, Exhausted> {
         let issued = g.msgid.next(super::now_ms(), floor)?;
         (issued, g.lease.cover(issued.time))
     };
-    publish_renewal(ctx, renewed, slot.is_some());
+    publish_renewal(ctx, renewed);
+    if slot.is_some() && super::cluster::issued(Family::MsgId, issued.time) {
+        send_promise(ctx);
+    }
     Ok(issued)
 }
 
@@ -74,7 +78,10 @@ pub fn issue_uid(ctx: &Ctx, slot: Option<u16>, count: u32) -> Result<Run, Error>
             .map_err(err)?;
         (run, lease.cover(run.time_ms))
     };
-    publish_renewal(ctx, renewed, slot.is_some());
+    publish_renewal(ctx, renewed);
+    if slot.is_some() && super::cluster::issued(Family::Uid, run.time_ms) {
+        send_promise(ctx);
+    }
     Ok(run)
 }
 
@@ -90,15 +97,31 @@ pub fn uid_stats() -> (UidStats, u64) {
     })
 }
 
-/// A renewed lease is the effect to persist and replicate (`MSGID.FLOOR`), and in cluster mode
-/// it goes to every other node too (node::cluster).
-fn publish_renewal(ctx: &Ctx, renewed: Option<u64>, cluster: bool) {
+/// A renewed lease is the effect to persist and replicate (`MSGID.FLOOR`).
+fn publish_renewal(ctx: &Ctx, renewed: Option<u64>) {
     if let Some(lease) = renewed {
         replicate_floor(ctx, lease);
-        if cluster {
-            ctx.send_lease(lease, lease);
-        }
     }
+}
+
+/// Sends this node's promise to every other node of the cluster (node::cluster).
+pub fn send_promise(ctx: &Ctx) {
+    let p = super::cluster::advertised(floors());
+    if p != Leases::default() {
+        ctx.send_lease(p.msgid, p.uid);
+    }
+}
+
+/// The floors of the two ID families: every ID issued from now on lies at or above them.
+pub fn floors() -> Leases {
+    let f = ids().lease.floor();
+    Leases { msgid: f, uid: f }
+}
+
+/// Raises the floors to what a slot adoption found (node::cluster): the old owner's promise.
+pub fn raise_floors(l: Leases) {
+    let mut g = ids();
+    g.lease.raise_floor(l.msgid.max(l.uid));
 }
 
 pub fn msgid_stats() -> GenStats {

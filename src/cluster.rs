@@ -302,25 +302,8 @@ fn job_name(info: &MigrationInfoV1) -> String {
 /// The node ID of `slot`'s owner in this node's view of the cluster (`CLUSTER NODES`), or
 /// `None`. At an import's start the owner is the migration's source: Valkey checks that before
 /// it creates the import (the event carries no source of its own).
-fn slot_owner(ctx: *mut raw::RedisModuleCtx, slot: u16) -> Option<Vec<u8>> {
-    // SAFETY: ctx is the live context of the running event callback; the reply is freed
-    // below, and its string is read before that.
-    let text = unsafe {
-        let call = raw::RedisModule_Call?;
-        let reply = call(ctx, c"CLUSTER".as_ptr(), c"c".as_ptr(), c"NODES".as_ptr());
-        if reply.is_null() {
-            return None;
-        }
-        let mut len = 0usize;
-        let p =
-            raw::RedisModule_CallReplyStringPtr.map_or(std::ptr::null(), |f| f(reply, &mut len));
-        let text = (!p.is_null()).then(|| std::slice::from_raw_parts(p.cast::<u8>(), len).to_vec());
-        if let Some(free) = raw::RedisModule_FreeCallReply {
-            free(reply);
-        }
-        text?
-    };
-    owner_in_nodes(&text, slot)
+fn slot_owner(ctx: &Ctx, slot: u16) -> Option<Vec<u8>> {
+    owner_in_nodes(&ctx.call_text(c"CLUSTER", c"NODES")?, slot)
 }
 
 /// The node whose line of `CLUSTER NODES` output lists `slot` (a slot, or a `start-end` range;
@@ -359,8 +342,10 @@ unsafe extern "C" fn on_atomic_migration(
         };
         // SAFETY: as above.
         let slots = unsafe { migration_slots(info) };
+        // SAFETY: ctx is the live context of this callback, used only within it.
+        let c = unsafe { Ctx::from_raw(ctx) };
         let source = match (subevent, slots.first()) {
-            (ASM_IMPORT_STARTED, Some(&s)) => slot_owner(ctx, s),
+            (ASM_IMPORT_STARTED, Some(&s)) => slot_owner(&c, s),
             _ => None,
         };
         for &s in &slots {
@@ -370,15 +355,19 @@ unsafe extern "C" fn on_atomic_migration(
                 _ => cluster::import_cancelled(s),
             }
         }
+        let range = match (slots.first(), slots.last()) {
+            (Some(a), Some(b)) => format!("{a}-{b}"),
+            _ => String::from("none"),
+        };
+        let from = match (subevent, &source) {
+            (ASM_IMPORT_STARTED, Some(id)) => format!(", source {}", String::from_utf8_lossy(id)),
+            (ASM_IMPORT_STARTED, None) => String::from(", source unknown"),
+            _ => String::new(),
+        };
         Context::new(ctx).log_notice(&format!(
-            "imid: atomic slot migration {} import {what}: {} slot(s) from {}, source {}",
+            "imid: atomic slot migration {}: import {what} for {} slot(s) ({range}){from}",
             job_name(info),
             slots.len(),
-            slots.first().map_or(String::from("-"), u16::to_string),
-            source
-                .as_deref()
-                .map_or(String::from("unknown"), |s| String::from_utf8_lossy(s)
-                    .into_owned()),
         ));
     }));
     if r.is_err() {

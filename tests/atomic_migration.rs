@@ -369,3 +369,41 @@ fn the_new_owner_issues_above_the_old_owners_ids_each_way() {
         "UIDs in order across owners"
     );
 }
+
+#[test]
+fn a_cluster_node_of_the_runs_server_loads_and_says_whether_it_follows_migrations() {
+    // On `$REDIS_SERVER` (the matrix runs this on each server): Valkey 9 takes the declaration
+    // and the event; a Valkey without them (8.0) refuses the subscription, which is logged at
+    // notice level and does not fail the load; Redis is not asked at all (its numbers differ).
+    let n = Server::build()
+        .args(&[
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+        ])
+        .start();
+    let mut con = n.client();
+    let _: String = cmd(&mut con, &["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !cmd::<String>(&mut con, &["CLUSTER", "INFO"])
+        .unwrap()
+        .contains("cluster_state:ok")
+    {
+        assert!(Instant::now() < deadline, "cluster did not come up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let id: String = cmd(&mut con, &["MSGID.GEN", "1", "{c}:conv"]).unwrap();
+    assert_eq!(hash_of(&id) >> 8, u32::from(slot("c")));
+    let valkey = n.info_field("server", "valkey_version");
+    let log = n.log_text();
+    let refused = log.contains("imid: this Valkey has no atomic slot migration event");
+    let undeclared = log.contains("imid: this Valkey has no atomic slot migration (Valkey 9.0+)");
+    match valkey.as_deref() {
+        Some(v) if v.split('.').next().and_then(|m| m.parse::<u32>().ok()) >= Some(9) => {
+            assert!(!refused && !undeclared, "Valkey {v}: {log}");
+        }
+        Some(v) => assert!(refused && undeclared, "Valkey {v} logged: {log}"),
+        None => assert!(!refused && !undeclared, "Redis: {log}"),
+    }
+}

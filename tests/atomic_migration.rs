@@ -407,3 +407,95 @@ fn a_cluster_node_of_the_runs_server_loads_and_says_whether_it_follows_migration
         None => assert!(!refused && !undeclared, "Redis: {log}"),
     }
 }
+
+#[test]
+fn the_targets_replica_and_its_aof_reach_the_targets_state() {
+    // b, the target, has a replica and an AOF: both get the import (Valkey propagates the
+    // snapshot and the stream as b applied them), and the replica follows the import's events.
+    let cluster = Cluster::start(
+        Some(&newer_server("valkey9")),
+        &["--enable-debug-command", "yes", "--appendonly", "yes"],
+        0..4,
+    );
+    let a = cluster.owner(0);
+    let b = (a + 1) % 3;
+    let replica = Server::build()
+        .hooked()
+        .bin(newer_server("valkey9"))
+        .args(&[
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            "2000",
+        ])
+        .start();
+    let mut rc = replica.client();
+    let port = cluster.nodes[b].port.to_string();
+    let _: String = cmd(&mut rc, &["CLUSTER", "MEET", "127.0.0.1", &port]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cmd::<String>(&mut rc, &["CLUSTER", "REPLICATE", &cluster.ids[b]]).is_err() {
+        assert!(Instant::now() < deadline, "the replica never met b");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    replica.wait_link_up();
+    cluster.wait_settled();
+
+    let tag = &tags_in(0..1, 1)[0];
+    let key = format!("{{{tag}}}:seq");
+    let mut c = cluster.client();
+    let next = |c: &mut redis::cluster::ClusterConnection| -> i64 {
+        redis::cmd("SEQ.NEXT").arg(&key).query(c).unwrap()
+    };
+    let _: i64 = redis::cmd("SEQ.NEXT")
+        .arg(&key)
+        .arg("COUNT")
+        .arg(5)
+        .query(&mut c)
+        .unwrap();
+    let (src, dst) = (&cluster.nodes[a], &cluster.nodes[b]);
+    let before = (jobs(src).len(), jobs(dst).len());
+    ok(src, &["DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", "1"]);
+    ok(
+        src,
+        &[
+            "CLUSTER",
+            "MIGRATESLOTS",
+            "SLOTSRANGE",
+            "0",
+            "0",
+            "NODE",
+            &cluster.ids[b],
+        ],
+    );
+    wait_job(dst, before.1, "waiting-for-paused");
+    let streamed: Vec<i64> = (0..20).map(|_| next(&mut c)).collect();
+    assert_eq!(streamed.last(), Some(&25));
+    ok(src, &["DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", "0"]);
+    wait_job(src, before.0, "success");
+    cluster.wait_settled();
+    assert_eq!(next(&mut c), 1026, "the new owner skips the gap once");
+    assert_eq!(next(&mut c), 1027);
+
+    let mut bc = dst.client();
+    let acked: i64 = cmd(&mut bc, &["WAIT", "1", "10000"]).unwrap();
+    assert_eq!(acked, 1);
+    let _: String = cmd(&mut rc, &["READONLY"]).unwrap();
+    assert_eq!(
+        int(&mut rc, &["SEQ.GET", &key]),
+        1027,
+        "the replica has b's value"
+    );
+    let rlog = replica.log_text();
+    assert!(
+        rlog.contains("import started for") && rlog.contains("import completed for"),
+        "the replica followed the import: {rlog}"
+    );
+    // b's AOF replays the import (CLUSTER SYNCSLOTS ESTABLISH ... FINISH, the snapshot, the
+    // stream, the new owner's writes) to the same value
+    ok(dst, &["DEBUG", "LOADAOF"]);
+    assert_eq!(int(&mut bc, &["SEQ.GET", &key]), 1027);
+    assert!(!dst.log_text().contains("internal error"));
+    assert!(!rlog.contains("internal error"));
+}

@@ -604,8 +604,11 @@ fn issue_measuring(
     got
 }
 
-/// The lease window (src/core/lease.rs): how far a restarted node's IDs may lead its clock.
+/// The lease window (src/core/lease.rs): how far a restarted or promoted node's IDs may lead
+/// its clock.
 const LEASE_MS: i64 = 5_000;
+/// How far a primary's promise to its peers reaches past its last ID (src/node/cluster.rs).
+const PROMISE_MS: i64 = 1_000;
 
 #[test]
 fn id_time_stays_within_the_lease_of_the_clock_through_restarts_moves_and_failovers() {
@@ -616,7 +619,7 @@ fn id_time_stays_within_the_lease_of_the_clock_through_restarts_moves_and_failov
     let mut c = cluster.client();
     let pause = Duration::from_millis(3);
     let mut all = Leads::default();
-    let check = |phase: &str, got: Leads, all: &mut Leads| {
+    let check = |phase: &str, got: Leads, bound: i64, all: &mut Leads| {
         println!(
             "{phase}: {} IDs, {} UIDs; largest lead over the wall clock: message IDs {} ms, UIDs {} ms ({} errors retried)",
             got.ids.len(),
@@ -630,8 +633,8 @@ fn id_time_stays_within_the_lease_of_the_clock_through_restarts_moves_and_failov
             "{phase}: the load ran"
         );
         assert!(
-            got.msgid_ms <= LEASE_MS && got.uid_ms <= LEASE_MS,
-            "{phase}: an ID's time led the clock by more than the lease ({LEASE_MS} ms): message IDs {} ms, UIDs {} ms",
+            got.msgid_ms <= bound && got.uid_ms <= bound,
+            "{phase}: an ID's time led the clock by more than {bound} ms: message IDs {} ms, UIDs {} ms",
             got.msgid_ms,
             got.uid_ms
         );
@@ -639,8 +642,9 @@ fn id_time_stays_within_the_lease_of_the_clock_through_restarts_moves_and_failov
     };
 
     // 1. A fresh cluster: new conversations all over the slot space (the issue's run).
+    // Nothing changed owner: IDs at the clock, at most a promise (1 s) ahead.
     let got = issue_measuring(&mut c, 1_500, &[], pause, None);
-    check("fresh cluster", got, &mut all);
+    check("fresh cluster", got, PROMISE_MS, &mut all);
 
     // 2. Every primary restarted in turn (SHUTDOWN, which writes the AOF, then start).
     for i in 0..3 {
@@ -649,8 +653,16 @@ fn id_time_stays_within_the_lease_of_the_clock_through_restarts_moves_and_failov
         cluster.wait_settled();
         let mut c = cluster.client();
         let got = issue_measuring(&mut c, 300, &[], pause, None);
-        check(&format!("after restarting primary {i}"), got, &mut all);
+        check(
+            &format!("after restarting primary {i}"),
+            got,
+            LEASE_MS,
+            &mut all,
+        );
     }
+    // Each mechanism measured on its own: the restarts' lead runs out first.
+    let quiet = || std::thread::sleep(Duration::from_millis(LEASE_MS as u64 + 500));
+    quiet();
 
     // 3. Slots moved back and forth under load (reshard and SETSLOT/MIGRATE), the load also
     // on conversations in the moving slots.
@@ -678,7 +690,13 @@ fn id_time_stays_within_the_lease_of_the_clock_through_restarts_moves_and_failov
     }
     settle();
     stop.store(true, Ordering::Relaxed);
-    check("slot moves under load", worker.join().unwrap(), &mut all);
+    check(
+        "slot moves under load",
+        worker.join().unwrap(),
+        LEASE_MS,
+        &mut all,
+    );
+    quiet();
 
     // 4. A failover: the replica of primary 0 takes over (CLUSTER FAILOVER).
     let _: String = cmd(
@@ -698,7 +716,7 @@ fn id_time_stays_within_the_lease_of_the_clock_through_restarts_moves_and_failov
     cluster.wait_settled();
     let mut c = cluster.client();
     let got = issue_measuring(&mut c, 500, &tags, pause, None);
-    check("after a failover", got, &mut all);
+    check("after a failover", got, LEASE_MS, &mut all);
 
     let ids: HashSet<&String> = all.ids.iter().collect();
     assert_eq!(ids.len(), all.ids.len(), "a message ID was issued twice");

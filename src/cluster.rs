@@ -183,14 +183,16 @@ unsafe extern "C" fn on_command(f: *mut raw::RedisModuleCommandFilterCtx) {
 // modules through a server event, which is where the importing node learns that a slot is
 // changing owner (node::cluster::import_started / import_finished / import_cancelled).
 //
-// The constants and the event's data layout are Valkey's, from `src/valkeymodule.h` (added in
-// Valkey 9.0, unchanged in 9.1): the `redis-module` crate's header predates them.
+// The constants and the event's data layout are Valkey's, from its `src/valkeymodule.h` (atomic
+// slot migration came with Valkey 9.0); the `redis-module` crate's header predates them.
+// Checked on Valkey 9.1.2: the event fires as id 19 with these subevents, and the job name and
+// slot ranges read through this layout are those `CLUSTER GETSLOTMIGRATIONS` shows.
 // ---------------------------------------------------------------------------------------------
 
 /// `VALKEYMODULE_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION` (valkeymodule.h, Valkey 9.0+): without
 /// it Valkey refuses `CLUSTER MIGRATESLOTS` while imid is loaded ("ERR The module imid does not
 /// support atomic slot migrations").
-pub const VALKEY_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION: c_int = 1 << 5;
+const VALKEY_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION: c_int = 1 << 5;
 /// `VALKEYMODULE_EVENT_ATOMIC_SLOT_MIGRATION` (valkeymodule.h, Valkey 9.0+), data version 1.
 const VALKEY_EVENT_ATOMIC_SLOT_MIGRATION: u64 = 19;
 /// Its subevents (`VALKEYMODULE_SUBEVENT_ATOMIC_SLOT_MIGRATION_*`); the export side (1, 3, 5)

@@ -171,6 +171,11 @@ fn run(url: &str) -> Result<(), Box<dyn std::error::Error>> {
         &["UID.ENCODE", "1767225600001", "1", "1"],
         "the ID of explicit fields: 1 ms after the epoch, node 1, seq 1",
     )?;
+    show(
+        con,
+        &["UID.FLOOR", "0"],
+        "raises the UID time floor only, never lowers it (the module writes it itself)",
+    )?;
 
     println!("\n## INFO imid: the module's counters");
     let info: String = redis::cmd("INFO").arg("imid").query(con)?;

@@ -1,15 +1,16 @@
-//! Module configs (`imid.<name>`), settable at load and with `CONFIG SET`.
+//! Module configs (`imid.<name>`), settable at load and with `CONFIG SET`. The raw callbacks
+//! of the string configs are in `glue::config`.
 
 use crate::core::openid::KeyRing;
 use crate::core::uid::{NodeSpec, TimeUnit, Widths, DEFAULT_EPOCH_MS};
+use crate::glue::config::{self as raw_config, HeldRef, HeldString, StringConfig};
 use redis_module::configuration::{
     get_enum_default_config_value, get_i64_default_config_value, get_string_default_config_value,
     register_enum_configuration, register_i64_configuration, ConfigurationContext,
     ConfigurationFlags, ConfigurationValue,
 };
-use redis_module::{enum_configuration, raw, Context, RedisError, RedisString, Status};
-use std::ffi::{c_void, CString};
-use std::os::raw::{c_char, c_int};
+use redis_module::{enum_configuration, Context, RedisError, RedisString, Status};
+use std::ffi::CString;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
 use std::sync::{Mutex, RwLock};
 
@@ -27,9 +28,9 @@ enum_configuration! {
 
 /// `imid.msgid-hash`, held as its number so that MSGID.GEN/HASH read it with one load (a Mutex
 /// would cost a lock and an unlock per call).
-pub struct HashModeCell(AtomicU8);
+pub(crate) struct HashModeCell(AtomicU8);
 
-pub static MSGID_HASH: HashModeCell = HashModeCell(AtomicU8::new(HashMode::auto as u8));
+pub(crate) static MSGID_HASH: HashModeCell = HashModeCell(AtomicU8::new(HashMode::auto as u8));
 
 impl HashModeCell {
     fn mode(&self) -> HashMode {
@@ -64,15 +65,15 @@ mod time_unit {
         }
     }
 }
-pub use time_unit::UidTimeUnit;
+pub(crate) use time_unit::UidTimeUnit;
 
 /// The UID configs. All four change what an ID means (or which IDs this node may issue), so
 /// they are set at load only (`IMMUTABLE`: `CONFIG SET` refuses them); init checks them
 /// together and refuses to load a combination that does not work (`commands::uid::configure`).
-pub static UID_LAYOUT: TextConfig = TextConfig::new(check_uid_layout);
-pub static UID_NODE: TextConfig = TextConfig::new(check_uid_node);
-pub static UID_EPOCH: AtomicI64 = AtomicI64::new(DEFAULT_EPOCH_MS as i64);
-pub static UID_TIME_UNIT: Mutex<UidTimeUnit> = Mutex::new(UidTimeUnit::ms);
+pub(crate) static UID_LAYOUT: TextConfig = TextConfig::new(check_uid_layout);
+pub(crate) static UID_NODE: TextConfig = TextConfig::new(check_uid_node);
+pub(crate) static UID_EPOCH: AtomicI64 = AtomicI64::new(DEFAULT_EPOCH_MS as i64);
+pub(crate) static UID_TIME_UNIT: Mutex<UidTimeUnit> = Mutex::new(UidTimeUnit::ms);
 
 fn check_uid_layout(text: &str) -> Result<(), String> {
     Widths::parse(text).map(|_| ()).map_err(|e| e.to_string())
@@ -83,7 +84,7 @@ fn check_uid_node(text: &str) -> Result<(), String> {
 }
 
 /// The UID configs as set: layout text, epoch (Unix ms), unit, node text.
-pub fn uid_settings() -> (String, u64, TimeUnit, String) {
+pub(crate) fn uid_settings() -> (String, u64, TimeUnit, String) {
     let unit = match *UID_TIME_UNIT.lock().unwrap_or_else(|e| e.into_inner()) {
         UidTimeUnit::s => TimeUnit::S,
         UidTimeUnit::ms => TimeUnit::Ms,
@@ -99,7 +100,7 @@ pub fn uid_settings() -> (String, u64, TimeUnit, String) {
 /// A string config kept as text, checked by `check` before it replaces the old value, and
 /// registered with the same leak-free getter as `imid.openid-keys`: Redis copies the string the
 /// getter hands it and never frees it, so the config keeps one string per accepted value.
-pub struct TextConfig {
+pub(crate) struct TextConfig {
     state: RwLock<TextState>,
     check: fn(&str) -> Result<(), String>,
 }
@@ -110,7 +111,7 @@ struct TextState {
 }
 
 impl TextConfig {
-    pub const fn new(check: fn(&str) -> Result<(), String>) -> TextConfig {
+    pub(crate) const fn new(check: fn(&str) -> Result<(), String>) -> TextConfig {
         TextConfig {
             state: RwLock::new(TextState {
                 text: String::new(),
@@ -120,13 +121,17 @@ impl TextConfig {
         }
     }
 
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         self.state
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .text
             .clone()
     }
+}
+
+impl StringConfig for TextConfig {
+    const PREFIX: &'static str = "";
 
     /// Checks the whole value before replacing anything: a refused value changes nothing.
     fn set(&self, bytes: &[u8]) -> Result<(), String> {
@@ -142,59 +147,13 @@ impl TextConfig {
         Ok(())
     }
 
-    /// The string the getter hands to Redis (borrowed: Redis copies it and does not free it).
-    fn text_ptr(&self) -> *mut raw::RedisModuleString {
+    fn held(&self) -> Option<HeldRef> {
         let mut g = self.state.write().unwrap_or_else(|e| e.into_inner());
         // Redis sets the default before any read, so the string exists; made here if not.
         if g.held.is_none() {
             g.held = HeldString::new(g.text.as_bytes());
         }
-        g.held.as_ref().map_or(std::ptr::null_mut(), |t| t.0)
-    }
-}
-
-/// Redis's getter for a [`TextConfig`]; `privdata` is the `&'static TextConfig` registered.
-unsafe extern "C" fn text_config_get(
-    _name: *const c_char,
-    privdata: *mut c_void,
-) -> *mut raw::RedisModuleString {
-    // A panic must not unwind into Redis; an empty answer is the safe fallback.
-    std::panic::catch_unwind(|| {
-        // SAFETY: register_text_config passes a `&'static TextConfig` as privdata.
-        let cfg = unsafe { privdata.cast::<TextConfig>().as_ref() };
-        cfg.map_or(std::ptr::null_mut(), TextConfig::text_ptr)
-    })
-    .unwrap_or(std::ptr::null_mut())
-}
-
-/// Redis's setter for a [`TextConfig`]. `val` belongs to Redis (it frees it after the call); an
-/// error string handed back through `err` is freed by Redis too.
-unsafe extern "C" fn text_config_set(
-    _name: *const c_char,
-    val: *mut raw::RedisModuleString,
-    privdata: *mut c_void,
-    err: *mut *mut raw::RedisModuleString,
-) -> c_int {
-    let result = std::panic::catch_unwind(|| {
-        // SAFETY: register_text_config passes a `&'static TextConfig` as privdata.
-        let cfg = unsafe { privdata.cast::<TextConfig>().as_ref() };
-        match cfg {
-            Some(cfg) if !val.is_null() => cfg.set(RedisString::string_as_slice(val)),
-            _ => Err("no value".to_owned()),
-        }
-    })
-    .unwrap_or_else(|_| Err("internal error".to_owned()));
-    match result {
-        Ok(()) => raw::REDISMODULE_OK as c_int,
-        Err(msg) => {
-            if !err.is_null() {
-                if let Some(s) = HeldString::new(msg.as_bytes()) {
-                    // SAFETY: err is Redis's out-pointer for this call; Redis frees the string.
-                    unsafe { *err = s.into_raw() };
-                }
-            }
-            raw::REDISMODULE_ERR as c_int
-        }
+        g.held.as_ref().map(HeldString::borrow)
     }
 }
 
@@ -210,25 +169,7 @@ fn register_text_config(
         ctx.log_warning("imid: a module argument must not contain NUL");
         return Status::Err;
     };
-    let privdata = std::ptr::from_ref(cfg).cast_mut().cast::<c_void>();
-    // SAFETY: ctx.ctx is the live OnLoad context; name and default are NUL-terminated and
-    // copied by Redis; the callbacks match the C signatures and, like `cfg` (privdata, only
-    // ever read through a shared reference), live as long as the module.
-    let rc = unsafe {
-        raw::RedisModule_RegisterStringConfig.map(|register| {
-            register(
-                ctx.ctx,
-                name.as_ptr(),
-                default.as_ptr(),
-                flags.bits(),
-                Some(text_config_get),
-                Some(text_config_set),
-                None,
-                privdata,
-            )
-        })
-    };
-    if rc == Some(raw::REDISMODULE_OK as c_int) {
+    if raw_config::register(ctx, name, cfg, &default, flags.bits()) {
         Status::Ok
     } else {
         ctx.log_warning(&format!(
@@ -240,13 +181,13 @@ fn register_text_config(
 }
 
 /// `imid.seq-gap`: values skipped by the first SEQ.NEXT on a key this process did not write.
-pub static SEQ_GAP: AtomicI64 = AtomicI64::new(1000);
+pub(crate) static SEQ_GAP: AtomicI64 = AtomicI64::new(1000);
 
 /// Whether the server runs in cluster mode; fixed at startup, read once in init.
-pub static CLUSTER_MODE: AtomicBool = AtomicBool::new(false);
+pub(crate) static CLUSTER_MODE: AtomicBool = AtomicBool::new(false);
 
 /// The effective target-hash mode: `auto` resolved against cluster mode.
-pub fn effective_hash_mode() -> HashMode {
+pub(crate) fn effective_hash_mode() -> HashMode {
     match MSGID_HASH.mode() {
         HashMode::auto if CLUSTER_MODE.load(Ordering::Relaxed) => HashMode::slot,
         HashMode::auto => HashMode::java,
@@ -254,14 +195,14 @@ pub fn effective_hash_mode() -> HashMode {
     }
 }
 
-pub fn seq_gap() -> u64 {
+pub(crate) fn seq_gap() -> u64 {
     u64::try_from(SEQ_GAP.load(Ordering::Relaxed)).unwrap_or(0)
 }
 
 /// `imid.openid-keys`: the parsed key list, expanded into AES key schedules once when the
 /// config is set, so OPENID.* never parses or expands a key per call. The text is kept only
 /// for `CONFIG GET` / `CONFIG REWRITE`, which must be able to write the keys back.
-pub struct OpenIdKeys(RwLock<OpenIdKeysState>);
+pub(crate) struct OpenIdKeys(RwLock<OpenIdKeysState>);
 
 struct OpenIdKeysState {
     ring: KeyRing,
@@ -272,7 +213,7 @@ struct OpenIdKeysState {
     text: Option<HeldString>,
 }
 
-pub static OPENID_KEYS: OpenIdKeys = OpenIdKeys(RwLock::new(OpenIdKeysState {
+pub(crate) static OPENID_KEYS: OpenIdKeys = OpenIdKeys(RwLock::new(OpenIdKeysState {
     ring: KeyRing::plain(),
     text: None,
 }));
@@ -280,10 +221,14 @@ pub static OPENID_KEYS: OpenIdKeys = OpenIdKeys(RwLock::new(OpenIdKeysState {
 impl OpenIdKeys {
     /// Runs `f` with the current key ring. Commands run on the main thread, so the lock is
     /// never contended; a poisoned lock still holds a complete ring (it is replaced whole).
-    pub fn with<T>(&self, f: impl FnOnce(&KeyRing) -> T) -> T {
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&KeyRing) -> T) -> T {
         let g = self.0.read().unwrap_or_else(|e| e.into_inner());
         f(&g.ring)
     }
+}
+
+impl StringConfig for OpenIdKeys {
+    const PREFIX: &'static str = "imid.openid-keys: ";
 
     /// Parses the whole list before replacing anything: a refused value leaves the old keys
     /// in force. The error names the entry by position, never its text.
@@ -301,100 +246,20 @@ impl OpenIdKeys {
         Ok(())
     }
 
-    /// The string the getter hands to Redis (borrowed: Redis copies it and does not free it).
-    fn text_ptr(&self) -> *mut raw::RedisModuleString {
+    fn held(&self) -> Option<HeldRef> {
         let mut g = self.0.write().unwrap_or_else(|e| e.into_inner());
         // Redis sets the default before any read, so the text exists; made here if not.
         if g.text.is_none() {
             g.text = HeldString::new(b"");
         }
-        g.text.as_ref().map_or(std::ptr::null_mut(), |t| t.0)
-    }
-}
-
-/// A Redis string this module owns, created without a context and freed on drop.
-struct HeldString(*mut raw::RedisModuleString);
-
-// SAFETY: the string is created, read (by Redis, through the getter) and freed only on Redis's
-// main thread, inside config callbacks; the pointer is never dereferenced by this module.
-unsafe impl Send for HeldString {}
-// SAFETY: as above; shared references only copy the pointer.
-unsafe impl Sync for HeldString {}
-
-impl HeldString {
-    fn new(bytes: &[u8]) -> Option<HeldString> {
-        // SAFETY: CreateString is filled in at load; it copies `len` bytes from `ptr`; a null
-        // context makes a string that lives until FreeString.
-        let s = unsafe {
-            raw::RedisModule_CreateString
-                .map(|create| create(std::ptr::null_mut(), bytes.as_ptr().cast(), bytes.len()))
-        }?;
-        (!s.is_null()).then_some(HeldString(s))
-    }
-
-    /// Gives the string away (to Redis, which frees it), without freeing it here.
-    fn into_raw(self) -> *mut raw::RedisModuleString {
-        let p = self.0;
-        std::mem::forget(self);
-        p
-    }
-}
-
-impl Drop for HeldString {
-    fn drop(&mut self) {
-        // SAFETY: the string was created with a null context and is freed exactly once, here.
-        unsafe {
-            if let Some(free) = raw::RedisModule_FreeString {
-                free(std::ptr::null_mut(), self.0);
-            }
-        }
-    }
-}
-
-/// Redis's getter for `imid.openid-keys`. Registered directly rather than through the crate's
-/// `ConfigurationValue<RedisString>`, whose getter makes a new string per call for Redis to
-/// copy and never free.
-unsafe extern "C" fn openid_keys_get(
-    _name: *const c_char,
-    _privdata: *mut c_void,
-) -> *mut raw::RedisModuleString {
-    // A panic must not unwind into Redis; an empty answer is the safe fallback.
-    std::panic::catch_unwind(|| OPENID_KEYS.text_ptr()).unwrap_or(std::ptr::null_mut())
-}
-
-/// Redis's setter for `imid.openid-keys`. `val` belongs to Redis (it frees it after the call);
-/// an error string handed back through `err` is freed by Redis too.
-unsafe extern "C" fn openid_keys_set(
-    _name: *const c_char,
-    val: *mut raw::RedisModuleString,
-    _privdata: *mut c_void,
-    err: *mut *mut raw::RedisModuleString,
-) -> c_int {
-    let result = std::panic::catch_unwind(|| {
-        if val.is_null() {
-            return Err("imid.openid-keys: no value".to_owned());
-        }
-        OPENID_KEYS.set(RedisString::string_as_slice(val))
-    })
-    .unwrap_or_else(|_| Err("imid.openid-keys: internal error".to_owned()));
-    match result {
-        Ok(()) => raw::REDISMODULE_OK as c_int,
-        Err(msg) => {
-            if !err.is_null() {
-                if let Some(s) = HeldString::new(msg.as_bytes()) {
-                    // SAFETY: err is Redis's out-pointer for this call; Redis frees the string.
-                    unsafe { *err = s.into_raw() };
-                }
-            }
-            raw::REDISMODULE_ERR as c_int
-        }
+        g.text.as_ref().map(HeldString::borrow)
     }
 }
 
 /// Registers the module configs (defaults may come from module arguments, `--loadmodule
 /// libimid.so seq-gap 0`) and applies the values queued for them (`imid.<name> value` config
 /// lines, `MODULE LOADEX ... CONFIG`). A refused value fails the load.
-pub fn register(ctx: &Context, args: &[RedisString]) -> Status {
+pub(crate) fn register(ctx: &Context, args: &[RedisString]) -> Status {
     let gap = match get_i64_default_config_value(args, "seq-gap", 1000) {
         Ok(v) => v,
         Err(_) => {
@@ -438,23 +303,7 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Status {
         return Status::Err;
     };
     let flags = ConfigurationFlags::SENSITIVE | ConfigurationFlags::HIDDEN;
-    // SAFETY: ctx.ctx is the live OnLoad context; name and default are NUL-terminated and
-    // copied by Redis; the callbacks match the C signatures and live as long as the module.
-    let rc = unsafe {
-        raw::RedisModule_RegisterStringConfig.map(|register| {
-            register(
-                ctx.ctx,
-                c"openid-keys".as_ptr(),
-                keys.as_ptr(),
-                flags.bits(),
-                Some(openid_keys_get),
-                Some(openid_keys_set),
-                None,
-                std::ptr::null_mut(),
-            )
-        })
-    };
-    if rc != Some(raw::REDISMODULE_OK as c_int) {
+    if !raw_config::register(ctx, c"openid-keys", &OPENID_KEYS, &keys, flags.bits()) {
         ctx.log_warning("imid: could not register config openid-keys");
         return Status::Err;
     }
@@ -504,9 +353,7 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Status {
     {
         return Status::Err;
     }
-    // SAFETY: ctx.ctx is the live OnLoad context; LoadConfigs exists on Redis 7.0+.
-    let rc = unsafe { raw::RedisModule_LoadConfigs.map(|load| load(ctx.ctx)) };
-    if rc != Some(raw::REDISMODULE_OK as c_int) {
+    if !raw_config::load_configs(ctx) {
         ctx.log_warning("imid: a module config was refused (see the line above); not loading");
         return Status::Err;
     }

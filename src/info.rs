@@ -1,6 +1,7 @@
 //! The `imid` section of INFO: each family reports its own fields (`info_fields` in
 //! `commands/*`), in the order documented in the README.
 
+use crate::glue::{guard, Entry};
 use redis_module::{InfoContext, RedisResult};
 
 /// Fills the `imid` section of INFO (fields appear as `imid_<name>`).
@@ -10,11 +11,20 @@ fn imid_info(ctx: &InfoContext, _for_crash_report: bool) -> RedisResult<()> {
     // A section without a name is named after the module, so `INFO imid` shows it. The
     // builder API always names the section (`imid_<name>`), hence the older calls.
     ctx.add_info_section(None);
-    let fields = crate::commands::msgid::info_fields()
-        .into_iter()
-        .chain(crate::commands::seq::info_fields())
-        .chain(crate::commands::openid::info_fields())
-        .chain(crate::commands::uid::info_fields());
+    // Gathered inside the guard (a panic leaves the section empty), then written.
+    let fields: Vec<(&str, u64)> = guard(
+        std::ptr::null_mut(),
+        Entry::Named("the INFO section"),
+        Vec::new,
+        || {
+            crate::commands::msgid::info_fields()
+                .into_iter()
+                .chain(crate::commands::seq::info_fields())
+                .chain(crate::commands::openid::info_fields())
+                .chain(crate::commands::uid::info_fields())
+                .collect()
+        },
+    );
     for (name, v) in fields {
         ctx.add_info_field_long_long(name, i64::try_from(v).unwrap_or(i64::MAX));
     }

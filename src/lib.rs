@@ -2,7 +2,12 @@
 //!
 //! This file is the table of contents: the module, its commands, its configs, and init.
 //! Redis-free logic lives in `core/`, command handlers in `commands/`, the one unsafe layer
-//! between them and Redis in `glue`, node-wide state in `node`.
+//! between them and Redis in `glue/` (every raw call and every callback, behind one panic
+//! guard), node-wide state in `node`, the error type in `error`. Only `core` is public: the
+//! benches, examples and tests link it; everything else is internal to the module.
+// Only `core` is the crate's public API (benches, examples and tests link it); everything else
+// is internal to the module and says so (`pub(crate)`).
+#![deny(unreachable_pub)]
 #![cfg_attr(
     test,
     allow(
@@ -13,24 +18,23 @@
     )
 )]
 
-mod cluster;
-pub mod commands;
-pub mod config;
+mod commands;
+mod config;
 pub mod core;
+mod error;
 mod events;
-pub mod glue;
+mod glue;
 mod info;
-pub mod node;
-pub mod registry;
+mod migration;
+mod node;
 mod seq_type;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;
 
 use config::CLUSTER_MODE;
-use redis_module::{raw, redis_module, Context, ContextFlags, RedisString, Status};
-use registry::{keys, OW_UPDATE, ROUTING_ONLY, RO_ACCESS, RW_ACCESS_UPDATE};
-use seq_type::SEQ_TYPE;
-use std::os::raw::c_int;
+use glue::registry::{self, command, keys, OW_UPDATE, ROUTING_ONLY, RO_ACCESS, RW_ACCESS_UPDATE};
+use glue::types::SEQ_TYPE;
+use redis_module::{redis_module, Context, ContextFlags, RedisString, Status};
 use std::sync::atomic::Ordering;
 
 /// The global allocator: Redis's own inside redis-server (so `used_memory` and `MEMORY USAGE`
@@ -38,20 +42,20 @@ use std::sync::atomic::Ordering;
 /// server (Redis's allocator aborts there).
 #[cfg(not(any(test, feature = "system-alloc")))]
 mod allocator {
-    pub type Alloc = redis_module::alloc::RedisAlloc;
-    pub const ALLOC: Alloc = redis_module::alloc::RedisAlloc;
+    pub(crate) type Alloc = redis_module::alloc::RedisAlloc;
+    pub(crate) const ALLOC: Alloc = redis_module::alloc::RedisAlloc;
 }
 #[cfg(any(test, feature = "system-alloc"))]
 mod allocator {
-    pub type Alloc = std::alloc::System;
-    pub const ALLOC: Alloc = std::alloc::System;
+    pub(crate) type Alloc = std::alloc::System;
+    pub(crate) const ALLOC: Alloc = std::alloc::System;
 }
 
 /// Module version as Redis shows it (`MODULE LIST`): major*10000 + minor*100 + patch, from the
 /// one version source, Cargo.toml. Computed at compile time, where an index out of range would
 /// fail the build.
 #[allow(clippy::indexing_slicing)]
-pub const MODULE_VERSION: i32 = {
+const MODULE_VERSION: i32 = {
     let v = [
         env!("CARGO_PKG_VERSION_MAJOR"),
         env!("CARGO_PKG_VERSION_MINOR"),
@@ -71,7 +75,17 @@ pub const MODULE_VERSION: i32 = {
     out
 };
 
+/// OnLoad, through the guard: a panic fails the load instead of aborting the server.
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
+    glue::guard(
+        ctx.ctx,
+        glue::Entry::Named("OnLoad"),
+        || Status::Err,
+        || load(ctx, args),
+    )
+}
+
+fn load(ctx: &Context, args: &[RedisString]) -> Status {
     // Configs are registered here rather than in the macro's table because the macro ignores
     // a failed RedisModule_LoadConfigs: a `MODULE LOADEX ... CONFIG imid.x <bad>` would then
     // leave the module loaded with defaults (it cannot be unloaded once it has a data type),
@@ -90,21 +104,13 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     if test_hooks::register(ctx) == Status::Err {
         return Status::Err;
     }
-    // With this option a truncated or mistyped RDB/DUMP payload makes our loader fail (RESTORE
-    // replies an error) instead of Redis aborting the server. On a Valkey 9 cluster node imid
-    // also declares atomic slot migration support (src/cluster.rs).
-    let options = raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int | cluster::module_options(ctx);
-    // SAFETY: ctx.ctx is the live context of OnLoad; SetModuleOptions is filled in at load.
-    unsafe {
-        if let Some(set_options) = raw::RedisModule_SetModuleOptions {
-            set_options(ctx.ctx, options);
-        }
-    }
-    seq_type::remember_type();
+    glue::types::handle_io_errors(ctx);
+    glue::types::remember_type();
     if CLUSTER_MODE.load(Ordering::Relaxed) {
-        cluster::init(ctx);
+        glue::cluster::init(ctx);
+        glue::migration::subscribe(ctx);
     }
-    if events::subscribe(ctx) == Status::Err {
+    if glue::events::subscribe(ctx) == Status::Err {
         return Status::Err;
     }
     registry::add_module_category(ctx);
@@ -114,7 +120,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
 /// Every command: name (lowercase, as Redis lists its own), handler, flags, ACL categories,
 /// arity, keys, summary. Categories apply where the server has them (Redis 7.2+, Valkey), plus
 /// `imid` where it allows a module category (Redis 7.4+); Redis 7.0 has none for modules.
-/// MSGID.FLOOR is also `dangerous`: it moves every later ID of the node, for good.
+/// MSGID.FLOOR and UID.FLOOR are also `dangerous`: they move every later ID of the node, for good.
 #[rustfmt::skip] // one line per command reads as the table it is
 const COMMANDS: &[registry::Command] = &[
     command!("msgid.gen", commands::msgid::gen, "write fast", "write fast", 3, keys(2, 0, ROUTING_ONLY), "Issues a new time-ordered message ID for a conversation"),
@@ -125,6 +131,7 @@ const COMMANDS: &[registry::Command] = &[
     command!("uid.gen", commands::uid::gen, "write fast", "write fast", -2, keys(1, 0, ROUTING_ONLY), "Issues a new 64-bit numeric ID (or COUNT of them, increasing)"),
     command!("uid.decode", commands::uid::decode, "readonly fast", "read fast", 2, None, "Splits a 64-bit ID into time, node and seq"),
     command!("uid.encode", commands::uid::encode, "readonly fast", "read fast", 4, None, "Builds a 64-bit ID from explicit fields"),
+    command!("uid.floor", commands::uid::floor, "write fast", "write fast dangerous", 2, None, "Raises the UID time floor (replication and AOF of the UID time lease)"),
     command!("openid.enc", commands::openid::enc, "readonly fast", "read fast", 4, None, "Makes the public ID of a message (plain or keyed)"),
     command!("openid.dec", commands::openid::dec, "readonly fast", "read fast", 2, None, "Verifies a public message ID and splits it into its fields"),
     command!("seq.next", commands::seq::next, "write deny-oom fast", "write fast", -2, keys(1, 0, RW_ACCESS_UPDATE), "Reserves the next value (or a block of COUNT values) of a sequence"),

@@ -10,14 +10,20 @@
 //! `IMID.TEST-CLOCK FREEZE <unix_ms>`: the clock reads exactly unix_ms until changed.
 //! `IMID.TEST-CLOCK REAL`: back to the system clock.
 //! `IMID.TEST-PANIC`: panics inside a guarded handler.
+//! `IMID.TEST-PANIC-NEXT <entry>`: the next call from Redis into the entry named `<entry>`, as
+//! the guard's log line names it (`digest`, `rdb_load`, `mem_usage`, `a config setter`, `the
+//! cron event`, `the lease timer`, ...), panics inside the guard, once.
 //! `IMID.TEST-REPLICATE-FLOOR <ms>`: writes `MSGID.FLOOR <ms>` to the AOF and replicas, as a
 //! lease renewal does, without any check or local effect (to test what replay and replicas do
 //! with a floor no client could set).
 
 use crate::core::generator::system_now_ms;
-use crate::glue::{Arg, Ctx, Error, SYNTAX};
+use crate::error::{Error, SYNTAX};
+use crate::glue::registry::{self, command};
+use crate::glue::{Arg, Ctx, Entry};
 use redis_module::{Context, Status};
-use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
+use std::sync::Mutex;
 
 const REAL: u8 = 0;
 const OFFSET: u8 = 1;
@@ -26,7 +32,7 @@ const FROZEN: u8 = 2;
 static MODE: AtomicU8 = AtomicU8::new(REAL);
 static VALUE: AtomicI64 = AtomicI64::new(0);
 
-pub fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     let real = system_now_ms();
     let v = VALUE.load(Ordering::Relaxed);
     match MODE.load(Ordering::Relaxed) {
@@ -65,6 +71,39 @@ fn test_panic(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     Ok(())
 }
 
+/// Whether IMID.TEST-PANIC-NEXT armed a panic, and the entry it is for.
+static ARMED: AtomicBool = AtomicBool::new(false);
+static PANIC_AT: Mutex<String> = Mutex::new(String::new());
+
+fn test_panic_next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, entry] = args else {
+        return Err(Error::WrongArity);
+    };
+    let mut g = PANIC_AT.lock().unwrap_or_else(|e| e.into_inner());
+    *g = String::from_utf8_lossy(entry.bytes()).into_owned();
+    ARMED.store(true, Ordering::Relaxed);
+    ctx.reply_ok();
+    Ok(())
+}
+
+/// Called by `glue::guard` inside its `catch_unwind`, before the entry runs: panics there
+/// once when IMID.TEST-PANIC-NEXT armed this entry.
+#[allow(clippy::panic)] // the point of this hook
+pub(crate) fn maybe_panic(entry: Entry) {
+    if !ARMED.load(Ordering::Relaxed) {
+        return;
+    }
+    let name = entry.to_string();
+    let mut g = PANIC_AT.lock().unwrap_or_else(|e| e.into_inner());
+    if !name.eq_ignore_ascii_case(&g) {
+        return;
+    }
+    g.clear();
+    ARMED.store(false, Ordering::Relaxed);
+    drop(g);
+    panic!("IMID.TEST-PANIC-NEXT armed for {name}");
+}
+
 fn test_replicate_floor(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, ms] = args else {
         return Err(Error::WrongArity);
@@ -74,8 +113,8 @@ fn test_replicate_floor(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     Ok(())
 }
 
-const COMMANDS: &[crate::registry::Command] = &[
-    crate::command!(
+const COMMANDS: &[registry::Command] = &[
+    command!(
         "imid.test-clock",
         test_clock,
         "fast",
@@ -84,7 +123,7 @@ const COMMANDS: &[crate::registry::Command] = &[
         None,
         "Test builds only: steers the module's wall clock"
     ),
-    crate::command!(
+    command!(
         "imid.test-panic",
         test_panic,
         "fast",
@@ -93,7 +132,16 @@ const COMMANDS: &[crate::registry::Command] = &[
         None,
         "Test builds only: panics inside a guarded handler"
     ),
-    crate::command!(
+    command!(
+        "imid.test-panic-next",
+        test_panic_next,
+        "fast",
+        "",
+        2,
+        None,
+        "Test builds only: the next call into the named entry panics"
+    ),
+    command!(
         "imid.test-replicate-floor",
         test_replicate_floor,
         "write",
@@ -104,10 +152,10 @@ const COMMANDS: &[crate::registry::Command] = &[
     ),
 ];
 
-pub fn register(ctx: &Context) -> Status {
-    if crate::registry::register(ctx, COMMANDS) == Status::Err {
+pub(crate) fn register(ctx: &Context) -> Status {
+    if registry::register(ctx, COMMANDS) == Status::Err {
         return Status::Err;
     }
-    ctx.log_warning("imid: built with test-hooks: IMID.TEST-CLOCK, IMID.TEST-PANIC and IMID.TEST-REPLICATE-FLOOR are enabled; not for production");
+    ctx.log_warning("imid: built with test-hooks: IMID.TEST-CLOCK, IMID.TEST-PANIC, IMID.TEST-PANIC-NEXT and IMID.TEST-REPLICATE-FLOOR are enabled; not for production");
     Status::Ok
 }

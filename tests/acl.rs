@@ -1,6 +1,6 @@
 //! ACL categories: where the server has them (Redis 7.2+, Valkey) every imid command is in
-//! `@write` or `@read`, `@fast` and `@imid` (MSGID.FLOOR also `@dangerous`), so a user denied
-//! `@write` cannot move a sequence or the ID floor by any path (directly, in MULTI, in EVAL, in
+//! `@write` or `@read`, `@fast` and `@imid` (MSGID.FLOOR and UID.FLOOR also `@dangerous`), so a
+//! user denied `@write` cannot move a sequence or an ID floor by any path (directly, in MULTI, in EVAL, in
 //! FCALL), and a `+@read` user runs the readers. On Redis 7.0, which has no categories for module
 //! commands, the README's deny-by-name recipe does the same.
 #![allow(
@@ -16,6 +16,7 @@ const WRITERS: &[&str] = &[
     "msgid.gen",
     "msgid.floor",
     "uid.gen",
+    "uid.floor",
     "seq.next",
     "seq.set",
     "seq.advance",
@@ -39,7 +40,7 @@ fn expected_categories(name: &str) -> Vec<&'static str> {
     } else {
         vec!["@read", "@fast", "@imid"]
     };
-    if name == "msgid.floor" {
+    if name == "msgid.floor" || name == "uid.floor" {
         v.push("@dangerous");
     }
     v.sort_unstable();
@@ -61,6 +62,10 @@ fn write_calls(now_ms: u64) -> Vec<(Vec<String>, Vec<String>)> {
         (
             Vec::new(),
             vec!["MSGID.FLOOR".into(), (now_ms + 59_000).to_string()],
+        ),
+        (
+            Vec::new(),
+            vec!["UID.FLOOR".into(), (now_ms + 59_000).to_string()],
         ),
     ]
 }
@@ -120,6 +125,7 @@ fn setup(s: &Server, user: &str, rules: &[&str]) -> Connection {
 /// changed (the sequence, the ID floor, the number of IDs issued).
 fn assert_writers_denied(s: &Server, admin: &mut Connection, user: &str) {
     let hwm = s.imid_stat("msgid_high_water_ms");
+    let uid_hwm = s.imid_stat("uid_high_water_ms");
     let generated = s.imid_stat("msgid_generated");
     let uids = s.imid_stat("uid_generated");
     let mut con = login(s, user);
@@ -156,6 +162,11 @@ fn assert_writers_denied(s: &Server, admin: &mut Connection, user: &str) {
         s.imid_stat("msgid_high_water_ms"),
         hwm,
         "the ID floor did not move"
+    );
+    assert_eq!(
+        s.imid_stat("uid_high_water_ms"),
+        uid_hwm,
+        "the UID floor did not move"
     );
     assert_eq!(
         s.imid_stat("msgid_generated"),
@@ -318,6 +329,7 @@ fn readme_recipe_denies_writers_by_name() {
             "-msgid.gen",
             "-msgid.floor",
             "-uid.gen",
+            "-uid.floor",
             "-seq.next",
             "-seq.set",
             "-seq.advance",

@@ -275,12 +275,13 @@ fn floors_from_the_primary_and_the_aof_are_taken_however_far_ahead() {
     assert!(id > *old.last().unwrap());
 }
 
-/// ... but not past the 42-bit time field: no correct primary writes such a floor, and taking
-/// one would stop MSGID.GEN for good. A replica and an AOF replay refuse it, log it, and keep
-/// their floor. (IMID.TEST-REPLICATE-FLOOR writes what no client could get past MSGID.FLOOR.)
+/// ... but not past the end of the 42-bit time field (2^42, the lease's cap): no correct
+/// primary writes such a floor, and taking one would stop MSGID.GEN for good. A replica and an
+/// AOF replay refuse it, log it, and keep their floor. (IMID.TEST-REPLICATE-FLOOR writes what
+/// no client could get past MSGID.FLOOR.)
 #[test]
 fn floors_past_the_time_field_are_refused_from_the_primary_and_the_aof() {
-    const PAST: &str = "4398046511104"; // 2^42
+    const PAST: &str = "4398046511105"; // 2^42 + 1
     let mut primary = Server::build()
         .hooked()
         .args(&["--appendonly", "yes", "--appendfsync", "always"])

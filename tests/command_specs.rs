@@ -20,6 +20,7 @@ const EXPECTED: &[(&str, i64, &str, [i64; 3], &str)] = &[
     ("uid.gen", -2, "fast write", [1, 1, 1], "RO"),
     ("uid.decode", 2, "fast readonly", [0, 0, 0], ""),
     ("uid.encode", 4, "fast readonly", [0, 0, 0], ""),
+    ("uid.floor", 2, "fast write", [0, 0, 0], ""),
     ("openid.enc", 4, "fast readonly", [0, 0, 0], ""),
     ("openid.dec", 2, "fast readonly", [0, 0, 0], ""),
     (

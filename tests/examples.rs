@@ -671,6 +671,7 @@ fn walkthrough_example_runs() {
         "UID.GEN",
         "UID.DECODE",
         "UID.ENCODE",
+        "UID.FLOOR",
     ] {
         assert!(
             out.contains(&format!("> {c} ")),

@@ -388,8 +388,9 @@ fn a_client_cannot_push_the_floor_far_into_the_future() {
     let now = server_time_ms(&mut con);
     let _: String = cmd(&mut con, &["MSGID.GEN", "1", "x"]).unwrap();
     let before = s.imid_stat("msgid_high_water_ms");
-    // The end of the 42-bit field, ten minutes ahead.
-    for bad in [(1u64 << 42) - 1, now + 600_000] {
+    // The end of the 42-bit field (2^42 is the largest floor: every ID below it), ten minutes
+    // ahead.
+    for bad in [(1u64 << 42) - 1, 1u64 << 42, now + 600_000] {
         let e = expect_err(&mut con, &[b"MSGID.FLOOR", bad.to_string().as_bytes()]);
         assert_eq!(
             e, "ERR time_ms must be at most 60000 ms ahead of the server clock",
@@ -398,10 +399,10 @@ fn a_client_cannot_push_the_floor_far_into_the_future() {
     }
     // Microseconds given for milliseconds, and anything else past the 42-bit time field:
     // refused from any source (for a replayed or replicated floor see tests/clock.rs).
-    for bad in [now * 1000, 1u64 << 42, i64::MAX as u64] {
+    for bad in [now * 1000, (1u64 << 42) + 1, i64::MAX as u64] {
         let e = expect_err(&mut con, &[b"MSGID.FLOOR", bad.to_string().as_bytes()]);
         assert_eq!(
-            e, "ERR time_ms must be an integer in 0..4398046511103",
+            e, "ERR time_ms must be an integer in 0..4398046511104",
             "{bad}"
         );
     }

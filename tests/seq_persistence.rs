@@ -306,7 +306,7 @@ fn real_dump(con: &mut Connection) -> (u64, [u8; 2]) {
     assert_eq!(p[0], 7, "RDB type: module (v2)");
     assert_eq!(p[1], 0x81, "module id as a 64-bit length");
     let id = u64::from_be_bytes(p[2..10].try_into().unwrap());
-    assert_eq!(id & 1023, 1, "encoding version 1");
+    assert_eq!(id & 1023, 2, "encoding version 2");
     // what follows: value 1007 (14-bit length), flags 0, EOF
     assert_eq!(&p[10..16], &[2, 0x43, 0xef, 2, 0, 0]);
     let n = p.len();
@@ -360,12 +360,20 @@ fn corrupt_restore_payloads_are_errors_not_crashes() {
     );
     assert_eq!(restore(&mut con, "max", &max).unwrap(), "OK");
     assert_eq!(int(&mut con, &["SEQ.GET", "max"]), i64::MAX);
+    // a key of encoding version 1 (written by earlier builds; same layout) restores
+    let v1 = payload(
+        (id & !1023) | 1,
+        &cat(&[field(OP_UINT, 6), field(OP_UINT, 0), rdb_len(OP_EOF)]),
+        ver,
+    );
+    assert_eq!(restore(&mut con, "v1", &v1).unwrap(), "OK");
+    assert_eq!(int(&mut con, &["SEQ.GET", "v1"]), 6);
 
     let bad: Vec<(&str, Vec<u8>)> = vec![
         (
-            "encoding version 2",
+            "encoding version 3",
             payload(
-                (id & !1023) | 2,
+                (id & !1023) | 3,
                 &cat(&[field(OP_UINT, 5), field(OP_UINT, 0), rdb_len(OP_EOF)]),
                 ver,
             ),
@@ -491,14 +499,43 @@ fn message_id_high_water_mark_survives_an_rdb_restart() {
     assert!(time >= floor, "{time} < {floor}");
 }
 
-/// The RDB file of `s` (saved now) with the message-ID high-water mark in its imid aux data
-/// replaced by `mark`, and the file's CRC-64 fixed. The saved mark is `floor`, set just before
-/// with MSGID.FLOOR (no ID issued, so no lease above it); the aux record is opcode 0xF7, the
-/// module type id, `when` (UINT 1: before the keyspace), the mark (UINT), EOF.
-fn rdb_with_mark(s: &Server, con: &mut Connection, floor: u64, mark: u64) -> Vec<u8> {
+/// The aux record of imid in an RDB file: opcode 0xF7, the module type id (with the encoding
+/// version in its low 10 bits), `when` (UINT 1: before the keyspace), the marks (UINT each:
+/// version 2 message IDs' then UIDs', version 1 one mark), EOF.
+fn aux_record(id: u64, marks: &[u64]) -> Vec<u8> {
+    let mut r = vec![0xf7];
+    r.extend(rdb_len(id));
+    r.extend(field(OP_UINT, 1));
+    for &m in marks {
+        r.extend(field(OP_UINT, m));
+    }
+    r.extend(rdb_len(OP_EOF));
+    r
+}
+
+/// `rdb` with its CRC-64 trailer recomputed.
+fn with_crc(mut rdb: Vec<u8>) -> Vec<u8> {
+    let n = rdb.len();
+    rdb.truncate(n - 8);
+    let sum = crc::Crc::<u64>::new(&crc::CRC_64_REDIS).checksum(&rdb);
+    rdb.extend_from_slice(&sum.to_le_bytes());
+    rdb
+}
+
+/// The RDB file of `s` (saved now, holding the key `template` = 1007) with the imid aux record
+/// replaced by `aux(id)`, the CRC-64 fixed; `id` is the module type id of this build. The saved
+/// marks are both `floor`, set just before with MSGID.FLOOR (which raises both floors; no ID
+/// issued, so no lease above it).
+fn rdb_with_aux(
+    s: &Server,
+    con: &mut Connection,
+    floor: u64,
+    aux: impl Fn(u64) -> Vec<u8>,
+) -> Vec<u8> {
     let (id, _) = real_dump(con);
     ok(con, &["MSGID.FLOOR", &floor.to_string()]);
     assert_eq!(s.imid_stat("msgid_high_water_ms"), floor as i64);
+    assert_eq!(s.imid_stat("uid_high_water_ms"), floor as i64);
     ok(con, &["SAVE"]);
     let rdb = std::fs::read(s.dir.join("dump.rdb")).unwrap();
     let n = rdb.len();
@@ -508,87 +545,128 @@ fn rdb_with_mark(s: &Server, con: &mut Connection, floor: u64, mark: u64) -> Vec
         rdb[n - 8..],
         "our CRC matches the file's"
     );
-    let record = |mark: u64| {
-        let mut r = vec![0xf7];
-        r.extend(rdb_len(id));
-        r.extend(field(OP_UINT, 1));
-        r.extend(field(OP_UINT, mark));
-        r.extend(rdb_len(OP_EOF));
-        r
-    };
-    let old = record(floor);
+    let old = aux_record(id, &[floor, floor]);
     let at: Vec<usize> = (0..n - 8).filter(|&i| rdb[i..].starts_with(&old)).collect();
-    assert_eq!(at.len(), 1, "one aux record with the mark {floor}");
+    assert_eq!(
+        at.len(),
+        1,
+        "one aux record with the marks {floor}, {floor}"
+    );
     let mut out = rdb[..at[0]].to_vec();
-    out.extend(record(mark));
-    out.extend_from_slice(&rdb[at[0] + old.len()..n - 8]);
-    let sum = crc.checksum(&out);
-    out.extend_from_slice(&sum.to_le_bytes());
-    out
+    out.extend(aux(id));
+    out.extend_from_slice(&rdb[at[0] + old.len()..]);
+    with_crc(out)
+}
+
+/// Restarts `s` on `rdb`, or checks that it refuses it with `refusal` in its log.
+fn load_rdb(s: &mut Server, rdb: &[u8], refusal: Option<&str>) {
+    s.kill();
+    std::fs::write(s.dir.join("dump.rdb"), rdb).unwrap();
+    match refusal {
+        Some(line) => {
+            let log = refused_data_startup(&s.dir, line);
+            assert!(log.contains("<imid>"), "logged through the module: {log}");
+        }
+        None => s.restart(),
+    }
+}
+
+/// Back to an empty node for the next case.
+fn reset(s: &mut Server) -> Connection {
+    s.kill();
+    let _ = std::fs::remove_file(s.dir.join("dump.rdb"));
+    s.restart();
+    s.client()
 }
 
 #[test]
-fn an_rdb_mark_past_the_time_field_is_refused() {
-    // A correct writer never saves a mark past the 42-bit time field (MSGID.FLOOR refuses one
-    // from any source); loading one would make every later MSGID.GEN fail for good. So the
-    // file is refused, with a log line naming the mark, as a sequence above 2^63-1 is.
-    const MAX_TIME: u64 = (1 << 42) - 1;
+fn rdb_marks_past_their_caps_are_refused_and_the_caps_load() {
+    // A correct writer never saves a message-ID mark past 2^42 (the lease is capped there:
+    // every ID is below it) nor a UID mark past 2^63-1; loading one would make every later
+    // ID fail for good. So the file is refused, with a log line naming the mark, as a sequence
+    // above 2^63-1 is; the caps themselves load.
+    const CAP: u64 = 1 << 42;
+    const UID_CAP: u64 = i64::MAX as u64;
     let mut s = Server::start();
     let mut con = s.client();
     let (secs, _): (u64, u64) = cmd(&mut con, &["TIME"]).unwrap();
     let floor = secs * 1000 + 50_000;
-    for mark in [MAX_TIME + 1, u64::MAX] {
-        let rdb = rdb_with_mark(&s, &mut con, floor, mark);
-        s.kill();
-        std::fs::write(s.dir.join("dump.rdb"), &rdb).unwrap();
-        let log = refused_data_startup(
-            &s.dir,
-            &format!(
-                "message-id high-water mark {mark} above the 42-bit time field (max {MAX_TIME} ms)"
-            ),
+    for mark in [CAP + 1, u64::MAX] {
+        let rdb = rdb_with_aux(&s, &mut con, floor, |id| aux_record(id, &[mark, floor]));
+        let line = format!(
+            "message-id high-water mark {mark} past the 42-bit time field (at most {CAP}: every ID below it)"
         );
-        assert!(log.contains("<imid>"), "logged through the module: {log}");
-        // The crafting is right: the same file with the highest valid mark loads, and the
-        // generator's mark is exactly it.
-        let ok_rdb = {
-            let mut r = rdb.clone();
-            let past = {
-                let mut b = rdb_len(OP_UINT);
-                b.extend(rdb_len(mark));
-                b
-            };
-            let good = {
-                let mut b = rdb_len(OP_UINT);
-                b.extend(rdb_len(MAX_TIME));
-                b
-            };
-            let i = (0..r.len())
-                .find(|&i| r[i..].starts_with(&past))
-                .expect("the crafted mark");
-            r.splice(i..i + past.len(), good);
-            let n = r.len();
-            let sum = crc::Crc::<u64>::new(&crc::CRC_64_REDIS).checksum(&r[..n - 8]);
-            r.truncate(n - 8);
-            r.extend_from_slice(&sum.to_le_bytes());
-            r
-        };
-        std::fs::write(s.dir.join("dump.rdb"), &ok_rdb).unwrap();
-        s.restart();
-        assert_eq!(s.imid_stat("msgid_high_water_ms"), MAX_TIME as i64);
-        assert_eq!(int(&mut s.client(), &["SEQ.GET", "template"]), 1007);
-        // Back to a normal file for the next case.
-        s.kill();
-        std::fs::remove_file(s.dir.join("dump.rdb")).unwrap();
-        s.restart();
-        con = s.client();
+        load_rdb(&mut s, &rdb, Some(&line));
+        con = reset(&mut s);
     }
+    for mark in [UID_CAP + 1, u64::MAX] {
+        let rdb = rdb_with_aux(&s, &mut con, floor, |id| aux_record(id, &[floor, mark]));
+        let line = format!("uid high-water mark {mark} past 2^63-1 ms (at most {UID_CAP})");
+        load_rdb(&mut s, &rdb, Some(&line));
+        con = reset(&mut s);
+    }
+    // The crafting is right: the same files with the caps load, and the marks are exactly them.
+    let rdb = rdb_with_aux(&s, &mut con, floor, |id| aux_record(id, &[CAP, UID_CAP]));
+    load_rdb(&mut s, &rdb, None);
+    assert_eq!(s.imid_stat("msgid_high_water_ms"), CAP as i64);
+    assert_eq!(s.imid_stat("uid_high_water_ms"), UID_CAP as i64);
+    assert_eq!(int(&mut s.client(), &["SEQ.GET", "template"]), 1007);
+}
+
+#[test]
+fn an_rdb_of_the_first_aux_format_loads_its_one_mark_into_both_floors() {
+    // Earlier builds wrote encoding version 1: keys as now, and one mark in the aux data for
+    // message IDs and UIDs alike. The file below is this build's, rewritten to that format
+    // (every module id with version 1, the aux record with one mark).
+    let mut s = Server::start();
+    let mut con = s.client();
+    let (secs, _): (u64, u64) = cmd(&mut con, &["TIME"]).unwrap();
+    let floor = secs * 1000 + 50_000;
+    let mark = floor + 3_000_000; // further than any client could set: only the file explains it
+    let rdb = rdb_with_aux(&s, &mut con, floor, |id| {
+        aux_record((id & !1023) | 1, &[mark])
+    });
+    let (id, _) = real_dump(&mut con);
+    let (v2, v1) = (rdb_len(id), rdb_len((id & !1023) | 1));
+    let mut old = Vec::new();
+    let mut i = 0;
+    let mut keys = 0;
+    while i < rdb.len() {
+        if rdb[i..].starts_with(&v2) {
+            old.extend_from_slice(&v1);
+            i += v2.len();
+            keys += 1;
+        } else {
+            old.push(rdb[i]);
+            i += 1;
+        }
+    }
+    assert_eq!(keys, 1, "one key of the type, now of version 1");
+    load_rdb(&mut s, &with_crc(old), None);
+    assert_eq!(s.imid_stat("msgid_high_water_ms"), mark as i64);
+    assert_eq!(s.imid_stat("uid_high_water_ms"), mark as i64);
+    let mut con = s.client();
+    assert_eq!(int(&mut con, &["SEQ.GET", "template"]), 1007);
+    let id: String = cmd(&mut con, &["MSGID.GEN", "1", "conv"]).unwrap();
+    let fields: Vec<Value> = cmd(&mut con, &["MSGID.DECODE", &id]).unwrap();
+    let time: i64 = redis::from_redis_value(fields[1].clone()).unwrap();
+    assert!(time >= mark as i64, "{time} < {mark}");
+    let uid: i64 = cmd(&mut con, &["UID.GEN", "conv"]).unwrap();
+    let fields: Vec<Value> = cmd(&mut con, &["UID.DECODE", &uid.to_string()]).unwrap();
+    let time: i64 = redis::from_redis_value(fields[1].clone()).unwrap();
+    assert!(time >= mark as i64, "{time} < {mark}");
+    // Saved again, it is written in version 2 with both marks, and loads the same.
+    s.shutdown(true);
+    s.restart();
+    assert!(s.imid_stat("msgid_high_water_ms") > mark as i64);
+    assert!(s.imid_stat("uid_high_water_ms") > mark as i64);
 }
 
 #[test]
 fn refused_restore_payloads_log_at_verbose_level_only() {
     // Redis logs its own RESTORE failures at verbose level; a client looping bad payloads must
     // not fill the log at the default level. Refusals while loading data stay warnings (see
-    // an_rdb_mark_past_the_time_field_is_refused).
+    // rdb_marks_past_their_caps_are_refused_and_the_caps_load).
     let s = Server::start();
     let mut con = s.client();
     let (id, ver) = real_dump(&mut con);

@@ -588,7 +588,7 @@ fn concurrent_pipelined_clients_get_unique_increasing_ids() {
 }
 
 #[test]
-fn uid_and_msgid_share_one_time_lease() {
+fn uids_have_a_time_lease_of_their_own() {
     let s = Server::build()
         .args(&["--imid.uid-time-unit", "s", "--imid.uid-layout", "30,20,13"])
         .start();
@@ -600,11 +600,13 @@ fn uid_and_msgid_share_one_time_lease() {
     let (last_time, _, _) = decode(&mut con, *ids.last().unwrap());
     assert!(last_time > first_time);
     assert!(s.imid_stat("uid_borrowed_units") >= 1);
-    // ... and the one high-water mark (INFO, RDB aux data, MSGID.FLOOR) stays above them.
-    let hwm = s.imid_stat("msgid_high_water_ms");
+    // ... and the UID high-water mark (INFO, RDB aux data, UID.FLOOR) stays above them,
+    let hwm = s.imid_stat("uid_high_water_ms");
     assert!(hwm > last_time, "{hwm} <= {last_time}");
-    assert!(s.imid_stat("msgid_lease_renewals") >= 1);
-    // MSGID.GEN issued afterwards is unaffected by UID's borrowed seconds.
+    assert!(s.imid_stat("uid_lease_renewals") >= 1);
+    // while the message-ID lease never moved: UIDs' borrowed seconds are not message IDs'.
+    assert_eq!(s.imid_stat("msgid_high_water_ms"), 0);
+    assert_eq!(s.imid_stat("msgid_lease_renewals"), 0);
     let _: String = cmd(&mut con, &["MSGID.GEN", "1", "t"]).unwrap();
 }
 
@@ -618,8 +620,13 @@ fn lease_renewals_reach_replicas_and_the_aof() {
     let uid: i64 = cmd(&mut con, &["UID.GEN", "t"]).unwrap();
     let (t, _, _) = decode(&mut con, uid);
     primary.wait_replica(&replica);
-    // Only UIDs were issued: their lease alone reached the replica as MSGID.FLOOR.
-    assert!(replica.imid_stat("msgid_high_water_ms") > t);
+    // Only UIDs were issued: their lease reached the replica as UID.FLOOR.
+    assert!(replica.imid_stat("uid_high_water_ms") > t);
+    assert_eq!(
+        replica.imid_stat("uid_high_water_ms"),
+        primary.imid_stat("uid_high_water_ms")
+    );
+    assert_eq!(replica.imid_stat("msgid_high_water_ms"), 0);
     assert_eq!(primary.imid_stat("msgid_generated"), 0);
     let dir = primary.dir.join("appendonlydir");
     let aof: String = std::fs::read_dir(dir)
@@ -627,7 +634,7 @@ fn lease_renewals_reach_replicas_and_the_aof() {
         .flatten()
         .map(|e| String::from_utf8_lossy(&std::fs::read(e.path()).unwrap()).into_owned())
         .collect();
-    assert!(aof.contains("MSGID.FLOOR"), "{aof}");
+    assert!(aof.contains("UID.FLOOR"), "{aof}");
     // A replica refuses UID.GEN; its decoders work.
     let mut rcon = replica.client();
     let e = cmd::<i64>(&mut rcon, &["UID.GEN", "t"]).unwrap_err();
@@ -644,10 +651,12 @@ fn continuing_an_existing_numbering_with_a_floor() {
     let mut con = s.client();
     let ahead = server_time_ms(&mut con) + 20_000;
     let theirs = encode(&mut con, ahead, 5, 4095).unwrap();
-    let _: String = cmd(&mut con, &["MSGID.FLOOR", &(ahead + 1).to_string()]).unwrap();
+    let _: String = cmd(&mut con, &["UID.FLOOR", &(ahead + 1).to_string()]).unwrap();
     let ours: i64 = cmd(&mut con, &["UID.GEN", "t"]).unwrap();
     assert!(ours > theirs, "{ours} <= {theirs}");
     assert_eq!(decode(&mut con, ours), (ahead + 1, 5, 0));
+    // UID.FLOOR moves UIDs only (MSGID.FLOOR, as in earlier versions, would move both).
+    assert_eq!(s.imid_stat("msgid_high_water_ms"), 0);
 }
 
 #[test]

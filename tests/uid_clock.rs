@@ -1,7 +1,7 @@
 //! UID.GEN under a wall clock the test moves (the test-hooks build's IMID.TEST-CLOCK): frozen
 //! (the seq field fills and the next unit is borrowed), stepped 30 s back, and behind after a
 //! restart from RDB or AOF or a replica's promotion. UIDs keep increasing and never repeat,
-//! because they share MSGID's persisted and replicated time lease.
+//! because of their persisted and replicated time lease (UID.FLOOR).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -98,8 +98,9 @@ fn frozen_clock_fills_the_seq_field_then_borrows_the_next_ms() {
     );
     assert_eq!(s.imid_stat("uid_borrowed_units"), 2);
     assert_eq!(s.imid_stat("uid_generated"), 10_000);
-    // the shared lease stays above the borrowed time
-    assert!(s.imid_stat("msgid_high_water_ms") > frozen + 2);
+    // the UID lease stays above the borrowed time; the message-ID lease is not UIDs'
+    assert!(s.imid_stat("uid_high_water_ms") > frozen + 2);
+    assert_eq!(s.imid_stat("msgid_high_water_ms"), 0);
 }
 
 #[test]
@@ -177,7 +178,7 @@ fn restart_from_aof_with_the_clock_behind_starts_above_old_uids() {
 #[test]
 fn restart_from_a_rewritten_aof_without_preamble_with_only_uids() {
     // No sequence key and no message ID: the mark in the new AOF comes from UID.GEN's lease,
-    // written again after the rewrite.
+    // written again (UID.FLOOR) after the rewrite.
     let mut s = Server::build()
         .hooked()
         .args(&[
@@ -194,10 +195,10 @@ fn restart_from_a_rewritten_aof_without_preamble_with_only_uids() {
     let _: String = cmd(&mut con, &["BGREWRITEAOF"]).unwrap();
     s.wait_for_aof_rewrite();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !incr_aof(&s).contains("MSGID.FLOOR") {
+    while !incr_aof(&s).contains("UID.FLOOR") {
         assert!(
             std::time::Instant::now() < deadline,
-            "no MSGID.FLOOR in the new AOF after the rewrite"
+            "no UID.FLOOR in the new AOF after the rewrite"
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
@@ -234,7 +235,7 @@ fn promoted_replica_with_a_slow_clock_issues_above_the_old_primary() {
             .start();
         let mut rcon = replica.client();
         replica.wait_link_up();
-        // ... and UIDs issued afterwards through the replicated lease (MSGID.FLOOR).
+        // ... and UIDs issued afterwards through the replicated lease (UID.FLOOR).
         old.extend(gen_many(&mut pcon, 5_000));
         let n: i64 = cmd(&mut pcon, &["WAIT", "1", "5000"]).unwrap();
         assert_eq!(n, 1, "replica did not acknowledge");

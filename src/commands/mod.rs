@@ -2,7 +2,7 @@
 //! replies through the glue's context as its last step, and replicates what it changed.
 //! Shared helpers (errors, argument parsing, replies) live in `glue`.
 
-pub mod msgid;
-pub mod openid;
-pub mod seq;
-pub mod uid;
+pub(crate) mod msgid;
+pub(crate) mod openid;
+pub(crate) mod seq;
+pub(crate) mod uid;

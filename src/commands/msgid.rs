@@ -4,12 +4,13 @@ use crate::config::{effective_hash_mode, HashMode, CLUSTER_MODE};
 use crate::core::javahash::java_hash22;
 use crate::core::msgid::{Fields, MsgId, MAX_HASH, MAX_SEQ, MAX_TIME, MAX_TYPE};
 use crate::core::slot::{key_slot, slot_hash22, slot_of_hash22};
-use crate::glue::{err, Arg, Ctx, Error, Val};
+use crate::error::{err, Error};
+use crate::glue::{Arg, Ctx, Val};
 use crate::node::{self, cluster, ids};
 use std::sync::atomic::Ordering;
 
 /// The `INFO imid` fields of this family, in order.
-pub fn info_fields() -> [(&'static str, u64); 9] {
+pub(crate) fn info_fields() -> [(&'static str, u64); 9] {
     let g = ids::msgid_stats();
     [
         ("msgid_generated", g.generated),
@@ -40,7 +41,7 @@ fn channel_type_arg(arg: &Arg) -> Result<u64, Error> {
 }
 
 /// MSGID.GEN channel_type target
-pub fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, channel_type, target] = args else {
         return Err(Error::WrongArity);
     };
@@ -67,7 +68,7 @@ pub fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 }
 
 /// MSGID.ENCODE time_ms seq channel_type hash
-pub fn encode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+pub(crate) fn encode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, time, seq, channel_type, hash] = args else {
         return Err(Error::WrongArity);
     };
@@ -81,12 +82,12 @@ pub fn encode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 }
 
 /// Parses a message ID argument under the strict rules (shared with OPENID.ENC).
-pub fn parse_msgid(arg: &Arg) -> Result<MsgId, Error> {
+pub(crate) fn parse_msgid(arg: &Arg) -> Result<MsgId, Error> {
     MsgId::parse(arg.bytes()).map_err(err)
 }
 
 /// MSGID.DECODE msgid
-pub fn decode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+pub(crate) fn decode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, msgid] = args else {
         return Err(Error::WrongArity);
     };
@@ -101,7 +102,7 @@ pub fn decode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 }
 
 /// MSGID.HASH target
-pub fn hash(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+pub(crate) fn hash(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, target] = args else {
         return Err(Error::WrongArity);
     };
@@ -114,31 +115,53 @@ pub fn hash(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 
 /// How far ahead of this server's clock a client may set the floor (replication and AOF
 /// replay may go further: they carry the lease of a primary whose clock may be ahead).
-pub const CLIENT_FLOOR_LEAD_MS: u64 = 60_000;
+pub(crate) const CLIENT_FLOOR_LEAD_MS: u64 = 60_000;
 
 /// MSGID.FLOOR time_ms
 ///
-/// Raises the node's time floor: IDs issued afterwards have a time at or above it. The primary
-/// writes it (renewing its time lease) into the AOF and the replication stream, so that a
-/// restarted node or a promoted replica starts above every ID issued before. Never lowers.
+/// Raises the node's message-ID time floor, and its UID floor with it: IDs issued afterwards
+/// have a time at or above it. The primary writes it (renewing its message-ID lease) into the
+/// AOF and the replication stream, so that a restarted node or a promoted replica starts above
+/// every ID issued before. Never lowers. (Raising the UID floor too keeps AOF files and
+/// replication streams of earlier versions, whose one lease covered UIDs, covering them.)
 ///
 /// From a client the time may lead this server's clock by at most a minute: the floor is
 /// persisted and replicated and can never be lowered, so one mistaken call (microseconds for
 /// milliseconds, say) would otherwise move every later ID into the future for good. From any
-/// source it must fit the 42-bit time field: a floor past it would make every later MSGID.GEN
-/// fail for good, and no correct writer produces one, so a replayed or replicated one is
-/// refused (and logged) like a client's.
-pub fn floor(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+/// source it must be at most 2^42 (the end of the 42-bit time field, the lease's cap: every
+/// message ID is below it): no correct writer produces more, so a replayed or replicated one
+/// is refused (and logged) like a client's.
+pub(crate) fn floor(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    apply_floor(
+        ctx,
+        args,
+        "MSGID.FLOOR",
+        ids::MSGID_LEASE_CAP,
+        ids::raise_floor,
+    )
+}
+
+/// A FLOOR command (`MSGID.FLOOR`, `UID.FLOOR`): `time_ms` in `0..=cap` from any source, at
+/// most [`CLIENT_FLOOR_LEAD_MS`] ahead of the server clock from a client; then `raise`, and
+/// the command is replicated as called.
+pub(crate) fn apply_floor(
+    ctx: &Ctx,
+    args: &[Arg],
+    name: &str,
+    cap: u64,
+    raise: fn(u64) -> Result<(), Error>,
+) -> Result<(), Error> {
     let [_, ms] = args else {
         return Err(Error::WrongArity);
     };
     let from_client = !ctx.is_replay();
-    let ms = match ms.int_in("time_ms", 0, MAX_TIME as i64) {
+    let max = i64::try_from(cap).unwrap_or(i64::MAX);
+    let ms = match ms.int_in("time_ms", 0, max) {
         Ok(v) => v.unsigned_abs(),
         Err(e) => {
             if !from_client {
                 ctx.log_warning(&format!(
-                    "imid: refused MSGID.FLOOR {} from the AOF or the primary: not a time in 0..{MAX_TIME} ms; the ID floor is unchanged",
+                    "imid: refused {name} {} from the AOF or the primary: not a time in 0..{max} ms; the floor is unchanged",
                     String::from_utf8_lossy(ms.bytes())
                 ));
             }
@@ -150,7 +173,7 @@ pub fn floor(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
             "time_ms must be at most 60000 ms ahead of the server clock",
         ));
     }
-    ids::raise_floor(ms);
+    raise(ms)?;
     ctx.replicate_verbatim();
     ctx.reply_ok();
     Ok(())

@@ -3,11 +3,12 @@
 use super::msgid::parse_msgid;
 use crate::config::OPENID_KEYS;
 use crate::core::openid::OpenId;
-use crate::glue::{err, Arg, Ctx, Error, Val};
+use crate::error::{err, Error};
+use crate::glue::{Arg, Ctx, Val};
 use crate::node::{OPENID_DECODED, OPENID_ENCODED, OPENID_REJECTED};
 
 /// The `INFO imid` fields of this family, in order.
-pub fn info_fields() -> [(&'static str, u64); 3] {
+pub(crate) fn info_fields() -> [(&'static str, u64); 3] {
     [
         ("openid_encoded", OPENID_ENCODED.get()),
         ("openid_decoded", OPENID_DECODED.get()),
@@ -23,7 +24,7 @@ fn byte_arg(arg: &Arg, name: &str) -> Result<u8, Error> {
 }
 
 /// OPENID.ENC msgid msg_type direction
-pub fn enc(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+pub(crate) fn enc(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, msgid, msg_type, direction] = args else {
         return Err(Error::WrongArity);
     };
@@ -39,7 +40,7 @@ pub fn enc(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 }
 
 /// OPENID.DEC openid
-pub fn dec(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+pub(crate) fn dec(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, text] = args else {
         return Err(Error::WrongArity);
     };

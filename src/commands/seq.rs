@@ -9,12 +9,13 @@
 
 use crate::config::seq_gap;
 use crate::core::seq::{NextError, Seq, MAX_COUNT, MAX_VALUE};
-use crate::glue::{err, Arg, Ctx, Error, SYNTAX};
+use crate::error::{err, Error, SYNTAX};
+use crate::glue::{Arg, Ctx};
 use crate::node::{self, SEQ_GAP_SKIPS, SEQ_ISSUED};
 use crate::seq_type::SeqKey;
 
 /// The `INFO imid` fields of this family, in order.
-pub fn info_fields() -> [(&'static str, u64); 6] {
+pub(crate) fn info_fields() -> [(&'static str, u64); 6] {
     let exposure = node::exposure::current();
     [
         ("seq_issued", SEQ_ISSUED.get()),
@@ -45,7 +46,7 @@ fn int(v: u64) -> i64 {
 }
 
 /// SEQ.NEXT key [COUNT n]
-pub fn next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+pub(crate) fn next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, key, opts @ ..] = args else {
         return Err(Error::WrongArity);
     };
@@ -93,7 +94,7 @@ pub fn next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 }
 
 /// SEQ.GET key
-pub fn get(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+pub(crate) fn get(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, key] = args else {
         return Err(Error::WrongArity);
     };
@@ -106,7 +107,7 @@ pub fn get(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 ///
 /// One key of another type fails the whole command (unlike MGET's nil), so a client never
 /// mistakes a misconfigured key for a sequence at 0.
-pub fn mget(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+pub(crate) fn mget(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, keys @ ..] = args else {
         return Err(Error::WrongArity);
     };
@@ -128,7 +129,7 @@ pub fn mget(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 ///
 /// A value this process did not choose itself (AOF replay, the primary's stream) is marked
 /// so that the first SEQ.NEXT skips the gap; a client's SET clears the mark.
-pub fn set(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+pub(crate) fn set(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, key, value] = args else {
         return Err(Error::WrongArity);
     };
@@ -149,7 +150,7 @@ pub fn set(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 ///
 /// Keeps the gap mark: an acknowledged read position says nothing about values lost in a
 /// crash, so the next SEQ.NEXT must still skip.
-pub fn advance(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+pub(crate) fn advance(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, key, value] = args else {
         return Err(Error::WrongArity);
     };

@@ -1,14 +1,16 @@
-//! UID.GEN / DECODE / ENCODE: 64-bit numeric IDs under the layout of the `imid.uid-*` configs.
+//! UID.GEN / DECODE / ENCODE: 64-bit numeric IDs under the layout of the `imid.uid-*` configs,
+//! and UID.FLOOR (the replicated UID time high-water mark).
 //!
-//! UID.GEN shares the node's time lease with MSGID.GEN (`node::ids::issue_uid`): one
-//! high-water mark, persisted and replicated as `MSGID.FLOOR`, so restarts, clock jumps,
-//! failovers and slot moves never reissue a UID either. Like MSGID.GEN it replicates nothing
-//! but the lease's renewals: the IDs are not state.
+//! UID.GEN has a time lease of its own (`node::ids::issue_uid`), persisted and replicated as
+//! `UID.FLOOR`, so restarts, clock jumps, failovers and slot moves never reissue a UID; its
+//! borrowing never moves message IDs. Like MSGID.GEN it replicates nothing but the lease's
+//! renewals: the IDs are not state.
 
 use crate::config::{uid_settings, CLUSTER_MODE};
 use crate::core::slot::key_slot;
 use crate::core::uid::{Layout, LayoutError, NodeSpec, UidGenerator, Widths, MAX_COUNT};
-use crate::glue::{err, Arg, Ctx, Error, Val, SYNTAX};
+use crate::error::{err, Error, SYNTAX};
+use crate::glue::{Arg, Ctx, Val};
 use crate::node::{self, ids};
 use redis_module::{Context, Status};
 use std::sync::atomic::Ordering;
@@ -16,7 +18,7 @@ use std::sync::atomic::Ordering;
 /// Builds the generator from the `imid.uid-*` configs and checks them together against the
 /// server clock and mode. Called from init after the configs are loaded; a refusal fails the
 /// load with a log line that says why (for a layout that runs out, when).
-pub fn configure(ctx: &Context) -> Status {
+pub(crate) fn configure(ctx: &Context) -> Status {
     match build(node::now_ms(), CLUSTER_MODE.load(Ordering::Relaxed)) {
         Ok(g) => {
             ids::set_uid_generator(g);
@@ -39,13 +41,33 @@ fn build(now_ms: u64, cluster: bool) -> Result<UidGenerator, LayoutError> {
 }
 
 /// The `INFO imid` fields of this family, in order.
-pub fn info_fields() -> [(&'static str, u64); 3] {
+pub(crate) fn info_fields() -> [(&'static str, u64); 5] {
     let (stats, ends) = ids::uid_stats();
     [
         ("uid_generated", stats.generated),
         ("uid_borrowed_units", stats.borrowed_units),
         ("uid_time_ends_ms", ends),
+        ("uid_lease_renewals", ids::uid_lease_renewals()),
+        ("uid_high_water_ms", ids::uid_high_water()),
     ]
+}
+
+/// UID.FLOOR time_ms
+///
+/// Raises the node's UID time floor (Unix ms): UIDs issued afterwards have a time at or above
+/// it (rounded up to the layout's unit). The primary writes it, renewing its UID lease, into the
+/// AOF and the replication stream. Never lowers; the message-ID floor is not touched.
+///
+/// As MSGID.FLOOR: from a client at most a minute ahead of the server clock; from any source
+/// at most 2^63-1 (the UID lease's cap).
+pub(crate) fn floor(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    super::msgid::apply_floor(
+        ctx,
+        args,
+        "UID.FLOOR",
+        ids::UID_LEASE_CAP,
+        ids::raise_uid_floor,
+    )
 }
 
 /// UIDs, node and seq numbers and the layout's times are below 2^63 by construction (the
@@ -58,7 +80,7 @@ fn int(v: u64) -> i64 {
 ///
 /// `STRING` replies the decimal text instead of integers: Lua scripts and Functions turn an
 /// integer reply into a double, exact only below 2^53, and UIDs lie far above that.
-pub fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, target, opts @ ..] = args else {
         return Err(Error::WrongArity);
     };
@@ -129,7 +151,7 @@ fn layout() -> Result<Layout, Error> {
 }
 
 /// UID.DECODE uid
-pub fn decode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+pub(crate) fn decode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, uid] = args else {
         return Err(Error::WrongArity);
     };
@@ -144,7 +166,7 @@ pub fn decode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 }
 
 /// UID.ENCODE time_ms node seq
-pub fn encode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+pub(crate) fn encode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, time, node, seq] = args else {
         return Err(Error::WrongArity);
     };

@@ -313,6 +313,83 @@ impl fmt::Display for Exhausted {
     }
 }
 
+/// How far past `max(clock, floor)` a UID.GEN run may reach by borrowing time units.
+///
+/// Ten seconds: twice the time lease (`core::lease::LEASE_MS`), so a burst may run a little
+/// ahead of the clock as the lease does, while the UIDs' time stays close to real time (an
+/// hour-long drift would show in UID.DECODE and, persisted with the lease, survive restarts).
+/// It admits any burst a sane layout needs: a COUNT 10000 fits every layout in ms, and every
+/// layout in seconds with at least 10 seq bits. Layouts that borrow on every ID (0 seq bits)
+/// are not refused: they issue one ID per unit per node, and this bound tells the client when
+/// to retry instead of moving the time.
+pub const UID_MAX_LEAD_MS: u64 = 10_000;
+
+/// A UID.GEN run refused by [`UID_MAX_LEAD_MS`]: the layout's rate is exceeded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TooFast {
+    pub widths: Widths,
+    pub unit: TimeUnit,
+    /// How far past `max(clock, floor)` the run's last ID would have been.
+    pub ahead_ms: u64,
+    /// How long until the clock lets it through (if nothing else is issued meanwhile).
+    pub wait_ms: u64,
+    pub count: u32,
+    /// IDs per time unit per lane (2^seq bits).
+    pub per_unit: u64,
+    /// The largest run that ever fits on an idle lane.
+    pub per_run: u64,
+}
+
+impl fmt::Display for TooFast {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "UID rate exceeded: imid.uid-layout {} in {} holds {} UIDs per {} per lane, and UID.GEN may borrow at most {UID_MAX_LEAD_MS} ms ahead of the clock; this run would end {} ms ahead, so nothing was issued: ",
+            self.widths,
+            self.unit.name(),
+            self.per_unit,
+            self.unit.name(),
+            self.ahead_ms
+        )?;
+        if u64::from(self.count) > self.per_run {
+            write!(
+                f,
+                "COUNT {} never fits (at most {} per call)",
+                self.count, self.per_run
+            )
+        } else {
+            write!(f, "retry in {} ms", self.wait_ms)
+        }
+    }
+}
+
+/// Why a bounded run was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IssueError {
+    Exhausted(Exhausted),
+    TooFast(TooFast),
+}
+
+impl fmt::Display for IssueError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IssueError::Exhausted(e) => e.fmt(f),
+            IssueError::TooFast(e) => e.fmt(f),
+        }
+    }
+}
+
+/// A run worked out but not issued yet.
+#[derive(Clone, Copy, Debug)]
+struct Plan {
+    node: u64,
+    lane: usize,
+    /// The linear index of the clock's (or the floor's) unit, seq 0.
+    clock_l: u64,
+    first: u64,
+    final_l: u64,
+}
+
 /// `2^bits - 1` for `bits` in 0..=63.
 const fn max_of(bits: u32) -> u64 {
     if bits >= 64 {
@@ -539,6 +616,8 @@ pub struct UidGenerator {
     /// fixed node, one per hash slot in slot mode (128 KiB).
     lanes: Vec<u64>,
     stats: UidStats,
+    /// The latest clock reading seen by [`issue_bounded`](Self::issue_bounded).
+    latest_now_ms: u64,
 }
 
 impl UidGenerator {
@@ -559,6 +638,7 @@ impl UidGenerator {
             mode,
             lanes: vec![NONE; lanes],
             stats: UidStats::default(),
+            latest_now_ms: 0,
         }
     }
 
@@ -590,7 +670,8 @@ impl UidGenerator {
     /// Issues `count` (at least 1) consecutive IDs for a target in hash `slot` (read only in
     /// slot mode) given the clock reading and the shared time floor (both Unix ms). All or
     /// nothing: when the time field cannot hold the whole run, nothing is issued and the state
-    /// is unchanged.
+    /// is unchanged. No bound on borrowing: the node issues with
+    /// [`issue_bounded`](Self::issue_bounded).
     pub fn issue(
         &mut self,
         slot: u16,
@@ -598,6 +679,60 @@ impl UidGenerator {
         floor_ms: u64,
         count: u32,
     ) -> Result<Run, Exhausted> {
+        let plan = self.plan(slot, now_ms, floor_ms, count)?;
+        Ok(self.commit(plan))
+    }
+
+    /// [`issue`](Self::issue), but a run whose last ID's time would lie more than
+    /// [`UID_MAX_LEAD_MS`] past `max(latest clock reading, floor_ms)` is refused (all or
+    /// nothing: nothing is issued, the state is unchanged). Borrowed units run ahead of the
+    /// clock; without a bound a layout with few seq bits (every ID borrows a whole unit with 0
+    /// seq bits) would drag the UIDs' time, and the lease persisted with them, hours into the
+    /// future. The latest reading rather than `now_ms`: after the clock steps back, IDs go on
+    /// at the last time (as message IDs do) instead of stalling until it catches up.
+    pub fn issue_bounded(
+        &mut self,
+        slot: u16,
+        now_ms: u64,
+        floor_ms: u64,
+        count: u32,
+    ) -> Result<Run, IssueError> {
+        let plan = self
+            .plan(slot, now_ms, floor_ms, count)
+            .map_err(IssueError::Exhausted)?;
+        let end_ms = self.time_ms_of(plan.final_l);
+        self.latest_now_ms = self.latest_now_ms.max(now_ms);
+        let base = self.latest_now_ms.max(floor_ms);
+        if end_ms > base.saturating_add(UID_MAX_LEAD_MS) {
+            let l = &self.layout;
+            // Units from the clock's through UID_MAX_LEAD_MS later, whatever the alignment.
+            let units = UID_MAX_LEAD_MS / l.unit.ms() + 1;
+            let per_unit = l.seq_mask.saturating_add(1);
+            let per_run = units.saturating_mul(per_unit);
+            return Err(IssueError::TooFast(TooFast {
+                widths: l.widths,
+                unit: l.unit,
+                ahead_ms: end_ms - base,
+                wait_ms: end_ms
+                    .saturating_sub(UID_MAX_LEAD_MS)
+                    .saturating_sub(now_ms)
+                    .max(1),
+                count,
+                per_unit,
+                per_run,
+            }));
+        }
+        Ok(self.commit(plan))
+    }
+
+    /// Unix ms of the time unit of linear index `l` (a lane's `time << seq_bits | seq`).
+    fn time_ms_of(&self, l: u64) -> u64 {
+        // l >> seq_bits <= time_max: the unit's ms is below 2^63 (Layout::new).
+        self.layout.epoch_ms + (l >> self.layout.widths.seq) * self.layout.unit.ms()
+    }
+
+    /// Where a run of `count` would go, without issuing it.
+    fn plan(&self, slot: u16, now_ms: u64, floor_ms: u64, count: u32) -> Result<Plan, Exhausted> {
         let (node, lane) = self.lane_of(slot);
         let layout = &self.layout;
         let exhausted = Exhausted {
@@ -622,31 +757,44 @@ impl UidGenerator {
         };
         // first < 2^63 and count <= 2^32: no overflow.
         let final_l = first + u64::from(count.max(1)) - 1;
-        let final_t = final_l >> seq_bits;
-        if final_t > layout.time_max {
+        if final_l >> seq_bits > layout.time_max {
             return Err(exhausted);
         }
+        Ok(Plan {
+            node,
+            lane,
+            clock_l,
+            first,
+            final_l,
+        })
+    }
+
+    /// Issues a planned run: the lane moves to its end, the counters count it.
+    fn commit(&mut self, p: Plan) -> Run {
+        let layout = &self.layout;
+        let seq_bits = layout.widths.seq;
         // Units entered because a seq field filled rather than because the clock got there:
         // every unit after the first in the run, and the first one itself when the run starts
         // at its seq 0 only because the previous ID filled the unit before it.
-        let first_t = first >> seq_bits;
-        let first_borrowed = first > clock_l && first & layout.seq_mask == 0;
+        let first_t = p.first >> seq_bits;
+        let final_t = p.final_l >> seq_bits;
+        let first_borrowed = p.first > p.clock_l && p.first & layout.seq_mask == 0;
         let borrowed = (final_t - first_t) + u64::from(first_borrowed);
-        if let Some(slot) = self.lanes.get_mut(lane) {
-            *slot = final_l;
-        }
-        self.stats.generated = self.stats.generated.saturating_add(final_l - first + 1);
-        self.stats.borrowed_units = self.stats.borrowed_units.saturating_add(borrowed);
-        Ok(Run {
-            first,
-            last: final_l,
-            node_bits: node << seq_bits,
+        let run = Run {
+            first: p.first,
+            last: p.final_l,
+            node_bits: p.node << seq_bits,
             seq_bits,
             seq_mask: layout.seq_mask,
             shift_time: layout.widths.node + seq_bits,
-            // final_t <= time_max: the last unit's ms is below 2^63 (Layout::new).
-            time_ms: layout.epoch_ms + final_t * unit.ms(),
-        })
+            time_ms: self.time_ms_of(p.final_l),
+        };
+        if let Some(slot) = self.lanes.get_mut(p.lane) {
+            *slot = p.final_l;
+        }
+        self.stats.generated = self.stats.generated.saturating_add(p.final_l - p.first + 1);
+        self.stats.borrowed_units = self.stats.borrowed_units.saturating_add(borrowed);
+        run
     }
 
     /// [`issue`](Self::issue) for `target`, hashing it to its slot only in slot mode.
@@ -1245,6 +1393,98 @@ mod tests {
         assert!(g.next(b"t", end - 1, 0).is_ok());
         let e = Exhausted { end_ms: end }.to_string();
         assert!(e.contains("2026-01-01T00:00:04Z"), "{e}");
+    }
+
+    #[test]
+    fn borrowing_past_the_lead_is_refused_and_issues_nothing() {
+        // One ID per second (0 seq bits): every ID borrows a whole second.
+        let l = layout(w(53, 10, 0), EPOCH, TimeUnit::S);
+        let mut g = gen_fixed(l, 3);
+        let now = EPOCH + 1_000_500;
+        // from the clock's second through 10 s later: 11 IDs
+        let run = g.issue_bounded(0, now, 0, 11).unwrap();
+        assert_eq!(run.time_ms, EPOCH + 1_010_000);
+        let e = g.issue_bounded(0, now, 0, 1).unwrap_err();
+        let IssueError::TooFast(t) = e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(
+            (t.ahead_ms, t.wait_ms, t.per_unit, t.per_run),
+            (10_500, 500, 1, 11)
+        );
+        assert_eq!(
+            e.to_string(),
+            "UID rate exceeded: imid.uid-layout 53,10,0 in s holds 1 UIDs per s per lane, and UID.GEN may borrow at most 10000 ms ahead of the clock; this run would end 10500 ms ahead, so nothing was issued: retry in 500 ms"
+        );
+        assert_eq!(g.stats().generated, 11, "nothing issued");
+        // after the wait it goes through, continuing the lane
+        let next = g.issue_bounded(0, now + 500, 0, 1).unwrap();
+        assert_eq!(next.time_ms, EPOCH + 1_011_000);
+        assert_eq!(next.first(), l.encode(EPOCH + 1_011_000, 3, 0).unwrap());
+        // a COUNT that can never fit says so
+        let e = g.issue_bounded(0, now + 60_000, 0, 10_000).unwrap_err();
+        assert!(
+            e.to_string()
+                .ends_with("COUNT 10000 never fits (at most 11 per call)"),
+            "{e}"
+        );
+        assert_eq!(g.stats().generated, 12);
+        // the bound counts from the floor when it is ahead of the clock
+        let mut g = gen_fixed(l, 3);
+        let floor = EPOCH + 1_030_000;
+        let run = g.issue_bounded(0, now, floor, 11).unwrap();
+        assert_eq!(run.time_ms, EPOCH + 1_040_000);
+        assert!(matches!(
+            g.issue_bounded(0, now, floor, 1),
+            Err(IssueError::TooFast(_))
+        ));
+        // exhaustion is still reported as such
+        let mut g = gen_fixed(l, 3);
+        assert_eq!(
+            g.issue_bounded(0, l.end_ms(), 0, 1),
+            Err(IssueError::Exhausted(Exhausted { end_ms: l.end_ms() }))
+        );
+    }
+
+    #[test]
+    fn a_clock_stepping_back_does_not_stall_the_bound() {
+        let l = layout(Widths::UIDGENERATOR, EPOCH, TimeUnit::S); // 8192 per second
+        let mut g = gen_fixed(l, 0);
+        let now = EPOCH + 100_000;
+        let before = g.issue_bounded(0, now, 0, 3000).unwrap();
+        // the clock jumps 30 s back: IDs hold at the last second and count up, as before
+        let after = g.issue_bounded(0, now - 30_000, 0, 10_000).unwrap();
+        assert!(after.first() > before.first());
+        assert_eq!(
+            after.time_ms,
+            EPOCH + 101_000,
+            "borrowed one second past the last"
+        );
+        // and still no further than the bound past the latest reading
+        for _ in 0..9 {
+            g.issue_bounded(0, now - 30_000, 0, 8192).unwrap();
+        }
+        assert!(matches!(
+            g.issue_bounded(0, now - 30_000, 0, 8192),
+            Err(IssueError::TooFast(_))
+        ));
+    }
+
+    #[test]
+    fn usual_layouts_take_a_full_count_within_the_lead() {
+        for (wd, unit) in [
+            (Widths::SNOWFLAKE, TimeUnit::Ms),
+            (Widths::CLUSTER, TimeUnit::Ms),
+            (Widths::UIDGENERATOR, TimeUnit::S),
+            (w(43, 10, 10), TimeUnit::S),
+            (w(53, 10, 0), TimeUnit::Ms),
+        ] {
+            let l = layout(wd, EPOCH, unit);
+            let mut g = gen_fixed(l, 0);
+            let now = EPOCH + 777;
+            let run = g.issue_bounded(0, now, 0, MAX_COUNT).unwrap();
+            assert!(run.time_ms <= now + UID_MAX_LEAD_MS, "{wd} {unit:?}");
+        }
     }
 
     mod props {

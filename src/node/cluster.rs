@@ -29,35 +29,36 @@
 
 use super::Counter;
 use crate::core::msgid::MAX_TIME;
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::glue::{self, Ctx};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// The length of a cluster node ID (`REDISMODULE_NODE_ID_LEN`).
-pub const NODE_ID_LEN: usize = 40;
+pub(crate) const NODE_ID_LEN: usize = 40;
 
 /// A cluster node ID.
-pub type NodeId = [u8; NODE_ID_LEN];
+pub(crate) type NodeId = [u8; NODE_ID_LEN];
 
 /// How far past the last issued ID's time the promise sent to the other nodes reaches. It is
 /// sent again when an issued time comes within half of it: under load one 16-byte bus message
 /// per primary every half second, and the bus has half a second to carry it before the promise
 /// could be outrun.
-pub const PROMISE_MS: u64 = 1_000;
+pub(crate) const PROMISE_MS: u64 = 1_000;
 
 /// A peer's promise further than this ahead of this node's clock is refused (and logged): no
 /// correct node gets there (a client's MSGID.FLOOR may lead by 60 s, a restart by the 5 s lease,
 /// UID borrowing by its bound), and taking it would move every later ID of this node as far.
-pub const MAX_PEER_LEAD_MS: u64 = 300_000;
+pub(crate) const MAX_PEER_LEAD_MS: u64 = 300_000;
 
 /// The two time promises (or leases) of a node: message IDs' and UIDs' (Unix ms each).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Leases {
-    pub msgid: u64,
-    pub uid: u64,
+pub(crate) struct Leases {
+    pub(crate) msgid: u64,
+    pub(crate) uid: u64,
 }
 
 impl Leases {
-    pub fn max(self, o: Leases) -> Leases {
+    pub(crate) fn max(self, o: Leases) -> Leases {
         Leases {
             msgid: self.msgid.max(o.msgid),
             uid: self.uid.max(o.uid),
@@ -93,9 +94,9 @@ static OWN_UID: AtomicU64 = AtomicU64::new(0);
 /// The largest message-ID promise heard from any peer, for `INFO imid`.
 static PEER_MAX: AtomicU64 = AtomicU64::new(0);
 /// Adoptions (a slot imported, assigned, or taken over in a promotion), for `INFO imid`.
-pub static ADOPTIONS: Counter = Counter::new();
+pub(crate) static ADOPTIONS: Counter = Counter::new();
 /// Peer promises refused as implausible, for `INFO imid`.
-pub static REFUSED: Counter = Counter::new();
+pub(crate) static REFUSED: Counter = Counter::new();
 
 fn id_of(b: &[u8]) -> Option<NodeId> {
     b.get(..NODE_ID_LEN).and_then(|b| NodeId::try_from(b).ok())
@@ -103,7 +104,7 @@ fn id_of(b: &[u8]) -> Option<NodeId> {
 
 /// Promises received from the peer `sender` (its node ID), checked against this node's clock
 /// `now`. A refusal says why (the caller logs it); nothing is recorded then.
-pub fn heard(sender: Option<&[u8]>, l: Leases, now: u64) -> Result<(), String> {
+pub(crate) fn heard(sender: Option<&[u8]>, l: Leases, now: u64) -> Result<(), String> {
     let Some(id) = sender.and_then(id_of) else {
         return Err("a lease message without a sender node ID".to_owned());
     };
@@ -137,7 +138,7 @@ pub fn heard(sender: Option<&[u8]>, l: Leases, now: u64) -> Result<(), String> {
 }
 
 /// How many slots this node is importing (following their source's promise), for `INFO imid`.
-pub fn importing() -> u64 {
+pub(crate) fn importing() -> u64 {
     IMPORTING
         .iter()
         .map(|w| u64::from(w.load(Ordering::Relaxed).count_ones()))
@@ -145,7 +146,7 @@ pub fn importing() -> u64 {
 }
 
 /// The largest message-ID promise heard from any peer.
-pub fn peer_lease() -> u64 {
+pub(crate) fn peer_lease() -> u64 {
     PEER_MAX.load(Ordering::Relaxed)
 }
 
@@ -165,7 +166,7 @@ fn bit(slot: u16) -> (Option<&'static AtomicU64>, u64) {
 
 /// Before issuing an ID for `slot`: the floor to raise the node's time to, when the slot is
 /// being imported (the source's latest promise); `None` otherwise (one load and a bit test).
-pub fn adopt(slot: u16) -> Option<Leases> {
+pub(crate) fn adopt(slot: u16) -> Option<Leases> {
     let (w, b) = bit(slot);
     if w?.load(Ordering::Relaxed) & b == 0 {
         return None;
@@ -181,7 +182,7 @@ pub fn adopt(slot: u16) -> Option<Leases> {
 
 /// `slot` is being imported from the node `source` (`CLUSTER SETSLOT slot IMPORTING source`, or
 /// an atomic slot migration's import), or from an unknown node (`None`).
-pub fn import_started(slot: u16, source: Option<&[u8]>) {
+pub(crate) fn import_started(slot: u16, source: Option<&[u8]>) {
     let (Some(w), b) = bit(slot) else { return };
     let source = source.and_then(id_of);
     let mut s = state();
@@ -203,7 +204,7 @@ fn stop_importing(s: &mut State, slot: u16) -> Option<Option<NodeId>> {
 /// This node owns `slot` now (SETSLOT NODE naming this node, or an atomic migration that
 /// completed): raises the node's floors to the old owner's promise (every peer's largest when
 /// no import named it).
-pub fn import_finished(slot: u16) {
+pub(crate) fn import_finished(slot: u16) {
     let floors = {
         let mut s = state();
         let source = stop_importing(&mut s, slot).flatten();
@@ -215,13 +216,13 @@ pub fn import_finished(slot: u16) {
 
 /// An import of `slot` ended without this node taking it over (SETSLOT STABLE, SETSLOT NODE
 /// naming another node, a cancelled migration).
-pub fn import_cancelled(slot: u16) {
+pub(crate) fn import_cancelled(slot: u16) {
     stop_importing(&mut state(), slot);
 }
 
 /// Slots were assigned to this node by hand (ADDSLOTS): their earlier owner, if any, is
 /// unknown, so the floors rise to every peer's largest promise, once.
-pub fn slots_added() {
+pub(crate) fn slots_added() {
     let floors = promise_of(&state(), None);
     ADOPTIONS.add(1);
     super::ids::raise_floors(floors);
@@ -230,7 +231,7 @@ pub fn slots_added() {
 /// This node was promoted: it takes over its former primary's slots, so its floors rise to
 /// that primary's promise (every peer's largest if it is unknown), once. Its replicated floor
 /// already covers what reached it by replication.
-pub fn promoted() {
+pub(crate) fn promoted() {
     let floors = {
         let s = state();
         let primary = s.primary;
@@ -243,7 +244,7 @@ pub fn promoted() {
 /// The imports in progress according to `CLUSTER NODES` (this node's line, entries
 /// `[<slot>-<-<source>]`): after a restart in the middle of an import, nodes.conf keeps the slot
 /// importing, but no SETSLOT announced it to this process.
-pub fn restore_imports(cluster_nodes: &[u8]) {
+pub(crate) fn restore_imports(cluster_nodes: &[u8]) {
     let text = String::from_utf8_lossy(cluster_nodes);
     let Some(me) = text.lines().find(|l| {
         l.split_whitespace()
@@ -265,7 +266,7 @@ pub fn restore_imports(cluster_nodes: &[u8]) {
 }
 
 /// This node became a replica: it imports nothing any more.
-pub fn demoted() {
+pub(crate) fn demoted() {
     let mut s = state();
     s.importing.clear();
     for w in &IMPORTING {
@@ -274,7 +275,7 @@ pub fn demoted() {
 }
 
 /// While a replica, the timer records its primary (for [`promoted`]).
-pub fn set_primary(id: &[u8]) {
+pub(crate) fn set_primary(id: &[u8]) {
     if let Some(id) = id_of(id) {
         state().primary = Some(id);
     }
@@ -283,7 +284,7 @@ pub fn set_primary(id: &[u8]) {
 /// After issuing an ID (cluster mode): `true` when this node's promise for the family had to
 /// move (the issued time came within half a promise of it), so that [`advertised`] must be
 /// sent to every node now. The common case is one load and a comparison.
-pub fn issued(family: Family, time: u64) -> bool {
+pub(crate) fn issued(family: Family, time: u64) -> bool {
     let own = match family {
         Family::MsgId => &OWN_MSGID,
         Family::Uid => &OWN_UID,
@@ -291,13 +292,18 @@ pub fn issued(family: Family, time: u64) -> bool {
     if time.saturating_add(PROMISE_MS / 2) < own.load(Ordering::Relaxed) {
         return false;
     }
-    own.fetch_max(time.saturating_add(PROMISE_MS), Ordering::Relaxed);
-    true
+    // Capped where the peers' check refuses (message IDs: the end of the 42-bit field).
+    let cap = match family {
+        Family::MsgId => MAX_TIME + 1,
+        Family::Uid => i64::MAX.unsigned_abs(),
+    };
+    let new = time.saturating_add(PROMISE_MS).min(cap);
+    own.fetch_max(new, Ordering::Relaxed) < new
 }
 
 /// The ID families that share the promise mechanism.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Family {
+pub(crate) enum Family {
     MsgId,
     Uid,
 }
@@ -305,12 +311,114 @@ pub enum Family {
 /// What this node promises its peers: its own promise, or its floors where they are higher
 /// (a restarted node's persisted mark, a floor from a primary or a client), since every ID it
 /// issues lies at or above them.
-pub fn advertised(floors: Leases) -> Leases {
+pub(crate) fn advertised(floors: Leases) -> Leases {
     Leases {
         msgid: OWN_MSGID.load(Ordering::Relaxed),
         uid: OWN_UID.load(Ordering::Relaxed),
     }
     .max(floors)
+}
+
+/// A lease message as sent over the bus: 16 bytes, the message-ID lease then the UID lease,
+/// each big-endian ms.
+pub(crate) fn encode(l: Leases) -> [u8; 16] {
+    let mut payload = [0u8; 16];
+    let (a, b) = payload.split_at_mut(8);
+    a.copy_from_slice(&l.msgid.to_be_bytes());
+    b.copy_from_slice(&l.uid.to_be_bytes());
+    payload
+}
+
+/// The leases of a bus message: 16 bytes as [`encode`] makes them, or 8 bytes from an older
+/// imid, one lease for both families. Any other length is not a lease message.
+pub(crate) fn decode(bytes: &[u8]) -> Option<Leases> {
+    let word = |i: usize| {
+        bytes
+            .get(i..i + 8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map(u64::from_be_bytes)
+    };
+    match (bytes.len(), word(0), word(8)) {
+        (16, Some(msgid), Some(uid)) => Some(Leases { msgid, uid }),
+        (8, Some(ms), None) => Some(Leases { msgid: ms, uid: ms }),
+        _ => None,
+    }
+}
+
+/// When a refused lease was last logged (ms).
+static LAST_REFUSAL_LOG: AtomicU64 = AtomicU64::new(0);
+
+/// A lease message from the peer `sender` arrived over the cluster bus (`glue::cluster`).
+pub(crate) fn received(ctx: &Ctx, sender: Option<&[u8]>, bytes: &[u8]) {
+    let Some(leases) = decode(bytes) else {
+        return;
+    };
+    if let Err(why) = heard(sender, leases, super::now_ms()) {
+        // At most one line a minute: a peer repeats its promise every second.
+        let now = super::now_ms();
+        if now.saturating_sub(LAST_REFUSAL_LOG.load(Ordering::Relaxed)) >= 60_000 {
+            LAST_REFUSAL_LOG.store(now, Ordering::Relaxed);
+            ctx.log_warning(&format!("imid: {why} (INFO imid: cluster_leases_refused)"));
+        }
+    }
+}
+
+/// Whether the first timer tick restored the imports in progress.
+static IMPORTS_RESTORED: AtomicBool = AtomicBool::new(false);
+
+/// The once-a-second timer (`glue::cluster`).
+pub(crate) fn tick(ctx: &Ctx) {
+    // Once, on the first tick: the imports this node was in the middle of when it last
+    // stopped (kept in nodes.conf), which no SETSLOT seen by the filter announced.
+    if !IMPORTS_RESTORED.swap(true, Ordering::Relaxed) {
+        if let Some(nodes) = ctx.call_text(c"CLUSTER", c"NODES") {
+            restore_imports(&nodes);
+        }
+    }
+    // Primaries send their promise; replicas have their primary's lease by replication
+    // and note who their primary is, for a promotion (promoted).
+    if ctx.is_primary() {
+        super::ids::send_promise(ctx);
+    } else if let Some(primary) = ctx.cluster_primary() {
+        set_primary(&primary);
+    }
+}
+
+/// A `CLUSTER <sub> <slot> <how> <node>` command run on this node, its arguments 1 to 4 as the
+/// command filter saw them (`glue::cluster`): the slot assignment commands that move a slot.
+pub(crate) fn cluster_command(
+    sub: &[u8],
+    slot: Option<&[u8]>,
+    how: Option<&[u8]>,
+    node: Option<&[u8]>,
+) {
+    let sub = sub.to_ascii_uppercase();
+    match sub.as_slice() {
+        b"SETSLOT" => {
+            let Some(slot) = slot
+                .and_then(|s| std::str::from_utf8(s).ok())
+                .and_then(|s| s.parse::<u16>().ok())
+            else {
+                return;
+            };
+            let how = how.map(<[u8]>::to_ascii_uppercase);
+            match how.as_deref() {
+                Some(b"IMPORTING") => import_started(slot, node),
+                Some(b"NODE") => {
+                    let mine = glue::my_cluster_id();
+                    if node.is_some() && node == mine.as_ref().map(|m| &m[..]) {
+                        import_finished(slot);
+                    } else {
+                        import_cancelled(slot);
+                    }
+                }
+                Some(b"STABLE") => import_cancelled(slot),
+                _ => {}
+            }
+        }
+        b"ADDSLOTS" | b"ADDSLOTSRANGE" => slots_added(),
+        _ => {}
+    }
 }
 
 #[cfg(test)]
@@ -422,5 +530,19 @@ mod tests {
             at(now + 60_000),
             "a higher floor"
         );
+    }
+
+    #[test]
+    fn lease_messages_round_trip_and_old_ones_are_read() {
+        let l = Leases {
+            msgid: 1_700_000_000_123,
+            uid: 1_700_000_000_456,
+        };
+        assert_eq!(decode(&encode(l)), Some(l));
+        let old = 1_700_000_000_789u64.to_be_bytes();
+        assert_eq!(decode(&old), Some(at(1_700_000_000_789)));
+        assert_eq!(decode(&[0; 12]), None);
+        assert_eq!(decode(&[0; 17]), None);
+        assert_eq!(decode(&[]), None);
     }
 }

@@ -32,26 +32,26 @@ use std::sync::{Mutex, MutexGuard};
 
 /// A reading of the node's counters: where a snapshot started, or now.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Mark {
+pub(crate) struct Mark {
     /// `SEQ_ISSUED`: values handed out by SEQ.NEXT.
-    pub issued: u64,
+    pub(crate) issued: u64,
     /// `SEQ_GAP_SKIPS`: NEXTs that skipped the gap.
-    pub skips: u64,
+    pub(crate) skips: u64,
 }
 
 /// What a crash could take back now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Exposure {
+pub(crate) struct Exposure {
     /// Values issued since the last successful snapshot started.
-    pub issued: u64,
+    pub(crate) issued: u64,
     /// Gap skips since then.
-    pub skips: u64,
+    pub(crate) skips: u64,
     /// The AOF is off and a crash could reissue: more than `gap` values, or any skip.
-    pub exceeds_gap: bool,
+    pub(crate) exceeds_gap: bool,
 }
 
 /// The exposure between the snapshot mark `base` and `now`.
-pub fn exposure(now: Mark, base: Mark, gap: u64, aof: bool) -> Exposure {
+pub(crate) fn exposure(now: Mark, base: Mark, gap: u64, aof: bool) -> Exposure {
     let issued = now.issued.saturating_sub(base.issued);
     let skips = now.skips.saturating_sub(base.skips);
     Exposure {
@@ -64,7 +64,7 @@ pub fn exposure(now: Mark, base: Mark, gap: u64, aof: bool) -> Exposure {
 /// The snapshot bookkeeping, Redis-free: attempts in flight and where the last successful one
 /// started. The event callbacks feed it what INFO persistence says.
 #[derive(Debug, Default)]
-pub struct Snapshots {
+pub(crate) struct Snapshots {
     base: Mark,
     /// A disk snapshot forked at this mark, with `rdb_last_save_time` at the fork.
     fork: Option<(Mark, i64)>,
@@ -77,7 +77,7 @@ pub struct Snapshots {
 }
 
 impl Snapshots {
-    pub const fn new() -> Snapshots {
+    pub(crate) const fn new() -> Snapshots {
         Snapshots {
             base: Mark {
                 issued: 0,
@@ -90,13 +90,13 @@ impl Snapshots {
         }
     }
 
-    pub fn base(&self) -> Mark {
+    pub(crate) fn base(&self) -> Mark {
         self.base
     }
 
     /// A child was forked at `at`: `rdb_child` is `rdb_bgsave_in_progress`, the others are
     /// `rdb_saves` and `rdb_last_save_time` as INFO persistence shows them after the fork.
-    pub fn forked(&mut self, at: Mark, rdb_child: bool, rdb_saves: i64, last_save: i64) {
+    pub(crate) fn forked(&mut self, at: Mark, rdb_child: bool, rdb_saves: i64, last_save: i64) {
         if rdb_child && rdb_saves != self.saves_seen {
             self.fork = Some((at, last_save));
         }
@@ -105,7 +105,7 @@ impl Snapshots {
 
     /// The forked child has exited and Redis has handled its end: `ok` is
     /// `rdb_last_bgsave_status:ok`, `last_save` is `rdb_last_save_time`.
-    pub fn child_exited(&mut self, ok: bool, last_save: i64) {
+    pub(crate) fn child_exited(&mut self, ok: bool, last_save: i64) {
         if let Some((at, before)) = self.fork.take() {
             if ok && last_save != before {
                 self.moved(at);
@@ -114,14 +114,14 @@ impl Snapshots {
     }
 
     /// A synchronous save started at `at` (`rdb_saves` as INFO shows it then).
-    pub fn sync_started(&mut self, at: Mark, rdb_saves: i64) {
+    pub(crate) fn sync_started(&mut self, at: Mark, rdb_saves: i64) {
         self.sync = Some(at);
         self.saves_seen = rdb_saves;
     }
 
     /// The synchronous save ended (`ok`) or failed. A fork still pending is older (FLUSHALL
     /// kills a running BGSAVE before it saves), so it can no longer move the base.
-    pub fn sync_ended(&mut self, ok: bool) {
+    pub(crate) fn sync_ended(&mut self, ok: bool) {
         if let Some(at) = self.sync.take() {
             if ok {
                 self.moved(at);
@@ -131,7 +131,7 @@ impl Snapshots {
     }
 
     /// Whether to log the warning now: when the exposure exceeds the gap, once per snapshot.
-    pub fn warn_due(&mut self, exceeds_gap: bool) -> bool {
+    pub(crate) fn warn_due(&mut self, exceeds_gap: bool) -> bool {
         let due = exceeds_gap && !self.warned;
         self.warned |= due;
         due
@@ -174,7 +174,7 @@ fn now() -> Mark {
 }
 
 /// The exposure now, for INFO (no lock taken).
-pub fn current() -> Exposure {
+pub(crate) fn current() -> Exposure {
     let base = Mark {
         issued: BASE_ISSUED.load(Ordering::Relaxed),
         skips: BASE_SKIPS.load(Ordering::Relaxed),
@@ -183,7 +183,7 @@ pub fn current() -> Exposure {
 }
 
 /// FORK_CHILD BORN, in the parent right after the fork.
-pub fn on_fork_born() {
+pub(crate) fn on_fork_born() {
     let at = now();
     let Some(info) = ServerInfo::read(c"persistence") else {
         return;
@@ -196,7 +196,7 @@ pub fn on_fork_born() {
 }
 
 /// FORK_CHILD DIED, after Redis handled the child's end.
-pub fn on_fork_died() {
+pub(crate) fn on_fork_died() {
     let Some(info) = ServerInfo::read(c"persistence") else {
         return;
     };
@@ -207,7 +207,7 @@ pub fn on_fork_died() {
 }
 
 /// PERSISTENCE SYNC_RDB_START: a synchronous save starts in this process.
-pub fn on_sync_save_start() {
+pub(crate) fn on_sync_save_start() {
     let at = now();
     let saves = ServerInfo::read(c"persistence")
         .and_then(|i| i.int(c"rdb_saves"))
@@ -217,13 +217,13 @@ pub fn on_sync_save_start() {
 
 /// PERSISTENCE ENDED or FAILED. In a BGSAVE's child these fire too, with no synchronous save
 /// pending there, so they change nothing.
-pub fn on_save_end(ok: bool) {
+pub(crate) fn on_save_end(ok: bool) {
     with(|s| s.sync_ended(ok));
 }
 
 /// CRON_LOOP (`hz` times a second): the warning, once per snapshot interval. A few atomic loads
 /// and a flag test.
-pub fn on_cron(ctx: &Ctx) {
+pub(crate) fn on_cron(ctx: &Ctx) {
     let e = current();
     if !with(|s| s.warn_due(e.exceeds_gap)) {
         return;

@@ -1,29 +1,49 @@
-//! The node's ID generators and the time lease they share, with the whole life of the lease's
-//! high-water mark in one place: issued and renewed here, replicated and written to the AOF as
-//! `MSGID.FLOOR ms`, persisted as RDB aux data, carried into an AOF rewrite, and raised on load
-//! or promotion. The rules themselves are Redis-free (`core::generator`, `core::lease`).
+//! The node's ID generators and their two time leases, with the whole life of each lease's
+//! high-water mark in one place: issued and renewed here, replicated and written to the AOF
+//! (`MSGID.FLOOR ms`, `UID.FLOOR ms`), persisted as RDB aux data, carried into an AOF rewrite,
+//! and raised on load or promotion. The rules themselves are Redis-free (`core::generator`,
+//! `core::lease`, `core::uid`).
+//!
+//! Two leases, one per family, so that UID.GEN's borrowing (a whole time unit per full seq
+//! field, in a layout of the user's choosing) never moves message IDs' time. One rule links
+//! them, one way: whatever raises the message-ID floor (MSGID.FLOOR from any source, a loaded
+//! mark) raises the UID floor to the same time, and a renewal of the message-ID lease extends
+//! the UID lease to it (as its replay, MSGID.FLOOR, raises a replica's UID floor). So old AOFs
+//! and RDB files, whose one mark covered both families, keep covering UIDs; the UID mark is
+//! never below the message-ID mark; and a replica or an AOF replay, which sees each
+//! MSGID.FLOOR once, reaches exactly the primary's two marks.
 //!
 //! Commands run on Redis's main thread, so the lock is never contended; it is a Mutex only to
 //! make the static `Sync`.
 
 use crate::core::generator::{Exhausted, GenStats, Generator, Issued};
-use crate::core::lease::Lease;
+use crate::core::lease::{Lease, PastCap};
 use crate::core::msgid::MAX_TIME;
 use crate::core::uid::{Layout, Run, UidGenerator, UidStats};
-use crate::glue::{err, Ctx, Error};
+use crate::error::{err, Error};
+use crate::glue::Ctx;
 use crate::node::cluster::{Family, Leases};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
+/// The message-ID lease's cap: every message ID's time is below 2^42 (the 42-bit field), so a
+/// lease never needs to reach further. MSGID.FLOOR and the RDB loader take marks up to it.
+pub(crate) const MSGID_LEASE_CAP: u64 = MAX_TIME + 1;
+/// The UID lease's cap: UID.FLOOR carries a signed 64-bit time, and every layout ends at or
+/// below 2^63-1 ms (`core::uid::Layout::new`).
+pub(crate) const UID_LEASE_CAP: u64 = i64::MAX as u64;
+
 struct Ids {
-    lease: Lease,
+    msgid_lease: Lease,
+    uid_lease: Lease,
     msgid: Generator,
     /// Built at load from the `imid.uid-*` configs (which cannot change afterwards).
     uid: Option<UidGenerator>,
 }
 
 static IDS: Mutex<Ids> = Mutex::new(Ids {
-    lease: Lease::new(),
+    msgid_lease: Lease::new(MSGID_LEASE_CAP),
+    uid_lease: Lease::new(UID_LEASE_CAP),
     msgid: Generator::new(),
     uid: None,
 });
@@ -34,18 +54,42 @@ fn ids() -> MutexGuard<'static, Ids> {
     IDS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+impl Ids {
+    /// The message-ID floor, and the UID floor with it. The UID cap is above the message-ID
+    /// cap, so once the first is taken the second is too.
+    fn raise_msgid_floor(&mut self, ms: u64) -> Result<(), PastCap> {
+        self.msgid_lease.raise_floor(ms)?;
+        self.uid_lease.raise_floor(ms)
+    }
+}
+
+/// A renewal to publish: which family's FLOOR command, and the new lease.
+#[derive(Clone, Copy)]
+enum Renewal {
+    Msgid(u64),
+    Uid(u64),
+}
+
 /// Issues one message ID's (time, seq) for a target in hash slot `slot` (cluster mode only),
-/// renewing the lease when due; a renewal is the effect to persist and replicate (the IDs
-/// themselves are not), and in cluster mode it goes to every other node too.
-pub fn issue_msgid(ctx: &Ctx, slot: Option<u16>) -> Result<Issued, Exhausted> {
+/// renewing the message-ID lease when due; a renewal is the effect to persist and replicate
+/// (the IDs themselves are not), and in cluster mode it goes to every other node too.
+pub(crate) fn issue_msgid(ctx: &Ctx, slot: Option<u16>) -> Result<Issued, Exhausted> {
     let (issued, renewed) = {
         let mut g = ids();
         if let Some(peer) = slot.and_then(super::cluster::adopt) {
-            g.lease.raise_floor(peer.msgid);
+            // A peer's lease past the cap is refused (node::cluster refuses it already).
+            let _ = g.raise_msgid_floor(peer.msgid);
         }
-        let floor = g.lease.floor();
+        let floor = g.msgid_lease.floor();
         let issued = g.msgid.next(super::now_ms(), floor)?;
-        (issued, g.lease.cover(issued.time))
+        let renewed = g.msgid_lease.cover(issued.time);
+        if let Some(lease) = renewed {
+            // Its replay (MSGID.FLOOR) raises a replica's UID floor to it: the UID lease
+            // reaches it too, so both nodes hold the same UID mark. (The lease, not the floor:
+            // UIDs issued here stay at the clock.)
+            g.uid_lease.extend(lease);
+        }
+        (issued, renewed.map(Renewal::Msgid))
     };
     publish_renewal(ctx, renewed);
     if slot.is_some() && super::cluster::issued(Family::MsgId, issued.time) {
@@ -55,28 +99,31 @@ pub fn issue_msgid(ctx: &Ctx, slot: Option<u16>) -> Result<Issued, Exhausted> {
 }
 
 /// Installs the UID generator (at load, once the configs are checked).
-pub fn set_uid_generator(g: UidGenerator) {
+pub(crate) fn set_uid_generator(g: UidGenerator) {
     ids().uid = Some(g);
 }
 
 /// Issues a run of `count` UIDs for a target in hash slot `slot` (cluster mode only; standalone
-/// passes `None`), under the same lease as message IDs: the run starts at the lease's floor,
-/// the lease is renewed past the run's last time, and a renewal is persisted, replicated and
-/// (in cluster mode) sent to every other node, exactly as for MSGID.GEN.
-pub fn issue_uid(ctx: &Ctx, slot: Option<u16>, count: u32) -> Result<Run, Error> {
+/// passes `None`) under the UID lease: the run starts at the UID floor, may borrow at most
+/// `core::uid::UID_MAX_LEAD_MS` ahead of `max(clock, floor)` (else nothing is issued), and the
+/// UID lease is renewed past the run's last time; a renewal is persisted and replicated as
+/// `UID.FLOOR` and (in cluster mode) sent to every other node. The message-ID lease is not
+/// touched.
+pub(crate) fn issue_uid(ctx: &Ctx, slot: Option<u16>, count: u32) -> Result<Run, Error> {
     let (run, renewed) = {
         let mut g = ids();
-        let Ids { lease, uid, .. } = &mut *g;
+        let Ids { uid_lease, uid, .. } = &mut *g;
         let uid = uid
             .as_mut()
             .ok_or_else(|| err("UID generator not configured"))?;
         if let Some(peer) = slot.and_then(super::cluster::adopt) {
-            lease.raise_floor(peer.uid);
+            // A peer's lease past the cap is refused: it could not be persisted.
+            let _ = uid_lease.raise_floor(peer.uid);
         }
         let run = uid
-            .issue(slot.unwrap_or(0), super::now_ms(), lease.floor(), count)
+            .issue_bounded(slot.unwrap_or(0), super::now_ms(), uid_lease.floor(), count)
             .map_err(err)?;
-        (run, lease.cover(run.time_ms))
+        (run, uid_lease.cover(run.time_ms).map(Renewal::Uid))
     };
     publish_renewal(ctx, renewed);
     if slot.is_some() && super::cluster::issued(Family::Uid, run.time_ms) {
@@ -86,26 +133,28 @@ pub fn issue_uid(ctx: &Ctx, slot: Option<u16>, count: u32) -> Result<Run, Error>
 }
 
 /// The UID layout in force, once configured.
-pub fn uid_layout() -> Option<Layout> {
+pub(crate) fn uid_layout() -> Option<Layout> {
     ids().uid.as_ref().map(|g| *g.layout())
 }
 
 /// UID counters and the Unix ms the layout runs out at (zeros before configuration).
-pub fn uid_stats() -> (UidStats, u64) {
+pub(crate) fn uid_stats() -> (UidStats, u64) {
     ids().uid.as_ref().map_or((UidStats::default(), 0), |g| {
         (g.stats(), g.layout().end_ms())
     })
 }
 
-/// A renewed lease is the effect to persist and replicate (`MSGID.FLOOR`).
-fn publish_renewal(ctx: &Ctx, renewed: Option<u64>) {
-    if let Some(lease) = renewed {
-        replicate_floor(ctx, lease);
+/// A renewed lease is the effect to persist and replicate (`MSGID.FLOOR` or `UID.FLOOR`).
+fn publish_renewal(ctx: &Ctx, renewed: Option<Renewal>) {
+    match renewed {
+        Some(Renewal::Msgid(ms)) => replicate_floor(ctx, ms),
+        Some(Renewal::Uid(ms)) => replicate_uid_floor(ctx, ms),
+        None => {}
     }
 }
 
 /// Sends this node's promise to every other node of the cluster (node::cluster).
-pub fn send_promise(ctx: &Ctx) {
+pub(crate) fn send_promise(ctx: &Ctx) {
     let p = super::cluster::advertised(floors());
     if p != Leases::default() {
         ctx.send_lease(p.msgid, p.uid);
@@ -113,99 +162,221 @@ pub fn send_promise(ctx: &Ctx) {
 }
 
 /// The floors of the two ID families: every ID issued from now on lies at or above them.
-pub fn floors() -> Leases {
-    let f = ids().lease.floor();
-    Leases { msgid: f, uid: f }
+pub(crate) fn floors() -> Leases {
+    let g = ids();
+    Leases {
+        msgid: g.msgid_lease.floor(),
+        uid: g.uid_lease.floor(),
+    }
 }
 
-/// Raises the floors to what a slot adoption found (node::cluster): the old owner's promise.
-pub fn raise_floors(l: Leases) {
+/// Raises the floors to what a slot adoption found (node::cluster): the old owner's promise,
+/// each family its own (the message-ID one raises the UID floor too, as everywhere). A promise
+/// past a lease's cap is refused (node::cluster refuses it already).
+pub(crate) fn raise_floors(l: Leases) {
     let mut g = ids();
-    g.lease.raise_floor(l.msgid.max(l.uid));
+    let _ = g.raise_msgid_floor(l.msgid);
+    let _ = g.uid_lease.raise_floor(l.uid);
 }
 
-pub fn msgid_stats() -> GenStats {
+pub(crate) fn msgid_stats() -> GenStats {
     ids().msgid.stats()
 }
 
-pub fn lease_renewals() -> u64 {
-    ids().lease.renewals()
+/// Renewals of the message-ID lease (each one wrote one MSGID.FLOOR).
+pub(crate) fn lease_renewals() -> u64 {
+    ids().msgid_lease.renewals()
 }
 
-/// The mark to persist: every ID issued, or still to be issued, by this or an earlier process
-/// has a time below it.
-pub fn high_water() -> u64 {
-    ids().lease.high_water()
+/// Renewals of the UID lease (each one wrote one UID.FLOOR).
+pub(crate) fn uid_lease_renewals() -> u64 {
+    ids().uid_lease.renewals()
 }
 
-/// Raises the floor (from RDB aux data, the AOF, a primary, or a client's MSGID.FLOOR).
-pub fn raise_floor(ms: u64) {
-    ids().lease.raise_floor(ms);
+/// The message-ID mark to persist: every message ID issued, or still to be issued, by this or
+/// an earlier process has a time below it. At most 2^42.
+pub(crate) fn high_water() -> u64 {
+    ids().msgid_lease.high_water()
 }
 
-/// Writes the mark to the AOF and to replicas, as `MSGID.FLOOR ms`.
-pub fn replicate_floor(ctx: &Ctx, ms: u64) {
+/// The UID mark to persist (Unix ms of UIDs' time): every UID issued, or still to be issued,
+/// by this or an earlier process has a time below it. Never below [`high_water`].
+pub(crate) fn uid_high_water() -> u64 {
+    ids().uid_lease.high_water()
+}
+
+/// Whether there is any mark to persist (RDB aux data is worth writing).
+#[allow(dead_code)] // for aux_save2 (only writes aux data when there is a mark)
+pub(crate) fn has_mark() -> bool {
+    let g = ids();
+    g.msgid_lease.high_water() > 0 || g.uid_lease.high_water() > 0
+}
+
+/// Raises the message-ID floor and the UID floor (MSGID.FLOOR from the AOF, a primary, or a
+/// client). Refused past 2^42, changing nothing.
+pub(crate) fn raise_floor(ms: u64) -> Result<(), Error> {
+    ids().raise_msgid_floor(ms).map_err(|e| {
+        err(format_args!(
+            "message-id floor {} past its cap {}",
+            e.ms, e.cap
+        ))
+    })
+}
+
+/// Raises the UID floor only (UID.FLOOR from the AOF, a primary, or a client). Refused past
+/// 2^63-1, changing nothing.
+pub(crate) fn raise_uid_floor(ms: u64) -> Result<(), Error> {
+    ids()
+        .uid_lease
+        .raise_floor(ms)
+        .map_err(|e| err(format_args!("uid floor {} past its cap {}", e.ms, e.cap)))
+}
+
+/// Writes the message-ID mark to the AOF and to replicas, as `MSGID.FLOOR ms`.
+pub(crate) fn replicate_floor(ctx: &Ctx, ms: u64) {
     ctx.replicate_int(c"MSGID.FLOOR", i64::try_from(ms).unwrap_or(i64::MAX));
 }
 
-/// The mark of an earlier process (RDB aux data of a restart or a full sync): raises the floor.
-pub fn load_mark(hwm: u64) -> Result<(), String> {
-    // Every issued ID's time fits the 42-bit field, and so does every floor MSGID.FLOOR
-    // accepts. A mark past it would make every later MSGID.GEN fail for good, so the file is
-    // refused (as a sequence value above 2^63-1 is) instead of loaded. (Only a lease renewed in
-    // the field's last 5 s, in 2109, could reach past it; MSGID.GEN is exhausted by then.)
-    if hwm > MAX_TIME {
+/// Writes the UID mark to the AOF and to replicas, as `UID.FLOOR ms`.
+pub(crate) fn replicate_uid_floor(ctx: &Ctx, ms: u64) {
+    ctx.replicate_int(c"UID.FLOOR", i64::try_from(ms).unwrap_or(i64::MAX));
+}
+
+/// The marks of an earlier process (RDB aux data of a restart or a full sync): raise the
+/// floors. `uid` is `None` in a file of the first aux format, whose one mark covered both
+/// families. A mark past its lease's cap is refused (the file is refused, as a sequence value
+/// above 2^63-1 is): no correct writer saves one, since the leases never pass their caps.
+pub(crate) fn load_marks(msgid: u64, uid: Option<u64>) -> Result<(), String> {
+    if msgid > MSGID_LEASE_CAP {
         return Err(format!(
-            "message-id high-water mark {hwm} above the 42-bit time field (max {MAX_TIME} ms); refusing the RDB file"
+            "message-id high-water mark {msgid} past the 42-bit time field (at most {MSGID_LEASE_CAP}: every ID below it); refusing the RDB file"
         ));
     }
-    raise_floor(hwm);
+    if let Some(u) = uid.filter(|&u| u > UID_LEASE_CAP) {
+        return Err(format!(
+            "uid high-water mark {u} past 2^63-1 ms (at most {UID_LEASE_CAP}); refusing the RDB file"
+        ));
+    }
+    let mut g = ids();
+    // Both within their caps, checked above.
+    let _ = g.raise_msgid_floor(msgid);
+    if let Some(u) = uid {
+        let _ = g.uid_lease.raise_floor(u);
+    }
     Ok(())
 }
 
-/// The process that last wrote the mark into a rewritten AOF.
+/// The process that last wrote the marks into a rewritten AOF.
 static EMITTED_BY: AtomicU32 = AtomicU32::new(0);
 
-/// Called for each key an AOF rewrite writes: the mark to write before the first key of a
-/// rewrite (as `MSGID.FLOOR`), `None` for the others.
+/// The marks to write in an AOF rewrite, as (MSGID.FLOOR value, UID.FLOOR value); 0 is "none".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Marks {
+    pub(crate) msgid: i64,
+    pub(crate) uid: i64,
+}
+
+/// Called for each key an AOF rewrite writes: the marks to write before the first key of a
+/// rewrite (`MSGID.FLOOR` then `UID.FLOOR`; the first raises both floors, the second the UID
+/// floor to its own mark, never below), `None` for the other keys.
 ///
-/// An AOF rewrite without the RDB preamble has no place for aux data, and the MSGID.FLOOR lines
-/// of the old AOF are gone with it. Rewrites run in a forked child: the child's pid marks
+/// An AOF rewrite without the RDB preamble has no place for aux data, and the FLOOR lines of
+/// the old AOF are gone with it. Rewrites run in a forked child: the child's pid marks
 /// "already written in this rewrite" without any reset in the parent.
-pub fn mark_for_rewrite() -> Option<i64> {
+pub(crate) fn marks_for_rewrite() -> Option<Marks> {
     let pid = std::process::id();
     if EMITTED_BY.swap(pid, Ordering::Relaxed) == pid {
         return None;
     }
-    let hwm = high_water();
-    (hwm > 0).then(|| i64::try_from(hwm).unwrap_or(i64::MAX))
+    let g = ids();
+    let m = Marks {
+        msgid: i64::try_from(g.msgid_lease.high_water()).unwrap_or(i64::MAX),
+        uid: i64::try_from(g.uid_lease.high_water()).unwrap_or(i64::MAX),
+    };
+    (m.msgid > 0 || m.uid > 0).then_some(m)
 }
 
-/// When a forked child has exited, the primary writes its mark again (`MSGID.FLOOR`, to the AOF
-/// and to replicas).
+/// When a forked child has exited, the primary writes its marks again (`MSGID.FLOOR` then
+/// `UID.FLOOR`, to the AOF and to replicas).
 ///
-/// Why: an AOF rewrite replaces the files holding the earlier `MSGID.FLOOR` lines with a new
-/// base file. With the RDB preamble the base carries the mark as aux data, and without it the
-/// mark rides on the first sequence key; a dataset with no sequence key at all had no mark
+/// Why: an AOF rewrite replaces the files holding the earlier FLOOR lines with a new base
+/// file. With the RDB preamble the base carries the marks as aux data, and without it the
+/// marks ride on the first sequence key; a dataset with no sequence key at all had no mark
 /// until the next lease renewal (up to 2.5 s under load, never without load), so a crash in
-/// that window restarted the generator below IDs it had issued. Redis fires this event after
-/// it has installed the rewritten AOF, so the line lands in the new incremental file. For other
-/// children (BGSAVE) it is one harmless extra line.
+/// that window restarted the generators below IDs they had issued. Redis fires this event
+/// after it has installed the rewritten AOF, so the lines land in the new incremental file. For
+/// other children (BGSAVE) they are harmless extra lines.
 ///
 /// Returns false when writes are paused (`CLIENT PAUSE ... WRITE`, a failover): Redis aborts
 /// on anything propagated then, and a BGSAVE ending inside a failover's pause took a primary
 /// down. The caller tries again once the pause is over.
-pub fn after_fork_child(ctx: &Ctx) -> bool {
-    // Replicas receive the mark from their primary, and cannot write one of their own.
+pub(crate) fn after_fork_child(ctx: &Ctx) -> bool {
+    // Replicas receive the marks from their primary, and cannot write their own.
     if !ctx.is_primary() {
         return true;
     }
     if ctx.writes_paused() {
         return false;
     }
-    let hwm = high_water();
-    if hwm > 0 {
-        replicate_floor(ctx, hwm);
+    let (msgid, uid) = {
+        let g = ids();
+        (g.msgid_lease.high_water(), g.uid_lease.high_water())
+    };
+    if msgid > 0 {
+        replicate_floor(ctx, msgid);
+    }
+    if uid > 0 {
+        replicate_uid_floor(ctx, uid);
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // One test only: the leases are process-wide.
+    #[test]
+    fn marks_load_within_their_caps_and_keep_the_uid_mark_above() {
+        assert!(!has_mark());
+        // past a cap: the whole file is refused, nothing raised
+        let e = load_marks(MSGID_LEASE_CAP + 1, Some(5)).unwrap_err();
+        assert!(
+            e.contains("message-id high-water mark 4398046511105"),
+            "{e}"
+        );
+        let e = load_marks(5, Some(UID_LEASE_CAP + 1)).unwrap_err();
+        assert!(e.contains("uid high-water mark 9223372036854775808"), "{e}");
+        assert!(!has_mark());
+        assert!(raise_floor(MSGID_LEASE_CAP + 1).is_err());
+        assert!(raise_uid_floor(UID_LEASE_CAP + 1).is_err());
+        assert!(!has_mark());
+        // the UID floor alone is a mark, and leaves message IDs alone
+        raise_uid_floor(7_000).unwrap();
+        assert!(has_mark());
+        assert_eq!((high_water(), uid_high_water()), (0, 7_000));
+        // a version-1 mark (one for both) raises both; version 2 each its own
+        load_marks(9_000, None).unwrap();
+        assert_eq!((high_water(), uid_high_water()), (9_000, 9_000));
+        load_marks(10_000, Some(12_000)).unwrap();
+        assert_eq!((high_water(), uid_high_water()), (10_000, 12_000));
+        // MSGID.FLOOR's raise takes the UID floor along, never down
+        raise_floor(11_000).unwrap();
+        assert_eq!((high_water(), uid_high_water()), (11_000, 12_000));
+        raise_floor(13_000).unwrap();
+        assert_eq!((high_water(), uid_high_water()), (13_000, 13_000));
+        // the caps themselves load
+        load_marks(MSGID_LEASE_CAP, Some(UID_LEASE_CAP)).unwrap();
+        assert_eq!(
+            (high_water(), uid_high_water()),
+            (MSGID_LEASE_CAP, UID_LEASE_CAP)
+        );
+        assert_eq!(
+            floors(),
+            Leases {
+                msgid: MSGID_LEASE_CAP,
+                uid: UID_LEASE_CAP
+            }
+        );
+    }
 }

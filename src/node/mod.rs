@@ -3,15 +3,15 @@
 //! they share, and (in `exposure`) what a crash could take back since the last snapshot. The
 //! data type, the server events, INFO and the handlers import this; it imports none of them.
 
-pub mod cluster;
-pub mod exposure;
-pub mod ids;
+pub(crate) mod cluster;
+pub(crate) mod exposure;
+pub(crate) mod ids;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// The wall clock the generators read: the system clock, or the tests' steerable clock in a
 /// build with the `test-hooks` feature.
-pub fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     #[cfg(feature = "test-hooks")]
     return crate::test_hooks::now_ms();
     #[cfg(not(feature = "test-hooks"))]
@@ -27,26 +27,26 @@ pub fn now_ms() -> u64 {
 static INHERITED: AtomicBool = AtomicBool::new(false);
 
 /// Called from the loading and role-change server events (see `events`).
-pub fn mark_inherited() {
+pub(crate) fn mark_inherited() {
     INHERITED.store(true, Ordering::Relaxed);
 }
 
-pub fn inherited() -> bool {
+pub(crate) fn inherited() -> bool {
     INHERITED.load(Ordering::Relaxed)
 }
 
 /// A counter for `INFO imid`. Commands run on Redis's main thread; atomics keep the statics
 /// `Sync` at no real cost.
-pub struct Counter(AtomicU64);
+pub(crate) struct Counter(AtomicU64);
 
 impl Counter {
-    pub const fn new() -> Counter {
+    pub(crate) const fn new() -> Counter {
         Counter(AtomicU64::new(0))
     }
-    pub fn add(&self, n: u64) {
+    pub(crate) fn add(&self, n: u64) {
         self.0.fetch_add(n, Ordering::Relaxed);
     }
-    pub fn get(&self) -> u64 {
+    pub(crate) fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
 }
@@ -58,9 +58,9 @@ impl Default for Counter {
 }
 
 /// Values handed out by SEQ.NEXT (the sum of the counts).
-pub static SEQ_ISSUED: Counter = Counter::new();
+pub(crate) static SEQ_ISSUED: Counter = Counter::new();
 /// First NEXTs that skipped `imid.seq-gap` values after a load or a replication.
-pub static SEQ_GAP_SKIPS: Counter = Counter::new();
-pub static OPENID_ENCODED: Counter = Counter::new();
-pub static OPENID_DECODED: Counter = Counter::new();
-pub static OPENID_REJECTED: Counter = Counter::new();
+pub(crate) static SEQ_GAP_SKIPS: Counter = Counter::new();
+pub(crate) static OPENID_ENCODED: Counter = Counter::new();
+pub(crate) static OPENID_DECODED: Counter = Counter::new();
+pub(crate) static OPENID_REJECTED: Counter = Counter::new();

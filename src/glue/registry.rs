@@ -15,48 +15,47 @@ use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The C entry point Redis calls for a command.
-pub type RawHandler =
+pub(crate) type RawHandler =
     extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
 
 /// Where a command's keys are: arguments `first` to `last` (negative: from the end), step 1.
-pub struct Keys {
-    pub first: i32,
-    pub last: i32,
-    pub flags: u32,
+pub(crate) struct Keys {
+    pub(crate) first: i32,
+    pub(crate) last: i32,
+    pub(crate) flags: u32,
 }
 
-pub const RO_ACCESS: u32 = raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS;
-pub const RW_ACCESS_UPDATE: u32 =
+pub(crate) const RO_ACCESS: u32 = raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS;
+pub(crate) const RW_ACCESS_UPDATE: u32 =
     raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_UPDATE;
-pub const OW_UPDATE: u32 = raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE;
+pub(crate) const OW_UPDATE: u32 = raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE;
 /// MSGID.GEN's target: declared so that cluster clients route it and cluster nodes enforce that
 /// routing (MOVED), which per-slot uniqueness relies on; it is neither read nor written. Not
 /// NOT_KEY: Redis Cluster ignores NOT_KEY keys when it checks where a command belongs.
-pub const ROUTING_ONLY: u32 = raw::REDISMODULE_CMD_KEY_RO;
+pub(crate) const ROUTING_ONLY: u32 = raw::REDISMODULE_CMD_KEY_RO;
 
 /// Keys from argument `first` to `last` (0: just `first`; negative: from the end).
-pub const fn keys(first: i32, last: i32, flags: u32) -> Option<Keys> {
+pub(crate) const fn keys(first: i32, last: i32, flags: u32) -> Option<Keys> {
     Some(Keys { first, last, flags })
 }
 
-pub struct Command {
-    pub name: &'static str,
-    pub handler: RawHandler,
-    pub flags: &'static str,
+pub(crate) struct Command {
+    pub(crate) name: &'static str,
+    pub(crate) handler: RawHandler,
+    pub(crate) flags: &'static str,
     /// ACL categories (`write`, `read`, `fast`, ...), where the server has them (Redis 7.2+,
     /// Valkey); the module's own category `imid` is added where the server allows that.
-    pub acl: &'static str,
+    pub(crate) acl: &'static str,
     /// Negative: at least |arity| arguments, the command name included, as in Redis.
-    pub arity: i32,
-    pub keys: Option<Keys>,
-    pub summary: &'static str,
+    pub(crate) arity: i32,
+    pub(crate) keys: Option<Keys>,
+    pub(crate) summary: &'static str,
 }
 
 /// A table entry: `command!(name, handler path, flags, acl categories, arity, keys, summary)`.
-#[macro_export]
 macro_rules! command {
     ($name:literal, $handler:path, $flags:literal, $acl:literal, $arity:expr, $keys:expr, $summary:literal) => {
-        $crate::registry::Command {
+        $crate::glue::registry::Command {
             name: $name,
             handler: {
                 extern "C" fn call(
@@ -77,6 +76,8 @@ macro_rules! command {
     };
 }
 
+pub(crate) use command;
+
 /// The crate version, NUL-terminated, for COMMAND DOCS `since`.
 const SINCE: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul(
     concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes(),
@@ -94,7 +95,7 @@ const INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommand
 
 /// The module's own ACL category: `ACL CAT imid` lists every imid command, and `-@imid` /
 /// `+@imid` deny or grant them all.
-pub const MODULE_CATEGORY: &str = "imid";
+pub(crate) const MODULE_CATEGORY: &str = "imid";
 
 /// Whether [`MODULE_CATEGORY`] exists on this server (set once, in OnLoad).
 static HAVE_MODULE_CATEGORY: AtomicBool = AtomicBool::new(false);
@@ -102,7 +103,7 @@ static HAVE_MODULE_CATEGORY: AtomicBool = AtomicBool::new(false);
 /// Adds [`MODULE_CATEGORY`] where the server can (`RedisModule_AddACLCategory`: Redis 7.4+).
 /// Without it the commands still get the server's categories (Redis 7.2+, Valkey), just not
 /// their own. Call once in OnLoad, before [`register`].
-pub fn add_module_category(ctx: &Context) {
+pub(crate) fn add_module_category(ctx: &Context) {
     let Ok(name) = CString::new(MODULE_CATEGORY) else {
         return;
     };
@@ -122,7 +123,7 @@ pub fn add_module_category(ctx: &Context) {
 /// Registers every command of `table` with its flags, legacy key range, arity, summary and key
 /// spec (Redis 7.0+ for the latter) and ACL categories (Redis 7.2+ and Valkey; Redis 7.0 has no
 /// API for them, and there module commands belong to no category).
-pub fn register(ctx: &Context, table: &[Command]) -> Status {
+pub(crate) fn register(ctx: &Context, table: &[Command]) -> Status {
     for c in table {
         if register_one(ctx, c).is_err() {
             ctx.log_warning(&format!("imid: could not register command {}", c.name));

@@ -1,6 +1,17 @@
-//! The one unsafe layer between Redis and the handlers: arguments as byte slices straight from
-//! `argv`, replies straight through `RedisModule_ReplyWith*`, replication, keyspace events and
-//! the raw key API. Everything above it is safe Rust.
+//! The one unsafe layer between Redis and the rest of imid: every raw call into Redis and every
+//! callback from it lives under `glue/`, and every callback enters through [`guard`].
+//!
+//! - here: commands ([`call`]: arguments as byte slices straight from `argv`, replies straight
+//!   through `RedisModule_ReplyWith*`), replication, keyspace events, the raw key API, server
+//!   INFO, logging, and the one panic guard;
+//! - `registry`: command registration (CreateCommand, SetCommandInfo, ACL categories);
+//! - `config`: the string config callbacks and the Redis strings they hand out;
+//! - `types`: the data type's callbacks (RDB, AOF, digest, memory, copy, aux data);
+//! - `cluster`: the cluster bus receiver, the lease timer and the command filter;
+//! - `events`: server event subscription and callbacks.
+//!
+//! Everything above it is safe Rust: the callbacks decode their raw arguments and call safe
+//! functions (`seq_type`, `events`, `node::cluster`, `config`), which hold the rules.
 //!
 //! Why not the crate's `Context`/`RedisString`/`RedisValue` path: it copies the argument vector
 //! into a `Vec`, retains and releases every argument, and builds a `RedisValue` per reply; on
@@ -10,80 +21,106 @@
 //! Every `unsafe` block below relies on the same two facts, stated once:
 //! - Redis fills every `RedisModule_*` function pointer before `RedisModule_OnLoad` runs (the
 //!   crate's init does it); each is still called through `Option` and a missing one fails soft.
-//! - A [`Ctx`] and its [`Arg`]s exist only for the duration of one command call (they borrow
-//!   from the call frame in [`call`]), during which Redis keeps the context and `argv` alive.
+//! - A [`Ctx`] and its [`Arg`]s exist only for the duration of one call from Redis (they borrow
+//!   from the call frame in [`call`] or a callback), during which Redis keeps the context and
+//!   `argv` alive. A [`Key`] borrows its `Ctx`, so it cannot outlive the call either.
 
+pub(crate) mod cluster;
+pub(crate) mod config;
+pub(crate) mod events;
+pub(crate) mod migration;
+pub(crate) mod registry;
+pub(crate) mod types;
+
+use crate::error::{err, Error, INTERNAL, WRONGTYPE};
 use redis_module::raw;
 use std::ffi::{c_void, CStr, CString};
+use std::fmt;
+use std::marker::PhantomData;
 use std::os::raw::{c_char, c_int, c_long, c_longlong};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// A handler: parse, compute, then reply through the context as its last step (so that a panic,
 /// caught by [`call`], never leaves a half-written reply behind).
-pub type Handler = fn(&Ctx, &[Arg]) -> Result<(), Error>;
-
-/// An error reply. Every text starts with an uppercase code (`ERR`, `WRONGTYPE`).
-#[derive(Debug, PartialEq, Eq)]
-pub enum Error {
-    /// A fixed text, replied without an allocation.
-    Static(&'static CStr),
-    /// A text made for this call.
-    Owned(String),
-    /// Redis's own "wrong number of arguments for '<command>' command".
-    WrongArity,
-}
-
-impl Error {
-    /// The text as the client sees it.
-    pub fn text(&self) -> String {
-        match self {
-            Error::Static(s) => s.to_string_lossy().into_owned(),
-            Error::Owned(s) => s.clone(),
-            Error::WrongArity => "ERR wrong number of arguments".to_owned(),
-        }
-    }
-}
-
-/// An `ERR` reply naming the rule broken.
-pub fn err(msg: impl std::fmt::Display) -> Error {
-    Error::Owned(format!("ERR {msg}"))
-}
-
-/// Redis's own WRONGTYPE text, as for a GET on a list.
-pub const WRONGTYPE: Error =
-    Error::Static(c"WRONGTYPE Operation against a key holding the wrong kind of value");
-
-pub const SYNTAX: Error = Error::Static(c"ERR syntax error");
-
-pub const INTERNAL: Error = Error::Static(c"ERR internal error");
-
-/// The cluster bus message type carrying a node's time leases: 16 bytes, the message-ID lease
-/// then the UID lease, each big-endian ms (an 8-byte message from an older imid carries one
-/// lease for both).
-pub const LEASE_MESSAGE: u8 = 0x49;
+pub(crate) type Handler = fn(&Ctx, &[Arg]) -> Result<(), Error>;
 
 /// The context of the running command.
-pub struct Ctx {
+pub(crate) struct Ctx {
     ptr: *mut raw::RedisModuleCtx,
 }
 
 /// One argument of the running command (the command name is argument 0).
 #[repr(transparent)]
-pub struct Arg {
+pub(crate) struct Arg {
     ptr: *mut raw::RedisModuleString,
 }
 
-/// From Redis into a handler: the argument slice, the panic guard, the error reply.
+/// What Redis called, for the log line of a caught panic (formatted only then).
+#[derive(Clone, Copy)]
+pub(crate) enum Entry<'a> {
+    /// A command, named by its argument 0.
+    Command(&'a [Arg]),
+    /// Any other callback, by a fixed name ("the lease timer", "rdb_load", ...).
+    Named(&'static str),
+}
+
+impl fmt::Display for Entry<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Entry::Command(args) => match args.first() {
+                Some(a) => f.write_str(&String::from_utf8_lossy(a.bytes())),
+                None => f.write_str("a command"),
+            },
+            Entry::Named(name) => f.write_str(name),
+        }
+    }
+}
+
+/// The one guard every entry from Redis goes through: commands, server events, the timer, the
+/// cluster bus receiver, the command filter, config getters and setters, and the data type's
+/// callbacks. A panic must not unwind into Redis (that aborts the server and loses the dataset
+/// in memory): it is caught, logged as `imid: internal error in <entry>: <message>` (through
+/// `ctx`, or without a context when the callback has none), and the entry returns `fallback()`,
+/// its own safe answer (an error reply, null, `REDISMODULE_ERR`, nothing).
 ///
-/// A panic becomes `ERR internal error` plus a log line naming the command, instead of
-/// unwinding into Redis (which would abort the server and lose the dataset in memory).
-pub fn call(
+/// Costs nothing beyond the `catch_unwind` landing pad when nothing panics: the entry is
+/// formatted and the fallback made only after a panic.
+#[inline]
+pub(crate) fn guard<T>(
+    ctx: *mut raw::RedisModuleCtx,
+    entry: Entry,
+    fallback: impl FnOnce() -> T,
+    f: impl FnOnce() -> T,
+) -> T {
+    let run = || {
+        #[cfg(feature = "test-hooks")]
+        crate::test_hooks::maybe_panic(entry);
+        f()
+    };
+    match catch_unwind(AssertUnwindSafe(run)) {
+        Ok(v) => v,
+        Err(payload) => {
+            let msg = panic_text(payload.as_ref());
+            log(
+                ctx,
+                c"warning",
+                &format!("imid: internal error in {entry}: {msg}"),
+            );
+            fallback()
+        }
+    }
+}
+
+/// From Redis into a handler: the argument slice, the guard, the error reply.
+///
+/// A panic becomes `ERR internal error` plus a log line naming the command.
+pub(crate) fn call(
     ctx: *mut raw::RedisModuleCtx,
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
     handler: Handler,
 ) -> c_int {
-    let ctx = Ctx { ptr: ctx };
+    let c = Ctx { ptr: ctx };
     let args: &[Arg] = match usize::try_from(argc) {
         Ok(n) if !argv.is_null() => {
             // SAFETY: Redis passes `argc` live strings in `argv` for the duration of the call;
@@ -92,24 +129,19 @@ pub fn call(
         }
         _ => &[],
     };
-    match catch_unwind(AssertUnwindSafe(|| handler(&ctx, args))) {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => ctx.reply_error(&e),
-        Err(payload) => {
-            let msg = panic_text(payload.as_ref());
-            let name = args
-                .first()
-                .map(|a| String::from_utf8_lossy(a.bytes()).into_owned())
-                .unwrap_or_default();
-            ctx.log_warning(&format!("imid: internal error in {name}: {msg}"));
-            ctx.reply_error(&INTERNAL);
-        }
+    if let Err(e) = guard(
+        ctx,
+        Entry::Command(args),
+        || Err(INTERNAL),
+        || handler(&c, args),
+    ) {
+        c.reply_error(&e);
     }
     raw::REDISMODULE_OK as c_int
 }
 
 /// The message of a caught panic.
-pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
     payload
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())
@@ -119,7 +151,7 @@ pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 
 impl Arg {
     /// The argument's bytes, borrowed from Redis for the call.
-    pub fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         let mut len = 0usize;
         // SAFETY: see the module comment; StringPtrLen returns the string's buffer and length,
         // valid while the string lives (the whole call).
@@ -139,7 +171,7 @@ impl Arg {
     }
 
     /// The argument as a strict decimal integer (Redis's own rules, as INCRBY applies them).
-    pub fn int(&self) -> Option<i64> {
+    pub(crate) fn int(&self) -> Option<i64> {
         let mut v: c_longlong = 0;
         // SAFETY: see the module comment; StringToLongLong writes one long long.
         let rc = unsafe { raw::RedisModule_StringToLongLong.map(|f| f(self.ptr, &mut v)) };
@@ -147,7 +179,7 @@ impl Arg {
     }
 
     /// An integer in `min..=max`; anything else is an `ERR` naming the argument and its range.
-    pub fn int_in(&self, name: &str, min: i64, max: i64) -> Result<i64, Error> {
+    pub(crate) fn int_in(&self, name: &str, min: i64, max: i64) -> Result<i64, Error> {
         match self.int() {
             Some(v) if (min..=max).contains(&v) => Ok(v),
             _ => Err(err(format_args!(
@@ -157,13 +189,13 @@ impl Arg {
     }
 
     /// Whether the argument is `word`, ignoring ASCII case.
-    pub fn is(&self, word: &str) -> bool {
+    pub(crate) fn is(&self, word: &str) -> bool {
         self.bytes().eq_ignore_ascii_case(word.as_bytes())
     }
 }
 
 /// A reply element for [`Ctx::reply_fields`].
-pub enum Val<'a> {
+pub(crate) enum Val<'a> {
     Int(i64),
     Bulk(&'a [u8]),
 }
@@ -173,7 +205,7 @@ impl Ctx {
     ///
     /// # Safety
     /// `ptr` must be the live context of the running callback, and the `Ctx` must not outlive it.
-    pub unsafe fn from_raw(ptr: *mut raw::RedisModuleCtx) -> Ctx {
+    pub(super) unsafe fn from_raw(ptr: *mut raw::RedisModuleCtx) -> Ctx {
         Ctx { ptr }
     }
 
@@ -185,25 +217,25 @@ impl Ctx {
     /// The call replays a write this process did not choose: it comes from the primary or from
     /// the AOF at load. Such a call must reproduce the recorded effect, never apply local rules
     /// such as the gap.
-    pub fn is_replay(&self) -> bool {
+    pub(crate) fn is_replay(&self) -> bool {
         self.flags()
             & (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING) as c_int
             != 0
     }
 
     /// This node is a primary (it may write the time lease of its own).
-    pub fn is_primary(&self) -> bool {
+    pub(crate) fn is_primary(&self) -> bool {
         self.flags() & raw::REDISMODULE_CTX_FLAGS_MASTER as c_int != 0
     }
 
     /// Writes are paused (`CLIENT PAUSE ... WRITE`, a failover's pause): Redis then aborts on
     /// anything propagated, so nothing may be replicated until the pause ends.
-    pub fn writes_paused(&self) -> bool {
+    pub(crate) fn writes_paused(&self) -> bool {
         // SAFETY: a plain query of server state, valid wherever a module runs.
         unsafe { raw::RedisModule_AvoidReplicaTraffic.is_some_and(|f| f() != 0) }
     }
 
-    pub fn reply_int(&self, v: i64) {
+    pub(crate) fn reply_int(&self, v: i64) {
         // SAFETY: see the module comment.
         unsafe {
             if let Some(f) = raw::RedisModule_ReplyWithLongLong {
@@ -212,7 +244,7 @@ impl Ctx {
         }
     }
 
-    pub fn reply_bulk(&self, b: &[u8]) {
+    pub(crate) fn reply_bulk(&self, b: &[u8]) {
         // SAFETY: see the module comment; Redis copies the buffer.
         unsafe {
             if let Some(f) = raw::RedisModule_ReplyWithStringBuffer {
@@ -221,7 +253,7 @@ impl Ctx {
         }
     }
 
-    pub fn reply_simple(&self, s: &CStr) {
+    pub(crate) fn reply_simple(&self, s: &CStr) {
         // SAFETY: see the module comment; s is NUL-terminated and copied.
         unsafe {
             if let Some(f) = raw::RedisModule_ReplyWithSimpleString {
@@ -230,12 +262,12 @@ impl Ctx {
         }
     }
 
-    pub fn reply_ok(&self) {
+    pub(crate) fn reply_ok(&self) {
         self.reply_simple(c"OK");
     }
 
     /// An array header; exactly `len` elements must follow.
-    pub fn reply_array(&self, len: usize) {
+    pub(crate) fn reply_array(&self, len: usize) {
         let len = c_long::try_from(len).unwrap_or(c_long::MAX);
         // SAFETY: see the module comment.
         unsafe {
@@ -247,7 +279,7 @@ impl Ctx {
 
     /// Named fields in the documented order: a RESP3 map after `HELLO 3`, else a flat array of
     /// name/value pairs (Redis turns the map header into an array of twice the length on RESP2).
-    pub fn reply_fields(&self, fields: &[(&str, Val)]) {
+    pub(crate) fn reply_fields(&self, fields: &[(&str, Val)]) {
         let len = c_long::try_from(fields.len()).unwrap_or(c_long::MAX);
         // SAFETY: see the module comment.
         unsafe {
@@ -264,7 +296,7 @@ impl Ctx {
         }
     }
 
-    pub fn reply_error(&self, e: &Error) {
+    pub(crate) fn reply_error(&self, e: &Error) {
         let owned;
         let text: &CStr = match e {
             Error::WrongArity => {
@@ -293,7 +325,7 @@ impl Ctx {
 
     /// Replicates the command as called (to replicas and the AOF): only for calls whose replay
     /// reproduces their effect exactly.
-    pub fn replicate_verbatim(&self) {
+    pub(crate) fn replicate_verbatim(&self) {
         // SAFETY: see the module comment.
         unsafe {
             if let Some(f) = raw::RedisModule_ReplicateVerbatim {
@@ -304,7 +336,7 @@ impl Ctx {
 
     /// Replicates `cmd key value` (format "sl": Redis takes a reference to the key argument and
     /// formats the integer itself).
-    pub fn replicate_key_int(&self, cmd: &CStr, key: &Arg, value: i64) {
+    pub(crate) fn replicate_key_int(&self, cmd: &CStr, key: &Arg, value: i64) {
         // SAFETY: see the module comment; "sl" consumes exactly one RedisModuleString* and one
         // long long, both passed. Replicate fails only for an unknown command name, and every
         // name passed here is one of ours.
@@ -316,7 +348,8 @@ impl Ctx {
     }
 
     /// Replicates `cmd arg` with one of the call's arguments as it came (format "s").
-    pub fn replicate_arg(&self, cmd: &CStr, arg: &Arg) {
+    #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
+    pub(crate) fn replicate_arg(&self, cmd: &CStr, arg: &Arg) {
         // SAFETY: as in replicate_key_int; "s" consumes one RedisModuleString*.
         unsafe {
             if let Some(f) = raw::RedisModule_Replicate {
@@ -326,7 +359,7 @@ impl Ctx {
     }
 
     /// Replicates `cmd value` (format "l").
-    pub fn replicate_int(&self, cmd: &CStr, value: i64) {
+    pub(crate) fn replicate_int(&self, cmd: &CStr, value: i64) {
         // SAFETY: as in replicate_key_int; "l" consumes one long long.
         unsafe {
             if let Some(f) = raw::RedisModule_Replicate {
@@ -337,7 +370,7 @@ impl Ctx {
 
     /// A keyspace event of class `d` (module types; `notify-keyspace-events` must include it).
     /// Costs a flag test when notifications are off.
-    pub fn notify(&self, event: &CStr, key: &Arg) {
+    pub(crate) fn notify(&self, event: &CStr, key: &Arg) {
         // SAFETY: see the module comment; Redis copies what it keeps.
         unsafe {
             if let Some(f) = raw::RedisModule_NotifyKeyspaceEvent {
@@ -351,35 +384,13 @@ impl Ctx {
         }
     }
 
-    /// Sends this node's time leases (message IDs, UIDs) to every other node of the cluster
-    /// (see `node::cluster`).
-    pub fn send_lease(&self, msgid_ms: u64, uid_ms: u64) {
-        let mut payload = [0u8; 16];
-        let (a, b) = payload.split_at_mut(8);
-        a.copy_from_slice(&msgid_ms.to_be_bytes());
-        b.copy_from_slice(&uid_ms.to_be_bytes());
-        // SAFETY: see the module comment; a null target means every node; Redis copies the
-        // 16-byte payload. Outside cluster mode the call fails harmlessly.
-        unsafe {
-            if let Some(f) = raw::RedisModule_SendClusterMessage {
-                f(
-                    self.ptr,
-                    std::ptr::null(),
-                    LEASE_MESSAGE,
-                    payload.as_ptr().cast::<c_char>(),
-                    16,
-                );
-            }
-        }
-    }
-
-    pub fn log_warning(&self, msg: &str) {
+    pub(crate) fn log_warning(&self, msg: &str) {
         log(self.ptr, c"warning", msg);
     }
 
     /// Runs `cmd arg` (e.g. `CLUSTER NODES`) through `RedisModule_Call` and returns its reply
     /// when it is a string; `None` for an error or any other reply. Not for the hot path.
-    pub fn call_text(&self, cmd: &CStr, arg: &CStr) -> Option<Vec<u8>> {
+    pub(crate) fn call_text(&self, cmd: &CStr, arg: &CStr) -> Option<Vec<u8>> {
         // SAFETY: see the module comment; the format "c" consumes exactly one NUL-terminated C
         // string; the reply is read while alive and freed once, below.
         unsafe {
@@ -404,7 +415,7 @@ impl Ctx {
 
     /// In cluster mode, on a replica: its primary's node ID (`None` on a primary, or when the
     /// server does not say).
-    pub fn cluster_primary(&self) -> Option<[u8; 40]> {
+    pub(crate) fn cluster_primary(&self) -> Option<[u8; 40]> {
         let me = my_cluster_id()?;
         // The server looks the node up with strlen: a NUL-terminated copy of the ID.
         let mut id = [0u8; 41];
@@ -438,8 +449,9 @@ impl Ctx {
         (id != [0u8; 40]).then_some(id)
     }
 
-    /// Opens a key for reading (`write` false) or writing; closed on drop.
-    pub fn open_key(&self, name: &Arg, write: bool) -> Result<Key, Error> {
+    /// Opens a key for reading (`write` false) or writing; closed on drop, and tied to this
+    /// call: the handle borrows the context, so it cannot be kept past the call.
+    pub(crate) fn open_key<'a>(&'a self, name: &Arg, write: bool) -> Result<Key<'a>, Error> {
         let mode = if write {
             raw::REDISMODULE_READ | raw::REDISMODULE_WRITE
         } else {
@@ -448,14 +460,25 @@ impl Ctx {
         // SAFETY: see the module comment. A null result (read mode, missing key) is handled by
         // every method of Key.
         let key = unsafe { raw::RedisModule_OpenKey.map(|f| f(self.ptr, name.ptr, mode as c_int)) };
-        key.map(|ptr| Key { ptr })
-            .ok_or(Error::Static(c"ERR internal error: key API unavailable"))
+        key.map(|ptr| Key {
+            ptr,
+            _call: PhantomData,
+        })
+        .ok_or(Error::Static(c"ERR internal error: key API unavailable"))
     }
+}
+
+/// Whether the server is loading data (an RDB or AOF at startup, a full sync, DEBUG RELOAD),
+/// read without a context like [`aof_on`].
+pub(crate) fn server_loading() -> bool {
+    // SAFETY: see the module comment; a NULL context is documented as allowed.
+    let flags = unsafe { raw::RedisModule_GetContextFlags.map_or(0, |f| f(std::ptr::null_mut())) };
+    flags & raw::REDISMODULE_CTX_FLAGS_LOADING as c_int != 0
 }
 
 /// This node's cluster ID (40 bytes), or `None` outside cluster mode. Needs no context, so the
 /// command filter can compare a `SETSLOT ... NODE <id>` with it.
-pub fn my_cluster_id() -> Option<[u8; 40]> {
+pub(crate) fn my_cluster_id() -> Option<[u8; 40]> {
     // SAFETY: see the module comment; the server returns a pointer to its own 40-byte ID (not
     // NUL-terminated), valid while the server runs, or NULL outside cluster mode.
     unsafe {
@@ -472,7 +495,7 @@ pub fn my_cluster_id() -> Option<[u8; 40]> {
 ///
 /// Read without a context, since the INFO callback has none: `RedisModule_GetContextFlags`
 /// accepts NULL and then leaves out only the client flags (Lua, MULTI, replicated, dirty).
-pub fn aof_on() -> bool {
+pub(crate) fn aof_on() -> bool {
     // SAFETY: see the module comment; a NULL context is documented as allowed.
     let flags = unsafe { raw::RedisModule_GetContextFlags.map_or(0, |f| f(std::ptr::null_mut())) };
     flags & raw::REDISMODULE_CTX_FLAGS_AOF as c_int != 0
@@ -481,13 +504,13 @@ pub fn aof_on() -> bool {
 /// One section of the server's own INFO, as `RedisModule_GetServerInfo` parses it; freed on
 /// drop. For event callbacks (a fork, a child's exit), never for the hot path: Redis formats
 /// the whole section to build it.
-pub struct ServerInfo {
+pub(crate) struct ServerInfo {
     ptr: *mut raw::RedisModuleServerInfoData,
 }
 
 impl ServerInfo {
     /// The section `section` (e.g. `persistence`), or `None` when the API is missing.
-    pub fn read(section: &CStr) -> Option<ServerInfo> {
+    pub(crate) fn read(section: &CStr) -> Option<ServerInfo> {
         // SAFETY: see the module comment. Without a context the data is not tied to automatic
         // memory management; Drop frees it.
         let ptr = unsafe {
@@ -497,7 +520,7 @@ impl ServerInfo {
     }
 
     /// An integer field, `None` when it is missing or not an integer.
-    pub fn int(&self, field: &CStr) -> Option<i64> {
+    pub(crate) fn int(&self, field: &CStr) -> Option<i64> {
         let mut rc: c_int = 0;
         // SAFETY: see the module comment; the data lives until drop, the field name is
         // NUL-terminated, and `rc` receives the status.
@@ -508,7 +531,7 @@ impl ServerInfo {
     }
 
     /// Whether a text field reads exactly `want`.
-    pub fn text_is(&self, field: &CStr, want: &str) -> bool {
+    pub(crate) fn text_is(&self, field: &CStr, want: &str) -> bool {
         // SAFETY: see the module comment; the returned string belongs to the data (alive until
         // drop) and is NUL-terminated (an sds), or NULL when the field is missing.
         unsafe {
@@ -533,7 +556,7 @@ impl Drop for ServerInfo {
 
 /// A log line at `level` ("warning", "notice", "verbose", "debug"), prefixed by Redis with the
 /// module name.
-fn log(ctx: *mut raw::RedisModuleCtx, level: &CStr, msg: &str) {
+pub(crate) fn log(ctx: *mut raw::RedisModuleCtx, level: &CStr, msg: &str) {
     let Ok(msg) = CString::new(msg.replace('\0', " ")) else {
         return;
     };
@@ -545,73 +568,23 @@ fn log(ctx: *mut raw::RedisModuleCtx, level: &CStr, msg: &str) {
     }
 }
 
-/// The IO handle of an AOF rewrite callback, with the key being rewritten.
-pub struct AofKey {
-    io: *mut raw::RedisModuleIO,
-    key: *mut raw::RedisModuleString,
-}
-
-impl AofKey {
-    /// # Safety
-    /// `io` and `key` must be the live handles passed to the running `aof_rewrite` callback,
-    /// and the `AofKey` must not outlive that call.
-    pub unsafe fn from_raw(
-        io: *mut raw::RedisModuleIO,
-        key: *mut raw::RedisModuleString,
-    ) -> AofKey {
-        AofKey { io, key }
-    }
-
-    /// Writes `cmd value` (format "l").
-    pub fn emit_int(&self, cmd: &CStr, value: i64) {
-        // SAFETY: see the module comment and from_raw; "l" consumes exactly one long long.
-        unsafe {
-            if let Some(f) = raw::RedisModule_EmitAOF {
-                f(self.io, cmd.as_ptr(), c"l".as_ptr(), value);
-            }
-        }
-    }
-
-    /// Writes `cmd <the key> value` (format "sl").
-    pub fn emit_key_int(&self, cmd: &CStr, value: i64) {
-        // SAFETY: see the module comment and from_raw; "sl" consumes the key string and one
-        // long long.
-        unsafe {
-            if let Some(f) = raw::RedisModule_EmitAOF {
-                f(self.io, cmd.as_ptr(), c"sl".as_ptr(), self.key, value);
-            }
-        }
-    }
-}
-
-/// A registered module data type.
-#[derive(Clone, Copy)]
-pub struct ModuleType(*mut raw::RedisModuleType);
-
-impl ModuleType {
-    /// # Safety
-    /// `t` must be a type this module registered (CreateDataType), which lives as long as the
-    /// module.
-    pub unsafe fn from_raw(t: *mut raw::RedisModuleType) -> ModuleType {
-        ModuleType(t)
-    }
-}
-
 /// What a key holds, seen through the raw key API.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Held {
+pub(crate) enum Held {
     Missing,
     /// A value of the module type asked about: its word.
     Word(u64),
     Other,
 }
 
-/// A key opened through the raw API, closed on drop.
-pub struct Key {
+/// A key opened through the raw API, closed on drop. It borrows the [`Ctx`] of the call that
+/// opened it (`'a`), so it cannot be stored beyond that call.
+pub(crate) struct Key<'a> {
     ptr: *mut raw::RedisModuleKey,
+    _call: PhantomData<&'a Ctx>,
 }
 
-impl Key {
+impl Key<'_> {
     fn key_type(&self) -> c_int {
         if self.ptr.is_null() {
             return raw::REDISMODULE_KEYTYPE_EMPTY as c_int;
@@ -621,7 +594,7 @@ impl Key {
     }
 
     /// What the key holds, for module type `t`: the value word of a key of that type.
-    pub fn get(&self, t: ModuleType) -> Held {
+    pub(crate) fn get(&self, t: types::ModuleType) -> Held {
         let kt = self.key_type();
         if kt == raw::REDISMODULE_KEYTYPE_EMPTY as c_int {
             return Held::Missing;
@@ -646,7 +619,7 @@ impl Key {
     /// already exists (SetValue would delete the key first, and its expiry with it). `was` is
     /// what [`Key::get`] returned for this handle. The word is never dereferenced by Redis, only
     /// handed back to the type's callbacks; it must not be 0 (Redis reads null as no value).
-    pub fn set(&self, t: ModuleType, was: Held, word: u64) -> Result<(), Error> {
+    pub(crate) fn set(&self, t: types::ModuleType, was: Held, word: u64) -> Result<(), Error> {
         let value = word as usize as *mut c_void;
         // SAFETY: see the module comment; the handle was opened for writing (a null handle is
         // refused), and `was` tells whether it holds our type.
@@ -674,7 +647,7 @@ impl Key {
     }
 }
 
-impl Drop for Key {
+impl Drop for Key<'_> {
     fn drop(&mut self) {
         if self.ptr.is_null() {
             return;
@@ -699,12 +672,5 @@ mod tests {
         let n = 3;
         let p = catch_unwind(|| panic!("formatted {n}")).unwrap_err();
         assert_eq!(panic_text(p.as_ref()), "formatted 3");
-    }
-
-    #[test]
-    fn error_texts() {
-        assert_eq!(err("x must be y").text(), "ERR x must be y");
-        assert!(WRONGTYPE.text().starts_with("WRONGTYPE "));
-        assert!(Error::WrongArity.text().starts_with("ERR "));
     }
 }

@@ -1,0 +1,160 @@
+//! Cluster-mode callbacks for slot adoption, raw parsing only (the rules are in
+//! `node::cluster`): the cluster-bus receiver for peers' time promises, a once-a-second timer
+//! that sends this primary's promise (and, on a replica, notes its primary), and a command
+//! filter that notices the slot assignment commands run on this node (SETSLOT
+//! IMPORTING/NODE/STABLE, ADDSLOTS).
+//!
+//! Registered only in cluster mode: a standalone server pays nothing for them. The filter runs
+//! before every command a client sends to a cluster node; it compares the command's name with
+//! `CLUSTER` and returns (a few dozen instructions).
+
+use super::{guard, Ctx, Entry};
+use crate::node::cluster;
+use redis_module::raw;
+use std::ffi::c_void;
+use std::os::raw::{c_char, c_int, c_uchar};
+
+/// The cluster bus message type carrying a node's time leases (`node::cluster::encode`).
+pub(crate) const LEASE_MESSAGE: u8 = 0x49;
+
+/// How often a primary sends its lease to the other nodes when no renewal did.
+const SEND_EVERY_MS: i64 = 1000;
+
+/// Registers the bus receiver and the command filter, and arms the timer (OnLoad, cluster
+/// mode only).
+pub(crate) fn init(ctx: &redis_module::Context) {
+    // SAFETY: ctx.ctx is the live OnLoad context; every function pointer is filled in at load
+    // and checked; the callbacks match the C signatures and live as long as the module.
+    unsafe {
+        if let Some(f) = raw::RedisModule_RegisterClusterMessageReceiver {
+            f(ctx.ctx, LEASE_MESSAGE, Some(on_lease));
+        }
+        if let Some(f) = raw::RedisModule_RegisterCommandFilter {
+            f(
+                ctx.ctx,
+                Some(on_command),
+                raw::REDISMODULE_CMDFILTER_NOSELF as c_int,
+            );
+        }
+    }
+    arm_timer(ctx.ctx);
+}
+
+impl Ctx {
+    /// Sends this node's time leases (message IDs, UIDs) to every other node of the cluster
+    /// (see `node::cluster`).
+    pub(crate) fn send_lease(&self, msgid_ms: u64, uid_ms: u64) {
+        let payload = cluster::encode(cluster::Leases {
+            msgid: msgid_ms,
+            uid: uid_ms,
+        });
+        let len = u32::try_from(payload.len()).unwrap_or(0);
+        // SAFETY: see the module comment of `glue`; a null target means every node; Redis
+        // copies the payload. Outside cluster mode the call fails harmlessly.
+        unsafe {
+            if let Some(f) = raw::RedisModule_SendClusterMessage {
+                f(
+                    self.ptr,
+                    std::ptr::null(),
+                    LEASE_MESSAGE,
+                    payload.as_ptr().cast::<c_char>(),
+                    len,
+                );
+            }
+        }
+    }
+}
+
+fn arm_timer(ctx: *mut raw::RedisModuleCtx) {
+    // SAFETY: ctx is a live context (OnLoad's or the timer callback's); the callback matches.
+    unsafe {
+        if let Some(f) = raw::RedisModule_CreateTimer {
+            f(ctx, SEND_EVERY_MS, Some(on_timer), std::ptr::null_mut());
+        }
+    }
+}
+
+unsafe extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
+    // SAFETY: ctx is the live context of this timer callback; the Ctx is used only within it.
+    let c = unsafe { Ctx::from_raw(ctx) };
+    guard(
+        ctx,
+        Entry::Named("the lease timer"),
+        || (),
+        || cluster::tick(&c),
+    );
+    arm_timer(ctx);
+}
+
+unsafe extern "C" fn on_lease(
+    ctx: *mut raw::RedisModuleCtx,
+    sender: *const c_char,
+    _type: u8,
+    payload: *const c_uchar,
+    len: u32,
+) {
+    if payload.is_null() {
+        return;
+    }
+    let Ok(len) = usize::try_from(len) else {
+        return;
+    };
+    // SAFETY: Redis passes `len` readable bytes at `payload` for the duration of the callback.
+    let bytes = unsafe { std::slice::from_raw_parts(payload, len) };
+    // SAFETY: Redis passes the sender's node ID, NODE_ID_LEN bytes (not NUL-terminated), alive
+    // for the duration of the callback.
+    let sender = (!sender.is_null())
+        .then(|| unsafe { std::slice::from_raw_parts(sender.cast::<u8>(), cluster::NODE_ID_LEN) });
+    guard(
+        ctx,
+        Entry::Named("the cluster bus receiver"),
+        || (),
+        || {
+            // SAFETY: ctx is the live context of this receiver callback, used only within it.
+            let c = unsafe { Ctx::from_raw(ctx) };
+            cluster::received(&c, sender, bytes);
+        },
+    );
+}
+
+/// The bytes of argument `pos` of the filtered command, or None.
+///
+/// # Safety
+/// `f` must be the live filter context of the running filter callback.
+unsafe fn filter_arg<'a>(f: *mut raw::RedisModuleCommandFilterCtx, pos: c_int) -> Option<&'a [u8]> {
+    // SAFETY: per the contract above; the string and its buffer live while the filter runs.
+    unsafe {
+        let s = raw::RedisModule_CommandFilterArgGet?(f, pos);
+        if s.is_null() {
+            return None;
+        }
+        let mut len = 0usize;
+        let p = raw::RedisModule_StringPtrLen?(s, &mut len);
+        (!p.is_null()).then(|| std::slice::from_raw_parts(p.cast::<u8>(), len))
+    }
+}
+
+unsafe extern "C" fn on_command(f: *mut raw::RedisModuleCommandFilterCtx) {
+    // SAFETY: f is this callback's live filter context.
+    let is_cluster =
+        unsafe { filter_arg(f, 0) }.is_some_and(|a| a.eq_ignore_ascii_case(b"CLUSTER"));
+    if !is_cluster {
+        return;
+    }
+    // SAFETY: as above.
+    let (sub, slot, how, node) = unsafe {
+        (
+            filter_arg(f, 1),
+            filter_arg(f, 2),
+            filter_arg(f, 3),
+            filter_arg(f, 4),
+        )
+    };
+    let Some(sub) = sub else { return };
+    guard(
+        std::ptr::null_mut(),
+        Entry::Named("the command filter"),
+        || (),
+        || cluster::cluster_command(sub, slot, how, node),
+    );
+}

@@ -1,0 +1,298 @@
+//! The sequence data type's raw callbacks (`imidseq01`): each decodes its arguments, runs the
+//! safe code of `seq_type` inside [`guard`], and hands the answer back to Redis.
+//!
+//! A key's value "pointer" is not a pointer: it is the word `Seq::to_word` encodes (see
+//! `seq_type`). Redis never dereferences module values; it only hands them back to these
+//! callbacks, which decode the word.
+
+use super::{guard, Entry};
+use crate::core::seq::Seq;
+use crate::seq_type::{self, ENCODING_VERSION, TYPE_NAME};
+use redis_module::native_types::RedisType;
+use redis_module::raw;
+use std::ffi::{c_void, CStr};
+use std::marker::PhantomData;
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+// Values travel as pointer-sized words; a 32-bit target would truncate them.
+const _: () = assert!(usize::BITS == 64);
+
+pub(crate) static SEQ_TYPE: RedisType = RedisType::new(
+    TYPE_NAME,
+    ENCODING_VERSION,
+    raw::RedisModuleTypeMethods {
+        // Version 4 is what Redis 7.0 knows; nothing of version 5 (aux_save2) is used.
+        version: 4,
+        rdb_load: Some(rdb_load),
+        rdb_save: Some(rdb_save),
+        aof_rewrite: Some(aof_rewrite),
+        mem_usage: Some(mem_usage),
+        digest: Some(digest),
+        free: Some(free),
+        aux_load: Some(aux_load),
+        aux_save: Some(aux_save),
+        aux_save_triggers: AUX_BEFORE_RDB,
+        free_effort: None,
+        unlink: None,
+        copy: Some(copy),
+        defrag: None,
+        mem_usage2: None,
+        free_effort2: None,
+        unlink2: None,
+        copy2: None,
+        aux_save2: None,
+    },
+);
+
+/// Where aux data is saved: before the keyspace (the only position the type asks for).
+pub(crate) const AUX_BEFORE_RDB: c_int = raw::REDISMODULE_AUX_BEFORE_RDB as c_int;
+
+/// A registered module data type.
+#[derive(Clone, Copy)]
+pub(crate) struct ModuleType(pub(super) *mut raw::RedisModuleType);
+
+/// The registered type, kept once at load: SEQ_TYPE's own copy sits behind a RefCell whose
+/// borrow bookkeeping every command would otherwise pay.
+static RAW_TYPE: AtomicPtr<raw::RedisModuleType> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Called from init, after the `redis_module!` table created the type.
+pub(crate) fn remember_type() {
+    RAW_TYPE.store(*SEQ_TYPE.raw_type.borrow(), Ordering::Relaxed);
+}
+
+/// With this option a truncated or mistyped RDB/DUMP payload makes our loader fail (RESTORE
+/// replies an error) instead of Redis aborting the server. On a Valkey 9 cluster node the
+/// options also declare atomic slot migration support (`glue::migration`). Called once in
+/// OnLoad.
+pub(crate) fn handle_io_errors(ctx: &redis_module::Context) {
+    let options =
+        raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int | super::migration::module_options(ctx);
+    // SAFETY: ctx.ctx is the live context of OnLoad; SetModuleOptions is filled in at load.
+    unsafe {
+        if let Some(set_options) = raw::RedisModule_SetModuleOptions {
+            set_options(ctx.ctx, options);
+        }
+    }
+}
+
+/// The sequence type as registered (null before init, when no command runs; Redis's type check
+/// then simply fails).
+pub(crate) fn seq_type() -> ModuleType {
+    ModuleType(RAW_TYPE.load(Ordering::Relaxed))
+}
+
+fn word_to_ptr(s: Seq) -> *mut c_void {
+    // An integer smuggled through a pointer-typed slot that is never dereferenced.
+    s.to_word() as usize as *mut c_void
+}
+
+fn ptr_to_seq(p: *const c_void) -> Seq {
+    Seq::from_word(p as usize as u64)
+}
+
+/// The RDB (or DUMP payload) handle of the running load or save callback; it cannot outlive
+/// the callback (`'a` is the callback's frame).
+pub(crate) struct Rdb<'a> {
+    io: *mut raw::RedisModuleIO,
+    _call: PhantomData<&'a ()>,
+}
+
+impl Rdb<'_> {
+    /// The next unsigned integer; `None` when the payload ends or is not one.
+    pub(crate) fn load_u64(&self) -> Option<u64> {
+        raw::load_unsigned(self.io).ok()
+    }
+
+    pub(crate) fn save_u64(&self, v: u64) {
+        raw::save_unsigned(self.io, v);
+    }
+}
+
+/// The IO handle of an AOF rewrite callback, with the key being rewritten; it cannot outlive
+/// the callback.
+pub(crate) struct AofKey<'a> {
+    io: *mut raw::RedisModuleIO,
+    key: *mut raw::RedisModuleString,
+    _call: PhantomData<&'a ()>,
+}
+
+impl AofKey<'_> {
+    /// Writes `cmd value` (format "l").
+    pub(crate) fn emit_int(&self, cmd: &CStr, value: i64) {
+        // SAFETY: io is the live handle of the running aof_rewrite callback (see the struct);
+        // "l" consumes exactly one long long.
+        unsafe {
+            if let Some(f) = raw::RedisModule_EmitAOF {
+                f(self.io, cmd.as_ptr(), c"l".as_ptr(), value);
+            }
+        }
+    }
+
+    /// Writes `cmd <the key> value` (format "sl").
+    pub(crate) fn emit_key_int(&self, cmd: &CStr, value: i64) {
+        // SAFETY: io and key are the live handles of the running aof_rewrite callback; "sl"
+        // consumes the key string and one long long.
+        unsafe {
+            if let Some(f) = raw::RedisModule_EmitAOF {
+                f(self.io, cmd.as_ptr(), c"sl".as_ptr(), self.key, value);
+            }
+        }
+    }
+}
+
+/// Logs why a load failed, through the IO handle (Redis prefixes the module name). While the
+/// server loads data (an RDB or AOF at startup, a full sync, DEBUG RELOAD) a refusal stops the
+/// load, so it is a warning. Otherwise it is a refused RESTORE payload: the client already has
+/// its error, and Redis logs its own RESTORE failures at verbose level, so this one does too
+/// (at warning level, a client sending bad payloads in a loop would fill the log).
+fn log_io(rdb: *mut raw::RedisModuleIO, msg: &str) {
+    let Ok(msg) = std::ffi::CString::new(msg) else {
+        return;
+    };
+    let level = if super::server_loading() {
+        c"warning"
+    } else {
+        c"verbose"
+    };
+    // SAFETY: LogIOError is filled in at load; rdb is the live IO handle of the current
+    // callback; "%s" consumes exactly the one NUL-terminated string passed.
+    unsafe {
+        if let Some(log) = raw::RedisModule_LogIOError {
+            log(rdb, level.as_ptr(), c"%s".as_ptr(), msg.as_ptr());
+        }
+    }
+}
+
+/// Loads one sequence (`seq_type::load`); a refusal is logged and fails the load.
+unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
+    let io = Rdb {
+        io: rdb,
+        _call: PhantomData,
+    };
+    let r = guard(
+        std::ptr::null_mut(),
+        Entry::Named("rdb_load"),
+        || Err("internal error".to_owned()),
+        || seq_type::load(&io, encver),
+    );
+    match r {
+        Ok(s) => word_to_ptr(s),
+        Err(msg) => {
+            log_io(rdb, &msg);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
+    let io = Rdb {
+        io: rdb,
+        _call: PhantomData,
+    };
+    guard(
+        std::ptr::null_mut(),
+        Entry::Named("rdb_save"),
+        || (),
+        || seq_type::save(&io, ptr_to_seq(value)),
+    );
+}
+
+unsafe extern "C" fn aof_rewrite(
+    aof: *mut raw::RedisModuleIO,
+    key: *mut raw::RedisModuleString,
+    value: *mut c_void,
+) {
+    let out = AofKey {
+        io: aof,
+        key,
+        _call: PhantomData,
+    };
+    guard(
+        std::ptr::null_mut(),
+        Entry::Named("aof_rewrite"),
+        || (),
+        || seq_type::rewrite(&out, ptr_to_seq(value)),
+    );
+}
+
+unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
+    let v = guard(
+        std::ptr::null_mut(),
+        Entry::Named("digest"),
+        || None,
+        || Some(seq_type::digest(ptr_to_seq(value))),
+    );
+    let Some(v) = v else { return };
+    // SAFETY: md is the live digest handle of this callback; the functions are filled in at load.
+    unsafe {
+        if let (Some(add), Some(end)) = (
+            raw::RedisModule_DigestAddLongLong,
+            raw::RedisModule_DigestEndSequence,
+        ) {
+            add(md, v);
+            end(md);
+        }
+    }
+}
+
+unsafe extern "C" fn mem_usage(_value: *const c_void) -> usize {
+    guard(
+        std::ptr::null_mut(),
+        Entry::Named("mem_usage"),
+        || 0,
+        seq_type::mem_usage,
+    )
+}
+
+/// Nothing was allocated: the value is the word itself.
+unsafe extern "C" fn free(_value: *mut c_void) {
+    guard(std::ptr::null_mut(), Entry::Named("free"), || (), || ());
+}
+
+/// The word is the whole value, so the copy is the same word.
+unsafe extern "C" fn copy(
+    _from: *mut raw::RedisModuleString,
+    _to: *mut raw::RedisModuleString,
+    value: *const c_void,
+) -> *mut c_void {
+    guard(
+        std::ptr::null_mut(),
+        Entry::Named("copy"),
+        std::ptr::null_mut,
+        || value.cast_mut(),
+    )
+}
+
+unsafe extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, when: c_int) {
+    let io = Rdb {
+        io: rdb,
+        _call: PhantomData,
+    };
+    guard(
+        std::ptr::null_mut(),
+        Entry::Named("aux_save"),
+        || (),
+        || seq_type::aux_save(&io, when),
+    );
+}
+
+unsafe extern "C" fn aux_load(rdb: *mut raw::RedisModuleIO, encver: c_int, when: c_int) -> c_int {
+    let io = Rdb {
+        io: rdb,
+        _call: PhantomData,
+    };
+    let r = guard(
+        std::ptr::null_mut(),
+        Entry::Named("aux_load"),
+        || Err("internal error".to_owned()),
+        || seq_type::aux_load(&io, encver, when),
+    );
+    match r {
+        Ok(()) => raw::REDISMODULE_OK as c_int,
+        Err(msg) => {
+            log_io(rdb, &msg);
+            raw::REDISMODULE_ERR as c_int
+        }
+    }
+}

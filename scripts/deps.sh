@@ -3,7 +3,7 @@
 # Sentinel failover tests) and redis-tools (redis-cli, redis-benchmark), libclang (for the
 # redis-module crate's bindgen), redis-py for the Python example, unzip and pip for
 # scripts/servers.sh, valgrind and gcc for the benchmarks' instruction counts against the floor
-# module (bench/instructions.py, bench/floor.c), Node.js and npm for the Node.js example (Debian
+# module (bench/instructions.py, bench/floor.c; gcc also for tests/modules/taken.c), Node.js and npm for the Node.js example (Debian
 # packages; needs root or sudo), then the Node.js example's locked dependencies (npm ci, from the
 # npm registry).
 set -euo pipefail
@@ -21,7 +21,7 @@ ldconfig -p 2>/dev/null | grep -qE 'libclang(-[0-9.]+)?\.so' || need+=(libclang-
 command -v unzip >/dev/null 2>&1 || need+=(unzip)
 { command -v pip || python3 -m pip --version; } >/dev/null 2>&1 || need+=(python3-pip)
 # `make bench` and `make bench-smoke` (run by CI) count instructions under callgrind and build the
-# floor module with gcc.
+# floor module with gcc; tests/failed_load.rs builds its module (tests/modules/taken.c) with gcc.
 command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 # A node already on PATH (any source, 18 or later) is used as it is.

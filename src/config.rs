@@ -5,7 +5,6 @@ use crate::core::openid::KeyRing;
 use crate::core::uid::{NodeSpec, TimeUnit, Widths, DEFAULT_EPOCH_MS};
 use crate::glue::config::{self as raw_config, HeldRef, HeldString, StringConfig};
 use redis_module::configuration::{
-    get_enum_default_config_value, get_i64_default_config_value, get_string_default_config_value,
     register_enum_configuration, register_i64_configuration, ConfigurationContext,
     ConfigurationFlags, ConfigurationValue,
 };
@@ -256,41 +255,168 @@ impl StringConfig for OpenIdKeys {
     }
 }
 
-/// Registers the module configs (defaults may come from module arguments, `--loadmodule
-/// libimid.so seq-gap 0`) and applies the values queued for them (`imid.<name> value` config
-/// lines, `MODULE LOADEX ... CONFIG`). A refused value fails the load.
+/// The module configs, by the name a module argument may give (with or without `imid.`).
+pub(crate) const NAMES: [&str; 7] = [
+    "seq-gap",
+    "openid-keys",
+    "msgid-hash",
+    "uid-layout",
+    "uid-epoch",
+    "uid-time-unit",
+    "uid-node",
+];
+
+/// `imid.seq-gap`'s range, for Redis's own check (CONFIG SET, `--imid.seq-gap`) and for the
+/// module argument alike.
+const SEQ_GAP_RANGE: (i64, i64) = (0, 1_000_000_000);
+/// `imid.uid-epoch`'s range (Unix ms); the UID checks at load add "not after the clock".
+const UID_EPOCH_RANGE: (i64, i64) = (0, i64::MAX);
+
+/// The configs' starting values: the module arguments (`--loadmodule libimid.so uid-node 7`,
+/// `MODULE LOADEX ... ARGS uid-node 7`), each checked by the rule `CONFIG SET` and `--imid.*`
+/// apply, else the built-in defaults. A config given as `imid.<name> value` (a config line,
+/// `--imid.*`, `MODULE LOADEX ... CONFIG`) is applied over them by Redis.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Start {
+    pub(crate) seq_gap: i64,
+    pub(crate) openid_keys: String,
+    pub(crate) msgid_hash: HashMode,
+    pub(crate) uid_layout: String,
+    pub(crate) uid_epoch: i64,
+    pub(crate) uid_time_unit: UidTimeUnit,
+    pub(crate) uid_node: String,
+}
+
+/// Reads the module arguments: `name value` pairs, `name` one of [`NAMES`] with or without the
+/// `imid.` prefix (any case, as Redis takes config names). An unknown name, a name without a
+/// value, a name given twice (`seq-gap` and `imid.seq-gap` are one name) or a value its config
+/// refuses stops the load; the error names the argument (never the value of `openid-keys`,
+/// which holds keys).
+pub(crate) fn parse_args(args: &[&[u8]]) -> Result<Start, String> {
+    let mut given: [Option<&str>; NAMES.len()] = [None; NAMES.len()];
+    let mut rest = args;
+    while let Some((name, tail)) = rest.split_first() {
+        let shown = String::from_utf8_lossy(name);
+        let bare = name
+            .get(..5)
+            .filter(|p| p.eq_ignore_ascii_case(b"imid."))
+            .and_then(|_| name.get(5..))
+            .unwrap_or(name);
+        let Some(at) = NAMES
+            .iter()
+            .position(|n| n.as_bytes().eq_ignore_ascii_case(bare))
+        else {
+            return Err(format!(
+                "module argument '{shown}' is not a config of imid (known: {})",
+                NAMES.join(", ")
+            ));
+        };
+        let Some((value, tail)) = tail.split_first() else {
+            return Err(format!("module argument '{shown}' has no value"));
+        };
+        let value = std::str::from_utf8(value)
+            .ok()
+            .filter(|v| !v.contains('\0'))
+            .ok_or_else(|| format!("module argument '{shown}' must be text without NUL"))?;
+        match given.get_mut(at) {
+            Some(slot @ None) => *slot = Some(value),
+            _ => return Err(format!("module argument '{shown}' is given twice")),
+        }
+        rest = tail;
+    }
+    let [gap, keys, hash, layout, epoch, unit, node] = given;
+    let refuse = |name: &str, value: &str, why: String| {
+        if name == "openid-keys" {
+            format!("module argument openid-keys refused: {why}")
+        } else {
+            format!("module argument {name} '{value}' refused: {why}")
+        }
+    };
+    let int = |name: &str, v: Option<&str>, default: i64, (min, max): (i64, i64)| match v {
+        None => Ok(default),
+        Some(t) => parse_int(t)
+            .filter(|n| (min..=max).contains(n))
+            .ok_or_else(|| {
+                refuse(
+                    name,
+                    t,
+                    format!("imid.{name} must be an integer in {min}..{max}"),
+                )
+            }),
+    };
+    let text =
+        |name: &str, v: Option<&str>, default: &str, check: fn(&str) -> Result<(), String>| {
+            let t = v.unwrap_or(default);
+            check(t)
+                .map(|()| t.to_owned())
+                .map_err(|e| refuse(name, t, e))
+        };
+    Ok(Start {
+        seq_gap: int("seq-gap", gap, 1000, SEQ_GAP_RANGE)?,
+        openid_keys: text("openid-keys", keys, "", check_openid_keys)?,
+        msgid_hash: match hash.map(str::to_ascii_lowercase).as_deref() {
+            None | Some("auto") => HashMode::auto,
+            Some("java") => HashMode::java,
+            Some("slot") => HashMode::slot,
+            Some(_) => {
+                return Err(refuse(
+                    "msgid-hash",
+                    hash.unwrap_or(""),
+                    "imid.msgid-hash must be java, slot or auto".to_owned(),
+                ))
+            }
+        },
+        uid_layout: text("uid-layout", layout, "auto", check_uid_layout)?,
+        uid_epoch: int("uid-epoch", epoch, DEFAULT_EPOCH_MS as i64, UID_EPOCH_RANGE)?,
+        uid_time_unit: match unit.map(str::to_ascii_lowercase).as_deref() {
+            None | Some("ms") => UidTimeUnit::ms,
+            Some("s") => UidTimeUnit::s,
+            Some(_) => {
+                return Err(refuse(
+                    "uid-time-unit",
+                    unit.unwrap_or(""),
+                    "imid.uid-time-unit must be ms or s".to_owned(),
+                ))
+            }
+        },
+        uid_node: text("uid-node", node, "auto", check_uid_node)?,
+    })
+}
+
+/// An integer as Redis reads a numeric config (`string2ll`): optional `-`, decimal digits, no
+/// leading zeros, spaces or `+`, within i64.
+fn parse_int(t: &str) -> Option<i64> {
+    let digits = t.strip_prefix('-').unwrap_or(t);
+    let canonical = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'))
+        && t != "-0";
+    canonical.then(|| t.parse().ok()).flatten()
+}
+
+fn check_openid_keys(text: &str) -> Result<(), String> {
+    KeyRing::parse(text).map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// Registers the module configs, starting from the module arguments ([`parse_args`]), and
+/// applies the values queued for them (`imid.<name> value` config lines, `--imid.*`,
+/// `MODULE LOADEX ... CONFIG`). A refused argument or value fails the load.
 pub(crate) fn register(ctx: &Context, args: &[RedisString]) -> Status {
-    let gap = match get_i64_default_config_value(args, "seq-gap", 1000) {
-        Ok(v) => v,
-        Err(_) => {
-            ctx.log_warning("imid: module argument seq-gap must be an integer in 0..1000000000");
+    let raw: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
+    let start = match parse_args(&raw) {
+        Ok(s) => s,
+        Err(e) => {
+            ctx.log_warning(&format!("imid: {e}; not loading"));
             return Status::Err;
         }
-    };
-    let keys = match get_string_default_config_value(args, "openid-keys", "") {
-        Ok(v) => v,
-        Err(_) => {
-            ctx.log_warning("imid: module argument openid-keys must be text");
-            return Status::Err;
-        }
-    };
-    let hash = match get_enum_default_config_value(args, "msgid-hash", HashMode::auto) {
-        Ok(v) => v,
-        Err(_) => {
-            ctx.log_warning("imid: module argument msgid-hash must be java, slot or auto");
-            return Status::Err;
-        }
-    };
-    let Some(uid) = uid_defaults(ctx, args) else {
-        return Status::Err;
     };
     register_i64_configuration(
         ctx,
         "seq-gap",
         &SEQ_GAP,
-        gap,
-        0,
-        1_000_000_000,
+        start.seq_gap,
+        SEQ_GAP_RANGE.0,
+        SEQ_GAP_RANGE.1,
         ConfigurationFlags::DEFAULT,
         None,
     );
@@ -298,7 +424,7 @@ pub(crate) fn register(ctx: &Context, args: &[RedisString]) -> Status {
     // and MONITOR; the README says so). HIDDEN leaves it out of pattern queries (`CONFIG GET *`),
     // so config dumps do not carry keys; `CONFIG GET imid.openid-keys` by exact name and CONFIG
     // REWRITE still see them.
-    let Ok(keys) = CString::new(keys) else {
+    let Ok(keys) = CString::new(start.openid_keys) else {
         ctx.log_warning("imid: module argument openid-keys must not contain NUL");
         return Status::Err;
     };
@@ -311,7 +437,7 @@ pub(crate) fn register(ctx: &Context, args: &[RedisString]) -> Status {
         ctx,
         "msgid-hash",
         &MSGID_HASH,
-        hash,
+        start.msgid_hash,
         ConfigurationFlags::DEFAULT,
         None,
     );
@@ -319,7 +445,7 @@ pub(crate) fn register(ctx: &Context, args: &[RedisString]) -> Status {
         ctx,
         c"uid-layout",
         &UID_LAYOUT,
-        uid.layout,
+        &start.uid_layout,
         ConfigurationFlags::IMMUTABLE,
     ) == Status::Err
     {
@@ -329,9 +455,9 @@ pub(crate) fn register(ctx: &Context, args: &[RedisString]) -> Status {
         ctx,
         "uid-epoch",
         &UID_EPOCH,
-        uid.epoch,
-        0,
-        i64::MAX,
+        start.uid_epoch,
+        UID_EPOCH_RANGE.0,
+        UID_EPOCH_RANGE.1,
         ConfigurationFlags::IMMUTABLE,
         None,
     );
@@ -339,7 +465,7 @@ pub(crate) fn register(ctx: &Context, args: &[RedisString]) -> Status {
         ctx,
         "uid-time-unit",
         &UID_TIME_UNIT,
-        uid.unit,
+        start.uid_time_unit,
         ConfigurationFlags::IMMUTABLE,
         None,
     );
@@ -347,7 +473,7 @@ pub(crate) fn register(ctx: &Context, args: &[RedisString]) -> Status {
         ctx,
         c"uid-node",
         &UID_NODE,
-        uid.node,
+        &start.uid_node,
         ConfigurationFlags::IMMUTABLE,
     ) == Status::Err
     {
@@ -360,35 +486,152 @@ pub(crate) fn register(ctx: &Context, args: &[RedisString]) -> Status {
     Status::Ok
 }
 
-/// Defaults of the UID configs from module arguments (`--loadmodule libimid.so uid-node 7`).
-struct UidDefaults<'a> {
-    layout: &'a str,
-    epoch: i64,
-    unit: UidTimeUnit,
-    node: &'a str,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn uid_defaults<'a>(ctx: &Context, args: &'a [RedisString]) -> Option<UidDefaults<'a>> {
-    let refuse = |msg: &str| {
-        ctx.log_warning(&format!("imid: module argument {msg}"));
-        None
-    };
-    let Ok(layout) = get_string_default_config_value(args, "uid-layout", "auto") else {
-        return refuse("uid-layout must be text");
-    };
-    let Ok(epoch) = get_i64_default_config_value(args, "uid-epoch", DEFAULT_EPOCH_MS as i64) else {
-        return refuse("uid-epoch must be an integer (Unix ms)");
-    };
-    let Ok(unit) = get_enum_default_config_value(args, "uid-time-unit", UidTimeUnit::ms) else {
-        return refuse("uid-time-unit must be ms or s");
-    };
-    let Ok(node) = get_string_default_config_value(args, "uid-node", "auto") else {
-        return refuse("uid-node must be text");
-    };
-    Some(UidDefaults {
-        layout,
-        epoch,
-        unit,
-        node,
-    })
+    fn parse(args: &[&str]) -> Result<Start, String> {
+        let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        parse_args(&raw)
+    }
+
+    #[test]
+    fn no_arguments_give_the_defaults() {
+        let s = parse(&[]).unwrap();
+        assert_eq!(s.seq_gap, 1000);
+        assert_eq!(s.openid_keys, "");
+        assert_eq!(s.msgid_hash, HashMode::auto);
+        assert_eq!(s.uid_layout, "auto");
+        assert_eq!(s.uid_epoch, DEFAULT_EPOCH_MS as i64);
+        assert_eq!(s.uid_time_unit, UidTimeUnit::ms);
+        assert_eq!(s.uid_node, "auto");
+    }
+
+    #[test]
+    fn both_names_and_every_config() {
+        let s = parse(&[
+            "seq-gap",
+            "0",
+            "imid.msgid-hash",
+            "JAVA",
+            "IMID.uid-layout",
+            "28,22,13",
+            "uid-epoch",
+            "0",
+            "imid.uid-time-unit",
+            "s",
+            "UID-NODE",
+            "7",
+            "imid.openid-keys",
+            "000102030405060708090a0b0c0d0e0f",
+        ])
+        .unwrap();
+        assert_eq!(s.seq_gap, 0);
+        assert_eq!(s.msgid_hash, HashMode::java);
+        assert_eq!(s.uid_layout, "28,22,13");
+        assert_eq!(s.uid_epoch, 0);
+        assert_eq!(s.uid_time_unit, UidTimeUnit::s);
+        assert_eq!(s.uid_node, "7");
+        assert_eq!(s.openid_keys, "000102030405060708090a0b0c0d0e0f");
+    }
+
+    #[test]
+    fn unknown_missing_and_repeated_names_are_refused() {
+        for (args, want) in [
+            (vec!["uid-nod", "7"], "'uid-nod' is not a config of imid"),
+            (
+                vec!["imid.bogus", "1"],
+                "'imid.bogus' is not a config of imid",
+            ),
+            (vec!["imid.", "1"], "'imid.' is not a config of imid"),
+            (vec!["7"], "'7' is not a config of imid"),
+            (vec!["uid-node"], "'uid-node' has no value"),
+            (vec!["seq-gap", "5", "uid-node"], "'uid-node' has no value"),
+            (
+                vec!["seq-gap", "5", "seq-gap", "6"],
+                "'seq-gap' is given twice",
+            ),
+            (
+                vec!["seq-gap", "5", "imid.SEQ-GAP", "5"],
+                "'imid.SEQ-GAP' is given twice",
+            ),
+        ] {
+            let e = parse(&args).unwrap_err();
+            assert!(e.contains(want), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn values_get_the_config_checks() {
+        for (args, want) in [
+            (
+                vec!["seq-gap", "-7"],
+                "imid.seq-gap must be an integer in 0..1000000000",
+            ),
+            (
+                vec!["seq-gap", "1000000001"],
+                "imid.seq-gap must be an integer in",
+            ),
+            (vec!["seq-gap", "01"], "imid.seq-gap must be an integer in"),
+            (vec!["seq-gap", " 5"], "imid.seq-gap must be an integer in"),
+            (vec!["seq-gap", "+5"], "imid.seq-gap must be an integer in"),
+            (
+                vec!["uid-epoch", "-5"],
+                "uid-epoch '-5' refused: imid.uid-epoch must be an integer in 0..",
+            ),
+            (
+                vec!["uid-epoch", "1e3"],
+                "imid.uid-epoch must be an integer",
+            ),
+            (
+                vec!["uid-node", "01"],
+                "uid-node '01' refused: imid.uid-node must be auto or",
+            ),
+            (vec!["uid-node", " 5 "], "imid.uid-node must be auto or"),
+            (vec!["uid-node", "-1"], "imid.uid-node must be auto or"),
+            (
+                vec!["uid-layout", "41,10,13"],
+                "imid.uid-layout widths must sum to 63",
+            ),
+            (
+                vec!["uid-time-unit", "us"],
+                "imid.uid-time-unit must be ms or s",
+            ),
+            (
+                vec!["msgid-hash", "crc"],
+                "imid.msgid-hash must be java, slot or auto",
+            ),
+            (
+                vec!["openid-keys", "zz"],
+                "module argument openid-keys refused: ",
+            ),
+        ] {
+            let e = parse(&args).unwrap_err();
+            assert!(e.contains(want), "{args:?}: {e}");
+        }
+        // A refused key list is never echoed: the value may hold keys.
+        let e = parse(&["openid-keys", "00010203040506070809SECRET"]).unwrap_err();
+        assert!(!e.contains("SECRET"), "{e}");
+    }
+
+    #[test]
+    fn integers_as_redis_reads_them() {
+        assert_eq!(parse_int("0"), Some(0));
+        assert_eq!(parse_int("-5"), Some(-5));
+        assert_eq!(parse_int("9223372036854775807"), Some(i64::MAX));
+        for bad in [
+            "",
+            "-",
+            "-0",
+            "00",
+            "01",
+            "+1",
+            " 1",
+            "1 ",
+            "1.0",
+            "9223372036854775808",
+        ] {
+            assert_eq!(parse_int(bad), None, "{bad:?}");
+        }
+    }
 }

@@ -54,8 +54,12 @@ pub(crate) fn on_event(ctx: &Ctx, event: Event) {
         // A BGSAVE's own start and end events fire inside its child, where they change nothing.
         Event::SyncSaveStart => node::exposure::on_sync_save_start(),
         Event::SaveEnded { ok } => node::exposure::on_save_end(ok),
-        // The exposure warning, if due.
+        // The exposure warning, if due; in cluster mode the first tick registers the bus
+        // receiver and arms the lease timer (not in OnLoad: `glue::cluster::init`).
         Event::Cron => {
+            if crate::config::CLUSTER_MODE.load(Ordering::Relaxed) {
+                crate::glue::cluster::arm_once(ctx);
+            }
             node::exposure::on_cron(ctx);
             // A mark deferred by paused writes, once the pause is over.
             if MARK_PENDING.load(Ordering::Relaxed) && node::ids::after_fork_child(ctx) {

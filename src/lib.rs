@@ -33,7 +33,6 @@ mod test_hooks;
 
 use config::CLUSTER_MODE;
 use glue::registry::{self, command, keys, OW_UPDATE, ROUTING_ONLY, RO_ACCESS, RW_ACCESS_UPDATE};
-use glue::types::SEQ_TYPE;
 use redis_module::{redis_module, Context, ContextFlags, RedisString, Status};
 use std::sync::atomic::Ordering;
 
@@ -85,11 +84,22 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     )
 }
 
+/// OnLoad's own steps, in the one order that leaves nothing behind when a step fails: Redis
+/// then unloads the library, but it removes only commands, configs and (Redis 7.2+, Valkey)
+/// event subscriptions and filters. It keeps timers, cluster-bus receivers and (Redis 7.0) event
+/// subscriptions and filters pointing into the unloaded code, and a server crashes on the next
+/// cron tick or message. So every step that can fail comes first (configs loaded and checked,
+/// the UID layout, commands registered), then the data type (it fails only when another module
+/// holds its name), and only then what calls into the module on its own: server events, then
+/// (cluster mode) the command filter, after which nothing can fail; the bus receiver and the
+/// lease timer wait for the first cron tick (see `glue::cluster::init`). (The `redis_module!`
+/// macro's own steps before this function, the INFO callback, live in the module's structure
+/// and go with it.)
 fn load(ctx: &Context, args: &[RedisString]) -> Status {
     // Configs are registered here rather than in the macro's table because the macro ignores
     // a failed RedisModule_LoadConfigs: a `MODULE LOADEX ... CONFIG imid.x <bad>` would then
-    // leave the module loaded with defaults (it cannot be unloaded once it has a data type),
-    // e.g. encoding plain public IDs when keys were asked for. Failing OnLoad unloads it cleanly.
+    // leave the module loaded with defaults, e.g. encoding plain public IDs when keys were
+    // asked for. Failing OnLoad unloads it cleanly.
     if config::register(ctx, args) == Status::Err {
         return Status::Err;
     }
@@ -104,17 +114,24 @@ fn load(ctx: &Context, args: &[RedisString]) -> Status {
     if test_hooks::register(ctx) == Status::Err {
         return Status::Err;
     }
+    registry::add_module_category(ctx);
+    if registry::register(ctx, COMMANDS) == Status::Err {
+        return Status::Err;
+    }
     glue::types::handle_io_errors(ctx);
-    glue::types::remember_type();
+    if glue::types::create(ctx) == Status::Err {
+        return Status::Err;
+    }
+    // A subscription refused undoes the earlier ones before failing.
+    if glue::events::subscribe(ctx) == Status::Err {
+        return Status::Err;
+    }
+    // Nothing below can fail.
     if CLUSTER_MODE.load(Ordering::Relaxed) {
         glue::cluster::init(ctx);
         glue::migration::subscribe(ctx);
     }
-    if glue::events::subscribe(ctx) == Status::Err {
-        return Status::Err;
-    }
-    registry::add_module_category(ctx);
-    registry::register(ctx, COMMANDS)
+    Status::Ok
 }
 
 /// Every command: name (lowercase, as Redis lists its own), handler, flags, ACL categories,
@@ -145,6 +162,7 @@ redis_module! {
     name: "imid",
     version: MODULE_VERSION,
     allocator: (allocator::Alloc, allocator::ALLOC),
-    data_types: [SEQ_TYPE],
+    // The data type is created in OnLoad, after every step that can fail (see `load`).
+    data_types: [],
     init: init,
 }

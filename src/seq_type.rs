@@ -99,6 +99,15 @@ pub(crate) fn aux_save(rdb: &Rdb, when: c_int) {
     }
 }
 
+/// Redis 7.2+ and Valkey: the marks only when there is one to keep. Saving nothing leaves the
+/// aux record out of the RDB altogether, so a snapshot of a server that never issued an ID
+/// (and holds no sequence key) loads without imid.
+pub(crate) fn aux_save2(rdb: &Rdb, when: c_int) {
+    if node::ids::has_mark() {
+        aux_save(rdb, when);
+    }
+}
+
 pub(crate) fn aux_load(rdb: &Rdb, encver: c_int, when: c_int) -> Result<(), String> {
     if encver != ENCODING_VERSION && encver != ENCODING_V1 {
         Err(format!("aux encoding version {encver} unknown"))

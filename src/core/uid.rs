@@ -161,13 +161,17 @@ pub enum NodeSpec {
 }
 
 impl NodeSpec {
-    /// `auto` (any case) or a decimal number (up to 2^62; the layout checks that it fits).
+    /// `auto` (any case) or a decimal number (up to 2^62; the layout checks that it fits),
+    /// written as UID.DECODE writes it: no spaces, sign or leading zeros.
     pub fn parse(text: &str) -> Result<NodeSpec, LayoutError> {
-        let text = text.trim();
         if text.eq_ignore_ascii_case("auto") {
             return Ok(NodeSpec::Auto);
         }
-        if text.is_empty() || text.len() > 19 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        if text.is_empty()
+            || text.len() > 19
+            || !text.bytes().all(|b| b.is_ascii_digit())
+            || (text.len() > 1 && text.starts_with('0'))
+        {
             return Err(LayoutError::NodeSyntax);
         }
         text.parse()
@@ -226,7 +230,9 @@ impl fmt::Display for LayoutError {
             LayoutError::Sum(s) => write!(f, "imid.uid-layout widths must sum to 63, not {s}"),
             LayoutError::NoTime => f.write_str("imid.uid-layout time width must be at least 1"),
             LayoutError::NodeSyntax => {
-                f.write_str("imid.uid-node must be auto or a non-negative integer")
+                f.write_str(
+                    "imid.uid-node must be auto or a non-negative integer (no spaces or leading zeros)",
+                )
             }
             LayoutError::TooWide { widths, unit } => write!(
                 f,
@@ -1038,10 +1044,24 @@ mod tests {
         assert!(none.node_mode(NodeSpec::Auto, true).is_err());
 
         assert_eq!(NodeSpec::parse("auto"), Ok(NodeSpec::Auto));
-        assert_eq!(NodeSpec::parse(" AUTO"), Ok(NodeSpec::Auto));
+        assert_eq!(NodeSpec::parse("AUTO"), Ok(NodeSpec::Auto));
         assert_eq!(NodeSpec::parse("0"), Ok(NodeSpec::Fixed(0)));
         assert_eq!(NodeSpec::parse("4194303"), Ok(NodeSpec::Fixed(4_194_303)));
-        for bad in ["", "-1", "+1", "1.0", "0x10", "one", "99999999999999999999"] {
+        // Written as UID.DECODE writes a node: no spaces or leading zeros.
+        for bad in [
+            "",
+            "-1",
+            "+1",
+            "1.0",
+            "0x10",
+            "one",
+            "99999999999999999999",
+            "01",
+            "00",
+            " 5 ",
+            "5 ",
+            " auto",
+        ] {
             assert_eq!(NodeSpec::parse(bad), Err(LayoutError::NodeSyntax), "{bad}");
         }
     }

@@ -13,6 +13,7 @@ use crate::node::cluster;
 use redis_module::raw;
 use std::ffi::c_void;
 use std::os::raw::{c_char, c_int, c_uchar};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The cluster bus message type carrying a node's time leases (`node::cluster::encode`).
 pub(crate) const LEASE_MESSAGE: u8 = 0x49;
@@ -20,15 +21,20 @@ pub(crate) const LEASE_MESSAGE: u8 = 0x49;
 /// How often a primary sends its lease to the other nodes when no renewal did.
 const SEND_EVERY_MS: i64 = 1000;
 
-/// Registers the bus receiver and the command filter, and arms the timer (OnLoad, cluster
-/// mode only).
+/// Registers the command filter (OnLoad, cluster mode only): its last step, after which
+/// nothing can fail. The bus receiver and the lease timer come later, from the first cron tick
+/// ([`arm_once`]): a module holding a timer cannot be unloaded, and Redis 8.2 and Valkey 9
+/// crash when the unload they attempt after OnLoad (a `MODULE LOADEX` config left unapplied)
+/// meets one; and no server removes a bus receiver on unload (Redis 8.2 cannot even unregister
+/// the first one of a message type: `RM_RegisterClusterMessageReceiver` with a NULL callback
+/// leaves the list head pointing to the freed entry), so a receiver registered by a load that
+/// is then undone would call into the unloaded library on the next lease from a peer. Until
+/// that first tick (a tenth of a second at the default `hz`) peers' leases are not heard; they
+/// are sent again every second.
 pub(crate) fn init(ctx: &redis_module::Context) {
-    // SAFETY: ctx.ctx is the live OnLoad context; every function pointer is filled in at load
-    // and checked; the callbacks match the C signatures and live as long as the module.
+    // SAFETY: ctx.ctx is the live OnLoad context; the function pointer is filled in at load
+    // and checked; the callback matches the C signature and lives as long as the module.
     unsafe {
-        if let Some(f) = raw::RedisModule_RegisterClusterMessageReceiver {
-            f(ctx.ctx, LEASE_MESSAGE, Some(on_lease));
-        }
         if let Some(f) = raw::RedisModule_RegisterCommandFilter {
             f(
                 ctx.ctx,
@@ -37,7 +43,24 @@ pub(crate) fn init(ctx: &redis_module::Context) {
             );
         }
     }
-    arm_timer(ctx.ctx);
+}
+
+static ARMED: AtomicBool = AtomicBool::new(false);
+
+/// Registers the bus receiver and arms the lease timer, the first time it is called (from the
+/// cron event, in cluster mode only); the timer re-arms itself from then on.
+pub(crate) fn arm_once(ctx: &Ctx) {
+    if ARMED.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    // SAFETY: ctx is the cron event's live context; the callback matches the C signature and
+    // lives as long as the module.
+    unsafe {
+        if let Some(f) = raw::RedisModule_RegisterClusterMessageReceiver {
+            f(ctx.ptr, LEASE_MESSAGE, Some(on_lease));
+        }
+    }
+    arm_timer(ctx.ptr);
 }
 
 impl Ctx {
@@ -66,7 +89,8 @@ impl Ctx {
 }
 
 fn arm_timer(ctx: *mut raw::RedisModuleCtx) {
-    // SAFETY: ctx is a live context (OnLoad's or the timer callback's); the callback matches.
+    // SAFETY: ctx is a live context (the cron event's or the timer callback's); the callback
+    // matches.
     unsafe {
         if let Some(f) = raw::RedisModule_CreateTimer {
             f(ctx, SEND_EVERY_MS, Some(on_timer), std::ptr::null_mut());

@@ -8,6 +8,9 @@ use std::ffi::c_void;
 
 /// Subscribes to the events imid acts on: forked children (AOF rewrites, RDB saves) and
 /// synchronous saves, the start of a load, a change of replication role, and the server's cron.
+/// All or nothing: when the server refuses one (an event it does not know), the earlier ones
+/// are cancelled before the load fails, since Redis 7.0 keeps the subscriptions of a module
+/// whose load failed and would call into the unloaded library on the next event.
 pub(crate) fn subscribe(ctx: &Context) -> Status {
     let events = [
         raw::REDISMODULE_EVENT_FORK_CHILD,
@@ -16,18 +19,25 @@ pub(crate) fn subscribe(ctx: &Context) -> Status {
         raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
         raw::REDISMODULE_EVENT_CRON_LOOP,
     ];
-    for id in events {
+    let set = |id: u64, callback: raw::RedisModuleEventCallback| {
         let event = raw::RedisModuleEvent { id, dataver: 1 };
         // SAFETY: ctx.ctx is the live context of OnLoad; the callback matches the C signature
-        // and lives as long as the module.
-        let rc = unsafe {
+        // and lives as long as the module (None cancels this module's subscription).
+        unsafe {
             match raw::RedisModule_SubscribeToServerEvent {
-                Some(subscribe) => subscribe(ctx.ctx, event, Some(on_server_event)),
+                Some(subscribe) => subscribe(ctx.ctx, event, callback),
                 None => raw::REDISMODULE_ERR as i32,
             }
-        };
-        if rc != raw::REDISMODULE_OK as i32 {
-            ctx.log_warning(&format!("imid: cannot subscribe to server event {id}"));
+        }
+    };
+    for (done, id) in events.iter().enumerate() {
+        if set(*id, Some(on_server_event)) != raw::REDISMODULE_OK as i32 {
+            ctx.log_warning(&format!(
+                "imid: cannot subscribe to server event {id}; not loading"
+            ));
+            for earlier in events.iter().take(done) {
+                set(*earlier, None);
+            }
             return Status::Err;
         }
     }

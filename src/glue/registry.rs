@@ -97,8 +97,13 @@ const INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommand
 /// `+@imid` deny or grant them all.
 pub(crate) const MODULE_CATEGORY: &str = "imid";
 
-/// Whether [`MODULE_CATEGORY`] exists on this server (set once, in OnLoad).
+/// Whether [`MODULE_CATEGORY`] was added on this server (set once, in OnLoad).
 static HAVE_MODULE_CATEGORY: AtomicBool = AtomicBool::new(false);
+/// Whether adding it was refused: the name exists already. Redis 8.2 keeps the category of a
+/// module it unloaded (after a `MODULE LOADEX` config it could not apply), so the next load of
+/// imid finds its own category taken; the commands then join it where the server accepts
+/// that, so that ACL rules on `@imid` keep applying to them.
+static MODULE_CATEGORY_TAKEN: AtomicBool = AtomicBool::new(false);
 
 /// Adds [`MODULE_CATEGORY`] where the server can (`RedisModule_AddACLCategory`: Redis 7.4+).
 /// Without it the commands still get the server's categories (Redis 7.2+, Valkey), just not
@@ -113,9 +118,12 @@ pub(crate) fn add_module_category(ctx: &Context) {
         Some(rc) if rc == raw::REDISMODULE_OK as c_int => {
             HAVE_MODULE_CATEGORY.store(true, Ordering::Relaxed);
         }
-        Some(_) => ctx.log_warning(&format!(
-            "imid: could not add the ACL category '{MODULE_CATEGORY}' (taken?); commands keep their other categories"
-        )),
+        Some(_) => {
+            MODULE_CATEGORY_TAKEN.store(true, Ordering::Relaxed);
+            ctx.log_warning(&format!(
+                "imid: the ACL category '{MODULE_CATEGORY}' exists already (left by an earlier load of imid?); commands join it where the server allows, else keep their other categories"
+            ));
+        }
         None => {}
     }
 }
@@ -206,18 +214,18 @@ fn set_acl_categories(cmd: *mut raw::RedisModuleCommand, acl: &str) -> Result<()
     if acl.is_empty() {
         return Ok(());
     }
-    let categories = if HAVE_MODULE_CATEGORY.load(Ordering::Relaxed) {
-        format!("{acl} {MODULE_CATEGORY}")
-    } else {
-        acl.to_owned()
+    let set_to = |categories: String| -> Result<(), ()> {
+        let categories = CString::new(categories).map_err(|_| ())?;
+        // SAFETY: cmd came from GetCommand for a command of this module; the string is
+        // NUL-terminated and parsed, not kept, by Redis.
+        let rc = unsafe { set(cmd, categories.as_ptr()) };
+        (rc == raw::REDISMODULE_OK as c_int).then_some(()).ok_or(())
     };
-    let categories = CString::new(categories).map_err(|_| ())?;
-    // SAFETY: cmd came from GetCommand for a command of this module; the string is NUL-terminated and parsed, not
-    // kept, by Redis.
-    let rc = unsafe { set(cmd, categories.as_ptr()) };
-    if rc == raw::REDISMODULE_OK as c_int {
-        Ok(())
+    if HAVE_MODULE_CATEGORY.load(Ordering::Relaxed) {
+        set_to(format!("{acl} {MODULE_CATEGORY}"))
+    } else if MODULE_CATEGORY_TAKEN.load(Ordering::Relaxed) {
+        set_to(format!("{acl} {MODULE_CATEGORY}")).or_else(|()| set_to(acl.to_owned()))
     } else {
-        Err(())
+        set_to(acl.to_owned())
     }
 }

@@ -22,8 +22,10 @@ pub(crate) static SEQ_TYPE: RedisType = RedisType::new(
     TYPE_NAME,
     ENCODING_VERSION,
     raw::RedisModuleTypeMethods {
-        // Version 4 is what Redis 7.0 knows; nothing of version 5 (aux_save2) is used.
-        version: 4,
+        // Version 5 adds aux_save2 (Redis 7.2+, Valkey), which those servers call instead of
+        // aux_save. Redis 7.0 knows version 4: it reads the fields it knows (it checks no upper
+        // bound) and calls aux_save.
+        version: 5,
         rdb_load: Some(rdb_load),
         rdb_save: Some(rdb_save),
         aof_rewrite: Some(aof_rewrite),
@@ -41,7 +43,7 @@ pub(crate) static SEQ_TYPE: RedisType = RedisType::new(
         free_effort2: None,
         unlink2: None,
         copy2: None,
-        aux_save2: None,
+        aux_save2: Some(aux_save2),
     },
 );
 
@@ -56,9 +58,19 @@ pub(crate) struct ModuleType(pub(super) *mut raw::RedisModuleType);
 /// borrow bookkeeping every command would otherwise pay.
 static RAW_TYPE: AtomicPtr<raw::RedisModuleType> = AtomicPtr::new(std::ptr::null_mut());
 
-/// Called from init, after the `redis_module!` table created the type.
-pub(crate) fn remember_type() {
+/// Creates the type (from OnLoad, once every step that can fail before it has succeeded: a
+/// module with a data type cannot be unloaded, so a load that failed after this point would
+/// leave the server holding it) and keeps the pointer. Fails when another module holds the
+/// name.
+pub(crate) fn create(ctx: &redis_module::Context) -> redis_module::Status {
+    if SEQ_TYPE.create_data_type(ctx.ctx).is_err() {
+        ctx.log_warning(&format!(
+            "imid: could not create the data type {TYPE_NAME} (another module holds the name?); not loading"
+        ));
+        return redis_module::Status::Err;
+    }
     RAW_TYPE.store(*SEQ_TYPE.raw_type.borrow(), Ordering::Relaxed);
+    redis_module::Status::Ok
 }
 
 /// With this option a truncated or mistyped RDB/DUMP payload makes our loader fail (RESTORE
@@ -274,6 +286,19 @@ unsafe extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, when: c_int) {
         Entry::Named("aux_save"),
         || (),
         || seq_type::aux_save(&io, when),
+    );
+}
+
+unsafe extern "C" fn aux_save2(rdb: *mut raw::RedisModuleIO, when: c_int) {
+    let io = Rdb {
+        io: rdb,
+        _call: PhantomData,
+    };
+    guard(
+        std::ptr::null_mut(),
+        Entry::Named("aux_save2"),
+        || (),
+        || seq_type::aux_save2(&io, when),
     );
 }
 

@@ -205,8 +205,9 @@ pub(crate) fn uid_high_water() -> u64 {
     ids().uid_lease.high_water()
 }
 
-/// Whether there is any mark to persist (RDB aux data is worth writing).
-#[allow(dead_code)] // for aux_save2 (only writes aux data when there is a mark)
+/// Whether there is any mark to persist (RDB aux data is worth writing): an ID was issued or
+/// a floor was set or loaded. Without one, Redis 7.2+ and Valkey write no imid aux record
+/// (`aux_save2`), so the snapshot loads without imid.
 pub(crate) fn has_mark() -> bool {
     let g = ids();
     g.msgid_lease.high_water() > 0 || g.uid_lease.high_water() > 0

@@ -216,18 +216,32 @@ pub fn refused_startup_on(bin: &Path, args: &[&str], expect: &str) -> (String, S
 /// after "Unrecoverable error, aborting now") and that its log contains `expect` (so an exit
 /// for an unrelated reason, such as a port taken, cannot pass for it). Returns the log.
 pub fn refused_data_startup(dir: &Path, expect: &str) -> String {
+    let module = module_path();
+    refused_data_startup_with(Path::new(&redis_server_bin()), Some(&module), dir, expect)
+}
+
+/// [`refused_data_startup`] on the server binary `bin`, with `module` loaded or none.
+pub fn refused_data_startup_with(
+    bin: &Path,
+    module: Option<&Path>,
+    dir: &Path,
+    expect: &str,
+) -> String {
     let mut last = String::new();
     for attempt in 0..5 {
         let log = dir.join(format!("refused-{attempt}.log"));
-        let mut child = Command::new(redis_server_bin())
+        let load: Vec<&std::ffi::OsStr> = match module {
+            Some(m) => vec!["--loadmodule".as_ref(), m.as_os_str()],
+            None => Vec::new(),
+        };
+        let mut child = Command::new(bin)
             .args(["--port", &free_port().to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(dir)
             .arg("--logfile")
             .arg(&log)
-            .arg("--loadmodule")
-            .arg(module_path())
+            .args(load)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

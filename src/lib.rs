@@ -25,6 +25,7 @@ mod error;
 mod events;
 mod glue;
 mod info;
+mod migration;
 mod node;
 mod seq_type;
 #[cfg(feature = "test-hooks")]
@@ -128,6 +129,7 @@ fn load(ctx: &Context, args: &[RedisString]) -> Status {
     // Nothing below can fail.
     if CLUSTER_MODE.load(Ordering::Relaxed) {
         glue::cluster::init(ctx);
+        glue::migration::subscribe(ctx);
     }
     Status::Ok
 }

@@ -28,6 +28,7 @@
 pub(crate) mod cluster;
 pub(crate) mod config;
 pub(crate) mod events;
+pub(crate) mod migration;
 pub(crate) mod registry;
 pub(crate) mod types;
 

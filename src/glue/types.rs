@@ -74,12 +74,16 @@ pub(crate) fn create(ctx: &redis_module::Context) -> redis_module::Status {
 }
 
 /// With this option a truncated or mistyped RDB/DUMP payload makes our loader fail (RESTORE
-/// replies an error) instead of Redis aborting the server. Called once in OnLoad.
+/// replies an error) instead of Redis aborting the server. On a Valkey 9 cluster node the
+/// options also declare atomic slot migration support (`glue::migration`). Called once in
+/// OnLoad.
 pub(crate) fn handle_io_errors(ctx: &redis_module::Context) {
+    let options =
+        raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int | super::migration::module_options(ctx);
     // SAFETY: ctx.ctx is the live context of OnLoad; SetModuleOptions is filled in at load.
     unsafe {
         if let Some(set_options) = raw::RedisModule_SetModuleOptions {
-            set_options(ctx.ctx, raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int);
+            set_options(ctx.ctx, options);
         }
     }
 }

@@ -30,6 +30,7 @@
 use super::Counter;
 use crate::core::msgid::MAX_TIME;
 use crate::glue::{self, Ctx};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -70,14 +71,14 @@ struct State {
     /// The latest promise heard from each peer.
     peers: Vec<(NodeId, Leases)>,
     /// Slots being imported, with their source (`None`: unknown).
-    importing: Vec<(u16, Option<NodeId>)>,
+    importing: BTreeMap<u16, Option<NodeId>>,
     /// This node's primary, as last seen while it was a replica.
     primary: Option<NodeId>,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
     peers: Vec::new(),
-    importing: Vec::new(),
+    importing: BTreeMap::new(),
     primary: None,
 });
 
@@ -172,11 +173,7 @@ pub(crate) fn adopt(slot: u16) -> Option<Leases> {
         return None;
     }
     let s = state();
-    let source = s
-        .importing
-        .iter()
-        .find(|(i, _)| *i == slot)
-        .and_then(|(_, src)| *src);
+    let source = s.importing.get(&slot).copied().flatten();
     Some(promise_of(&s, source))
 }
 
@@ -186,8 +183,7 @@ pub(crate) fn import_started(slot: u16, source: Option<&[u8]>) {
     let (Some(w), b) = bit(slot) else { return };
     let source = source.and_then(id_of);
     let mut s = state();
-    s.importing.retain(|(i, _)| *i != slot);
-    s.importing.push((slot, source));
+    s.importing.insert(slot, source);
     w.fetch_or(b, Ordering::Relaxed);
 }
 
@@ -197,8 +193,7 @@ fn stop_importing(s: &mut State, slot: u16) -> Option<Option<NodeId>> {
     if let Some(w) = w {
         w.fetch_and(!b, Ordering::Relaxed);
     }
-    let at = s.importing.iter().position(|(i, _)| *i == slot)?;
-    Some(s.importing.swap_remove(at).1)
+    s.importing.remove(&slot)
 }
 
 /// This node owns `slot` now (SETSLOT NODE naming this node, or an atomic migration that

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 pub use redis::{Connection, Value};
 
+pub mod cluster;
+
 /// The module under test: `$IMID_MODULE`, else the release build in this checkout.
 pub fn module_path() -> PathBuf {
     let p = std::env::var_os("IMID_MODULE")

@@ -1,0 +1,288 @@
+//! Real cluster nodes for the resharding tests: three primaries of the test-hooks build made
+//! into a cluster by `redis-cli --cluster create`, a client that follows MOVED/ASK, and the
+//! load that issues message IDs, UIDs and sequence values for targets in slots that move.
+
+use super::*;
+use redis::cluster::{ClusterClient, ClusterConnection};
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
+
+pub struct Cluster {
+    pub nodes: Vec<Server>,
+    pub ids: Vec<String>,
+    /// The slots whose ownership [`Cluster::wait_settled`] waits for every node to agree on.
+    pub watched: std::ops::Range<u16>,
+}
+
+/// `redis-cli args...`; panics with its output when it fails.
+pub fn cli(args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(args)
+        .output()
+        .expect("redis-cli (Debian redis-tools) is needed");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "redis-cli {args:?}: {text}");
+    text
+}
+
+impl Cluster {
+    /// Three primaries, no replicas, with the test-hooks module, on `bin` (None: the default
+    /// server) with `extra` arguments.
+    pub fn start(bin: Option<&Path>, extra: &[&str], watched: std::ops::Range<u16>) -> Cluster {
+        let nodes: Vec<Server> = (0..3)
+            .map(|_| {
+                let mut args = vec![
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "2000",
+                ];
+                args.extend_from_slice(extra);
+                let mut b = Server::build().hooked().args(&args);
+                if let Some(bin) = bin {
+                    b = b.bin(bin);
+                }
+                b.start()
+            })
+            .collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let mut args = vec!["--cluster", "create"];
+        args.extend(addrs.iter().map(String::as_str));
+        args.extend(["--cluster-replicas", "0", "--cluster-yes"]);
+        cli(&args);
+        let ids = nodes
+            .iter()
+            .map(|n| cmd::<String>(&mut n.client(), &["CLUSTER", "MYID"]).unwrap())
+            .collect();
+        let c = Cluster {
+            nodes,
+            ids,
+            watched,
+        };
+        c.wait_settled();
+        c
+    }
+
+    /// The index of the node that owns `slot`, in node 0's view (`CLUSTER SLOTS`).
+    pub fn owner(&self, slot: u16) -> usize {
+        let slots: Vec<(i64, i64, Vec<Value>)> = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query::<Vec<Vec<Value>>>(&mut self.nodes[0].client())
+            .unwrap()
+            .into_iter()
+            .map(|r| {
+                let a: i64 = redis::from_redis_value(r[0].clone()).unwrap();
+                let b: i64 = redis::from_redis_value(r[1].clone()).unwrap();
+                (a, b, r[2..].to_vec())
+            })
+            .collect();
+        let (_, _, nodes) = slots
+            .iter()
+            .find(|(a, b, _)| (*a..=*b).contains(&i64::from(slot)))
+            .expect("slot covered");
+        let port: i64 = match &nodes[0] {
+            Value::Array(v) => redis::from_redis_value(v[1].clone()).unwrap(),
+            other => panic!("CLUSTER SLOTS node {other:?}"),
+        };
+        self.nodes
+            .iter()
+            .position(|n| i64::from(n.port) == port)
+            .unwrap()
+    }
+
+    /// Every node says cluster_state:ok and agrees on the owner of every watched slot.
+    pub fn wait_settled(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let ok = self.nodes.iter().all(|n| {
+                let info: String = cmd(&mut n.client(), &["CLUSTER", "INFO"]).unwrap();
+                info.contains("cluster_state:ok")
+            });
+            if ok && self.watched.clone().all(|s| self.agree_on(s)) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "cluster did not settle");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Every node's CLUSTER NODES names the same owner for `slot`.
+    pub fn agree_on(&self, slot: u16) -> bool {
+        let views: HashSet<String> = self
+            .nodes
+            .iter()
+            .map(|n| {
+                let nodes: String = cmd(&mut n.client(), &["CLUSTER", "NODES"]).unwrap();
+                nodes
+                    .lines()
+                    .find(|l| {
+                        l.split_whitespace().skip(8).any(|r| {
+                            let (a, b) = r.split_once('-').unwrap_or((r, r));
+                            match (a.parse::<u16>(), b.parse::<u16>()) {
+                                (Ok(a), Ok(b)) => (a..=b).contains(&slot),
+                                _ => false,
+                            }
+                        })
+                    })
+                    .and_then(|l| l.split_whitespace().next())
+                    .unwrap_or("")
+                    .to_owned()
+            })
+            .collect();
+        views.len() == 1 && !views.contains("")
+    }
+
+    /// A client of the whole cluster that follows MOVED and ASK (and retries while a slot's
+    /// writes are paused or it has no owner yet).
+    pub fn client(&self) -> ClusterConnection {
+        let urls: Vec<String> = self.nodes.iter().map(|n| n.url()).collect();
+        ClusterClient::builder(urls)
+            .retries(50)
+            .build()
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    }
+
+    /// Freezes every node's clock (IMID.TEST-CLOCK) at `at(node index)` Unix ms.
+    pub fn freeze(&self, at: impl Fn(usize) -> u64) {
+        for (i, n) in self.nodes.iter().enumerate() {
+            let _: String = cmd(
+                &mut n.client(),
+                &["IMID.TEST-CLOCK", "FREEZE", &at(i).to_string()],
+            )
+            .unwrap();
+        }
+    }
+}
+
+/// Conversation tags whose key slot is in `slots`, `per_slot` of them for each slot.
+pub fn tags_in(slots: std::ops::Range<u16>, per_slot: usize) -> Vec<String> {
+    let mut found: BTreeMap<u16, Vec<String>> = BTreeMap::new();
+    let want = slots.len() * per_slot;
+    let mut i = 0u32;
+    while found.values().map(Vec::len).sum::<usize>() < want {
+        let t = format!("c{i}");
+        let s = slot(&t);
+        if slots.contains(&s) && found.get(&s).map_or(0, Vec::len) < per_slot {
+            found.entry(s).or_default().push(t);
+        }
+        i += 1;
+    }
+    found.into_values().flatten().collect()
+}
+
+/// What the load's client received, in order.
+#[derive(Default)]
+pub struct Received {
+    /// Per slot, the message IDs in the order the client received them.
+    pub ids: HashMap<u16, Vec<String>>,
+    /// Per slot, the UIDs in the order the client received them.
+    pub uids: HashMap<u16, Vec<i64>>,
+    /// Per sequence key, the values in the order received.
+    pub seqs: HashMap<String, Vec<i64>>,
+    pub errors: usize,
+}
+
+impl Received {
+    /// Never issued twice, and in order across owners: per slot every message ID and UID
+    /// lies above the one received before it (and carries its slot), per key every sequence
+    /// value does. Returns (message IDs, UIDs, sequence values) checked.
+    pub fn check(&self) -> (usize, usize, usize) {
+        let mut all = HashSet::new();
+        for (s, ids) in &self.ids {
+            for w in ids.windows(2) {
+                assert!(
+                    w[0] < w[1],
+                    "slot {s}: {} then {}: an owner issued at or below an earlier owner's ID",
+                    w[0],
+                    w[1]
+                );
+            }
+            for id in ids {
+                assert_eq!(hash_of(id) >> 8, u32::from(*s), "{id} carries slot {s}");
+                assert!(all.insert(id.clone()), "{id} received twice");
+            }
+        }
+        // UIDs (cluster layout 41,14,8, node = slot): per slot increasing across owners.
+        let mut uids = HashSet::new();
+        for (s, us) in &self.uids {
+            for w in us.windows(2) {
+                assert!(w[0] < w[1], "slot {s}: UID {} then {}", w[0], w[1]);
+            }
+            for u in us {
+                assert_eq!((u >> 8) & 0x3FFF, i64::from(*s), "UID {u} carries slot {s}");
+                assert!(uids.insert(*u), "UID {u} received twice");
+            }
+        }
+        let mut n_seqs = 0;
+        for (k, vs) in &self.seqs {
+            for w in vs.windows(2) {
+                assert!(w[0] < w[1], "{k}: {} then {}", w[0], w[1]);
+            }
+            n_seqs += vs.len();
+        }
+        (all.len(), uids.len(), n_seqs)
+    }
+}
+
+/// Until `stop`: MSGID.GEN and UID.GEN for every tag of `id_tags` (routed to its slot's
+/// primary), SEQ.NEXT for every tag of `seq_tags`. Errors (a paused or moving slot the client
+/// gave up on) are counted, not fatal.
+pub fn load(
+    c: &mut ClusterConnection,
+    id_tags: &[String],
+    seq_tags: &[String],
+    stop: &AtomicBool,
+) -> Received {
+    let mut got = Received::default();
+    let primary = |s| {
+        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
+            s,
+            SlotAddr::Master,
+        )))
+    };
+    while !stop.load(Ordering::Relaxed) {
+        for t in id_tags {
+            let target = format!("{{{t}}}:conv");
+            let s = slot(t);
+            let mut g = redis::cmd("MSGID.GEN");
+            g.arg(1).arg(&target);
+            match c
+                .route_command(&g, primary(s))
+                .and_then(|v| Ok(redis::from_redis_value::<String>(v)?))
+            {
+                Ok(id) => got.ids.entry(s).or_default().push(id),
+                Err(_) => got.errors += 1,
+            }
+            let mut u = redis::cmd("UID.GEN");
+            u.arg(&target);
+            match c
+                .route_command(&u, primary(s))
+                .and_then(|v| Ok(redis::from_redis_value::<i64>(v)?))
+            {
+                Ok(uid) => got.uids.entry(s).or_default().push(uid),
+                Err(_) => got.errors += 1,
+            }
+        }
+        for t in seq_tags {
+            let key = format!("{{{t}}}:seq");
+            match redis::cmd("SEQ.NEXT").arg(&key).query::<i64>(c) {
+                Ok(v) => got.seqs.entry(key).or_default().push(v),
+                Err(_) => got.errors += 1,
+            }
+        }
+    }
+    got
+}

@@ -14,7 +14,7 @@
     clippy::panic
 )]
 mod common;
-use common::cluster::{load, tags_in, Cluster};
+use common::cluster::{load, start_node, tags_in, Cluster};
 use common::*;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -202,11 +202,7 @@ fn atomic_migrations_back_and_forth_under_load_reissue_nothing() {
     let got = worker.join().unwrap();
 
     let (n_ids, n_uids, n_seqs) = got.check();
-    let adoptions: i64 = cluster
-        .nodes
-        .iter()
-        .map(|n| n.imid_stat("cluster_slot_adoptions"))
-        .sum();
+    let adoptions = cluster.imid_stat_sum("cluster_slot_adoptions");
     println!(
         "7 atomic migrations and 1 cancelled: {n_ids} IDs, {n_uids} UIDs and {n_seqs} sequence \
          values checked, {} errors retried, {adoptions} slot adoptions",
@@ -419,18 +415,7 @@ fn the_targets_replica_and_its_aof_reach_the_targets_state() {
     );
     let a = cluster.owner(0);
     let b = (a + 1) % 3;
-    let replica = Server::build()
-        .hooked()
-        .bin(newer_server("valkey9"))
-        .args(&[
-            "--cluster-enabled",
-            "yes",
-            "--cluster-config-file",
-            "nodes.conf",
-            "--cluster-node-timeout",
-            "2000",
-        ])
-        .start();
+    let replica = start_node(Some(&newer_server("valkey9")), &[]);
     let mut rc = replica.client();
     let port = cluster.nodes[b].port.to_string();
     let _: String = cmd(&mut rc, &["CLUSTER", "MEET", "127.0.0.1", &port]).unwrap();

@@ -12,9 +12,8 @@
     clippy::panic
 )]
 mod common;
-use common::cluster::{load, primary, tags_in, Cluster};
+use common::cluster::*;
 use common::*;
-use redis::cluster::ClusterConnection;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -165,109 +164,6 @@ fn the_importing_primary_starts_above_the_old_owners_ids() {
         "one adoption: the import"
     );
 }
-
-/// Unix ms of a message ID's time field (its top 42 bits).
-fn msgid_time(id: &str) -> u64 {
-    let b = data_encoding::BASE32HEX_NOPAD
-        .decode(id.replace('-', "").as_bytes())
-        .unwrap();
-    let v = b.iter().fold(0u128, |acc, x| (acc << 8) | u128::from(*x));
-    (v >> 38) as u64
-}
-
-/// Unix ms of a UID's time field under the cluster default (`41,14,8`, ms, epoch 2026-01-01).
-fn uid_time(uid: i64) -> u64 {
-    1_767_225_600_000 + (uid as u64 >> 22)
-}
-
-fn wall_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-}
-
-/// What a client sees of ID time: the largest lead of an ID's time over the wall clock read
-/// right after the reply (so the lead over the issuing node's clock is at least this; all nodes
-/// share this host's clock), for message IDs and UIDs, and every ID received.
-#[derive(Default)]
-struct Leads {
-    msgid_ms: i64,
-    uid_ms: i64,
-    ids: Vec<String>,
-    uids: Vec<i64>,
-    errors: usize,
-}
-
-impl Leads {
-    fn add(&mut self, other: Leads) {
-        self.msgid_ms = self.msgid_ms.max(other.msgid_ms);
-        self.uid_ms = self.uid_ms.max(other.uid_ms);
-        self.ids.extend(other.ids);
-        self.uids.extend(other.uids);
-        self.errors += other.errors;
-    }
-}
-
-/// `rounds` of MSGID.GEN and UID.GEN, each for a new random conversation (so a new slot almost
-/// every call, sent to its owner), plus one for each of `tags` per round; `pause` between rounds.
-fn issue_measuring(
-    c: &mut ClusterConnection,
-    rounds: usize,
-    tags: &[String],
-    pause: Duration,
-    stop: Option<&AtomicBool>,
-) -> Leads {
-    let mut got = Leads {
-        msgid_ms: i64::MIN,
-        uid_ms: i64::MIN,
-        ..Leads::default()
-    };
-    for _ in 0..rounds {
-        if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
-            break;
-        }
-        let mut targets = vec![format!("conv:{}", rand::random::<u64>())];
-        targets.extend(tags.iter().map(|t| format!("{{{t}}}:conv")));
-        for target in targets {
-            let route = || primary(slot(&target));
-            let mut g = redis::cmd("MSGID.GEN");
-            g.arg(1).arg(&target);
-            match c
-                .route_command(&g, route())
-                .and_then(|v| Ok(redis::from_redis_value::<String>(v)?))
-            {
-                Ok(id) => {
-                    let lead = msgid_time(&id) as i64 - wall_ms() as i64;
-                    got.msgid_ms = got.msgid_ms.max(lead);
-                    got.ids.push(id);
-                }
-                Err(_) => got.errors += 1,
-            }
-            let mut u = redis::cmd("UID.GEN");
-            u.arg(&target);
-            match c
-                .route_command(&u, route())
-                .and_then(|v| Ok(redis::from_redis_value::<i64>(v)?))
-            {
-                Ok(uid) => {
-                    let lead = uid_time(uid) as i64 - wall_ms() as i64;
-                    got.uid_ms = got.uid_ms.max(lead);
-                    got.uids.push(uid);
-                }
-                Err(_) => got.errors += 1,
-            }
-        }
-        std::thread::sleep(pause);
-    }
-    got
-}
-
-/// The lease window (src/core/lease.rs): how far a restarted or promoted node's IDs may lead
-/// its clock.
-const LEASE_MS: i64 = 5_000;
-/// How far a primary's promise to its peers reaches past its last ID (src/node/cluster.rs).
-const PROMISE_MS: i64 = 1_000;
 
 #[test]
 fn id_time_stays_within_the_lease_of_the_clock_through_restarts_moves_and_failovers() {

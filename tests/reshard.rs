@@ -329,3 +329,54 @@ fn a_node_restarted_in_the_middle_of_an_import_still_follows_the_source() {
     let last = before.last().unwrap();
     assert!(&id > last, "{id} issued on the importing node after {last}");
 }
+
+#[test]
+fn a_peer_promise_a_day_ahead_is_refused_counted_and_logged() {
+    // A node whose clock runs a day ahead issues IDs a day ahead and promises them to its
+    // peers; they refuse it (more than 300 s ahead of their clocks), so their own IDs stay at
+    // their clocks, and say so.
+    let cluster = start();
+    let a = cluster.owner(0);
+    let b = (a + 1) % 3;
+    let day = 86_400_000u64;
+    let _: String = cmd(
+        &mut cluster.nodes[a].client(),
+        &["IMID.TEST-CLOCK", "OFFSET", &day.to_string()],
+    )
+    .unwrap();
+    let target = format!("{{{}}}:conv", tags()[0]);
+    let id: String = cmd(&mut cluster.nodes[a].client(), &["MSGID.GEN", "1", &target]).unwrap();
+    assert!(
+        msgid_time(&id) > wall_ms() + day - 60_000,
+        "a's clock is a day ahead"
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cluster.nodes[b].imid_stat("cluster_leases_refused") == 0 {
+        assert!(Instant::now() < deadline, "b did not refuse a's promise");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        cluster.nodes[b]
+            .log_text()
+            .contains("refused a message-ID time lease"),
+        "the refusal is logged"
+    );
+    assert!(
+        (cluster.nodes[b].imid_stat("cluster_peer_lease_ms") as u64) < wall_ms() + 300_000,
+        "nothing of it was recorded"
+    );
+    // b's own IDs stay at its clock.
+    let mut c = cluster.client();
+    let got = issue_measuring(&mut c, 200, &[], Duration::from_millis(1), None);
+    let b_lead = got
+        .ids
+        .iter()
+        .filter(|i| cluster.owner((hash_of(i) >> 8) as u16) == b)
+        .map(|i| msgid_time(i) as i64 - wall_ms() as i64)
+        .max()
+        .unwrap();
+    assert!(
+        b_lead <= PROMISE_MS,
+        "b's IDs lead its clock by {b_lead} ms"
+    );
+}

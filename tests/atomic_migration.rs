@@ -14,7 +14,7 @@
     clippy::panic
 )]
 mod common;
-use common::cluster::{load, tags_in, Cluster};
+use common::cluster::*;
 use common::*;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -136,9 +136,8 @@ fn migrate_and_cancel(c: &Cluster, from: usize, to: usize, (a, b): (u16, u16)) {
 }
 
 /// Every primary issues an ID for a slot that never moves, and every node hears every other
-/// node's lease: from then on each node records its slot adoptions (until a node has heard a
-/// peer it adopts a slot again on every ID), so a slot coming back to a node that issued for it
-/// before relies on the import's event.
+/// node's promise, so that each import adopts its source's promise (not, as before a source is
+/// heard, every peer's largest).
 fn hear_each_other(c: &Cluster) {
     let mut con = c.client();
     for s in [100, 6000, 12000] {
@@ -180,8 +179,8 @@ fn atomic_migrations_back_and_forth_under_load_reissue_nothing() {
     let pause = || std::thread::sleep(Duration::from_millis(700));
     pause();
     // The key-less slots move first, each time: nothing but slot adoption raises the
-    // importer's IDs for them (a snapshot with sequence keys also carries the old owner's
-    // time mark, which raises the importer's whole floor).
+    // importer's IDs for them (the floors at the head of a snapshot with sequence keys are
+    // taken as read, so here too only adoption does).
     migrate(&cluster, a, b, ID_SLOTS);
     pause();
     migrate(&cluster, a, b, SEQ_SLOTS);
@@ -202,11 +201,7 @@ fn atomic_migrations_back_and_forth_under_load_reissue_nothing() {
     let got = worker.join().unwrap();
 
     let (n_ids, n_uids, n_seqs) = got.check();
-    let adoptions: i64 = cluster
-        .nodes
-        .iter()
-        .map(|n| n.imid_stat("cluster_slot_adoptions"))
-        .sum();
+    let adoptions = cluster.imid_stat_sum("cluster_slot_adoptions");
     println!(
         "7 atomic migrations and 1 cancelled: {n_ids} IDs, {n_uids} UIDs and {n_seqs} sequence \
          values checked, {} errors retried, {adoptions} slot adoptions",
@@ -237,6 +232,68 @@ fn atomic_migrations_back_and_forth_under_load_reissue_nothing() {
         );
     }
     assert!(!la.contains("internal error") && !lb.contains("internal error"));
+}
+
+#[test]
+fn id_time_stays_within_the_lease_of_the_clock_through_atomic_migrations() {
+    // Real clocks (one host: no skew). Slots with sequence keys and key-less ones move back and
+    // forth under load, each move within a second of the last: what a client sees of ID time.
+    let cluster = start();
+    let a = cluster.owner(0);
+    let b = (a + 1) % 3;
+    let mut con = cluster.client();
+    for t in tags_in(SEQ_SLOTS.0..SEQ_SLOTS.1 + 1, 2) {
+        let _: i64 = redis::cmd("SEQ.NEXT")
+            .arg(format!("{{{t}}}:seq"))
+            .query(&mut con)
+            .unwrap();
+    }
+    let pause = Duration::from_millis(3);
+    let fresh = issue_measuring(&mut con, 1_000, &[], pause, None);
+    let tags = tags_in(0..4, 2);
+    let stop = Arc::new(AtomicBool::new(false));
+    let worker = {
+        let (stop, tags) = (stop.clone(), tags.clone());
+        let mut c = cluster.client();
+        std::thread::spawn(move || issue_measuring(&mut c, usize::MAX, &tags, pause, Some(&stop)))
+    };
+    let settle = || std::thread::sleep(Duration::from_millis(500));
+    settle();
+    for (from, to) in [(a, b), (b, a), (a, b), (b, a)] {
+        migrate(&cluster, from, to, (0, 3));
+        settle();
+    }
+    stop.store(true, Ordering::Relaxed);
+    let moves = worker.join().unwrap();
+    for (phase, got, bound) in [
+        ("fresh cluster", &fresh, PROMISE_MS),
+        ("atomic migrations under load", &moves, LEASE_MS),
+    ] {
+        println!(
+            "{phase}: {} IDs, {} UIDs; largest lead over the wall clock: message IDs {} ms, UIDs {} ms ({} errors retried)",
+            got.ids.len(),
+            got.uids.len(),
+            got.msgid_ms,
+            got.uid_ms,
+            got.errors
+        );
+        assert!(
+            got.ids.len() > 100 && got.uids.len() > 100,
+            "{phase}: the load ran"
+        );
+        assert!(
+            got.msgid_ms <= bound && got.uid_ms <= bound,
+            "{phase}: an ID's time led the clock by more than {bound} ms: message IDs {} ms, UIDs {} ms",
+            got.msgid_ms,
+            got.uid_ms
+        );
+    }
+    let ids: HashSet<&String> = fresh.ids.iter().chain(&moves.ids).collect();
+    assert_eq!(
+        ids.len(),
+        fresh.ids.len() + moves.ids.len(),
+        "an ID issued twice"
+    );
 }
 
 #[test]
@@ -419,18 +476,7 @@ fn the_targets_replica_and_its_aof_reach_the_targets_state() {
     );
     let a = cluster.owner(0);
     let b = (a + 1) % 3;
-    let replica = Server::build()
-        .hooked()
-        .bin(newer_server("valkey9"))
-        .args(&[
-            "--cluster-enabled",
-            "yes",
-            "--cluster-config-file",
-            "nodes.conf",
-            "--cluster-node-timeout",
-            "2000",
-        ])
-        .start();
+    let replica = start_node(Some(&newer_server("valkey9")), &[]);
     let mut rc = replica.client();
     let port = cluster.nodes[b].port.to_string();
     let _: String = cmd(&mut rc, &["CLUSTER", "MEET", "127.0.0.1", &port]).unwrap();

@@ -7,6 +7,7 @@
     clippy::panic
 )]
 mod common;
+use common::cluster::{create, NODE_ARGS};
 use common::*;
 use redis::cluster::{ClusterClient, ClusterConnection};
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
@@ -24,33 +25,10 @@ impl Cluster {
             .map(|_| {
                 // The bus port stays Redis's default, port + 10000: the harness picks ports
                 // whose bus twin is free too, and picks both again if a start fails.
-                Server::build()
-                    .args(&[
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        "nodes.conf",
-                        "--cluster-node-timeout",
-                        "2000",
-                    ])
-                    .start()
+                Server::build().args(&NODE_ARGS).start()
             })
             .collect();
-        let addrs: Vec<String> = nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port))
-            .collect();
-        let out = Command::new("redis-cli")
-            .args(["--cluster", "create"])
-            .args(&addrs)
-            .args(["--cluster-replicas", "1", "--cluster-yes"])
-            .output()
-            .expect("redis-cli (Debian redis-tools) is needed");
-        assert!(
-            out.status.success(),
-            "cluster create: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
+        create(&nodes, 1);
         let c = Cluster { nodes };
         c.wait_healthy();
         c

@@ -33,21 +33,6 @@ fn major(version: &str) -> u32 {
         .unwrap_or_else(|| panic!("version {version}"))
 }
 
-/// The names MODULE LIST shows.
-fn modules(con: &mut Connection) -> Vec<String> {
-    let list: Vec<Vec<Value>> = cmd(con, &["MODULE", "LIST"]).unwrap();
-    list.iter()
-        .map(|m| {
-            let fields: Vec<String> = m
-                .iter()
-                .map(|v| redis::from_redis_value::<String>(v.clone()).unwrap_or_default())
-                .collect();
-            let at = fields.iter().position(|f| f == "name").expect("name field");
-            fields[at + 1].clone()
-        })
-        .collect()
-}
-
 #[test]
 fn version_differences_module_list_and_redis_version() {
     // A version-specific difference: Redis 8 lists its built-in `vectorset` module and Valkey 9

@@ -182,20 +182,6 @@ fn cluster_state(s: &Server) -> String {
         .to_owned()
 }
 
-fn modules(con: &mut Connection) -> Vec<String> {
-    let list: Vec<Vec<Value>> = cmd(con, &["MODULE", "LIST"]).unwrap();
-    list.iter()
-        .map(|m| {
-            let f: Vec<String> = m
-                .iter()
-                .map(|v| redis::from_redis_value::<String>(v.clone()).unwrap_or_default())
-                .collect();
-            let at = f.iter().position(|x| x == "name").expect("name field");
-            f[at + 1].clone()
-        })
-        .collect()
-}
-
 /// The server answers, stores, saves in the foreground and in a forked child; `imid` tells
 /// whether imid is expected to be loaded.
 fn serves_and_saves(s: &mut Server, imid: bool, what: &str) {

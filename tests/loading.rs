@@ -24,21 +24,6 @@ fn config(con: &mut Connection, name: &str) -> String {
     v[1].clone()
 }
 
-/// The names MODULE LIST shows.
-fn modules(con: &mut Connection) -> Vec<String> {
-    let list: Vec<Vec<Value>> = cmd(con, &["MODULE", "LIST"]).unwrap();
-    list.iter()
-        .map(|m| {
-            let fields: Vec<String> = m
-                .iter()
-                .map(|v| redis::from_redis_value::<String>(v.clone()).unwrap_or_default())
-                .collect();
-            let at = fields.iter().position(|f| f == "name").expect("name field");
-            fields[at + 1].clone()
-        })
-        .collect()
-}
-
 #[test]
 fn loadmodule_argument() {
     let s = Server::build().args(&["--imid.seq-gap", "5000"]).start();

@@ -29,20 +29,6 @@ fn bin_of(bin: &Option<PathBuf>) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(redis_server_bin()))
 }
 
-fn modules(con: &mut Connection) -> Vec<String> {
-    let list: Vec<Vec<Value>> = cmd(con, &["MODULE", "LIST"]).unwrap();
-    list.iter()
-        .map(|m| {
-            let f: Vec<String> = m
-                .iter()
-                .map(|v| redis::from_redis_value::<String>(v.clone()).unwrap_or_default())
-                .collect();
-            let at = f.iter().position(|x| x == "name").expect("name field");
-            f[at + 1].clone()
-        })
-        .collect()
-}
-
 fn save(s: &Server) {
     let ok: String = cmd(&mut s.client(), &["SAVE"]).unwrap();
     assert_eq!(ok, "OK");

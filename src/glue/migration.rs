@@ -68,7 +68,22 @@ pub(crate) fn module_options(ctx: &Context) -> c_int {
         ctx.log_notice("imid: this Valkey has no atomic slot migration (Valkey 9.0+)");
         return 0;
     }
+    DECLARED.store(true, std::sync::atomic::Ordering::Relaxed);
     VALKEY_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION
+}
+
+/// Whether atomic slot migration support was declared (a Valkey 9 cluster node).
+static DECLARED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Valkey's context flag of the client that applies an atomic migration's snapshot and stream
+/// on the importing node (`VALKEYMODULE_CTX_FLAGS_SLOT_IMPORT_CLIENT`, Valkey 9.0+).
+const VALKEY_CTX_FLAGS_SLOT_IMPORT_CLIENT: c_int = 1 << 25;
+
+/// Whether context flags `flags` are those of the atomic migration's import client. Only
+/// where support was declared: the bit means something else, or nothing, on other servers.
+pub(crate) fn is_import_client(flags: c_int) -> bool {
+    DECLARED.load(std::sync::atomic::Ordering::Relaxed)
+        && flags & VALKEY_CTX_FLAGS_SLOT_IMPORT_CLIENT != 0
 }
 
 /// Subscribes to Valkey's atomic slot migration event (OnLoad, cluster mode, Valkey only). A

@@ -223,6 +223,12 @@ impl Ctx {
             != 0
     }
 
+    /// The call comes from an atomic slot migration's import client (Valkey 9): the source's
+    /// snapshot and stream of writes for the slots it moves here.
+    pub(crate) fn is_slot_import(&self) -> bool {
+        migration::is_import_client(self.flags())
+    }
+
     /// This node is a primary (it may write the time lease of its own).
     pub(crate) fn is_primary(&self) -> bool {
         self.flags() & raw::REDISMODULE_CTX_FLAGS_MASTER as c_int != 0

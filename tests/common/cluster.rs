@@ -1,6 +1,7 @@
 //! Real cluster nodes for the resharding tests: three primaries of the test-hooks build made
-//! into a cluster by `redis-cli --cluster create`, a client that follows MOVED/ASK, and the
-//! load that issues message IDs, UIDs and sequence values for targets in slots that move.
+//! into a cluster by `redis-cli --cluster create`, slot moves (`redis-cli --cluster reshard`,
+//! CLUSTER SETSLOT + MIGRATE), a client that follows MOVED/ASK, and the load that issues
+//! message IDs, UIDs and sequence values for targets in slots that move.
 
 use super::*;
 use redis::cluster::{ClusterClient, ClusterConnection};
@@ -9,11 +10,24 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::process::Command;
 use std::sync::atomic::AtomicBool;
 
+/// The server arguments that make a node a cluster node (the bus port stays Redis's default,
+/// port + 10000: the harness picks ports whose bus twin is free too).
+pub const NODE_ARGS: [&str; 6] = [
+    "--cluster-enabled",
+    "yes",
+    "--cluster-config-file",
+    "nodes.conf",
+    "--cluster-node-timeout",
+    "2000",
+];
+
 pub struct Cluster {
     pub nodes: Vec<Server>,
     pub ids: Vec<String>,
     /// The slots whose ownership [`Cluster::wait_settled`] waits for every node to agree on.
     pub watched: std::ops::Range<u16>,
+    /// The server the nodes run (None: the default server).
+    bin: Option<PathBuf>,
 }
 
 /// `redis-cli args...`; panics with its output when it fails.
@@ -31,36 +45,45 @@ pub fn cli(args: &[&str]) -> String {
     text
 }
 
+/// A cluster node (not yet in a cluster) with the test-hooks module, on `bin` (None: the
+/// default server) with `extra` arguments after [`NODE_ARGS`].
+pub fn start_node(bin: Option<&Path>, extra: &[&str]) -> Server {
+    let mut args = NODE_ARGS.to_vec();
+    args.extend_from_slice(extra);
+    let mut b = Server::build().hooked().args(&args);
+    if let Some(bin) = bin {
+        b = b.bin(bin);
+    }
+    b.start()
+}
+
+/// `redis-cli --cluster create` of `nodes` with `replicas` replicas per primary.
+pub fn create(nodes: &[Server], replicas: u8) {
+    let addrs: Vec<String> = nodes
+        .iter()
+        .map(|n| format!("127.0.0.1:{}", n.port))
+        .collect();
+    let replicas = replicas.to_string();
+    let mut args = vec!["--cluster", "create"];
+    args.extend(addrs.iter().map(String::as_str));
+    args.extend(["--cluster-replicas", &replicas, "--cluster-yes"]);
+    cli(&args);
+}
+
+/// Routes a command to the primary of `slot`.
+pub fn primary(slot: u16) -> RoutingInfo {
+    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
+        slot,
+        SlotAddr::Master,
+    )))
+}
+
 impl Cluster {
     /// Three primaries, no replicas, with the test-hooks module, on `bin` (None: the default
     /// server) with `extra` arguments.
     pub fn start(bin: Option<&Path>, extra: &[&str], watched: std::ops::Range<u16>) -> Cluster {
-        let nodes: Vec<Server> = (0..3)
-            .map(|_| {
-                let mut args = vec![
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--cluster-node-timeout",
-                    "2000",
-                ];
-                args.extend_from_slice(extra);
-                let mut b = Server::build().hooked().args(&args);
-                if let Some(bin) = bin {
-                    b = b.bin(bin);
-                }
-                b.start()
-            })
-            .collect();
-        let addrs: Vec<String> = nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port))
-            .collect();
-        let mut args = vec!["--cluster", "create"];
-        args.extend(addrs.iter().map(String::as_str));
-        args.extend(["--cluster-replicas", "0", "--cluster-yes"]);
-        cli(&args);
+        let nodes: Vec<Server> = (0..3).map(|_| start_node(bin, extra)).collect();
+        create(&nodes, 0);
         let ids = nodes
             .iter()
             .map(|n| cmd::<String>(&mut n.client(), &["CLUSTER", "MYID"]).unwrap())
@@ -69,9 +92,40 @@ impl Cluster {
             nodes,
             ids,
             watched,
+            bin: bin.map(Path::to_path_buf),
         };
         c.wait_settled();
         c
+    }
+
+    /// Adds a replica of primary `of` (same server, `extra` arguments) by
+    /// `redis-cli --cluster add-node`, waits until it has synced; returns its index.
+    pub fn add_replica(&mut self, of: usize, extra: &[&str]) -> usize {
+        let r = start_node(self.bin.as_deref(), extra);
+        cli(&[
+            "--cluster",
+            "add-node",
+            &format!("127.0.0.1:{}", r.port),
+            &format!("127.0.0.1:{}", self.nodes[of].port),
+            "--cluster-slave",
+            "--cluster-master-id",
+            &self.ids[of],
+        ]);
+        let id: String = cmd(&mut r.client(), &["CLUSTER", "MYID"]).unwrap();
+        self.nodes.push(r);
+        self.ids.push(id);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let last = self.nodes.len() - 1;
+        while self.nodes[last]
+            .info_field("replication", "master_link_status")
+            .as_deref()
+            != Some("up")
+        {
+            assert!(Instant::now() < deadline, "replica did not sync");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        self.wait_settled();
+        last
     }
 
     /// The index of the node that owns `slot`, in node 0's view (`CLUSTER SLOTS`).
@@ -157,13 +211,76 @@ impl Cluster {
 
     /// Freezes every node's clock (IMID.TEST-CLOCK) at `at(node index)` Unix ms.
     pub fn freeze(&self, at: impl Fn(usize) -> u64) {
-        for (i, n) in self.nodes.iter().enumerate() {
-            let _: String = cmd(
-                &mut n.client(),
-                &["IMID.TEST-CLOCK", "FREEZE", &at(i).to_string()],
-            )
-            .unwrap();
+        for i in 0..self.nodes.len() {
+            self.freeze_node(i, at(i));
         }
+    }
+
+    /// Freezes node `i`'s clock (IMID.TEST-CLOCK) at `at` Unix ms.
+    pub fn freeze_node(&self, i: usize, at: u64) {
+        let _: String = cmd(
+            &mut self.nodes[i].client(),
+            &["IMID.TEST-CLOCK", "FREEZE", &at.to_string()],
+        )
+        .unwrap();
+    }
+
+    /// The sum over the nodes of the INFO imid field `field`.
+    pub fn imid_stat_sum(&self, field: &str) -> i64 {
+        self.nodes.iter().map(|n| n.imid_stat(field)).sum()
+    }
+
+    /// `redis-cli --cluster reshard`: `n` slots from node `from` to node `to`.
+    pub fn reshard(&self, from: usize, to: usize, n: u16) {
+        let at = format!("127.0.0.1:{}", self.nodes[from].port);
+        cli(&[
+            "--cluster",
+            "reshard",
+            &at,
+            "--cluster-from",
+            &self.ids[from],
+            "--cluster-to",
+            &self.ids[to],
+            "--cluster-slots",
+            &n.to_string(),
+            "--cluster-yes",
+        ]);
+        self.wait_settled();
+    }
+
+    /// The manual way: SETSLOT IMPORTING / MIGRATING, MIGRATE every key, SETSLOT NODE.
+    pub fn migrate_by_hand(&self, slot: u16, from: usize, to: usize) {
+        let s = slot.to_string();
+        let (src, dst) = (&self.nodes[from], &self.nodes[to]);
+        let ok = |n: &Server, args: &[&str]| {
+            let _: String = cmd(&mut n.client(), args).unwrap();
+        };
+        ok(
+            dst,
+            &["CLUSTER", "SETSLOT", &s, "IMPORTING", &self.ids[from]],
+        );
+        ok(src, &["CLUSTER", "SETSLOT", &s, "MIGRATING", &self.ids[to]]);
+        loop {
+            let keys: Vec<String> =
+                cmd(&mut src.client(), &["CLUSTER", "GETKEYSINSLOT", &s, "100"]).unwrap();
+            if keys.is_empty() {
+                break;
+            }
+            let port = dst.port.to_string();
+            let mut args = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
+            args.extend(keys.iter().map(String::as_str));
+            let _: Value = cmd(&mut src.client(), &args).unwrap();
+        }
+        for n in [dst, src] {
+            ok(n, &["CLUSTER", "SETSLOT", &s, "NODE", &self.ids[to]]);
+        }
+        for (i, n) in self.nodes.iter().enumerate() {
+            let primary = n.info_field("replication", "role").as_deref() == Some("master");
+            if i != from && i != to && primary {
+                ok(n, &["CLUSTER", "SETSLOT", &s, "NODE", &self.ids[to]]);
+            }
+        }
+        self.wait_settled();
     }
 }
 
@@ -247,12 +364,6 @@ pub fn load(
     stop: &AtomicBool,
 ) -> Received {
     let mut got = Received::default();
-    let primary = |s| {
-        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
-            s,
-            SlotAddr::Master,
-        )))
-    };
     while !stop.load(Ordering::Relaxed) {
         for t in id_tags {
             let target = format!("{{{t}}}:conv");
@@ -286,3 +397,108 @@ pub fn load(
     }
     got
 }
+
+// ---- What a client sees of ID time (the lead tests) ----
+
+/// Unix ms of a message ID's time field (its top 42 bits).
+pub fn msgid_time(id: &str) -> u64 {
+    let b = data_encoding::BASE32HEX_NOPAD
+        .decode(id.replace('-', "").as_bytes())
+        .unwrap();
+    let v = b.iter().fold(0u128, |acc, x| (acc << 8) | u128::from(*x));
+    (v >> 38) as u64
+}
+
+/// Unix ms of a UID's time field under the cluster default (`41,14,8`, ms, epoch 2026-01-01).
+pub fn uid_time(uid: i64) -> u64 {
+    1_767_225_600_000 + (uid as u64 >> 22)
+}
+
+pub fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// What a client sees of ID time: the largest lead of an ID's time over the wall clock read
+/// right after the reply (so the lead over the issuing node's clock is at least this; all nodes
+/// share this host's clock), for message IDs and UIDs, and every ID received.
+#[derive(Default)]
+pub struct Leads {
+    pub msgid_ms: i64,
+    pub uid_ms: i64,
+    pub ids: Vec<String>,
+    pub uids: Vec<i64>,
+    pub errors: usize,
+}
+
+impl Leads {
+    pub fn add(&mut self, other: Leads) {
+        self.msgid_ms = self.msgid_ms.max(other.msgid_ms);
+        self.uid_ms = self.uid_ms.max(other.uid_ms);
+        self.ids.extend(other.ids);
+        self.uids.extend(other.uids);
+        self.errors += other.errors;
+    }
+}
+
+/// `rounds` of MSGID.GEN and UID.GEN, each for a new random conversation (so a new slot almost
+/// every call, sent to its owner), plus one for each of `tags` per round; `pause` between rounds.
+pub fn issue_measuring(
+    c: &mut ClusterConnection,
+    rounds: usize,
+    tags: &[String],
+    pause: Duration,
+    stop: Option<&AtomicBool>,
+) -> Leads {
+    let mut got = Leads {
+        msgid_ms: i64::MIN,
+        uid_ms: i64::MIN,
+        ..Leads::default()
+    };
+    for _ in 0..rounds {
+        if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+            break;
+        }
+        let mut targets = vec![format!("conv:{}", rand::random::<u64>())];
+        targets.extend(tags.iter().map(|t| format!("{{{t}}}:conv")));
+        for target in targets {
+            let route = || primary(slot(&target));
+            let mut g = redis::cmd("MSGID.GEN");
+            g.arg(1).arg(&target);
+            match c
+                .route_command(&g, route())
+                .and_then(|v| Ok(redis::from_redis_value::<String>(v)?))
+            {
+                Ok(id) => {
+                    let lead = msgid_time(&id) as i64 - wall_ms() as i64;
+                    got.msgid_ms = got.msgid_ms.max(lead);
+                    got.ids.push(id);
+                }
+                Err(_) => got.errors += 1,
+            }
+            let mut u = redis::cmd("UID.GEN");
+            u.arg(&target);
+            match c
+                .route_command(&u, route())
+                .and_then(|v| Ok(redis::from_redis_value::<i64>(v)?))
+            {
+                Ok(uid) => {
+                    let lead = uid_time(uid) as i64 - wall_ms() as i64;
+                    got.uid_ms = got.uid_ms.max(lead);
+                    got.uids.push(uid);
+                }
+                Err(_) => got.errors += 1,
+            }
+        }
+        std::thread::sleep(pause);
+    }
+    got
+}
+
+/// The lease window (src/core/lease.rs): how far a restarted or promoted node's IDs may lead
+/// its clock.
+pub const LEASE_MS: i64 = 5_000;
+/// How far a primary's promise to its peers reaches past its last ID (src/node/cluster.rs).
+pub const PROMISE_MS: i64 = 1_000;

@@ -831,6 +831,21 @@ pub fn hex(s: &str) -> Vec<u8> {
         .collect()
 }
 
+/// The names MODULE LIST shows.
+pub fn modules(con: &mut Connection) -> Vec<String> {
+    let list: Vec<Vec<Value>> = cmd(con, &["MODULE", "LIST"]).unwrap();
+    list.iter()
+        .map(|m| {
+            let fields: Vec<String> = m
+                .iter()
+                .map(|v| redis::from_redis_value::<String>(v.clone()).unwrap_or_default())
+                .collect();
+            let at = fields.iter().position(|f| f == "name").expect("name field");
+            fields[at + 1].clone()
+        })
+        .collect()
+}
+
 /// An integer reply, or a panic naming the command that failed.
 pub fn int(con: &mut Connection, args: &[&str]) -> i64 {
     cmd(con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"))

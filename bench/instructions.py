@@ -95,6 +95,13 @@ def rows(plain_openid, keyed_openid, uid):
         row("UID.DECODE", ["UID.DECODE", uid], ["floor.uid.decode", uid], same="warn"),
         row("UID.ENCODE", ["UID.ENCODE", "1767225600123", "3", "7"],
             ["floor.uid.encode", "1767225600123", "3", "7"], same="warn"),
+        # Under another layout (issue 20): the LAYOUT option's parsing and a named layout's
+        # shifts, against the same floor commands (which know the default layout only).
+        row("UID.DECODE (LAYOUT discord)", ["UID.DECODE", uid, "LAYOUT", "discord"],
+            ["floor.uid.decode", uid], same="warn"),
+        row("UID.ENCODE (LAYOUT sonyflake)",
+            ["UID.ENCODE", "1767225600120", "3", "7", "LAYOUT", "sonyflake"],
+            ["floor.uid.encode", "1767225600120", "3", "7"], same="warn"),
     ]
 
 

@@ -5,7 +5,8 @@
 # scripts/servers.sh, valgrind and gcc for the benchmarks' instruction counts against the floor
 # module (bench/instructions.py, bench/floor.c; gcc also for tests/modules/taken.c), Node.js and npm for the Node.js example (Debian
 # packages; needs root or sudo), then the Node.js example's locked dependencies (npm ci, from the
-# npm registry).
+# npm registry), and the third-party ID libraries tests/uid_reference.rs checks the named UID
+# layouts against (npm ci in tests/uid_reference; a venv under target/uid-ref from PyPI, pinned).
 set -euo pipefail
 
 need=()
@@ -49,4 +50,32 @@ example="$(cd "$(dirname "$0")/.." && pwd)/examples/node"
 if [ "$example/package-lock.json" -nt "$example/node_modules/.package-lock.json" ]; then
   echo "npm ci in examples/node"
   (cd "$example" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+# The reference implementations of the named UID layouts (tests/uid_reference.rs), each pinned:
+# npm's from tests/uid_reference/package-lock.json, PyPI's into a venv of their own (not the
+# system python), reinstalled only when a requirements file changed.
+ref="$(cd "$(dirname "$0")/.." && pwd)/tests/uid_reference"
+if [ "$ref/package-lock.json" -nt "$ref/node_modules/.package-lock.json" ]; then
+  echo "npm ci in tests/uid_reference"
+  (cd "$ref" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+venv="$(cd "$(dirname "$0")/.." && pwd)/target/uid-ref"
+if [ "$ref/requirements.txt" -nt "$venv/.installed" ] || [ "$ref/requirements-sonyflake-v1.txt" -nt "$venv/.installed" ]; then
+  echo "installing tests/uid_reference/requirements*.txt into target/uid-ref"
+  rm -rf "$venv"
+  py=python3
+  # Debian's python3 needs python3-venv for ensurepip; a pyenv or other python3 usually has it.
+  if ! python3 -m venv "$venv/venv" >/dev/null 2>&1; then
+    rm -rf "$venv"
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+    py=/usr/bin/python3
+    "$py" -m venv "$venv/venv"
+  fi
+  "$venv/venv/bin/pip" install -q --disable-pip-version-check --no-deps -r "$ref/requirements.txt"
+  # sonyflake-py (Sonyflake v1) shares its module name with sonyflake (v2): a directory of its own.
+  "$venv/venv/bin/pip" install -q --disable-pip-version-check --no-deps --target "$venv/sonyflake-v1" -r "$ref/requirements-sonyflake-v1.txt"
+  touch "$venv/.installed"
 fi

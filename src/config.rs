@@ -2,7 +2,7 @@
 //! of the string configs are in `glue::config`.
 
 use crate::core::openid::KeyRing;
-use crate::core::uid::{NodeSpec, TimeUnit, Widths, DEFAULT_EPOCH_MS};
+use crate::core::uid::{parse_epoch, parse_unit, LayoutSpec, NodeSpec};
 use crate::glue::config::{self as raw_config, HeldRef, HeldString, StringConfig};
 use redis_module::configuration::{
     register_enum_configuration, register_i64_configuration, ConfigurationContext,
@@ -11,7 +11,7 @@ use redis_module::configuration::{
 use redis_module::{enum_configuration, Context, RedisError, RedisString, Status};
 use std::ffi::CString;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::RwLock;
 
 enum_configuration! {
     /// `imid.msgid-hash`: how MSGID.GEN/HASH hash the target. The variant names are the
@@ -51,47 +51,41 @@ impl ConfigurationValue<HashMode> for HashModeCell {
     }
 }
 
-/// In a module of its own: each `enum_configuration!` imports the same trait name.
-mod time_unit {
-    use redis_module::enum_configuration;
-    enum_configuration! {
-        /// `imid.uid-time-unit`: the unit of the UID time field. Config words, hence lowercase.
-        #[allow(non_camel_case_types)]
-        #[derive(Debug, PartialEq, Eq)]
-        pub enum UidTimeUnit {
-            ms = 0,
-            s = 1,
-        }
-    }
-}
-pub(crate) use time_unit::UidTimeUnit;
-
 /// The UID configs. All four change what an ID means (or which IDs this node may issue), so
 /// they are set at load only (`IMMUTABLE`: `CONFIG SET` refuses them); init checks them
 /// together and refuses to load a combination that does not work (`commands::uid::configure`).
+/// Each is text checked by its `check_uid_*` function, the one place its value is validated:
+/// `imid.uid-epoch` and `imid.uid-time-unit` are `auto` (the named layout's own, else
+/// 2026-01-01 and ms) or an explicit value that overrides the layout's.
 pub(crate) static UID_LAYOUT: TextConfig = TextConfig::new(check_uid_layout);
 pub(crate) static UID_NODE: TextConfig = TextConfig::new(check_uid_node);
-pub(crate) static UID_EPOCH: AtomicI64 = AtomicI64::new(DEFAULT_EPOCH_MS as i64);
-pub(crate) static UID_TIME_UNIT: Mutex<UidTimeUnit> = Mutex::new(UidTimeUnit::ms);
+pub(crate) static UID_EPOCH: TextConfig = TextConfig::new(check_uid_epoch);
+pub(crate) static UID_TIME_UNIT: TextConfig = TextConfig::new(check_uid_time_unit);
 
-fn check_uid_layout(text: &str) -> Result<(), String> {
-    Widths::parse(text).map(|_| ()).map_err(|e| e.to_string())
+pub(crate) fn check_uid_layout(text: &str) -> Result<(), String> {
+    LayoutSpec::parse(text)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
-fn check_uid_node(text: &str) -> Result<(), String> {
+pub(crate) fn check_uid_node(text: &str) -> Result<(), String> {
     NodeSpec::parse(text).map(|_| ()).map_err(|e| e.to_string())
 }
 
-/// The UID configs as set: layout text, epoch (Unix ms), unit, node text.
-pub(crate) fn uid_settings() -> (String, u64, TimeUnit, String) {
-    let unit = match *UID_TIME_UNIT.lock().unwrap_or_else(|e| e.into_inner()) {
-        UidTimeUnit::s => TimeUnit::S,
-        UidTimeUnit::ms => TimeUnit::Ms,
-    };
+pub(crate) fn check_uid_epoch(text: &str) -> Result<(), String> {
+    parse_epoch(text).map(|_| ()).map_err(|e| e.to_string())
+}
+
+pub(crate) fn check_uid_time_unit(text: &str) -> Result<(), String> {
+    parse_unit(text).map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// The UID configs as set (checked text): layout, epoch, time unit, node.
+pub(crate) fn uid_settings() -> (String, String, String, String) {
     (
         UID_LAYOUT.text(),
-        u64::try_from(UID_EPOCH.load(Ordering::Relaxed)).unwrap_or(0),
-        unit,
+        UID_EPOCH.text(),
+        UID_TIME_UNIT.text(),
         UID_NODE.text(),
     )
 }
@@ -269,8 +263,6 @@ pub(crate) const NAMES: [&str; 7] = [
 /// `imid.seq-gap`'s range, for Redis's own check (CONFIG SET, `--imid.seq-gap`) and for the
 /// module argument alike.
 const SEQ_GAP_RANGE: (i64, i64) = (0, 1_000_000_000);
-/// `imid.uid-epoch`'s range (Unix ms); the UID checks at load add "not after the clock".
-const UID_EPOCH_RANGE: (i64, i64) = (0, i64::MAX);
 
 /// The configs' starting values: the module arguments (`--loadmodule libimid.so uid-node 7`,
 /// `MODULE LOADEX ... ARGS uid-node 7`), each checked by the rule `CONFIG SET` and `--imid.*`
@@ -282,8 +274,8 @@ pub(crate) struct Start {
     pub(crate) openid_keys: String,
     pub(crate) msgid_hash: HashMode,
     pub(crate) uid_layout: String,
-    pub(crate) uid_epoch: i64,
-    pub(crate) uid_time_unit: UidTimeUnit,
+    pub(crate) uid_epoch: String,
+    pub(crate) uid_time_unit: String,
     pub(crate) uid_node: String,
 }
 
@@ -367,18 +359,8 @@ pub(crate) fn parse_args(args: &[&[u8]]) -> Result<Start, String> {
             }
         },
         uid_layout: text("uid-layout", layout, "auto", check_uid_layout)?,
-        uid_epoch: int("uid-epoch", epoch, DEFAULT_EPOCH_MS as i64, UID_EPOCH_RANGE)?,
-        uid_time_unit: match unit.map(str::to_ascii_lowercase).as_deref() {
-            None | Some("ms") => UidTimeUnit::ms,
-            Some("s") => UidTimeUnit::s,
-            Some(_) => {
-                return Err(refuse(
-                    "uid-time-unit",
-                    unit.unwrap_or(""),
-                    "imid.uid-time-unit must be ms or s".to_owned(),
-                ))
-            }
-        },
+        uid_epoch: text("uid-epoch", epoch, "auto", check_uid_epoch)?,
+        uid_time_unit: text("uid-time-unit", unit, "auto", check_uid_time_unit)?,
         uid_node: text("uid-node", node, "auto", check_uid_node)?,
     })
 }
@@ -451,24 +433,26 @@ pub(crate) fn register(ctx: &Context, args: &[RedisString]) -> Status {
     {
         return Status::Err;
     }
-    register_i64_configuration(
+    if register_text_config(
         ctx,
-        "uid-epoch",
+        c"uid-epoch",
         &UID_EPOCH,
-        start.uid_epoch,
-        UID_EPOCH_RANGE.0,
-        UID_EPOCH_RANGE.1,
+        &start.uid_epoch,
         ConfigurationFlags::IMMUTABLE,
-        None,
-    );
-    register_enum_configuration(
+    ) == Status::Err
+    {
+        return Status::Err;
+    }
+    if register_text_config(
         ctx,
-        "uid-time-unit",
+        c"uid-time-unit",
         &UID_TIME_UNIT,
-        start.uid_time_unit,
+        &start.uid_time_unit,
         ConfigurationFlags::IMMUTABLE,
-        None,
-    );
+    ) == Status::Err
+    {
+        return Status::Err;
+    }
     if register_text_config(
         ctx,
         c"uid-node",
@@ -502,8 +486,8 @@ mod tests {
         assert_eq!(s.openid_keys, "");
         assert_eq!(s.msgid_hash, HashMode::auto);
         assert_eq!(s.uid_layout, "auto");
-        assert_eq!(s.uid_epoch, DEFAULT_EPOCH_MS as i64);
-        assert_eq!(s.uid_time_unit, UidTimeUnit::ms);
+        assert_eq!(s.uid_epoch, "auto");
+        assert_eq!(s.uid_time_unit, "auto");
         assert_eq!(s.uid_node, "auto");
     }
 
@@ -529,8 +513,8 @@ mod tests {
         assert_eq!(s.seq_gap, 0);
         assert_eq!(s.msgid_hash, HashMode::java);
         assert_eq!(s.uid_layout, "28,22,13");
-        assert_eq!(s.uid_epoch, 0);
-        assert_eq!(s.uid_time_unit, UidTimeUnit::s);
+        assert_eq!(s.uid_epoch, "0");
+        assert_eq!(s.uid_time_unit, "s");
         assert_eq!(s.uid_node, "7");
         assert_eq!(s.openid_keys, "000102030405060708090a0b0c0d0e0f");
     }
@@ -577,11 +561,11 @@ mod tests {
             (vec!["seq-gap", "+5"], "imid.seq-gap must be an integer in"),
             (
                 vec!["uid-epoch", "-5"],
-                "uid-epoch '-5' refused: imid.uid-epoch must be an integer in 0..",
+                "uid-epoch '-5' refused: imid.uid-epoch must be auto or Unix ms, an integer in 0..",
             ),
             (
                 vec!["uid-epoch", "1e3"],
-                "imid.uid-epoch must be an integer",
+                "imid.uid-epoch must be auto or Unix ms",
             ),
             (
                 vec!["uid-node", "01"],
@@ -590,12 +574,12 @@ mod tests {
             (vec!["uid-node", " 5 "], "imid.uid-node must be auto or"),
             (vec!["uid-node", "-1"], "imid.uid-node must be auto or"),
             (
-                vec!["uid-layout", "41,10,13"],
+                vec!["uid-layout", "41,10,14"],
                 "imid.uid-layout widths must sum to 63",
             ),
             (
                 vec!["uid-time-unit", "us"],
-                "imid.uid-time-unit must be ms or s",
+                "imid.uid-time-unit must be auto, ms, s, or a whole number of them",
             ),
             (
                 vec!["msgid-hash", "crc"],

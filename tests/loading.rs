@@ -213,7 +213,7 @@ fn module_arguments_are_checked_like_configs() {
         ),
         (
             &["uid-epoch", "-5"],
-            "module argument uid-epoch '-5' refused: imid.uid-epoch must be an integer in 0..",
+            "module argument uid-epoch '-5' refused: imid.uid-epoch must be auto or Unix ms, an integer in 0..",
         ),
         (
             &["uid-node", "01"],
@@ -224,12 +224,12 @@ fn module_arguments_are_checked_like_configs() {
             "module argument uid-node ' 5 ' refused: imid.uid-node must be auto",
         ),
         (
-            &["uid-layout", "41,10,13"],
-            "module argument uid-layout '41,10,13' refused: imid.uid-layout widths must sum to 63",
+            &["uid-layout", "41,10,14"],
+            "module argument uid-layout '41,10,14' refused: imid.uid-layout widths must sum to 63",
         ),
         (
             &["uid-time-unit", "us"],
-            "module argument uid-time-unit 'us' refused: imid.uid-time-unit must be ms or s",
+            "module argument uid-time-unit 'us' refused: imid.uid-time-unit must be auto, ms, s, or a whole number of them",
         ),
         (
             &["msgid-hash", "crc"],

@@ -343,8 +343,42 @@ fn refused_layouts_stop_the_load_and_say_why() {
             "is after the server clock",
         ),
         (
-            vec!["--imid.uid-layout", "41,10,13"],
-            "imid.uid-layout widths must sum to 63, not 64",
+            vec!["--imid.uid-layout", "41,10,14"],
+            "imid.uid-layout widths must sum to 63 (or 64, the time field's top bit kept 0), not 65",
+        ),
+        (
+            vec!["--imid.uid-layout", "node:10,time:41,seq:12"],
+            "imid.uid-layout must name time first",
+        ),
+        (
+            vec!["--imid.uid-layout", "time:41,node:10,node:12"],
+            "imid.uid-layout names the node field twice",
+        ),
+        (
+            vec!["--imid.uid-layout", "snowflake"],
+            "imid.uid-layout must be auto, a named layout (twitter, discord, instagram, sonyflake, sonyflake-v2, uidgenerator, mastodon)",
+        ),
+        // A named scheme that has run out is refused like its widths are.
+        (
+            vec!["--imid.uid-layout", "uidgenerator"],
+            "imid.uid-layout has run out: its time field ended on 2024-11-20T21:24:16Z",
+        ),
+        (
+            vec!["--imid.uid-layout", "twitter", "--imid.uid-node", "1024"],
+            "imid.uid-node 1024 does not fit the layout's 10 node bits (0..1023)",
+        ),
+        (
+            vec!["--imid.uid-time-unit", "0ms"],
+            "imid.uid-time-unit must be auto, ms, s, or a whole number of them",
+        ),
+        (
+            vec!["--imid.uid-epoch", "1e3"],
+            "imid.uid-epoch must be auto or Unix ms",
+        ),
+        // Cluster mode: a named layout with fewer than 14 node bits needs a fixed node.
+        (
+            vec!["--cluster-enabled", "yes", "--imid.uid-layout", "instagram"],
+            "needs at least 14 node bits; the layout has 13: set imid.uid-node to this node's worker number (0..8191)",
         ),
         (
             vec!["--imid.uid-layout", "0,31,32"],
@@ -352,7 +386,7 @@ fn refused_layouts_stop_the_load_and_say_why() {
         ),
         (
             vec!["--imid.uid-layout", "41,10"],
-            "imid.uid-layout must be auto or three bit widths",
+            "imid.uid-layout must be auto, a named layout",
         ),
         (
             vec!["--imid.uid-layout", "63,0,0"],
@@ -485,10 +519,7 @@ fn argument_errors_name_the_rule_and_change_nothing() {
             &[b"UID.DECODE"],
             "ERR wrong number of arguments for 'uid.decode' command",
         ),
-        (
-            &[b"UID.DECODE", b"1", b"2"],
-            "ERR wrong number of arguments for 'uid.decode' command",
-        ),
+        (&[b"UID.DECODE", b"1", b"2"], "ERR syntax error"),
         (
             &[b"UID.ENCODE", b"1", b"2"],
             "ERR wrong number of arguments for 'uid.encode' command",

@@ -16,6 +16,8 @@ const EPOCH: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
 /// Layout arguments: Snowflake in ms (the standalone default), UidGenerator's in seconds.
 const MS: &[&str] = &[];
 const SECONDS: &[&str] = &["--imid.uid-layout", "28,22,13", "--imid.uid-time-unit", "s"];
+/// Sonyflake: 10 ms units, seq (8 bits) above the machine field (16 bits).
+const SONYFLAKE: &[&str] = &["--imid.uid-layout", "sonyflake", "--imid.uid-node", "4660"];
 
 fn gen_many(con: &mut Connection, n: usize) -> Vec<i64> {
     let mut out = Vec::with_capacity(n);
@@ -122,8 +124,37 @@ fn frozen_clock_in_seconds_borrows_the_next_second() {
 }
 
 #[test]
+fn frozen_clock_under_sonyflake_borrows_the_next_ten_ms_and_never_sleeps() {
+    let s = Server::build().hooked().args(SONYFLAKE).start();
+    let mut con = s.client();
+    let unit = EPOCH + 1_000_000; // a multiple of 10 ms after Sonyflake's 2014 epoch
+    set_clock(&mut con, &["FREEZE", &(unit + 7).to_string()]);
+    // With the clock frozen, a generator that waited for the next 10 ms would hang here.
+    let mut ids = gen_many(&mut con, 1_000);
+    ids.extend(cmd::<Vec<i64>>(&mut con, &["UID.GEN", "t", "COUNT", "5000"]).unwrap());
+    assert_increasing(&ids);
+    // UID.DECODE replies in the layout's order: time, seq, node
+    assert_eq!(decode(&mut con, ids[0]), (unit, 0, 4660));
+    assert_eq!(decode(&mut con, ids[255]), (unit, 255, 4660));
+    assert_eq!(
+        decode(&mut con, ids[256]),
+        (unit + 10, 0, 4660),
+        "the 257th borrows the next 10 ms"
+    );
+    assert_eq!(
+        decode(&mut con, ids[5_999]),
+        (unit + 230, 5_999 - 23 * 256, 4660)
+    );
+    // bit-exact: time << 24 | seq << 16 | machine
+    let t = (unit - 1_409_529_600_000) / 10;
+    assert_eq!(ids[257], (t + 1) << 24 | 1 << 16 | 4660);
+    assert_eq!(s.imid_stat("uid_borrowed_units"), 23);
+    assert_eq!(s.imid_stat("uid_generated"), 6_000);
+}
+
+#[test]
 fn clock_thirty_seconds_back_never_repeats_a_uid() {
-    for layout in [MS, SECONDS] {
+    for layout in [MS, SECONDS, SONYFLAKE] {
         let s = Server::build().hooked().args(layout).start();
         let mut con = s.client();
         let before = gen_many(&mut con, 3_000);
@@ -145,7 +176,7 @@ fn clock_thirty_seconds_back_never_repeats_a_uid() {
 
 #[test]
 fn restart_from_rdb_with_the_clock_behind_starts_above_old_uids() {
-    for layout in [MS, SECONDS] {
+    for layout in [MS, SECONDS, SONYFLAKE] {
         let mut s = Server::build().hooked().args(layout).start();
         let mut con = s.client();
         let old = gen_many(&mut con, 5_000);
@@ -158,7 +189,7 @@ fn restart_from_rdb_with_the_clock_behind_starts_above_old_uids() {
 
 #[test]
 fn restart_from_aof_with_the_clock_behind_starts_above_old_uids() {
-    for layout in [MS, SECONDS] {
+    for layout in [MS, SECONDS, SONYFLAKE] {
         let mut s = Server::build()
             .hooked()
             .args(&with(
@@ -223,7 +254,7 @@ fn incr_aof(s: &Server) -> String {
 
 #[test]
 fn promoted_replica_with_a_slow_clock_issues_above_the_old_primary() {
-    for layout in [MS, SECONDS] {
+    for layout in [MS, SECONDS, SONYFLAKE] {
         let mut primary = Server::build().hooked().args(layout).start();
         let mut pcon = primary.client();
         // UIDs issued before the replica exists reach it through the full sync (RDB aux) ...

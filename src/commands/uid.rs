@@ -8,7 +8,10 @@
 
 use crate::config::{uid_settings, CLUSTER_MODE};
 use crate::core::slot::key_slot;
-use crate::core::uid::{Layout, LayoutError, NodeSpec, UidGenerator, Widths, MAX_COUNT};
+use crate::core::uid::{
+    parse_epoch, parse_unit, Field, Layout, LayoutError, LayoutSpec, NodeSpec, TimeUnit,
+    UidGenerator, MAX_COUNT,
+};
 use crate::error::{err, Error, SYNTAX};
 use crate::glue::{Arg, Ctx, Val};
 use crate::node::{self, ids};
@@ -33,8 +36,9 @@ pub(crate) fn configure(ctx: &Context) -> Status {
 
 fn build(now_ms: u64, cluster: bool) -> Result<UidGenerator, LayoutError> {
     let (layout, epoch, unit, node) = uid_settings();
-    let widths = Widths::parse(&layout)?.unwrap_or(Widths::auto(cluster));
-    let layout = Layout::new(widths, epoch, unit)?;
+    let spec = LayoutSpec::parse(&layout)?.unwrap_or(LayoutSpec::auto(cluster));
+    // An explicit epoch or unit overrides the named layout's.
+    let layout = spec.resolve(parse_epoch(&epoch)?, parse_unit(&unit)?)?;
     layout.check_lifetime(now_ms)?;
     let mode = layout.node_mode(NodeSpec::parse(&node)?, cluster)?;
     Ok(UidGenerator::new(layout, mode))
@@ -84,6 +88,19 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, target, opts @ ..] = args else {
         return Err(Error::WrongArity);
     };
+    // In cluster mode the target's slot: the node field in slot mode, and slot adoption.
+    let slot = || {
+        CLUSTER_MODE
+            .load(Ordering::Relaxed)
+            .then(|| key_slot(target.bytes()))
+    };
+    if opts.is_empty() {
+        // The common call, one ID as an integer: its own path, with the run's length a
+        // constant the compiler folds through the inlined generator.
+        let run = ids::issue_uid(ctx, slot(), 1)?;
+        ctx.reply_int(int(run.first()));
+        return Ok(());
+    }
     let mut count = None;
     let mut text = false;
     let mut rest = opts;
@@ -101,13 +118,9 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
             _ => return Err(SYNTAX),
         }
     }
-    // In cluster mode the target's slot: the node field in slot mode, and slot adoption.
-    let slot = CLUSTER_MODE
-        .load(Ordering::Relaxed)
-        .then(|| key_slot(target.bytes()));
     // COUNT is in 1..10000, so the conversion keeps it.
     let n = count.map_or(1, |c| u32::try_from(c).unwrap_or(1));
-    let run = ids::issue_uid(ctx, slot, n)?;
+    let run = ids::issue_uid(ctx, slot(), n)?;
     if count.is_some() {
         ctx.reply_array(usize::try_from(run.count()).unwrap_or(0));
         // Written straight into the reply, with no intermediate vector.
@@ -150,27 +163,78 @@ fn layout() -> Result<Layout, Error> {
     ids::uid_layout().ok_or_else(|| err("UID generator not configured"))
 }
 
-/// UID.DECODE uid
+/// `[LAYOUT name-or-spec [EPOCH ms] [UNIT unit]]`: another layout to read or build IDs with,
+/// resolved as the configs are (an explicit EPOCH or UNIT overrides a named layout's; widths
+/// without them take 2026-01-01 and ms), or the node's own. No lifetime check: reading the IDs
+/// of a scheme that has run out is what it is for. The node's config is not touched.
+fn layout_option(opts: &[Arg]) -> Result<Layout, Error> {
+    let [word, spec, rest @ ..] = opts else {
+        return if opts.is_empty() {
+            layout()
+        } else {
+            Err(SYNTAX)
+        };
+    };
+    if !word.is("LAYOUT") {
+        return Err(SYNTAX);
+    }
+    let text = std::str::from_utf8(spec.bytes()).map_err(|_| SYNTAX)?;
+    let spec = match LayoutSpec::parse(text) {
+        Ok(Some(s)) => s,
+        Ok(None) => LayoutSpec::auto(CLUSTER_MODE.load(Ordering::Relaxed)),
+        Err(e) => return Err(err(format_args!("LAYOUT: {e}"))),
+    };
+    let mut epoch = None;
+    let mut unit: Option<TimeUnit> = None;
+    let mut rest = rest;
+    while let [name, value, tail @ ..] = rest {
+        if name.is("EPOCH") && epoch.is_none() {
+            epoch = Some(value.int_in("EPOCH", 0, i64::MAX)?.unsigned_abs());
+        } else if name.is("UNIT") && unit.is_none() {
+            let t = std::str::from_utf8(value.bytes()).map_err(|_| SYNTAX)?;
+            unit = Some(TimeUnit::parse(t).map_err(|_| {
+                err("UNIT must be ms, s, or a whole number of them (e.g. 10ms, 2s), at most 1 day")
+            })?);
+        } else {
+            return Err(SYNTAX);
+        }
+        rest = tail;
+    }
+    if !rest.is_empty() {
+        return Err(SYNTAX);
+    }
+    spec.resolve(epoch, unit)
+        .map_err(|e| err(format_args!("LAYOUT: {e}")))
+}
+
+/// UID.DECODE uid [LAYOUT name-or-spec [EPOCH ms] [UNIT unit]]
+///
+/// The time (Unix ms), then the node and seq fields in the layout's order.
 pub(crate) fn decode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
-    let [_, uid] = args else {
+    let [_, uid, opts @ ..] = args else {
         return Err(Error::WrongArity);
     };
     let uid = uid.int_in("uid", 0, i64::MAX)?.unsigned_abs();
-    let f = layout()?.decode(uid);
-    ctx.reply_fields(&[
-        ("time", Val::Int(int(f.time_ms))),
-        ("node", Val::Int(int(f.node))),
-        ("seq", Val::Int(int(f.seq))),
-    ]);
+    let layout = layout_option(opts)?;
+    let f = layout.decode(uid);
+    let [a, b, c] = layout.order().fields().map(|field| {
+        let v = match field {
+            Field::Time => f.time_ms,
+            Field::Node => f.node,
+            Field::Seq => f.seq,
+        };
+        (field.name(), Val::Int(int(v)))
+    });
+    ctx.reply_fields(&[a, b, c]);
     Ok(())
 }
 
-/// UID.ENCODE time_ms node seq
+/// UID.ENCODE time_ms node seq [LAYOUT name-or-spec [EPOCH ms] [UNIT unit]]
 pub(crate) fn encode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
-    let [_, time, node, seq] = args else {
+    let [_, time, node, seq, opts @ ..] = args else {
         return Err(Error::WrongArity);
     };
-    let layout = layout()?;
+    let layout = layout_option(opts)?;
     let time = match time.int() {
         Some(t) if t >= 0 => t.unsigned_abs(),
         _ => {

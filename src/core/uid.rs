@@ -1,10 +1,15 @@
-//! 64-bit numeric IDs (UID.*), Redis-free: the layout (three bit widths, an epoch and a time
-//! unit), encoding and decoding with range checks, and the generator state machine.
+//! 64-bit numeric IDs (UID.*), Redis-free: the layout (three fields, their order and widths, an
+//! epoch and a time unit), encoding and decoding with range checks, the named layouts of other
+//! generators, and the generator state machine.
 //!
 //! An ID is a positive signed 64-bit integer, most significant bits first:
-//! `0 | time (T bits) | node (N bits) | seq (S bits)` with `T + N + S = 63`. The time field
-//! counts units (`ms` or `s`) since the epoch (Unix ms). Snowflake is `41,10,12` in ms,
-//! Baidu's UidGenerator `28,22,13` in seconds.
+//! `[0] | time (T bits) | node (N bits) | seq (S bits)`, or with seq above node
+//! (`time | seq | node`, Sonyflake's order). The widths sum to 63 (bit 63 stays clear) or to 64
+//! (the time field's top bit is bit 63: IDs stay positive as signed 64-bit only while it is 0,
+//! so imid uses the time field's lower `T - 1` bits, Discord's and Instagram's rule). The time
+//! field counts units (any whole number of ms) since the epoch (Unix ms). Snowflake is
+//! `41,10,12` in ms, Baidu's UidGenerator `28,22,13` in seconds, Sonyflake
+//! `time:39,seq:8,node:16` in 10 ms.
 //!
 //! Generator rules (as MSGID's):
 //! - per lane (one lane per node, or per hash slot in cluster mode) every ID is strictly
@@ -18,12 +23,13 @@
 //!
 //! Within a lane the generator works on the linear index `L = time_unit << S | seq`: the IDs of
 //! a lane are consecutive values of `L`, so a batch of `n` IDs is the run `L .. L + n - 1`, and
-//! a full seq field rolls over into the next time unit by plain addition.
+//! a full seq field rolls over into the next time unit by plain addition. The node field is
+//! fixed per lane, so where it sits (below or above seq) only changes the shifts.
 
 use super::slot::key_slot;
 use std::fmt;
 
-/// The widths always sum to this: bit 63 stays clear, so every ID is positive as an i64.
+/// The widths sum to this (bit 63 clear), or to one more with the time field's top bit kept 0.
 pub const WIDTH_SUM: u32 = 63;
 /// Redis Cluster hash slots, and the bits a slot takes in the node field.
 pub const SLOTS: usize = 16_384;
@@ -34,8 +40,10 @@ pub const MIN_LIFETIME_MS: u64 = 365 * 86_400_000;
 pub const DEFAULT_EPOCH_MS: u64 = 1_767_225_600_000;
 /// The largest batch `UID.GEN ... COUNT n` takes.
 pub const MAX_COUNT: u32 = 10_000;
+/// The longest time unit: one day. Longer units would make an ID's time meaningless.
+pub const MAX_UNIT_MS: u64 = 86_400_000;
 
-/// Bit widths of the three fields, most significant first.
+/// Bit widths of the three fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Widths {
     pub time: u32,
@@ -72,37 +80,8 @@ impl Widths {
         }
     }
 
-    /// Parses `auto` (None) or `time,node,seq` (decimal widths summing to 63, time at least 1).
-    /// Spaces around the words are ignored; `auto` in any case.
-    pub fn parse(text: &str) -> Result<Option<Widths>, LayoutError> {
-        let text = text.trim();
-        if text.eq_ignore_ascii_case("auto") {
-            return Ok(None);
-        }
-        let mut parts = text.split(',').map(str::trim);
-        let mut next = || -> Result<u32, LayoutError> {
-            let p = parts.next().ok_or(LayoutError::Syntax)?;
-            if p.is_empty() || p.len() > 2 || !p.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(LayoutError::Syntax);
-            }
-            p.parse().map_err(|_| LayoutError::Syntax)
-        };
-        let w = Widths {
-            time: next()?,
-            node: next()?,
-            seq: next()?,
-        };
-        if parts.next().is_some() {
-            return Err(LayoutError::Syntax);
-        }
-        let sum = w.time + w.node + w.seq;
-        if sum != WIDTH_SUM {
-            return Err(LayoutError::Sum(sum));
-        }
-        if w.time == 0 {
-            return Err(LayoutError::NoTime);
-        }
-        Ok(Some(w))
+    const fn sum(&self) -> u32 {
+        self.time + self.node + self.seq
     }
 }
 
@@ -112,45 +91,385 @@ impl fmt::Display for Widths {
     }
 }
 
-/// The unit of the time field.
+/// Where seq sits below the time field: `time | node | seq` (Snowflake) or `time | seq | node`
+/// (Sonyflake).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TimeUnit {
-    Ms,
-    S,
+pub enum Order {
+    NodeSeq,
+    SeqNode,
 }
 
-impl TimeUnit {
-    pub const fn ms(self) -> u64 {
-        match self {
-            TimeUnit::Ms => 1,
-            TimeUnit::S => 1000,
-        }
-    }
+/// A field of an ID, in UID.DECODE's reply and in layout texts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Field {
+    Time,
+    Node,
+    Seq,
+}
 
+impl Field {
     pub const fn name(self) -> &'static str {
         match self {
-            TimeUnit::Ms => "ms",
-            TimeUnit::S => "s",
+            Field::Time => "time",
+            Field::Node => "node",
+            Field::Seq => "seq",
+        }
+    }
+}
+
+impl Order {
+    /// The three fields, most significant first.
+    pub const fn fields(self) -> [Field; 3] {
+        match self {
+            Order::NodeSeq => [Field::Time, Field::Node, Field::Seq],
+            Order::SeqNode => [Field::Time, Field::Seq, Field::Node],
+        }
+    }
+}
+
+/// The unit of the time field: a whole number of milliseconds (1 to [`MAX_UNIT_MS`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimeUnit {
+    ms: u64,
+}
+
+#[allow(non_upper_case_globals)]
+impl TimeUnit {
+    /// Milliseconds (Snowflake, Discord, Instagram, Mastodon).
+    pub const Ms: TimeUnit = TimeUnit { ms: 1 };
+    /// Seconds (Baidu UidGenerator).
+    pub const S: TimeUnit = TimeUnit { ms: 1000 };
+    /// Ten milliseconds (Sonyflake).
+    pub const TEN_MS: TimeUnit = TimeUnit { ms: 10 };
+
+    /// A unit of `ms` milliseconds, in 1..=[`MAX_UNIT_MS`].
+    pub const fn of_ms(ms: u64) -> Option<TimeUnit> {
+        if ms >= 1 && ms <= MAX_UNIT_MS {
+            Some(TimeUnit { ms })
+        } else {
+            None
         }
     }
 
-    /// Whole units in `ms` (rounded down). Constant divisors: no division instruction.
+    /// `ms`, `s`, or a count of either: `10ms`, `2s` (decimal, no sign, spaces or leading
+    /// zero; the words in any case, as Redis took the enum config's `ms` and `s`).
+    pub fn parse(text: &str) -> Result<TimeUnit, LayoutError> {
+        let lower = text.to_ascii_lowercase();
+        let t = lower.as_str();
+        let (count, scale) = if let Some(n) = t.strip_suffix("ms") {
+            (n, 1)
+        } else if let Some(n) = t.strip_suffix('s') {
+            (n, 1000)
+        } else {
+            return Err(LayoutError::UnitSyntax);
+        };
+        let count: u64 = if count.is_empty() {
+            1
+        } else if count.len() > 9
+            || count.starts_with('0')
+            || !count.bytes().all(|b| b.is_ascii_digit())
+        {
+            return Err(LayoutError::UnitSyntax);
+        } else {
+            count.parse().map_err(|_| LayoutError::UnitSyntax)?
+        };
+        count
+            .checked_mul(scale)
+            .and_then(TimeUnit::of_ms)
+            .ok_or(LayoutError::UnitSyntax)
+    }
+
+    pub const fn ms(self) -> u64 {
+        self.ms
+    }
+
+    /// The unit as config text: `ms`, `10ms`, `s`, `2s`.
+    pub fn name(self) -> String {
+        self.to_string()
+    }
+
+    /// Whole units in `ms` (rounded down). No division for the 1 ms unit.
     #[inline]
     fn floor_units(self, ms: u64) -> u64 {
-        match self {
-            TimeUnit::Ms => ms,
-            TimeUnit::S => ms / 1000,
+        if self.ms == 1 {
+            ms
+        } else {
+            ms / self.ms
         }
     }
 
     /// Units in `ms`, rounded up.
     #[inline]
     fn ceil_units(self, ms: u64) -> u64 {
-        match self {
-            TimeUnit::Ms => ms,
-            TimeUnit::S => ms / 1000 + u64::from(ms % 1000 != 0),
+        if self.ms == 1 {
+            ms
+        } else {
+            ms.div_ceil(self.ms)
         }
     }
+}
+
+impl fmt::Display for TimeUnit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.ms {
+            1 => f.write_str("ms"),
+            1000 => f.write_str("s"),
+            ms if ms % 1000 == 0 => write!(f, "{}s", ms / 1000),
+            ms => write!(f, "{ms}ms"),
+        }
+    }
+}
+
+/// A layout as `imid.uid-layout` (or UID.DECODE's `LAYOUT`) names it: widths and order, and
+/// for a named layout its epoch and unit (which explicit values override).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LayoutSpec {
+    pub widths: Widths,
+    pub order: Order,
+    pub epoch_ms: Option<u64>,
+    pub unit: Option<TimeUnit>,
+    /// The name it was given by, if any.
+    pub name: Option<&'static str>,
+}
+
+/// A well-known 64-bit ID scheme: what `imid.uid-layout <name>` sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Named {
+    pub name: &'static str,
+    pub widths: Widths,
+    pub order: Order,
+    pub epoch_ms: u64,
+    pub unit: TimeUnit,
+}
+
+const fn named(
+    name: &'static str,
+    (time, node, seq): (u32, u32, u32),
+    order: Order,
+    epoch_ms: u64,
+    unit: TimeUnit,
+) -> Named {
+    Named {
+        name,
+        widths: Widths { time, node, seq },
+        order,
+        epoch_ms,
+        unit,
+    }
+}
+
+/// The named layouts, bit-exact with the schemes they are named after.
+pub const NAMED: [Named; 7] = [
+    // Twitter Snowflake (and Meituan Leaf): 0 | 41 time | 10 machine (5 datacenter + 5 worker)
+    // | 12 seq, epoch 2010-11-04T01:42:54.657Z.
+    named(
+        "twitter",
+        (41, 10, 12),
+        Order::NodeSeq,
+        1_288_834_974_657,
+        TimeUnit::Ms,
+    ),
+    // Discord: 42 time | 10 (5 worker + 5 process) | 12 increment, epoch 2015-01-01.
+    named(
+        "discord",
+        (42, 10, 12),
+        Order::NodeSeq,
+        1_420_070_400_000,
+        TimeUnit::Ms,
+    ),
+    // Instagram: 41 time | 13 shard | 10 seq, epoch 2011-08-24T21:07:01.721Z.
+    named(
+        "instagram",
+        (41, 13, 10),
+        Order::NodeSeq,
+        1_314_220_021_721,
+        TimeUnit::Ms,
+    ),
+    // Sonyflake v1: 0 | 39 time | 8 seq | 16 machine, in 10 ms, epoch 2014-09-01.
+    named(
+        "sonyflake",
+        (39, 16, 8),
+        Order::SeqNode,
+        1_409_529_600_000,
+        TimeUnit::TEN_MS,
+    ),
+    // Sonyflake v2's defaults: the same bits, epoch 2025-01-01.
+    named(
+        "sonyflake-v2",
+        (39, 16, 8),
+        Order::SeqNode,
+        1_735_689_600_000,
+        TimeUnit::TEN_MS,
+    ),
+    // Baidu UidGenerator's default: 0 | 28 seconds | 22 worker | 13 seq, epoch 2016-05-20
+    // (UTC; it ran out on 2024-11-20).
+    named(
+        "uidgenerator",
+        (28, 22, 13),
+        Order::NodeSeq,
+        1_463_702_400_000,
+        TimeUnit::S,
+    ),
+    // Mastodon: 48 bits of Unix ms | 16 low bits (its hashed table sequence), no node field.
+    named("mastodon", (48, 0, 16), Order::NodeSeq, 0, TimeUnit::Ms),
+];
+
+impl LayoutSpec {
+    /// `imid.uid-layout auto`: Snowflake standalone, the slot layout in cluster mode.
+    pub const fn auto(cluster: bool) -> LayoutSpec {
+        LayoutSpec::widths(Widths::auto(cluster))
+    }
+
+    /// Explicit widths in Snowflake's order, without epoch or unit of their own.
+    pub const fn widths(widths: Widths) -> LayoutSpec {
+        LayoutSpec {
+            widths,
+            order: Order::NodeSeq,
+            epoch_ms: None,
+            unit: None,
+            name: None,
+        }
+    }
+
+    /// Parses `auto` (None), a name of [`NAMED`] (any case), three widths `time,node,seq`, or
+    /// named fields in order, most significant first: `time:39,seq:8,node:16` (time first; a
+    /// field left out has 0 bits). The widths sum to 63, or to 64 (see the module doc).
+    /// Spaces around the words are ignored.
+    pub fn parse(text: &str) -> Result<Option<LayoutSpec>, LayoutError> {
+        let text = text.trim();
+        if text.eq_ignore_ascii_case("auto") {
+            return Ok(None);
+        }
+        if let Some(n) = NAMED.iter().find(|n| n.name.eq_ignore_ascii_case(text)) {
+            return Ok(Some(LayoutSpec {
+                widths: n.widths,
+                order: n.order,
+                epoch_ms: Some(n.epoch_ms),
+                unit: Some(n.unit),
+                name: Some(n.name),
+            }));
+        }
+        let width = |p: &str| -> Result<u32, LayoutError> {
+            if p.is_empty() || p.len() > 2 || !p.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(LayoutError::Syntax);
+            }
+            p.parse().map_err(|_| LayoutError::Syntax)
+        };
+        let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+        let spec = if parts.iter().any(|p| p.contains(':')) {
+            // time:T,node:N,seq:S in the order given
+            if parts.len() > 3 {
+                return Err(LayoutError::Syntax);
+            }
+            let mut got: [Option<u32>; 3] = [None; 3];
+            let mut order = Vec::with_capacity(3);
+            for p in &parts {
+                let (name, w) = p.split_once(':').ok_or(LayoutError::Syntax)?;
+                let field = match name.trim().to_ascii_lowercase().as_str() {
+                    "time" => Field::Time,
+                    "node" => Field::Node,
+                    "seq" => Field::Seq,
+                    _ => return Err(LayoutError::Syntax),
+                };
+                let slot = match field {
+                    Field::Time => 0,
+                    Field::Node => 1,
+                    Field::Seq => 2,
+                };
+                match got.get_mut(slot) {
+                    Some(s @ None) => *s = Some(width(w.trim())?),
+                    _ => return Err(LayoutError::FieldTwice(field.name())),
+                }
+                order.push(field);
+            }
+            if order.first() != Some(&Field::Time) {
+                return Err(LayoutError::TimeNotFirst);
+            }
+            let [time, node, seq] = got;
+            let seq_above_node = matches!(order.as_slice(), [_, Field::Seq, Field::Node]);
+            LayoutSpec {
+                widths: Widths {
+                    time: time.unwrap_or(0),
+                    node: node.unwrap_or(0),
+                    seq: seq.unwrap_or(0),
+                },
+                order: if seq_above_node {
+                    Order::SeqNode
+                } else {
+                    Order::NodeSeq
+                },
+                epoch_ms: None,
+                unit: None,
+                name: None,
+            }
+        } else {
+            let [t, n, s] = parts.as_slice() else {
+                return Err(LayoutError::Syntax);
+            };
+            LayoutSpec::widths(Widths {
+                time: width(t)?,
+                node: width(n)?,
+                seq: width(s)?,
+            })
+        };
+        check_widths(spec.widths)?;
+        Ok(Some(spec))
+    }
+
+    /// The layout with an explicit epoch and unit where given, else this spec's own (a named
+    /// layout's), else the defaults (2026-01-01, ms).
+    pub fn resolve(
+        &self,
+        epoch_ms: Option<u64>,
+        unit: Option<TimeUnit>,
+    ) -> Result<Layout, LayoutError> {
+        Layout::with_order(
+            self.widths,
+            self.order,
+            epoch_ms.or(self.epoch_ms).unwrap_or(DEFAULT_EPOCH_MS),
+            unit.or(self.unit).unwrap_or(TimeUnit::Ms),
+        )
+    }
+}
+
+/// The widths' own rules: they sum to 63 or 64, with at least one usable time bit.
+fn check_widths(w: Widths) -> Result<(), LayoutError> {
+    let sum = w.sum();
+    if sum != WIDTH_SUM && sum != WIDTH_SUM + 1 {
+        return Err(LayoutError::Sum(sum));
+    }
+    // The time bits below bit 63: all of them for a sum of 63, all but the top one for 64.
+    if w.node + w.seq >= WIDTH_SUM {
+        return Err(LayoutError::NoTime);
+    }
+    Ok(())
+}
+
+/// `imid.uid-epoch`: `auto` (the layout's own, else 2026-01-01) or Unix ms (a decimal integer
+/// in 0..2^63-1 without sign, spaces or leading zeros, as Redis reads a numeric config).
+pub fn parse_epoch(text: &str) -> Result<Option<u64>, LayoutError> {
+    let t = text;
+    if t.eq_ignore_ascii_case("auto") {
+        return Ok(None);
+    }
+    if t.is_empty()
+        || t.len() > 19
+        || (t.len() > 1 && t.starts_with('0'))
+        || !t.bytes().all(|b| b.is_ascii_digit())
+    {
+        return Err(LayoutError::EpochSyntax);
+    }
+    t.parse::<i64>()
+        .map(|v| Some(v.unsigned_abs()))
+        .map_err(|_| LayoutError::EpochSyntax)
+}
+
+/// `imid.uid-time-unit`: `auto` (the layout's own, else ms) or a [`TimeUnit`].
+pub fn parse_unit(text: &str) -> Result<Option<TimeUnit>, LayoutError> {
+    if text.eq_ignore_ascii_case("auto") {
+        return Ok(None);
+    }
+    TimeUnit::parse(text).map(Some)
 }
 
 /// `imid.uid-node`: `auto` or a fixed worker number.
@@ -189,6 +508,11 @@ pub enum NodeMode {
     Slot,
 }
 
+/// The names of [`NAMED`], for messages.
+fn names() -> String {
+    NAMED.iter().map(|n| n.name).collect::<Vec<_>>().join(", ")
+}
+
 /// A layout refused, with what was wrong; the message names the config and, where it matters,
 /// the date the layout runs out.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -196,6 +520,10 @@ pub enum LayoutError {
     Syntax,
     Sum(u32),
     NoTime,
+    TimeNotFirst,
+    FieldTwice(&'static str),
+    UnitSyntax,
+    EpochSyntax,
     NodeSyntax,
     /// The last time unit lies past 2^63-1 Unix ms.
     TooWide {
@@ -224,11 +552,30 @@ pub enum LayoutError {
 impl fmt::Display for LayoutError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            LayoutError::Syntax => f.write_str(
-                "imid.uid-layout must be auto or three bit widths time,node,seq summing to 63 (e.g. 41,10,12)",
+            LayoutError::Syntax => write!(
+                f,
+                "imid.uid-layout must be auto, a named layout ({}), three bit widths time,node,seq (e.g. 41,10,12) or named fields in order (e.g. time:39,seq:8,node:16), summing to 63 or 64",
+                names()
             ),
-            LayoutError::Sum(s) => write!(f, "imid.uid-layout widths must sum to 63, not {s}"),
-            LayoutError::NoTime => f.write_str("imid.uid-layout time width must be at least 1"),
+            LayoutError::Sum(s) => write!(
+                f,
+                "imid.uid-layout widths must sum to 63 (or 64, the time field's top bit kept 0), not {s}"
+            ),
+            LayoutError::NoTime => f.write_str(
+                "imid.uid-layout time width must be at least 1 (at least 2 when the widths sum to 64)",
+            ),
+            LayoutError::TimeNotFirst => f.write_str(
+                "imid.uid-layout must name time first: UIDs are ordered by their time field",
+            ),
+            LayoutError::FieldTwice(name) => {
+                write!(f, "imid.uid-layout names the {name} field twice")
+            }
+            LayoutError::UnitSyntax => f.write_str(
+                "imid.uid-time-unit must be auto, ms, s, or a whole number of them (e.g. 10ms, 2s), at most 1 day",
+            ),
+            LayoutError::EpochSyntax => f.write_str(
+                "imid.uid-epoch must be auto or Unix ms, an integer in 0..9223372036854775807",
+            ),
             LayoutError::NodeSyntax => {
                 f.write_str(
                     "imid.uid-node must be auto or a non-negative integer (no spaces or leading zeros)",
@@ -236,8 +583,7 @@ impl fmt::Display for LayoutError {
             }
             LayoutError::TooWide { widths, unit } => write!(
                 f,
-                "imid.uid-layout {widths} in {} reaches past the largest Unix time (2^63-1 ms)",
-                unit.name()
+                "imid.uid-layout {widths} in {unit} reaches past the largest Unix time (2^63-1 ms)"
             ),
             LayoutError::EpochAhead { epoch_ms, now_ms } => write!(
                 f,
@@ -262,7 +608,8 @@ impl fmt::Display for LayoutError {
             ),
             LayoutError::SlotNeedsBits { bits } => write!(
                 f,
-                "imid.uid-node auto puts the hash slot in the node field in cluster mode, which needs at least 14 node bits; the layout has {bits}"
+                "imid.uid-node auto puts the hash slot in the node field in cluster mode, which needs at least 14 node bits; the layout has {bits}: set imid.uid-node to this node's worker number (0..{}), or use a layout with 14 or more node bits",
+                max_of(*bits)
             ),
         }
     }
@@ -289,14 +636,15 @@ impl fmt::Display for FieldError {
                 "time_ms must be at most {last_ms}: the layout's time field ends on {}",
                 utc_text(*end_ms)
             ),
-            FieldError::NotWholeUnit { unit } => write!(
-                f,
-                "time_ms must be imid.uid-epoch plus a whole number of {} (imid.uid-time-unit)",
-                match unit {
-                    TimeUnit::Ms => "milliseconds",
-                    TimeUnit::S => "seconds",
-                }
-            ),
+            FieldError::NotWholeUnit { unit } => match unit.ms() {
+                1000 => f.write_str(
+                    "time_ms must be imid.uid-epoch plus a whole number of seconds (imid.uid-time-unit)",
+                ),
+                ms => write!(
+                    f,
+                    "time_ms must be imid.uid-epoch plus a whole number of {ms} ms units (imid.uid-time-unit {unit})"
+                ),
+            },
             FieldError::Node { max } => write!(f, "node must be an integer in 0..{max}"),
             FieldError::Seq { max } => write!(f, "seq must be an integer in 0..{max}"),
         }
@@ -414,42 +762,61 @@ pub struct UidFields {
     pub seq: u64,
 }
 
-/// A validated layout: widths, epoch and unit, with everything derived from them.
+/// A validated layout: widths, order, epoch and unit, with everything derived from them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     widths: Widths,
+    order: Order,
     epoch_ms: u64,
     unit: TimeUnit,
+    /// The largest time field value imid issues or reads: `2^T - 1`, or `2^(T-1) - 1` when the
+    /// widths sum to 64 (IDs positive as signed 64-bit).
     time_max: u64,
     node_max: u64,
     seq_mask: u64,
+    time_shift: u32,
+    node_shift: u32,
+    seq_shift: u32,
     /// Unix ms of the first time unit past the field: every ID's time is below it.
     end_ms: u64,
 }
 
 impl Layout {
-    /// Checks that the widths sum to 63 with a time field, and that the last time unit is a
-    /// Unix time in ms below 2^63 (so every decoded time fits a signed 64-bit reply).
+    /// [`with_order`](Self::with_order) in Snowflake's order (`time | node | seq`).
     pub fn new(widths: Widths, epoch_ms: u64, unit: TimeUnit) -> Result<Layout, LayoutError> {
-        let sum = widths.time + widths.node + widths.seq;
-        if sum != WIDTH_SUM {
-            return Err(LayoutError::Sum(sum));
-        }
-        if widths.time == 0 {
-            return Err(LayoutError::NoTime);
-        }
-        let units = 1u128 << widths.time;
+        Layout::with_order(widths, Order::NodeSeq, epoch_ms, unit)
+    }
+
+    /// Checks the widths (sum 63 or 64, a time field) and that the last time unit is a Unix
+    /// time in ms below 2^63 (so every decoded time fits a signed 64-bit reply).
+    pub fn with_order(
+        widths: Widths,
+        order: Order,
+        epoch_ms: u64,
+        unit: TimeUnit,
+    ) -> Result<Layout, LayoutError> {
+        check_widths(widths)?;
+        let time_bits = WIDTH_SUM - widths.node - widths.seq;
+        let units = 1u128 << time_bits;
         let end = u128::from(epoch_ms) + units * u128::from(unit.ms());
         if end > i64::MAX as u128 {
             return Err(LayoutError::TooWide { widths, unit });
         }
+        let (node_shift, seq_shift) = match order {
+            Order::NodeSeq => (widths.seq, 0),
+            Order::SeqNode => (0, widths.node),
+        };
         Ok(Layout {
             widths,
+            order,
             epoch_ms,
             unit,
-            time_max: max_of(widths.time),
+            time_max: max_of(time_bits),
             node_max: max_of(widths.node),
             seq_mask: max_of(widths.seq),
+            time_shift: widths.node + widths.seq,
+            node_shift,
+            seq_shift,
             end_ms: end as u64,
         })
     }
@@ -500,6 +867,9 @@ impl Layout {
     pub fn widths(&self) -> Widths {
         self.widths
     }
+    pub fn order(&self) -> Order {
+        self.order
+    }
     pub fn epoch_ms(&self) -> u64 {
         self.epoch_ms
     }
@@ -522,6 +892,18 @@ impl Layout {
     /// Unix ms of the last time unit the field holds.
     pub fn last_ms(&self) -> u64 {
         self.end_ms - self.unit.ms()
+    }
+
+    /// The layout as `imid.uid-layout` could give it: `41,10,12`, or named fields when seq
+    /// lies above node (`time:39,seq:8,node:16`).
+    pub fn spec_text(&self) -> String {
+        match self.order {
+            Order::NodeSeq => self.widths.to_string(),
+            Order::SeqNode => format!(
+                "time:{},seq:{},node:{}",
+                self.widths.time, self.widths.seq, self.widths.node
+            ),
+        }
     }
 
     /// Builds an ID; every field range-checked, never wrapped.
@@ -554,9 +936,9 @@ impl Layout {
     /// Splits an ID (any value in 0..2^63-1; the top bit of a u64 is ignored) into its fields.
     pub fn decode(&self, uid: u64) -> UidFields {
         let uid = uid & (u64::MAX >> 1);
-        let t = uid >> (self.widths.node + self.widths.seq);
-        let node = (uid >> self.widths.seq) & self.node_max;
-        let seq = uid & self.seq_mask;
+        let t = uid >> self.time_shift;
+        let node = (uid >> self.node_shift) & self.node_max;
+        let seq = (uid >> self.seq_shift) & self.seq_mask;
         UidFields {
             // t <= time_max, and new() checked that the last unit's ms is below 2^63.
             time_ms: self.epoch_ms + t * self.unit.ms(),
@@ -567,7 +949,7 @@ impl Layout {
 
     #[inline]
     fn compose(&self, t: u64, node: u64, seq: u64) -> u64 {
-        (t << (self.widths.node + self.widths.seq)) | (node << self.widths.seq) | seq
+        (t << self.time_shift) | (node << self.node_shift) | (seq << self.seq_shift)
     }
 }
 
@@ -583,9 +965,11 @@ pub struct UidStats {
 pub struct Run {
     first: u64,
     last: u64,
+    /// The node field in place.
     node_bits: u64,
     seq_bits: u32,
     seq_mask: u64,
+    seq_shift: u32,
     shift_time: u32,
     /// Unix ms of the last ID's time unit: the caller keeps it below the shared time lease.
     pub time_ms: u64,
@@ -594,7 +978,9 @@ pub struct Run {
 impl Run {
     #[inline]
     fn uid_at(&self, l: u64) -> u64 {
-        ((l >> self.seq_bits) << self.shift_time) | self.node_bits | (l & self.seq_mask)
+        ((l >> self.seq_bits) << self.shift_time)
+            | self.node_bits
+            | ((l & self.seq_mask) << self.seq_shift)
     }
     /// The first (smallest) ID of the run.
     pub fn first(&self) -> u64 {
@@ -678,6 +1064,7 @@ impl UidGenerator {
     /// nothing: when the time field cannot hold the whole run, nothing is issued and the state
     /// is unchanged. No bound on borrowing: the node issues with
     /// [`issue_bounded`](Self::issue_bounded).
+    #[inline(always)]
     pub fn issue(
         &mut self,
         slot: u16,
@@ -696,6 +1083,7 @@ impl UidGenerator {
     /// seq bits) would drag the UIDs' time, and the lease persisted with them, hours into the
     /// future. The latest reading rather than `now_ms`: after the clock steps back, IDs go on
     /// at the last time (as message IDs do) instead of stalling until it catches up.
+    #[inline(always)]
     pub fn issue_bounded(
         &mut self,
         slot: u16,
@@ -732,12 +1120,14 @@ impl UidGenerator {
     }
 
     /// Unix ms of the time unit of linear index `l` (a lane's `time << seq_bits | seq`).
+    #[inline(always)]
     fn time_ms_of(&self, l: u64) -> u64 {
         // l >> seq_bits <= time_max: the unit's ms is below 2^63 (Layout::new).
         self.layout.epoch_ms + (l >> self.layout.widths.seq) * self.layout.unit.ms()
     }
 
     /// Where a run of `count` would go, without issuing it.
+    #[inline(always)]
     fn plan(&self, slot: u16, now_ms: u64, floor_ms: u64, count: u32) -> Result<Plan, Exhausted> {
         let (node, lane) = self.lane_of(slot);
         let layout = &self.layout;
@@ -776,30 +1166,34 @@ impl UidGenerator {
     }
 
     /// Issues a planned run: the lane moves to its end, the counters count it.
+    #[inline(always)]
     fn commit(&mut self, p: Plan) -> Run {
         let layout = &self.layout;
         let seq_bits = layout.widths.seq;
         // Units entered because a seq field filled rather than because the clock got there:
         // every unit after the first in the run, and the first one itself when the run starts
         // at its seq 0 only because the previous ID filled the unit before it.
-        let first_t = p.first >> seq_bits;
+        // That is every unit of the run after the later of the clock's unit and the unit of
+        // the lane's previous ID (`first - 1`; `first` is `clock_l` when the clock moved on).
         let final_t = p.final_l >> seq_bits;
-        let first_borrowed = p.first > p.clock_l && p.first & layout.seq_mask == 0;
-        let borrowed = (final_t - first_t) + u64::from(first_borrowed);
+        let entered_t = (p.clock_l >> seq_bits).max(p.first.saturating_sub(1) >> seq_bits);
+        let borrowed = final_t - entered_t;
         let run = Run {
             first: p.first,
             last: p.final_l,
-            node_bits: p.node << seq_bits,
+            node_bits: p.node << layout.node_shift,
             seq_bits,
             seq_mask: layout.seq_mask,
-            shift_time: layout.widths.node + seq_bits,
+            seq_shift: layout.seq_shift,
+            shift_time: layout.time_shift,
             time_ms: self.time_ms_of(p.final_l),
         };
         if let Some(slot) = self.lanes.get_mut(p.lane) {
             *slot = p.final_l;
         }
-        self.stats.generated = self.stats.generated.saturating_add(p.final_l - p.first + 1);
-        self.stats.borrowed_units = self.stats.borrowed_units.saturating_add(borrowed);
+        // Counters of issued IDs: 2^64 of them cannot be issued, so they never wrap.
+        self.stats.generated = self.stats.generated.wrapping_add(p.final_l - p.first + 1);
+        self.stats.borrowed_units = self.stats.borrowed_units.wrapping_add(borrowed);
         run
     }
 
@@ -912,7 +1306,11 @@ mod tests {
             ("01,31,31", Some(w(1, 31, 31))),
         ];
         for (text, want) in ok {
-            assert_eq!(Widths::parse(text), Ok(*want), "{text:?}");
+            assert_eq!(
+                LayoutSpec::parse(text).map(|s| s.map(|s| s.widths)),
+                Ok(*want),
+                "{text:?}"
+            );
         }
         let bad: &[(&str, LayoutError)] = &[
             ("", LayoutError::Syntax),
@@ -929,13 +1327,24 @@ mod tests {
             ("a,b,c", LayoutError::Syntax),
             ("41,10,1٢", LayoutError::Syntax),
             ("snowflake", LayoutError::Syntax),
-            ("41,10,13", LayoutError::Sum(64)),
+            ("twitter2", LayoutError::Syntax),
+            ("time:41,node:10,seq:12,x:0", LayoutError::Syntax),
+            ("time:41,node:10,seq:", LayoutError::Syntax),
+            ("time:41,node:10,sequence:12", LayoutError::Syntax),
+            ("time:41,node:10,12", LayoutError::Syntax),
+            ("node:10,time:41,seq:12", LayoutError::TimeNotFirst),
+            ("seq:12,node:10,time:41", LayoutError::TimeNotFirst),
+            ("time:41,node:10,node:12", LayoutError::FieldTwice("node")),
+            ("time:41,time:10,seq:12", LayoutError::FieldTwice("time")),
+            ("time:40,node:12", LayoutError::Sum(52)),
+            ("1,31,32", LayoutError::NoTime),
+            ("41,10,14", LayoutError::Sum(65)),
             ("41,10,11", LayoutError::Sum(62)),
             ("99,99,99", LayoutError::Sum(297)),
             ("0,31,32", LayoutError::NoTime),
         ];
         for (text, want) in bad {
-            assert_eq!(Widths::parse(text).as_ref(), Err(want), "{text:?}");
+            assert_eq!(LayoutSpec::parse(text).as_ref(), Err(want), "{text:?}");
         }
     }
 
@@ -1415,6 +1824,392 @@ mod tests {
         assert!(e.contains("2026-01-01T00:00:04Z"), "{e}");
     }
 
+    fn named_layout(name: &str) -> Layout {
+        LayoutSpec::parse(name)
+            .unwrap()
+            .unwrap()
+            .resolve(None, None)
+            .unwrap()
+    }
+
+    /// Every named layout: its first ID, its last positive one, the end date, and the lifetime
+    /// check against the day these tests were written.
+    #[test]
+    fn named_layouts_edge_table() {
+        let max = i64::MAX as u64;
+        // name, epoch, unit ms, usable time bits, node max, seq max, end (UTC), lifetime ok
+        type Row = (&'static str, u64, u64, u32, u64, u64, &'static str, bool);
+        let table: &[Row] = &[
+            (
+                "twitter",
+                1_288_834_974_657,
+                1,
+                41,
+                1023,
+                4095,
+                "2080-07-10T17:30:30Z",
+                true,
+            ),
+            (
+                "discord",
+                1_420_070_400_000,
+                1,
+                41,
+                1023,
+                4095,
+                "2084-09-06T15:47:35Z",
+                true,
+            ),
+            (
+                "instagram",
+                1_314_220_021_721,
+                1,
+                40,
+                8191,
+                1023,
+                "2046-06-27T17:00:49Z",
+                true,
+            ),
+            (
+                "sonyflake",
+                1_409_529_600_000,
+                10,
+                39,
+                65_535,
+                255,
+                "2188-11-16T03:28:58Z",
+                true,
+            ),
+            (
+                "sonyflake-v2",
+                1_735_689_600_000,
+                10,
+                39,
+                65_535,
+                255,
+                "2199-03-19T03:28:58Z",
+                true,
+            ),
+            (
+                "uidgenerator",
+                UIDGEN_EPOCH,
+                1000,
+                28,
+                (1 << 22) - 1,
+                8191,
+                "2024-11-20T21:24:16Z",
+                false,
+            ),
+            (
+                "mastodon",
+                0,
+                1,
+                47,
+                0,
+                65_535,
+                "6429-10-17T02:45:55Z",
+                true,
+            ),
+        ];
+        for &(name, epoch, unit, bits, node_max, seq_max, end, alive) in table {
+            let l = named_layout(name);
+            assert_eq!(
+                LayoutSpec::parse(&name.to_uppercase())
+                    .unwrap()
+                    .unwrap()
+                    .name,
+                Some(name)
+            );
+            assert_eq!((l.epoch_ms(), l.unit().ms()), (epoch, unit), "{name}");
+            assert_eq!((l.node_max(), l.seq_max()), (node_max, seq_max), "{name}");
+            assert_eq!(l.time_max(), (1 << bits) - 1, "{name}");
+            assert_eq!(l.end_ms(), epoch + (1u64 << bits) * unit, "{name}");
+            assert_eq!(utc_text(l.end_ms()), end, "{name}");
+            let last = l.last_ms();
+            assert_eq!(last, epoch + ((1u64 << bits) - 1) * unit, "{name}");
+            // the epoch's first ID is 0, the last unit's last ID is 2^63-1
+            assert_eq!(l.encode(epoch, 0, 0), Ok(0), "{name}");
+            assert_eq!(l.encode(last, node_max, seq_max), Ok(max), "{name}");
+            assert_eq!(
+                l.decode(0),
+                UidFields {
+                    time_ms: epoch,
+                    node: 0,
+                    seq: 0
+                }
+            );
+            assert_eq!(
+                l.decode(max),
+                UidFields {
+                    time_ms: last,
+                    node: node_max,
+                    seq: seq_max
+                }
+            );
+            // one unit more would set bit 63 (the sign bit: Discord's, Instagram's and
+            // Mastodon's top time bit), and is refused
+            assert!(
+                matches!(l.encode(last + unit, 0, 0), Err(FieldError::PastEnd { .. })),
+                "{name}"
+            );
+            assert_eq!(
+                l.encode(epoch - epoch.min(1), 0, 0).is_err(),
+                epoch > 0,
+                "{name}"
+            );
+            if unit > 1 {
+                assert_eq!(
+                    l.encode(epoch + 1, 0, 0),
+                    Err(FieldError::NotWholeUnit { unit: l.unit() })
+                );
+            }
+            assert_eq!(
+                l.encode(epoch, node_max + 1, 0),
+                Err(FieldError::Node { max: node_max })
+            );
+            assert_eq!(
+                l.encode(epoch, 0, seq_max + 1),
+                Err(FieldError::Seq { max: seq_max })
+            );
+            assert_eq!(l.check_lifetime(NOW).is_ok(), alive, "{name}");
+        }
+        // UidGenerator's default ran out, and the error says when
+        let e = named_layout("uidgenerator")
+            .check_lifetime(NOW)
+            .unwrap_err();
+        assert!(e.to_string().contains("ended on 2024-11-20"), "{e}");
+    }
+
+    #[test]
+    fn named_layouts_put_each_field_in_its_place() {
+        // one unit, node 1, seq 1 in each layout: where the bits land
+        let cases: &[(&str, u64)] = &[
+            ("twitter", (1 << 22) | (1 << 12) | 1),
+            ("discord", (1 << 22) | (1 << 12) | 1),
+            ("instagram", (1 << 23) | (1 << 10) | 1),
+            // Sonyflake: time | seq (8) | machine (16)
+            ("sonyflake", (1 << 24) | (1 << 16) | 1),
+            ("sonyflake-v2", (1 << 24) | (1 << 16) | 1),
+            ("uidgenerator", (1 << 35) | (1 << 13) | 1),
+        ];
+        for &(name, uid) in cases {
+            let l = named_layout(name);
+            let t = l.epoch_ms() + l.unit().ms();
+            assert_eq!(l.encode(t, 1, 1), Ok(uid), "{name}");
+            assert_eq!(
+                l.decode(uid),
+                UidFields {
+                    time_ms: t,
+                    node: 1,
+                    seq: 1
+                },
+                "{name}"
+            );
+        }
+        let m = named_layout("mastodon");
+        assert_eq!(m.encode(1, 0, 1), Ok((1 << 16) | 1));
+        assert_eq!(m.encode(0, 1, 0), Err(FieldError::Node { max: 0 }));
+        // Discord's documented example, now under its own name
+        assert_eq!(
+            named_layout("discord").decode(175_928_847_299_117_063),
+            UidFields {
+                time_ms: 1_462_015_105_796,
+                node: 32,
+                seq: 7
+            }
+        );
+        assert_eq!(
+            named_layout("sonyflake").order().fields(),
+            [Field::Time, Field::Seq, Field::Node]
+        );
+        assert_eq!(
+            named_layout("sonyflake").spec_text(),
+            "time:39,seq:8,node:16"
+        );
+        assert_eq!(named_layout("twitter").spec_text(), "41,10,12");
+    }
+
+    #[test]
+    fn explicit_epoch_and_unit_override_a_name() {
+        let spec = LayoutSpec::parse("uidgenerator").unwrap().unwrap();
+        let l = spec.resolve(Some(EPOCH), None).unwrap();
+        assert_eq!((l.epoch_ms(), l.unit()), (EPOCH, TimeUnit::S));
+        assert_eq!(l.check_lifetime(NOW), Ok(()));
+        let l = spec.resolve(None, Some(TimeUnit::Ms)).unwrap();
+        assert_eq!((l.epoch_ms(), l.unit()), (UIDGEN_EPOCH, TimeUnit::Ms));
+        // widths without a name: 2026-01-01 and ms unless given
+        let spec = LayoutSpec::parse("time:39,seq:8,node:16").unwrap().unwrap();
+        assert_eq!((spec.order, spec.name), (Order::SeqNode, None));
+        let l = spec.resolve(None, None).unwrap();
+        assert_eq!((l.epoch_ms(), l.unit()), (EPOCH, TimeUnit::Ms));
+        assert_eq!(
+            spec.resolve(Some(1_409_529_600_000), Some(TimeUnit::TEN_MS))
+                .unwrap(),
+            named_layout("sonyflake")
+        );
+        // named fields in Snowflake's order equal the three-number form; a missing field has 0 bits
+        assert_eq!(
+            LayoutSpec::parse("time:41, node:10, seq:12").unwrap(),
+            LayoutSpec::parse("41,10,12").unwrap()
+        );
+        assert_eq!(
+            LayoutSpec::parse("TIME:48,SEQ:16")
+                .unwrap()
+                .map(|s| (s.widths, s.order)),
+            Some((w(48, 0, 16), Order::NodeSeq))
+        );
+        // 64-bit explicit widths: the time field's top bit stays 0
+        let l = LayoutSpec::parse("42,10,12")
+            .unwrap()
+            .unwrap()
+            .resolve(None, None)
+            .unwrap();
+        assert_eq!(l.time_max(), (1 << 41) - 1);
+    }
+
+    #[test]
+    fn time_unit_parse_table() {
+        for (text, ms) in [
+            ("ms", 1),
+            ("1ms", 1),
+            ("10ms", 10),
+            ("s", 1000),
+            ("1s", 1000),
+            ("2s", 2000),
+            ("1000ms", 1000),
+            ("86400s", 86_400_000),
+            ("86400000ms", 86_400_000),
+            ("MS", 1),
+            ("10Ms", 10),
+            ("S", 1000),
+        ] {
+            assert_eq!(TimeUnit::parse(text).map(TimeUnit::ms), Ok(ms), "{text:?}");
+        }
+        for bad in [
+            "",
+            "0ms",
+            "0s",
+            "010ms",
+            "-1ms",
+            "+1s",
+            "1.5s",
+            "us",
+            "m",
+            "10 ms",
+            " 10ms",
+            "s ",
+            "86401s",
+            "99999999999s",
+            "auto",
+        ] {
+            assert_eq!(
+                TimeUnit::parse(bad),
+                Err(LayoutError::UnitSyntax),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(parse_unit("AUTO"), Ok(None));
+        assert_eq!(parse_unit("10ms"), Ok(Some(TimeUnit::TEN_MS)));
+        for (ms, text) in [
+            (1, "ms"),
+            (10, "10ms"),
+            (1000, "s"),
+            (2000, "2s"),
+            (1500, "1500ms"),
+        ] {
+            assert_eq!(TimeUnit::of_ms(ms).unwrap().to_string(), text);
+        }
+        assert_eq!(parse_epoch("auto"), Ok(None));
+        assert_eq!(parse_epoch("0"), Ok(Some(0)));
+        assert_eq!(parse_epoch("1420070400000"), Ok(Some(1_420_070_400_000)));
+        assert_eq!(
+            parse_epoch("9223372036854775807"),
+            Ok(Some(i64::MAX as u64))
+        );
+        for bad in [
+            "",
+            "-1",
+            "+1",
+            "01",
+            "1e3",
+            "9223372036854775808",
+            "now",
+            " 5",
+            "5 ",
+        ] {
+            assert_eq!(parse_epoch(bad), Err(LayoutError::EpochSyntax), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn sonyflake_borrows_the_next_ten_ms_after_256_ids() {
+        let l = named_layout("sonyflake");
+        let mut g = gen_fixed(l, 0xBEEF);
+        let now = l.epoch_ms() + 12_345_678_905; // 5 ms into a unit
+        let unit0 = now - 5;
+        let run = g.issue_for(b"t", now, 0, 1000).unwrap();
+        let ids: Vec<u64> = run.uids().collect();
+        assert!(ids.windows(2).all(|p| p[0] < p[1]));
+        for (i, &uid) in ids.iter().enumerate() {
+            let i = i as u64;
+            assert_eq!(
+                l.decode(uid),
+                UidFields {
+                    time_ms: unit0 + i / 256 * 10,
+                    node: 0xBEEF,
+                    seq: i % 256
+                },
+                "{i}"
+            );
+        }
+        assert_eq!(run.time_ms, unit0 + 30, "four units: 1000 = 3 x 256 + 232");
+        assert_eq!(g.stats().borrowed_units, 3);
+        // singles equal the batch, and the clock 30 s behind holds the time
+        let mut a = gen_fixed(l, 7);
+        let mut b = gen_fixed(l, 7);
+        let batch: Vec<u64> = a.issue_for(b"t", now, 0, 600).unwrap().uids().collect();
+        let singles: Vec<u64> = (0..600).map(|_| b.next(b"t", now, 0).unwrap().0).collect();
+        assert_eq!(batch, singles);
+        let back = b.next(b"t", now - 30_000, 0).unwrap();
+        assert!(back.0 > *singles.last().unwrap());
+        assert_eq!(
+            l.decode(back.0),
+            UidFields {
+                time_ms: unit0 + 20,
+                node: 7,
+                seq: 600 - 512
+            }
+        );
+        // a restart with a floor above every reported time starts above every earlier ID
+        for lease in [back.1 + 1, back.1 + 9, back.1 + 10, back.1 + 5_000] {
+            let mut new = gen_fixed(l, 7);
+            let (uid, t) = new.next(b"t", now - 60_000, lease).unwrap();
+            assert!(uid > back.0, "lease {lease}");
+            assert!(t >= lease);
+        }
+    }
+
+    #[test]
+    fn sonyflake_in_slot_mode_puts_the_slot_in_the_machine_field() {
+        let l = named_layout("sonyflake");
+        assert_eq!(l.node_mode(NodeSpec::Auto, true), Ok(NodeMode::Slot));
+        assert_eq!(
+            named_layout("twitter").node_mode(NodeSpec::Auto, true),
+            Err(LayoutError::SlotNeedsBits { bits: 10 })
+        );
+        let e = LayoutError::SlotNeedsBits { bits: 13 }.to_string();
+        assert!(
+            e.contains("set imid.uid-node to this node's worker number (0..8191)"),
+            "{e}"
+        );
+        let mut g = UidGenerator::new(l, NodeMode::Slot);
+        let now = l.epoch_ms() + 1_000_000;
+        let a = l.decode(g.next(b"{conv:1}", now, 0).unwrap().0);
+        let b = l.decode(g.next(b"{conv:1}x", now, 0).unwrap().0);
+        assert_eq!((a.node, a.seq), (u64::from(key_slot(b"conv:1")), 0));
+        assert_eq!((b.node, b.seq), (a.node, 1));
+    }
+
     #[test]
     fn borrowing_past_the_lead_is_refused_and_issues_nothing() {
         // One ID per second (0 seq bits): every ID borrows a whole second.
@@ -1513,21 +2308,32 @@ mod tests {
 
         fn any_layout() -> impl Strategy<Value = Layout> {
             (
-                1u32..=63,
+                1u32..=64,
                 0u32..=62,
                 0u64..=2_000_000_000_000,
+                prop_oneof![Just(1u64), Just(10), Just(1000), 1u64..=MAX_UNIT_MS],
+                prop::bool::ANY,
                 prop::bool::ANY,
             )
-                .prop_filter_map("a valid layout", |(time, node, epoch, secs)| {
-                    let node = node.min(63 - time);
-                    let widths = Widths {
-                        time,
-                        node,
-                        seq: 63 - time - node,
-                    };
-                    let unit = if secs { TimeUnit::S } else { TimeUnit::Ms };
-                    Layout::new(widths, epoch, unit).ok()
-                })
+                .prop_filter_map(
+                    "a valid layout",
+                    |(time, node, epoch, unit, wide, seq_first)| {
+                        let sum = if wide { 64 } else { 63 };
+                        let time = time.min(sum);
+                        let node = node.min(sum - time);
+                        let widths = Widths {
+                            time,
+                            node,
+                            seq: sum - time - node,
+                        };
+                        let order = if seq_first {
+                            Order::SeqNode
+                        } else {
+                            Order::NodeSeq
+                        };
+                        Layout::with_order(widths, order, epoch, TimeUnit::of_ms(unit)?).ok()
+                    },
+                )
         }
 
         /// A clock step: how far the clock moves (it may go back), a floor raise, a count.
@@ -1622,7 +2428,9 @@ mod tests {
                             secs in prop::bool::ANY, nodeval in any::<u64>(), slot_mode in prop::bool::ANY,
                             calls in proptest::collection::vec((any::<u64>(), any::<u64>(), any::<u32>(), any::<Vec<u8>>()), 1..20),
                             text in ".{0,20}") {
-                let _ = Widths::parse(&text);
+                let _ = LayoutSpec::parse(&text);
+                let _ = TimeUnit::parse(&text);
+                let _ = parse_epoch(&text);
                 let _ = NodeSpec::parse(&text);
                 let unit = if secs { TimeUnit::S } else { TimeUnit::Ms };
                 let w = Widths { time, node, seq };

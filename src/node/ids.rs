@@ -109,6 +109,7 @@ pub(crate) fn set_uid_generator(g: UidGenerator) {
 /// UID lease is renewed past the run's last time; a renewal is persisted and replicated as
 /// `UID.FLOOR` and (in cluster mode) sent to every other node. The message-ID lease is not
 /// touched.
+#[inline(always)]
 pub(crate) fn issue_uid(ctx: &Ctx, slot: Option<u16>, count: u32) -> Result<Run, Error> {
     let (run, renewed) = {
         let mut g = ids();
@@ -145,6 +146,8 @@ pub(crate) fn uid_stats() -> (UidStats, u64) {
 }
 
 /// A renewed lease is the effect to persist and replicate (`MSGID.FLOOR` or `UID.FLOOR`).
+/// Inlined: the usual call has nothing to publish.
+#[inline(always)]
 fn publish_renewal(ctx: &Ctx, renewed: Option<Renewal>) {
     match renewed {
         Some(Renewal::Msgid(ms)) => replicate_floor(ctx, ms),

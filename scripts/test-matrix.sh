@@ -43,7 +43,7 @@ for s in $servers; do
   start=$SECONDS
   result=ok
   {
-    REDIS_SERVER=$bin cargo test --release --all-targets --no-fail-fast &&
+    IMID_NEWER_SERVERS=require REDIS_SERVER=$bin cargo test --release --all-targets --no-fail-fast &&
       REDIS_SERVER=$bin cargo test --release --test soak -- --ignored --test-threads 1
   } >"$log" 2>&1 || result=FAILED
   took=$((SECONDS - start))

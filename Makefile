@@ -52,10 +52,10 @@ test-matrix: deps-test build build-test-hooks
 	bash scripts/test-matrix.sh
 
 # Crash (kill -9) and failover runs under load, with Sentinel too, and RDB-only crashes against
-# what INFO announced (the `#[ignore]`d tests of these files); sizes via IMID_SOAK_CYCLES,
+# what INFO announced (the `#[ignore]`d tests of tests/it/soak.rs, sentinel.rs and exposure.rs); sizes via IMID_SOAK_CYCLES,
 # IMID_SOAK_KEYS, IMID_SOAK_FAILOVERS.
 soak: deps-test build build-test-hooks
-	cargo test --release --test soak --test sentinel --test exposure -- --ignored --test-threads 1 --nocapture
+	cargo test --release --test it -- --ignored --test-threads 1 --nocapture
 
 # A local Redis Cluster (3 primaries + 3 replicas, ports 7100-7105) with the module loaded.
 cluster: build

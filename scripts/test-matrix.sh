@@ -44,7 +44,7 @@ for s in $servers; do
   result=ok
   {
     IMID_NEWER_SERVERS=require REDIS_SERVER=$bin cargo test --release --all-targets --no-fail-fast &&
-      REDIS_SERVER=$bin cargo test --release --test soak -- --ignored --test-threads 1
+      REDIS_SERVER=$bin cargo test --release --test it -- --ignored --test-threads 1 soak::
   } >"$log" 2>&1 || result=FAILED
   took=$((SECONDS - start))
   # The runner's closing lines (one per test binary), and on failure what failed.

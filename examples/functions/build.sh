@@ -3,7 +3,7 @@
 # two cannot drift apart: each script body becomes a callback whose parameters are named KEYS
 # and ARGV, and the flags of its `#!lua flags=...` line become the function's flags.
 # Writes the library to stdout:  sh examples/functions/build.sh > examples/functions/imid_im.lua
-# (tests/examples.rs fails when the committed library differs from this output).
+# (tests/it/examples.rs fails when the committed library differs from this output).
 set -eu
 lua_dir="$(cd "$(dirname "$0")/../lua" && pwd)"
 

@@ -1,6 +1,6 @@
 //! Client side of the IM flow: the key model and typed calls to the send/sync/read scripts
 //! (`examples/lua/`), through EVALSHA or through the `imid_im` Functions library built from
-//! the same sources. Used by the `im_flow` example and by `tests/examples.rs`.
+//! the same sources. Used by the `im_flow` example and by `tests/it/examples.rs`.
 #![allow(dead_code)]
 
 use redis::{Connection, RedisResult, Value};

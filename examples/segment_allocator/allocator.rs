@@ -7,7 +7,7 @@
 //! never reissued by the server. They are not dense: a block left unused at shutdown or crash
 //! is a hole, as are the server's own never-reissue gaps.
 //!
-//! Reusable: `tests/examples.rs` includes this file with `#[path = ...] mod allocator;`.
+//! Reusable: `tests/it/examples.rs` includes this file with `#[path = ...] mod allocator;`.
 #![allow(dead_code)]
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -16,7 +16,7 @@
 //! nanoseconds), with no allocation after the first fill. Enough for millions of IDs a second;
 //! a lock-free ring as in CachedUidGenerator would only matter beyond that.
 //!
-//! Reusable: `tests/examples.rs` includes this file with `#[path = ...] mod cache;`.
+//! Reusable: `tests/it/examples.rs` includes this file with `#[path = ...] mod cache;`.
 #![allow(dead_code)]
 
 use std::collections::VecDeque;

@@ -920,7 +920,7 @@ impl Layout {
             });
         }
         let since = time_ms - self.epoch_ms;
-        if since % self.unit.ms() != 0 {
+        if !since.is_multiple_of(self.unit.ms()) {
             return Err(FieldError::NotWholeUnit { unit: self.unit });
         }
         if node > self.node_max {

@@ -10,7 +10,7 @@
 //!
 //! Nothing is added to SEQ.NEXT: the counts derive from `SEQ_ISSUED` and `SEQ_GAP_SKIPS`, which
 //! it already keeps, read at the moments a snapshot starts. Where those are, as this (parent)
-//! process sees them (Redis 7.0.15's source, and `tests/exposure.rs` on real servers):
+//! process sees them (Redis 7.0.15's source, and `tests/it/exposure.rs` on real servers):
 //! - BGSAVE (the command, a `save` rule, a full sync to a disk-based replica) forks; the
 //!   snapshot holds the data of that instant. FORK_CHILD BORN fires in the parent right after
 //!   the fork. `rdb_saves` counts disk snapshots started (not diskless transfers to replicas,

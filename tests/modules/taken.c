@@ -1,4 +1,4 @@
-/* A module that holds names imid needs, for tests/failed_load.rs: loaded before imid, it makes
+/* A module that holds names imid needs, for tests/it/failed_load.rs: loaded before imid, it makes
  * one step of imid's load fail as a real clash with another module would.
  *
  *   --loadmodule taken.so [name ...]

@@ -1,5 +1,5 @@
 // Reads requests from stdin, one per line, and answers each with lines `id time_ms node seq` as
-// @sapphire/snowflake (the version package-lock.json pins) computes them; tests/uid_reference.rs
+// @sapphire/snowflake (the version package-lock.json pins) computes them; tests/it/uid_reference.rs
 // compares them with imid's UID.DECODE. Our code driving theirs: the bit layouts come from the
 // library alone.
 //   gen <layout> <node> <count>   IDs the library generates for machine `node`, decomposed by it

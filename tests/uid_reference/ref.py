@@ -1,5 +1,5 @@
 """Reads requests from stdin, one per line, and answers each with lines `id time_ms node seq` as
-third-party libraries (pinned in requirements*.txt) compute them; tests/uid_reference.rs compares
+third-party libraries (pinned in requirements*.txt) compute them; tests/it/uid_reference.rs compares
 them with imid's UID.DECODE. Our code driving theirs: the bit layouts come from the libraries.
 
   gen <layout> <node> <count>   IDs the library generates for machine `node`, decomposed by it

@@ -1,0 +1,347 @@
+//! ACL categories: where the server has them (Redis 7.2+, Valkey) every imid command is in
+//! `@write` or `@read`, `@fast` and `@imid` (MSGID.FLOOR and UID.FLOOR also `@dangerous`), so a
+//! user denied `@write` cannot move a sequence or an ID floor by any path (directly, in MULTI, in EVAL, in
+//! FCALL), and a `+@read` user runs the readers. On Redis 7.0, which has no categories for module
+//! commands, the README's deny-by-name recipe does the same.
+use crate::common;
+use common::*;
+
+const WRITERS: &[&str] = &[
+    "msgid.gen",
+    "msgid.floor",
+    "uid.gen",
+    "uid.floor",
+    "seq.next",
+    "seq.set",
+    "seq.advance",
+];
+const READERS: &[&str] = &[
+    "msgid.encode",
+    "msgid.decode",
+    "msgid.hash",
+    "uid.encode",
+    "uid.decode",
+    "openid.enc",
+    "openid.dec",
+    "seq.get",
+    "seq.mget",
+];
+
+/// The categories COMMAND INFO must show on a server that has them.
+fn expected_categories(name: &str) -> Vec<&'static str> {
+    let mut v = if WRITERS.contains(&name) {
+        vec!["@write", "@fast", "@imid"]
+    } else {
+        vec!["@read", "@fast", "@imid"]
+    };
+    if name == "msgid.floor" || name == "uid.floor" {
+        v.push("@dangerous");
+    }
+    v.sort_unstable();
+    v
+}
+
+/// A call of each writer: (keys, full command). The floor is within the client lead of a
+/// minute, so an admin could set it: only the ACL stops it.
+fn write_calls(now_ms: u64) -> Vec<(Vec<String>, Vec<String>)> {
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    vec![
+        (s(&["a"]), s(&["SEQ.SET", "a", "9"])),
+        (s(&["a"]), s(&["SEQ.NEXT", "a"])),
+        (s(&["a"]), s(&["SEQ.NEXT", "a", "COUNT", "5"])),
+        (s(&["a"]), s(&["SEQ.ADVANCE", "a", "20"])),
+        (s(&["x"]), s(&["MSGID.GEN", "1", "x"])),
+        (s(&["x"]), s(&["UID.GEN", "x"])),
+        (s(&["x"]), s(&["UID.GEN", "x", "COUNT", "5", "STRING"])),
+        (
+            Vec::new(),
+            vec!["MSGID.FLOOR".into(), (now_ms + 59_000).to_string()],
+        ),
+        (
+            Vec::new(),
+            vec!["UID.FLOOR".into(), (now_ms + 59_000).to_string()],
+        ),
+    ]
+}
+
+fn read_calls() -> Vec<Vec<&'static str>> {
+    vec![
+        vec!["SEQ.GET", "a"],
+        vec!["SEQ.MGET", "a", "b"],
+        vec!["MSGID.ENCODE", "0", "4094", "1", "2526662"],
+        vec!["MSGID.DECODE", "0000-0000-7VS6-D3E6"],
+        vec!["MSGID.HASH", "user1"],
+        vec!["UID.ENCODE", "1767225600001", "1", "1"],
+        vec!["UID.DECODE", "4198401"],
+        vec!["OPENID.ENC", "CE5H-STK6-0006-D3E6", "1", "2"],
+        vec!["OPENID.DEC", "CRVqnhdjjxUJc4TTCBc"],
+    ]
+}
+
+fn login(s: &Server, user: &str) -> Connection {
+    let mut con = s.client();
+    let _: String = cmd(&mut con, &["AUTH", user, "pw"]).unwrap();
+    con
+}
+
+/// The refusal of `name`, directly or relayed by a script. Redis 7.2+ and Valkey name the user
+/// and the command everywhere; 7.0 says "this user", and in scripts names neither.
+fn assert_denied(e: &redis::RedisError, user: &str, name: &str, how: &str) {
+    let text = err_text(e);
+    let named = text.contains(&format!(
+        "User {user} has no permissions to run the '{name}' command"
+    ));
+    let redis70 = text.contains(&format!(
+        "this user has no permissions to run the '{name}' command"
+    )) || text.contains("The user executing the script can't run this command");
+    assert!(named || redis70, "{how} {name}: {text}");
+}
+
+/// Sets up a sequence `a` at 5, a Functions library relaying any command, and a user.
+fn setup(s: &Server, user: &str, rules: &[&str]) -> Connection {
+    let mut admin = s.client();
+    let _: () = cmd(&mut admin, &["SEQ.SET", "a", "5"]).unwrap();
+    let lib = "#!lua name=acltest\n\
+               redis.register_function('relay', function(keys, args) return redis.call(unpack(args)) end)";
+    let _: String = cmd(&mut admin, &["FUNCTION", "LOAD", "REPLACE", lib]).unwrap();
+    let mut args = vec!["ACL", "SETUSER", user, "on", ">pw", "~*", "&*"];
+    args.extend_from_slice(rules);
+    let _: String = cmd(&mut admin, &args).unwrap();
+    admin
+}
+
+/// Every writer refused for `user` directly, queued in MULTI, in EVAL and in FCALL; nothing
+/// changed (the sequence, the ID floor, the number of IDs issued).
+fn assert_writers_denied(s: &Server, admin: &mut Connection, user: &str) {
+    let hwm = s.imid_stat("msgid_high_water_ms");
+    let uid_hwm = s.imid_stat("uid_high_water_ms");
+    let generated = s.imid_stat("msgid_generated");
+    let uids = s.imid_stat("uid_generated");
+    let mut con = login(s, user);
+    let now = server_time_ms_u64(admin);
+    for (keys, call) in write_calls(now) {
+        let name = call[0].to_ascii_lowercase();
+        let args: Vec<&str> = call.iter().map(String::as_str).collect();
+        let e = cmd::<Value>(&mut con, &args).unwrap_err();
+        assert!(err_text(&e).starts_with("NOPERM"), "{args:?}: {e}");
+        assert_denied(&e, user, &name, "direct");
+
+        let _: String = cmd(&mut con, &["MULTI"]).unwrap();
+        let e = cmd::<Value>(&mut con, &args).unwrap_err();
+        assert_denied(&e, user, &name, "MULTI");
+        let e = cmd::<Value>(&mut con, &["EXEC"]).unwrap_err();
+        assert!(err_text(&e).starts_with("EXECABORT"), "{args:?}: {e}");
+
+        let numkeys = keys.len().to_string();
+        let mut eval = vec!["EVAL", "return redis.call(unpack(ARGV))", numkeys.as_str()];
+        eval.extend(keys.iter().map(String::as_str));
+        eval.extend_from_slice(&args);
+        let e = cmd::<Value>(&mut con, &eval).unwrap_err();
+        assert_denied(&e, user, &name, "EVAL");
+
+        let mut fcall = vec!["FCALL", "relay", numkeys.as_str()];
+        fcall.extend(keys.iter().map(String::as_str));
+        fcall.extend_from_slice(&args);
+        let e = cmd::<Value>(&mut con, &fcall).unwrap_err();
+        assert_denied(&e, user, &name, "FCALL");
+    }
+    let v: i64 = cmd(admin, &["SEQ.GET", "a"]).unwrap();
+    assert_eq!(v, 5, "the sequence did not move");
+    assert_eq!(
+        s.imid_stat("msgid_high_water_ms"),
+        hwm,
+        "the ID floor did not move"
+    );
+    assert_eq!(
+        s.imid_stat("uid_high_water_ms"),
+        uid_hwm,
+        "the UID floor did not move"
+    );
+    assert_eq!(
+        s.imid_stat("msgid_generated"),
+        generated,
+        "no ID was issued"
+    );
+    assert_eq!(s.imid_stat("uid_generated"), uids, "no UID was issued");
+}
+
+fn assert_readers_allowed(s: &Server, user: &str) {
+    let mut con = login(s, user);
+    for call in read_calls() {
+        cmd::<Value>(&mut con, &call).unwrap_or_else(|e| panic!("{user} {call:?}: {e}"));
+    }
+    let v: i64 = cmd(&mut con, &["SEQ.GET", "a"]).unwrap();
+    assert_eq!(v, 5);
+}
+
+fn categories_are_set(bin: std::path::PathBuf) {
+    let s = Server::build().bin(bin).start();
+    let mut con = s.client();
+    for name in WRITERS.iter().chain(READERS) {
+        let info: Vec<Vec<Value>> = cmd(&mut con, &["COMMAND", "INFO", name]).unwrap();
+        let mut got: Vec<String> = redis::from_redis_value(info[0][6].clone()).unwrap();
+        got.sort_unstable();
+        assert_eq!(got, expected_categories(name), "{name}");
+    }
+    let mut imid: Vec<String> = cmd(&mut con, &["ACL", "CAT", "imid"]).unwrap();
+    imid.sort_unstable();
+    let mut all: Vec<&str> = WRITERS.iter().chain(READERS).copied().collect();
+    all.sort_unstable();
+    assert_eq!(imid, all, "ACL CAT imid");
+    for (cat, want) in [("write", WRITERS), ("read", READERS)] {
+        let listed: Vec<String> = cmd(&mut con, &["ACL", "CAT", cat]).unwrap();
+        let mut ours: Vec<String> = listed
+            .into_iter()
+            .filter(|c| all.contains(&c.as_str()))
+            .collect();
+        ours.sort_unstable();
+        let mut want = want.to_vec();
+        want.sort_unstable();
+        assert_eq!(ours, want, "ACL CAT {cat}");
+    }
+}
+
+fn write_denied_user_is_refused(bin: std::path::PathBuf) {
+    let s = Server::build().bin(bin).start();
+    let mut admin = setup(&s, "ro", &["+@all", "-@write"]);
+    assert_writers_denied(&s, &mut admin, "ro");
+    assert_readers_allowed(&s, "ro");
+}
+
+fn read_user_runs_readers_only(bin: std::path::PathBuf) {
+    let s = Server::build().bin(bin).start();
+    let mut admin = setup(&s, "reader", &["-@all", "+@read"]);
+    assert_readers_allowed(&s, "reader");
+    let mut con = login(&s, "reader");
+    for (_, call) in write_calls(server_time_ms_u64(&mut admin)) {
+        let args: Vec<&str> = call.iter().map(String::as_str).collect();
+        let e = cmd::<Value>(&mut con, &args).unwrap_err();
+        assert_denied(&e, "reader", &call[0].to_ascii_lowercase(), "direct");
+    }
+}
+
+fn module_category_denies_everything(bin: std::path::PathBuf) {
+    let s = Server::build().bin(bin).start();
+    let _admin = setup(&s, "noimid", &["+@all", "-@imid"]);
+    let mut con = login(&s, "noimid");
+    for call in read_calls() {
+        let e = cmd::<Value>(&mut con, &call).unwrap_err();
+        assert_denied(&e, "noimid", &call[0].to_ascii_lowercase(), "direct");
+    }
+    // Everything else is still allowed.
+    let _: String = cmd(&mut con, &["SET", "k", "v"]).unwrap();
+}
+
+#[test]
+fn categories_redis8() {
+    categories_are_set(newer_server!("redis8"));
+}
+
+#[test]
+fn categories_valkey9() {
+    categories_are_set(newer_server!("valkey9"));
+}
+
+#[test]
+fn write_denied_user_is_refused_redis8() {
+    write_denied_user_is_refused(newer_server!("redis8"));
+}
+
+#[test]
+fn write_denied_user_is_refused_valkey9() {
+    write_denied_user_is_refused(newer_server!("valkey9"));
+}
+
+#[test]
+fn read_user_runs_readers_only_redis8() {
+    read_user_runs_readers_only(newer_server!("redis8"));
+}
+
+#[test]
+fn read_user_runs_readers_only_valkey9() {
+    read_user_runs_readers_only(newer_server!("valkey9"));
+}
+
+#[test]
+fn module_category_redis8() {
+    module_category_denies_everything(newer_server!("redis8"));
+}
+
+#[test]
+fn module_category_valkey9() {
+    module_category_denies_everything(newer_server!("valkey9"));
+}
+
+/// `redis_version` as (major, minor). Valkey reports the Redis version it forked from (7.2).
+fn version(s: &Server) -> (u32, u32) {
+    let v = s
+        .info_field("server", "redis_version")
+        .expect("redis_version");
+    let mut it = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    (it.next().unwrap_or(0), it.next().unwrap_or(0))
+}
+
+#[test]
+fn default_server_categories_or_none() {
+    // The default server (Debian's 7.0.15 unless REDIS_SERVER says otherwise): the module loads
+    // either way; on 7.0 its commands belong to no category (there is no API for it), so
+    // `-@write` alone would not stop them, which is what the README's recipe is for.
+    let s = Server::start();
+    let mut con = s.client();
+    let has_api = version(&s) >= (7, 2);
+    for name in WRITERS.iter().chain(READERS) {
+        let info: Vec<Vec<Value>> = cmd(&mut con, &["COMMAND", "INFO", name]).unwrap();
+        let got: Vec<String> = redis::from_redis_value(info[0][6].clone()).unwrap();
+        if has_api {
+            assert!(!got.is_empty(), "{name}");
+        } else {
+            assert!(got.is_empty(), "{name} on Redis 7.0: {got:?}");
+        }
+    }
+    if !has_api {
+        let listed: Vec<String> = cmd(&mut con, &["ACL", "CAT", "write"]).unwrap();
+        assert!(listed.iter().all(|c| !c.contains('.')), "{listed:?}");
+    }
+}
+
+#[test]
+fn readme_recipe_denies_writers_by_name() {
+    // The README's recipe for Redis 7.0 (it works on every server): deny the writers by name,
+    // grant the readers by name.
+    let s = Server::start();
+    let mut admin = setup(
+        &s,
+        "ro",
+        &[
+            "+@all",
+            "-@write",
+            "-msgid.gen",
+            "-msgid.floor",
+            "-uid.gen",
+            "-uid.floor",
+            "-seq.next",
+            "-seq.set",
+            "-seq.advance",
+        ],
+    );
+    assert_writers_denied(&s, &mut admin, "ro");
+    assert_readers_allowed(&s, "ro");
+    let _ = setup(
+        &s,
+        "reader",
+        &[
+            "-@all",
+            "+@read",
+            "+msgid.encode",
+            "+msgid.decode",
+            "+msgid.hash",
+            "+uid.encode",
+            "+uid.decode",
+            "+openid.enc",
+            "+openid.dec",
+            "+seq.get",
+            "+seq.mget",
+        ],
+    );
+    assert_readers_allowed(&s, "reader");
+}

@@ -1,0 +1,919 @@
+//! The examples against real servers: the send/sync/read scripts and the Functions library
+//! built from them (dedup, inbox caps, paging, unread counts, EVALSHA = FCALL, primary =
+//! replica), the segment allocator, the UID cache, and the example programs (Rust and Python)
+//! exiting 0.
+use crate::common;
+use common::*;
+
+#[path = "../../examples/segment_allocator/allocator.rs"]
+mod allocator;
+#[path = "../../examples/uid_cache/cache.rs"]
+mod cache;
+#[path = "../../examples/im_flow/im.rs"]
+mod im;
+
+use allocator::SegmentAllocator;
+use cache::UidCache;
+use im::{Conv, Im, Page, Via};
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Both ways of calling the scripts, each loaded on `con`'s server.
+fn vias(con: &mut Connection) -> [Via; 2] {
+    [
+        Via::load_scripts(con).expect("SCRIPT LOAD"),
+        Via::load_functions(con).expect("FUNCTION LOAD"),
+    ]
+}
+
+fn flow(via: Via, cap: u64) -> Im {
+    Im {
+        via,
+        inbox_cap: cap,
+        dedup_ttl_secs: 3600,
+    }
+}
+
+fn zcard(con: &mut Connection, key: &str) -> i64 {
+    int(con, &["ZCARD", key])
+}
+
+/// ZRANGE key 0 -1 WITHSCORES as (member, score) pairs.
+fn zrange(con: &mut Connection, key: &str) -> Vec<(String, i64)> {
+    cmd(con, &["ZRANGE", key, "0", "-1", "WITHSCORES"]).unwrap()
+}
+
+#[test]
+fn functions_library_is_built_from_the_scripts() {
+    let out = Command::new("sh")
+        .arg(root().join("examples/functions/build.sh"))
+        .output()
+        .expect("run sh examples/functions/build.sh");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let committed = std::fs::read_to_string(root().join("examples/functions/imid_im.lua")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout) == committed,
+        "examples/functions/imid_im.lua is stale: run \
+         `sh examples/functions/build.sh > examples/functions/imid_im.lua`"
+    );
+}
+
+#[test]
+fn duplicate_send_returns_the_original_and_stores_nothing() {
+    let s = Server::start();
+    let mut con = s.client();
+    for via in vias(&mut con) {
+        let name = via.name();
+        let im = flow(via, 100);
+        let conv = Conv::new(&format!("dup-{name}"), 2);
+        let first = im
+            .send(&mut con, &conv, "alice", &["bob", "carol"], "c1", "hi")
+            .unwrap();
+        assert!(!first.duplicate);
+        im.send(&mut con, &conv, "alice", &["bob", "carol"], "c2", "there")
+            .unwrap();
+        let dbsize = int(&mut con, &["DBSIZE"]);
+        let seq = int(&mut con, &["SEQ.GET", &conv.seq()]);
+        let inboxes = [
+            zrange(&mut con, &conv.inbox("bob")),
+            zrange(&mut con, &conv.inbox("carol")),
+        ];
+        // A retry, even with another body or other recipients, is the same message.
+        for (body, to) in [("hi", &["bob", "carol"][..]), ("edited", &["dave"][..])] {
+            let again = im.send(&mut con, &conv, "alice", to, "c1", body).unwrap();
+            assert!(again.duplicate, "{name}");
+            assert_eq!(
+                (again.seq, &again.msgid, again.uid),
+                (first.seq, &first.msgid, first.uid),
+                "{name}"
+            );
+        }
+        assert_eq!(int(&mut con, &["DBSIZE"]), dbsize, "{name}: keys added");
+        assert_eq!(int(&mut con, &["SEQ.GET", &conv.seq()]), seq, "{name}");
+        assert_eq!(zrange(&mut con, &conv.inbox("bob")), inboxes[0], "{name}");
+        assert_eq!(zrange(&mut con, &conv.inbox("carol")), inboxes[1], "{name}");
+        assert_eq!(zcard(&mut con, &conv.inbox("dave")), 0, "{name}");
+        // The dedup record expires (TTL set), and holds "seq msgid uid".
+        let dedup = conv.dedup("alice", "c1");
+        let ttl = int(&mut con, &["TTL", &dedup]);
+        assert!(ttl > 0 && ttl <= 3600, "{name}: TTL {ttl}");
+        let rec: String = cmd(&mut con, &["GET", &dedup]).unwrap();
+        assert_eq!(rec, format!("{} {} {}", first.seq, first.msgid, first.uid));
+        // Client message ids are per sender: bob's c1 is another message.
+        let bobs = im
+            .send(&mut con, &conv, "bob", &["alice"], "c1", "hi")
+            .unwrap();
+        assert!(!bobs.duplicate && bobs.seq == seq + 1, "{name}: {bobs:?}");
+        // Once the record is gone (as after its TTL), the same id sends a new message.
+        int(&mut con, &["DEL", &dedup]);
+        let later = im
+            .send(&mut con, &conv, "alice", &["bob"], "c1", "hi")
+            .unwrap();
+        assert!(!later.duplicate && later.seq == seq + 2 && later.msgid > first.msgid);
+        assert!(
+            later.uid > bobs.uid && bobs.uid > first.uid,
+            "{name}: UIDs increase"
+        );
+    }
+}
+
+#[test]
+fn evalsha_reloads_the_script_after_script_flush() {
+    // The script cache is not persisted or replicated: after a restart, a failover or a
+    // SCRIPT FLUSH, EVALSHA answers NOSCRIPT, and the client loads the script again.
+    let s = Server::start();
+    let mut con = s.client();
+    let im = flow(Via::load_scripts(&mut con).unwrap(), 10);
+    let conv = Conv::new("flush", 1);
+    let a = im
+        .send(&mut con, &conv, "alice", &["bob"], "c1", "x")
+        .unwrap();
+    let _: String = cmd(&mut con, &["SCRIPT", "FLUSH"]).unwrap();
+    let b = im
+        .send(&mut con, &conv, "alice", &["bob"], "c2", "y")
+        .unwrap();
+    assert_eq!((a.seq, b.seq), (1, 2));
+    let page = im.sync(&mut con, &conv, "bob", 0, 10).unwrap();
+    assert_eq!(page.messages.len(), 2);
+}
+
+#[test]
+fn inbox_cap_keeps_the_newest() {
+    let s = Server::start();
+    let mut con = s.client();
+    for via in vias(&mut con) {
+        let name = via.name();
+        for cap in [1u64, 5] {
+            let im = flow(via.clone(), cap);
+            let conv = Conv::new(&format!("cap-{name}-{cap}"), 1);
+            let mut sent = Vec::new();
+            for i in 0..12 {
+                let s = im
+                    .send(
+                        &mut con,
+                        &conv,
+                        "alice",
+                        &["bob", "carol"],
+                        &format!("c{i}"),
+                        &format!("m{i}"),
+                    )
+                    .unwrap();
+                sent.push(s);
+            }
+            for user in ["bob", "carol"] {
+                let inbox = zrange(&mut con, &conv.inbox(user));
+                assert_eq!(inbox.len() as u64, cap, "{name} {user}");
+                // exactly the newest `cap`, in seq order
+                let keep = &sent[sent.len() - cap as usize..];
+                let want: Vec<(String, i64)> = keep
+                    .iter()
+                    .map(|s| (format!("{}|{}|alice|m{}", s.msgid, s.uid, s.seq - 1), s.seq))
+                    .collect();
+                assert_eq!(inbox, want, "{name} {user}");
+                let dropped = sent[sent.len() - cap as usize - 1].seq;
+                assert_eq!(int(&mut con, &["SEQ.GET", &conv.trimmed(user)]), dropped);
+                // sync tells a client that missed dropped messages about them
+                let page = im.sync(&mut con, &conv, user, 0, 100).unwrap();
+                assert_eq!(page.trimmed_through, dropped);
+                assert_eq!(page.messages.len() as u64, cap);
+                assert!(page.complete);
+            }
+        }
+    }
+}
+
+#[test]
+fn sync_pages_through_10000_messages() {
+    let s = Server::start();
+    let mut con = s.client();
+    for via in vias(&mut con) {
+        let name = via.name();
+        let im = flow(via, 20_000);
+        let conv = Conv::new(&format!("page-{name}"), 2);
+        // Every 10th message goes to carol only, so bob's seqs are not dense.
+        let mut want = Vec::new();
+        let send = |con: &mut Connection, i: usize, want: &mut Vec<i64>| {
+            let to: &[&str] = if i % 10 == 9 { &["carol"] } else { &["bob"] };
+            let s = im
+                .send(
+                    con,
+                    &conv,
+                    "alice",
+                    to,
+                    &format!("c{i}"),
+                    &format!("body {i}"),
+                )
+                .unwrap();
+            if to == ["bob"] {
+                want.push(s.seq);
+            }
+        };
+        let mut i = 0;
+        while want.len() < 10_000 {
+            send(&mut con, i, &mut want);
+            i += 1;
+        }
+        let mut got: Vec<i64> = Vec::new();
+        let mut last = 0;
+        let mut pages = 0;
+        loop {
+            let page: Page = im.sync(&mut con, &conv, "bob", last, 333).unwrap();
+            pages += 1;
+            assert!(page.messages.len() <= 333);
+            for m in &page.messages {
+                assert_eq!(m.sender, "alice");
+                assert_eq!(m.body, format!("body {}", m.seq - 1), "{name}");
+            }
+            got.extend(page.messages.iter().map(|m| m.seq));
+            if let Some(m) = page.messages.last() {
+                if !page.complete {
+                    assert_eq!(page.cursor, m.seq);
+                }
+            }
+            // Messages sent while the client is paging arrive at the end.
+            if pages == 10 {
+                for _ in 0..5 {
+                    send(&mut con, i, &mut want);
+                    i += 1;
+                }
+            }
+            if page.complete {
+                let max = int(&mut con, &["SEQ.GET", &conv.seq()]);
+                assert_eq!((page.cursor, page.max_seq), (max, max), "{name}");
+                assert_eq!(page.trimmed_through, 0);
+                break;
+            }
+            assert!(pages < 100, "{name}: sync never completed");
+            last = page.cursor;
+        }
+        assert_eq!(got.len(), want.len(), "{name}: lost or repeated");
+        assert_eq!(got, want, "{name}: order");
+        // caught up: the next sync is empty and complete at once
+        let page = im
+            .sync(&mut con, &conv, "bob", *want.last().unwrap(), 333)
+            .unwrap();
+        assert!(page.complete && page.messages.is_empty());
+    }
+}
+
+#[test]
+fn unread_counts_and_cursor_never_moves_back() {
+    let s = Server::start();
+    let mut con = s.client();
+    for via in vias(&mut con) {
+        let name = via.name();
+        let im = flow(via, 100);
+        let conv = Conv::new(&format!("unread-{name}"), 2);
+        let mut n = 0;
+        let mut send = |con: &mut Connection, to: &[&str]| {
+            n += 1;
+            im.send(con, &conv, "alice", to, &format!("c{n}"), "x")
+                .unwrap()
+                .seq
+        };
+        for _ in 0..10 {
+            send(&mut con, &["bob"]); // seqs 1..10
+        }
+        for _ in 0..3 {
+            send(&mut con, &["carol"]); // 11..13: not bob's
+        }
+        for _ in 0..2 {
+            send(&mut con, &["bob", "carol"]); // 14, 15
+        }
+        let read = |con: &mut Connection, seq: i64| {
+            let r = im.read(con, &conv, "bob", seq).unwrap();
+            (r.cursor, r.unread)
+        };
+        assert_eq!(read(&mut con, 0), (0, 12), "{name}");
+        assert_eq!(read(&mut con, 4), (4, 8), "{name}");
+        assert_eq!(
+            read(&mut con, 2),
+            (4, 8),
+            "{name}: an older ack moved the cursor"
+        );
+        assert_eq!(read(&mut con, 12), (12, 2), "{name}");
+        assert_eq!(read(&mut con, 9), (12, 2), "{name}");
+        // an ack past the conversation's max is clamped to it
+        assert_eq!(read(&mut con, 1000), (15, 0), "{name}");
+        assert_eq!(int(&mut con, &["SEQ.GET", &conv.read("bob")]), 15);
+        send(&mut con, &["bob"]);
+        assert_eq!(read(&mut con, 0), (15, 1), "{name}");
+        assert_eq!(im.read(&mut con, &conv, "carol", 12).unwrap().unread, 3);
+        // a bad ack is refused and changes nothing
+        let e = im.read(&mut con, &conv, "bob", -1).unwrap_err();
+        assert!(err_text(&e).contains("read seq must be an integer"), "{e}");
+        assert_eq!(int(&mut con, &["SEQ.GET", &conv.read("bob")]), 15);
+
+        // Messages the cap dropped are not unread any more: only the inbox's are counted.
+        let capped = Im {
+            inbox_cap: 3,
+            ..im.clone()
+        };
+        let conv2 = Conv::new(&format!("unread-cap-{name}"), 1);
+        for i in 0..6 {
+            capped
+                .send(&mut con, &conv2, "alice", &["bob"], &format!("c{i}"), "x")
+                .unwrap();
+        }
+        let r = capped.read(&mut con, &conv2, "bob", 1).unwrap();
+        assert_eq!((r.cursor, r.unread), (1, 3), "{name}");
+        let r = capped.read(&mut con, &conv2, "bob", 5).unwrap();
+        assert_eq!((r.cursor, r.unread), (5, 1), "{name}");
+    }
+}
+
+#[test]
+fn bad_arguments_are_refused_alike_and_change_nothing() {
+    let s = Server::start();
+    let mut con = s.client();
+    let [scripts, functions] = vias(&mut con);
+    let errors = |via: Via, con: &mut Connection| -> Vec<String> {
+        let conv = Conv::new("bad", 1);
+        let ok = flow(via, 10);
+        let mut out = Vec::new();
+        let mut push = |r: redis::RedisResult<String>| {
+            let e = r.expect_err("an error");
+            // Errors raised inside redis.call name the script or function and its line.
+            let t = err_text(&e);
+            out.push(t.split(" script:").next().unwrap_or("").to_owned());
+        };
+        let zero_cap = Im {
+            inbox_cap: 0,
+            ..ok.clone()
+        };
+        push(
+            zero_cap
+                .send(con, &conv, "a", &["b"], "c", "x")
+                .map(|s| s.msgid),
+        );
+        let zero_ttl = Im {
+            dedup_ttl_secs: 0,
+            ..ok.clone()
+        };
+        push(
+            zero_ttl
+                .send(con, &conv, "a", &["b"], "c", "x")
+                .map(|s| s.msgid),
+        );
+        push(
+            ok.send(con, &conv, "a|b", &["b"], "c", "x")
+                .map(|s| s.msgid),
+        );
+        push(ok.send(con, &conv, "a", &[], "c", "x").map(|s| s.msgid));
+        let bad_type = Conv::new("bad", 16);
+        push(
+            ok.send(con, &bad_type, "a", &["b"], "c", "x")
+                .map(|s| s.msgid),
+        );
+        push(ok.sync(con, &conv, "b", 0, 0).map(|p| format!("{p:?}")));
+        push(ok.sync(con, &conv, "b", -5, 10).map(|p| format!("{p:?}")));
+        push(ok.read(con, &conv, "b", -1).map(|r| format!("{r:?}")));
+        out
+    };
+    let a = errors(scripts, &mut con);
+    let b = errors(functions, &mut con);
+    assert_eq!(a, b);
+    assert_eq!(
+        a,
+        [
+            "ERR inbox cap and dedup ttl must be at least 1",
+            "ERR inbox cap and dedup ttl must be at least 1",
+            "ERR sender must not contain '|'",
+            "ERR send: expected KEYS tag, seq, dedup, then inbox/trimmed pairs",
+            "ERR channel_type must be an integer in 0..15",
+            "ERR limit must be at least 1",
+            "ERR last seq must be an integer in 0..999999999999999",
+            "ERR read seq must be an integer in 0..999999999999999",
+        ]
+    );
+    assert_eq!(int(&mut con, &["DBSIZE"]), 0, "an error left keys behind");
+}
+
+/// Replaces message IDs (which carry the clock) by their order of first appearance, so runs
+/// on different servers or at different times compare equal.
+#[derive(Default)]
+struct Norm(HashMap<String, usize>);
+
+impl Norm {
+    fn id(&mut self, msgid: &str) -> String {
+        let n = self.0.len();
+        format!("#{}", self.0.entry(msgid.to_owned()).or_insert(n))
+    }
+    /// `msgid|uid|sender|body` with both IDs normalized (UIDs carry the clock too).
+    fn member(&mut self, member: &str) -> String {
+        match member.splitn(3, '|').collect::<Vec<_>>().as_slice() {
+            [id, uid, rest] => format!("{}|{}|{rest}", self.id(id), self.id(uid)),
+            _ => member.to_owned(),
+        }
+    }
+    fn page(&mut self, p: &Page) -> String {
+        let msgs: Vec<String> = p
+            .messages
+            .iter()
+            .map(|m| {
+                format!(
+                    "{}:{}|{}|{}|{}",
+                    m.seq,
+                    self.id(&m.msgid),
+                    self.id(&m.uid.to_string()),
+                    m.sender,
+                    m.body
+                )
+            })
+            .collect();
+        format!(
+            "max {} cursor {} complete {} trimmed {} [{}]",
+            p.max_seq,
+            p.cursor,
+            p.complete,
+            p.trimmed_through,
+            msgs.join(", ")
+        )
+    }
+}
+
+const USERS: [&str; 3] = ["alice", "bob", "carol"];
+
+/// A mixed sequence of sends (with retries), syncs and reads, its replies normalized.
+fn scenario(im: &Im, con: &mut Connection, conv: &Conv, norm: &mut Norm) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cursors: HashMap<&str, i64> = HashMap::new();
+    for i in 0..60usize {
+        let sender = USERS[i % 3];
+        let mut to: Vec<&str> = USERS.iter().copied().filter(|u| *u != sender).collect();
+        if i % 5 == 0 {
+            to.push(sender); // a copy for the sender's other devices
+        }
+        let body = format!("b{i}|with|bars");
+        let s = im
+            .send(con, conv, sender, &to, &format!("c{i}"), &body)
+            .unwrap();
+        out.push(format!(
+            "send {} {} {} {}",
+            s.seq,
+            norm.id(&s.msgid),
+            norm.id(&s.uid.to_string()),
+            s.duplicate
+        ));
+        if i % 6 == 5 {
+            // a retry of the send three back
+            let j = i - 3;
+            let (snd, b) = (USERS[j % 3], format!("b{j}|with|bars"));
+            let s = im.send(con, conv, snd, &to, &format!("c{j}"), &b).unwrap();
+            out.push(format!(
+                "retry {} {} {} {}",
+                s.seq,
+                norm.id(&s.msgid),
+                norm.id(&s.uid.to_string()),
+                s.duplicate
+            ));
+        }
+        if i % 10 == 9 {
+            for u in USERS {
+                let last = cursors.get(u).copied().unwrap_or(0);
+                let p = im.sync(con, conv, u, last, 3).unwrap();
+                out.push(format!("sync {u} {}", norm.page(&p)));
+                cursors.insert(u, p.cursor);
+                let r = im.read(con, conv, u, p.cursor).unwrap();
+                out.push(format!("read {u} {} {}", r.cursor, r.unread));
+                let r = im.read(con, conv, u, p.cursor / 2).unwrap();
+                out.push(format!("late read {u} {} {}", r.cursor, r.unread));
+            }
+        }
+    }
+    out
+}
+
+/// Everything the flow stored for `conv`: inboxes with scores, every SEQ key, dedup records;
+/// message IDs normalized through `norm`, or left as they are without one.
+fn state(con: &mut Connection, conv: &Conv, norm: Option<&mut Norm>) -> Vec<String> {
+    let mut keys: Vec<String> = cmd(con, &["KEYS", &format!("{}*", conv.tag())]).unwrap();
+    keys.sort();
+    let raw = norm.is_none();
+    let mut scratch = Norm::default();
+    let norm = norm.unwrap_or(&mut scratch);
+    let mut out = Vec::new();
+    for k in keys {
+        let short = k.replace(&conv.tag(), "");
+        let t: String = cmd(con, &["TYPE", &k]).unwrap();
+        let v = match t.as_str() {
+            "zset" => zrange(con, &k)
+                .into_iter()
+                .map(|(m, s)| format!("{s}:{}", if raw { m } else { norm.member(&m) }))
+                .collect::<Vec<_>>()
+                .join(", "),
+            "imidseq01" => int(con, &["SEQ.GET", &k]).to_string(),
+            "string" => {
+                let v: String = cmd(con, &["GET", &k]).unwrap();
+                let ttl = int(con, &["TTL", &k]);
+                assert!(ttl > 0, "{k} has no TTL");
+                // "seq msgid uid"
+                match (raw, v.splitn(3, ' ').collect::<Vec<_>>().as_slice()) {
+                    (false, [seq, id, uid]) => {
+                        format!("{seq} {} {}", norm.id(id), norm.id(uid))
+                    }
+                    _ => v,
+                }
+            }
+            other => panic!("unexpected {other} key {k}"),
+        };
+        out.push(format!("{short} {t} {v}"));
+    }
+    out
+}
+
+#[test]
+fn evalsha_and_fcall_give_identical_results() {
+    let a = Server::start();
+    let b = Server::start();
+    let (mut ca, mut cb) = (a.client(), b.client());
+    let scripts = Via::load_scripts(&mut ca).unwrap();
+    let functions = Via::load_functions(&mut cb).unwrap();
+    let conv = Conv::new("same", 2);
+    let (mut na, mut nb) = (Norm::default(), Norm::default());
+    let ra = scenario(&flow(scripts, 7), &mut ca, &conv, &mut na);
+    let rb = scenario(&flow(functions, 7), &mut cb, &conv, &mut nb);
+    assert_eq!(ra.len(), rb.len());
+    for (x, y) in ra.iter().zip(&rb) {
+        assert_eq!(x, y);
+    }
+    // the scenario did exercise retries, trimming and partial pages
+    assert!(ra
+        .iter()
+        .any(|l| l.starts_with("retry") && l.ends_with("true")));
+    assert!(ra.iter().any(|l| l.contains("complete false")));
+    let sa = state(&mut ca, &conv, Some(&mut na));
+    let sb = state(&mut cb, &conv, Some(&mut nb));
+    assert_eq!(sa, sb);
+    assert!(sa
+        .iter()
+        .any(|l| l.contains(":trimmed:") && !l.ends_with(" 0")));
+}
+
+#[test]
+fn replica_holds_the_primarys_state() {
+    let primary = Server::start();
+    let replica = primary.replica(&[]);
+    let mut p = primary.client();
+    let mut r = replica.client();
+    let mut convs = Vec::new();
+    for via in vias(&mut p) {
+        let conv = Conv::new(&format!("repl-{}", via.name()), 2);
+        let im = flow(via, 7);
+        scenario(&im, &mut p, &conv, &mut Norm::default());
+        convs.push((im, conv));
+    }
+    primary.wait_replica(&replica);
+    let dp: String = cmd(&mut p, &["DEBUG", "DIGEST"]).unwrap();
+    let dr: String = cmd(&mut r, &["DEBUG", "DIGEST"]).unwrap();
+    assert_eq!(dp, dr, "DEBUG DIGEST differs");
+    for (im, conv) in &convs {
+        assert_eq!(state(&mut p, conv, None), state(&mut r, conv, None));
+        assert!(int(&mut r, &["SEQ.GET", &conv.seq()]) > 0);
+        // sync is read-only (EVALSHA_RO / FCALL_RO): a replica serves it, with the same pages
+        for u in USERS {
+            for last in [0, 10, 40] {
+                let a = im.sync(&mut p, conv, u, last, 4).unwrap();
+                let b = im.sync(&mut r, conv, u, last, 4).unwrap();
+                assert_eq!(a, b);
+            }
+            // send and read write: the replica refuses them
+            let e = im.read(&mut r, conv, u, 1).unwrap_err();
+            assert!(err_text(&e).starts_with("READONLY"), "{}", err_text(&e));
+        }
+    }
+}
+
+/// The example program `name`, freshly built. `cargo test --all-targets` builds examples only
+/// as test harnesses, so the test builds the programs themselves, once per run, into the same
+/// target directory and profile as this test (`target/<profile>/examples/<name>`); when they
+/// are up to date this costs a second.
+fn example_bin(name: &str) -> PathBuf {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let dir = BUILT.get_or_init(|| {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        // target/<profile>/deps/<this test>
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .ok_or("test executable is not in target/<profile>/deps")?;
+        let target_dir = profile_dir.parent().ok_or("no target directory")?;
+        let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        c.current_dir(root())
+            .args(["build", "--examples", "--target-dir"])
+            .arg(target_dir);
+        if profile_dir.ends_with("release") {
+            c.arg("--release");
+        }
+        let st = c.status().map_err(|e| format!("run cargo: {e}"))?;
+        if !st.success() {
+            return Err(format!("cargo build --examples: {st}"));
+        }
+        Ok(profile_dir.join("examples"))
+    });
+    let bin = match dir {
+        Ok(d) => d.join(name),
+        Err(e) => panic!("building the examples failed: {e}"),
+    };
+    assert!(bin.exists(), "{} not built", bin.display());
+    bin
+}
+
+fn run_example(name: &str, s: &Server) -> String {
+    let out = Command::new(example_bin(name))
+        .env("IMID_URL", s.url())
+        .output()
+        .unwrap_or_else(|e| panic!("run {name}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{name} exited with {}:\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn walkthrough_example_runs() {
+    let s = Server::start();
+    let out = run_example("walkthrough", &s);
+    for c in [
+        "MSGID.GEN",
+        "MSGID.DECODE",
+        "MSGID.HASH",
+        "MSGID.ENCODE",
+        "MSGID.FLOOR",
+        "SEQ.NEXT",
+        "SEQ.GET",
+        "SEQ.MGET",
+        "SEQ.SET",
+        "SEQ.ADVANCE",
+        "OPENID.ENC",
+        "OPENID.DEC",
+        "UID.GEN",
+        "UID.DECODE",
+        "UID.ENCODE",
+        "UID.FLOOR",
+    ] {
+        assert!(
+            out.contains(&format!("> {c} ")),
+            "walkthrough skipped {c}:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn im_flow_example_runs() {
+    let s = Server::start();
+    let out = run_example("im_flow", &s);
+    assert!(
+        out.contains("== via EVALSHA") && out.contains("== via FCALL"),
+        "{out}"
+    );
+    assert_eq!(out.matches("duplicate true").count(), 2, "{out}");
+}
+
+#[test]
+fn segment_allocator_example_runs() {
+    let s = Server::start();
+    let out = run_example("segment_allocator", &s);
+    assert!(out.contains("200000 ids with"), "{out}");
+}
+
+#[test]
+fn segment_allocator_unique_and_increasing_across_threads() {
+    const THREADS: usize = 8;
+    const PER_THREAD: usize = 20_000;
+    const STEP: u64 = 1000;
+    let s = Server::start();
+    let client = redis::Client::open(s.url()).unwrap();
+    let key = "{ids:test}:seq";
+    let mut alloc = SegmentAllocator::new(&client, key, STEP).unwrap();
+    let per_thread: Vec<Vec<u64>> = std::thread::scope(|sc| {
+        let handles: Vec<_> = (0..THREADS)
+            .map(|_| {
+                let a = &alloc;
+                sc.spawn(move || {
+                    (0..PER_THREAD)
+                        .map(|_| a.next_id().expect("next_id"))
+                        .collect::<Vec<u64>>()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    // Stats after shutdown, which joins the refill thread: a prefetch still in flight when the
+    // workers finish would otherwise land after the snapshot.
+    alloc.shutdown();
+    let stats = alloc.stats();
+    let mut all = HashSet::new();
+    let mut max = 0;
+    for vals in &per_thread {
+        assert!(
+            vals.windows(2).all(|w| w[0] < w[1]),
+            "not increasing in a thread"
+        );
+        for &v in vals {
+            assert!(v >= 1);
+            assert!(all.insert(v), "{v} handed out twice");
+            max = max.max(v);
+        }
+    }
+    let total = (THREADS * PER_THREAD) as u64;
+    assert_eq!(all.len() as u64, total);
+    assert_eq!(stats.handed_out, total);
+    // One round trip per block, not per value; at most one block fetched ahead.
+    let blocks = total.div_ceil(STEP);
+    assert!(
+        stats.round_trips >= blocks && stats.round_trips <= blocks + 1,
+        "{stats:?} for {blocks} blocks"
+    );
+    let server = int(&mut s.client(), &["SEQ.GET", key]) as u64;
+    assert!(server >= max, "server {server} < handed out {max}");
+    assert_eq!(server, stats.round_trips * STEP);
+    assert!(alloc.next_id().is_err(), "handed out after shutdown");
+}
+
+#[test]
+fn segment_allocator_refills_in_the_background() {
+    const STEP: u64 = 100;
+    let s = Server::start();
+    let client = redis::Client::open(s.url()).unwrap();
+    let mut con = s.client();
+    // Another client takes values too: blocks need not be adjacent.
+    int(&mut con, &["SEQ.NEXT", "{ids:bg}:seq", "COUNT", "7"]);
+    let alloc = SegmentAllocator::new(&client, "{ids:bg}:seq", STEP).unwrap();
+    assert_eq!(alloc.stats().round_trips, 1);
+    // Using half the block asks the background thread for the next one.
+    let mut got: Vec<u64> = (0..51).map(|_| alloc.next_id().unwrap()).collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !alloc.spare_ready() {
+        assert!(Instant::now() < deadline, "the next block never arrived");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Draining the first block and moving into the second costs no round trip and no wait.
+    got.extend((0..60).map(|_| alloc.next_id().unwrap()));
+    let st = alloc.stats();
+    assert_eq!((st.round_trips, st.waits, st.handed_out), (2, 0, 111));
+    let want: Vec<u64> = (8..=107).chain(108..=118).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn uid_cache_example_runs() {
+    let s = Server::start();
+    let out = run_example("uid_cache", &s);
+    assert!(out.contains("800000 uids in"), "{out}");
+    assert_eq!(s.imid_stat("uid_generated") % 10_000, 0, "whole batches");
+}
+
+#[test]
+fn uid_cache_unique_and_increasing_across_threads() {
+    const THREADS: usize = 8;
+    const PER_THREAD: usize = 20_000;
+    const BATCH: usize = 1000;
+    const CAPACITY: usize = 4000;
+    let s = Server::start();
+    let client = redis::Client::open(s.url()).unwrap();
+    let mut cache = UidCache::new(&client, "{ids:test}", BATCH, CAPACITY).unwrap();
+    let per_thread: Vec<Vec<i64>> = std::thread::scope(|sc| {
+        let handles: Vec<_> = (0..THREADS)
+            .map(|_| {
+                let c = &cache;
+                sc.spawn(move || {
+                    (0..PER_THREAD)
+                        .map(|_| c.next_uid().expect("next_uid"))
+                        .collect::<Vec<i64>>()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    // Stats after shutdown, which joins the refill thread.
+    cache.shutdown();
+    let stats = cache.stats();
+    let mut all = HashSet::new();
+    for uids in &per_thread {
+        assert!(
+            uids.windows(2).all(|w| w[0] < w[1]),
+            "not increasing in a thread"
+        );
+        for &u in uids {
+            assert!(u > 0);
+            assert!(all.insert(u), "{u} handed out twice");
+        }
+    }
+    let total = (THREADS * PER_THREAD) as u64;
+    assert_eq!(all.len() as u64, total);
+    assert_eq!(stats.handed_out, total);
+    // One round trip per batch, not per UID; at most a ring's worth fetched ahead.
+    let batches = total.div_ceil(BATCH as u64);
+    let ahead = (CAPACITY / BATCH) as u64;
+    assert!(
+        stats.round_trips >= batches && stats.round_trips <= batches + ahead,
+        "{stats:?} for {batches} batches"
+    );
+    assert_eq!(
+        s.imid_stat("uid_generated") as u64,
+        stats.round_trips * BATCH as u64
+    );
+    assert!(cache.next_uid().is_err(), "handed out after shutdown");
+}
+
+#[test]
+fn uid_cache_refills_in_the_background() {
+    const BATCH: usize = 100;
+    let s = Server::start();
+    let client = redis::Client::open(s.url()).unwrap();
+    let cache = UidCache::new(&client, "{ids:bg}", BATCH, 3 * BATCH).unwrap();
+    // The refill thread tops the ring up to its capacity without anyone asking.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cache.buffered() < 3 * BATCH {
+        assert!(Instant::now() < deadline, "the ring was never filled");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(cache.stats().round_trips, 3);
+    // Taking a batch's worth makes room: the thread fetches the next batch in the background.
+    let mut got: Vec<i64> = (0..BATCH).map(|_| cache.next_uid().unwrap()).collect();
+    while cache.stats().round_trips < 4 || cache.buffered() < 3 * BATCH {
+        assert!(Instant::now() < deadline, "no background refill");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    got.extend((0..3 * BATCH).map(|_| cache.next_uid().unwrap()));
+    let st = cache.stats();
+    assert_eq!(st.waits, 0, "every UID came from memory: {st:?}");
+    assert_eq!(st.handed_out, 4 * BATCH as u64);
+    assert!(got.windows(2).all(|w| w[0] < w[1]));
+    // What the server issued, in order: the cache hands out exactly that.
+    let more: i64 = cmd(&mut s.client(), &["UID.GEN", "{ids:bg}"]).unwrap();
+    assert!(more > *got.last().unwrap());
+}
+
+#[test]
+fn python_example_runs() {
+    let Some(py) = python_with_redis() else {
+        println!(
+            "SKIPPED python_example_runs: no python3 with redis-py (apt-get install python3-redis)"
+        );
+        return;
+    };
+    let s = Server::start();
+    let out = Command::new(&py)
+        .arg(root().join("examples/python/im_flow.py"))
+        .args(["--host", "127.0.0.1", "--port", &s.port.to_string()])
+        .output()
+        .expect("run python example");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{py} im_flow.py exited with {}:\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("duplicate True"), "{stdout}");
+}
+
+#[test]
+fn node_example_runs() {
+    // Skipped only where there is no node at all; with node installed, a missing `npm ci` or a
+    // failing run fails the test.
+    let Some(node) = node_for_example() else {
+        println!("SKIPPED node_example_runs: no node on PATH (scripts/deps.sh installs it)");
+        return;
+    };
+    let s = Server::start();
+    let out = Command::new(&node)
+        .arg(root().join("examples/node/im_flow.js"))
+        .args(["--host", "127.0.0.1", "--port", &s.port.to_string()])
+        .output()
+        .expect("run node example");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "node im_flow.js exited with {}:\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("== via FCALL") && stdout.contains("== via EVALSHA"),
+        "{stdout}"
+    );
+    assert_eq!(stdout.matches("duplicate true").count(), 2, "{stdout}");
+    assert_eq!(stdout.matches("OPENID.DEC msgid").count(), 2, "{stdout}");
+    assert!(stdout.trim_end().ends_with("ok"), "{stdout}");
+    // What the program wrote is on the server: two conversations of 5 messages each.
+    let mut con = s.client();
+    let seqs: Vec<String> = cmd(&mut con, &["KEYS", "*:seq"]).unwrap();
+    assert_eq!(seqs.len(), 2, "{seqs:?}");
+    for k in &seqs {
+        assert_eq!(int(&mut con, &["SEQ.GET", k]), 5, "{k}");
+    }
+}

@@ -1,0 +1,48 @@
+//! The integration tests: one crate, one binary (`cargo test --release --test it`), each file
+//! a module for one concern, the harness in `common/` (a real redis-server per test, with the
+//! module loaded; no test links the crate). Filter by module: `cargo test --release --test it
+//! -- seq_persistence::`.
+//!
+//! Tests that need Redis 8.2 or Valkey 9.1 (`common::newer_server`) skip, saying so, when the
+//! server is missing, unless `IMID_NEWER_SERVERS=require` (set by `make test`); the soak runs
+//! are `#[ignore]`d and run by `make soak`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+#[macro_use]
+mod common;
+
+mod acl;
+mod atomic_migration;
+mod clock;
+mod cluster;
+mod command_specs;
+mod compat;
+mod config;
+mod data_loss;
+mod dist;
+mod docs;
+mod examples;
+mod exposure;
+mod failed_load;
+mod guard;
+mod harness;
+mod lease;
+mod loading;
+mod msgid;
+mod openid;
+mod pause;
+mod reshard;
+mod sentinel;
+mod seq;
+mod seq_persistence;
+mod seq_replication;
+mod soak;
+mod uid;
+mod uid_layouts;
+mod uid_reference;
+mod without_module;

@@ -1,0 +1,684 @@
+//! Sequences through Redis's persistence: DEBUG RELOAD, RDB and AOF restarts (with and without
+//! the RDB preamble, so the AOF rewrite callback runs), DUMP/RESTORE and corrupt payloads,
+//! the never-reissue gap, and the message-ID high-water mark carried as RDB aux data.
+use crate::common;
+use common::*;
+
+fn ok(con: &mut Connection, args: &[&str]) {
+    let r: String = cmd(con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert_eq!(r, "OK", "{args:?}");
+}
+
+/// A mixed workload; returns the keys it wrote.
+fn workload(con: &mut Connection) -> Vec<String> {
+    for i in 0..20 {
+        int(
+            con,
+            &["SEQ.NEXT", &format!("n{i}"), "COUNT", &(i + 1).to_string()],
+        );
+        int(con, &["SEQ.NEXT", &format!("n{i}")]);
+    }
+    ok(con, &["SEQ.SET", "set", "123456789"]);
+    ok(con, &["SEQ.SET", "max", "9223372036854775807"]);
+    ok(con, &["SEQ.SET", "zero", "0"]);
+    int(con, &["SEQ.ADVANCE", "cursor", "77"]);
+    int(con, &["SEQ.ADVANCE", "cursor", "70"]);
+    let mut keys: Vec<String> = (0..20).map(|i| format!("n{i}")).collect();
+    keys.extend(["set", "max", "zero", "cursor"].map(String::from));
+    keys
+}
+
+/// The base file of Redis 7's multi-part AOF.
+fn aof_base(s: &Server) -> (String, Vec<u8>) {
+    let dir = s.dir.join("appendonlydir");
+    let entry = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().contains(".base."))
+        .expect("an AOF base file");
+    (
+        entry.file_name().unwrap().to_string_lossy().into_owned(),
+        std::fs::read(&entry).unwrap(),
+    )
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+#[test]
+fn values_survive_debug_reload() {
+    let s = Server::build().args(&["--imid.seq-gap", "0"]).start();
+    let mut con = s.client();
+    let keys = workload(&mut con);
+    let before = mget(&mut con, &keys);
+    let digest: String = cmd(&mut con, &["DEBUG", "DIGEST"]).unwrap();
+    ok(&mut con, &["DEBUG", "RELOAD"]);
+    assert_eq!(mget(&mut con, &keys), before);
+    let after: String = cmd(&mut con, &["DEBUG", "DIGEST"]).unwrap();
+    assert_eq!(digest, after);
+    // gap 0: the next value follows on
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "n0"]), before[0] + 1);
+    assert_eq!(s.imid_stat("seq_gap_skips"), 0);
+}
+
+#[test]
+fn gap_is_skipped_once_per_key_after_each_load() {
+    let s = Server::start(); // default gap 1000
+    let mut con = s.client();
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 1);
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "a", "COUNT", "4"]), 5);
+    ok(&mut con, &["SEQ.SET", "b", "7"]);
+    assert_eq!(s.imid_stat("seq_gap_skips"), 0, "own writes never skip");
+
+    ok(&mut con, &["DEBUG", "RELOAD"]);
+    // reads and ADVANCE do not use up the gap
+    assert_eq!(int(&mut con, &["SEQ.GET", "a"]), 5);
+    let v: Vec<i64> = cmd(&mut con, &["SEQ.MGET", "a", "b"]).unwrap();
+    assert_eq!(v, [5, 7]);
+    assert_eq!(int(&mut con, &["SEQ.ADVANCE", "b", "8"]), 8);
+    assert_eq!(int(&mut con, &["SEQ.ADVANCE", "b", "2"]), 8);
+    assert_eq!(s.imid_stat("seq_gap_skips"), 0);
+
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 1006);
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 1007);
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "b", "COUNT", "2"]), 1010);
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "b"]), 1011);
+    assert_eq!(s.imid_stat("seq_gap_skips"), 2);
+    assert_eq!(s.imid_stat("seq_issued"), 1 + 4 + 2 + 2 + 1);
+
+    // a client's SET clears the mark
+    ok(&mut con, &["DEBUG", "RELOAD"]);
+    ok(&mut con, &["SEQ.SET", "b", "50"]);
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "b"]), 51);
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 2008);
+    assert_eq!(s.imid_stat("seq_gap_skips"), 3);
+
+    // the gap is read when the NEXT runs
+    ok(&mut con, &["CONFIG", "SET", "imid.seq-gap", "5"]);
+    ok(&mut con, &["DEBUG", "RELOAD"]);
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 2014);
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 2015);
+}
+
+#[test]
+fn gap_zero_skips_nothing() {
+    let s = Server::build().args(&["--imid.seq-gap", "0"]).start();
+    let mut con = s.client();
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 1);
+    ok(&mut con, &["DEBUG", "RELOAD"]);
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 2);
+    // the mark was consumed by that NEXT: a later non-zero gap does not apply to it
+    ok(&mut con, &["CONFIG", "SET", "imid.seq-gap", "1000"]);
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 3);
+    assert_eq!(s.imid_stat("seq_gap_skips"), 0);
+}
+
+#[test]
+fn gap_overflow_is_an_error_and_changes_nothing() {
+    let s = Server::start();
+    let mut con = s.client();
+    ok(&mut con, &["SEQ.SET", "a", "9223372036854775000"]);
+    ok(&mut con, &["DEBUG", "RELOAD"]);
+    let e = expect_err(&mut con, &[b"SEQ.NEXT", b"a"]);
+    assert_eq!(e, "ERR sequence overflow");
+    assert_eq!(int(&mut con, &["SEQ.GET", "a"]), 9223372036854775000);
+    assert_eq!(s.imid_stat("seq_gap_skips"), 0);
+}
+
+#[test]
+fn values_survive_an_rdb_restart_and_then_skip_the_gap() {
+    let mut s = Server::build().args(&["--imid.seq-gap", "0"]).start();
+    let mut con = s.client();
+    let keys = workload(&mut con);
+    let before = mget(&mut con, &keys);
+    s.shutdown(true);
+    s.restart();
+    let mut con = s.client();
+    assert_eq!(mget(&mut con, &keys), before);
+
+    s.shutdown(true);
+    s.restart_with(&["--imid.seq-gap", "1000"]);
+    let mut con = s.client();
+    assert_eq!(mget(&mut con, &keys), before);
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "n0"]), before[0] + 1001);
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "n0"]), before[0] + 1002);
+    assert_eq!(s.imid_stat("seq_gap_skips"), 1);
+}
+
+fn aof_roundtrip(preamble: &str) {
+    let args = [
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--aof-use-rdb-preamble",
+        preamble,
+        "--imid.seq-gap",
+        "0",
+    ];
+    let mut s = Server::build().args(&args).start();
+    let mut con = s.client();
+    let keys = workload(&mut con);
+    let before = mget(&mut con, &keys);
+
+    // replayed from the incremental AOF alone (the effects, as SEQ.SET)
+    s.kill();
+    s.restart();
+    let mut con = s.client();
+    assert_eq!(mget(&mut con, &keys), before);
+
+    // rewritten, then replayed from the base file plus later writes
+    let _: String = cmd(&mut con, &["BGREWRITEAOF"]).unwrap();
+    s.wait_for_aof_rewrite();
+    let (name, base) = aof_base(&s);
+    if preamble == "no" {
+        assert!(name.ends_with(".aof"), "{name}");
+        assert!(
+            contains(&base, b"SEQ.SET"),
+            "the rewrite callback wrote the base"
+        );
+        assert!(contains(&base, b"9223372036854775807"));
+    } else {
+        assert!(name.ends_with(".rdb"), "{name}");
+    }
+    assert_eq!(
+        int(&mut con, &["SEQ.NEXT", "n1", "COUNT", "3"]),
+        before[1] + 3
+    );
+    let mut after = before.clone();
+    after[1] += 3;
+    s.kill();
+    s.restart();
+    let mut con = s.client();
+    assert_eq!(mget(&mut con, &keys), after);
+
+    // loaded from the AOF, so marked: with a gap the first NEXT skips
+    let mut with_gap = args.to_vec();
+    with_gap[7] = "1000";
+    s.kill();
+    s.restart_with(&with_gap);
+    let mut con = s.client();
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "n1"]), after[1] + 1001);
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "n2"]), after[2] + 1001);
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "n2"]), after[2] + 1002);
+    assert_eq!(s.imid_stat("seq_gap_skips"), 2);
+}
+
+#[test]
+fn values_survive_an_aof_restart_with_rdb_preamble() {
+    aof_roundtrip("yes");
+}
+
+#[test]
+fn values_survive_an_aof_restart_without_rdb_preamble() {
+    aof_roundtrip("no");
+}
+
+#[test]
+fn nothing_issued_is_reissued_after_kill_9() {
+    let args = ["--appendonly", "yes", "--appendfsync", "always"];
+    let mut s = Server::build().args(&args).start();
+    let mut con = s.client();
+    let mut last = 0;
+    for _ in 0..500 {
+        last = int(&mut con, &["SEQ.NEXT", "conv"]);
+    }
+    s.kill();
+    s.restart();
+    let mut con = s.client();
+    let next = int(&mut con, &["SEQ.NEXT", "conv"]);
+    assert!(next > last, "{next} after {last}");
+    assert_eq!(next, last + 1001);
+}
+
+#[test]
+fn dump_restore_roundtrips() {
+    let s = Server::build().args(&["--imid.seq-gap", "0"]).start();
+    let mut con = s.client();
+    for v in [
+        "0",
+        "1",
+        "63",
+        "64",
+        "16383",
+        "16384",
+        "4294967296",
+        "9223372036854775807",
+    ] {
+        ok(&mut con, &["SEQ.SET", "src", v]);
+        let payload: Vec<u8> = redis::cmd("DUMP").arg("src").query(&mut con).unwrap();
+        let r: String = redis::cmd("RESTORE")
+            .arg("dst")
+            .arg(0)
+            .arg(&payload)
+            .arg("REPLACE")
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(r, "OK");
+        let got = int(&mut con, &["SEQ.GET", "dst"]);
+        assert_eq!(got.to_string(), v);
+        let t: String = cmd(&mut con, &["TYPE", "dst"]).unwrap();
+        assert_eq!(t, "imidseq01");
+    }
+}
+
+// ---- crafted DUMP payloads -------------------------------------------------------------
+
+/// An RDB length: 6-bit, 14-bit, 32-bit or 64-bit form.
+fn rdb_len(v: u64) -> Vec<u8> {
+    if v < 64 {
+        vec![v as u8]
+    } else if v < 16384 {
+        vec![0x40 | (v >> 8) as u8, v as u8]
+    } else if v <= u64::from(u32::MAX) {
+        let mut b = vec![0x80];
+        b.extend_from_slice(&(v as u32).to_be_bytes());
+        b
+    } else {
+        let mut b = vec![0x81];
+        b.extend_from_slice(&v.to_be_bytes());
+        b
+    }
+}
+
+const OP_SINT: u64 = 1;
+const OP_UINT: u64 = 2;
+const OP_EOF: u64 = 0;
+
+/// A module value's saved field: opcode then value, as RedisModule_Save* writes it.
+fn field(op: u64, v: u64) -> Vec<u8> {
+    let mut b = rdb_len(op);
+    b.extend(rdb_len(v));
+    b
+}
+
+/// Parts of a real DUMP payload: the module id and the RDB version trailer.
+fn real_dump(con: &mut Connection) -> (u64, [u8; 2]) {
+    ok(con, &["SEQ.SET", "template", "1007"]);
+    let p: Vec<u8> = redis::cmd("DUMP").arg("template").query(con).unwrap();
+    assert_eq!(p[0], 7, "RDB type: module (v2)");
+    assert_eq!(p[1], 0x81, "module id as a 64-bit length");
+    let id = u64::from_be_bytes(p[2..10].try_into().unwrap());
+    assert_eq!(id & 1023, 2, "encoding version 2");
+    // what follows: value 1007 (14-bit length), flags 0, EOF
+    assert_eq!(&p[10..16], &[2, 0x43, 0xef, 2, 0, 0]);
+    let n = p.len();
+    let crc = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
+    assert_eq!(
+        crc.checksum(&p[..n - 8]).to_le_bytes(),
+        p[n - 8..],
+        "our CRC matches Redis's"
+    );
+    (id, [p[n - 10], p[n - 9]])
+}
+
+/// A payload with a correct checksum around `body` (everything after the module id).
+fn payload(id: u64, body: &[u8], version: [u8; 2]) -> Vec<u8> {
+    let mut p = vec![7];
+    p.extend(rdb_len(id));
+    p.extend_from_slice(body);
+    p.extend_from_slice(&version);
+    let crc = crc::Crc::<u64>::new(&crc::CRC_64_REDIS).checksum(&p);
+    p.extend_from_slice(&crc.to_le_bytes());
+    p
+}
+
+fn restore(con: &mut Connection, key: &str, p: &[u8]) -> redis::RedisResult<String> {
+    redis::cmd("RESTORE").arg(key).arg(0).arg(p).query(con)
+}
+
+#[test]
+fn corrupt_restore_payloads_are_errors_not_crashes() {
+    let mut s = Server::build().args(&["--imid.seq-gap", "0"]).start();
+    let mut con = s.client();
+    let (id, ver) = real_dump(&mut con);
+    let cat = |parts: &[Vec<u8>]| parts.concat();
+
+    // the crafting itself is right: a well-formed payload restores
+    let good = payload(
+        id,
+        &cat(&[field(OP_UINT, 5), field(OP_UINT, 0), rdb_len(OP_EOF)]),
+        ver,
+    );
+    assert_eq!(restore(&mut con, "good", &good).unwrap(), "OK");
+    assert_eq!(int(&mut con, &["SEQ.GET", "good"]), 5);
+    let max = payload(
+        id,
+        &cat(&[
+            field(OP_UINT, i64::MAX as u64),
+            field(OP_UINT, 0),
+            rdb_len(OP_EOF),
+        ]),
+        ver,
+    );
+    assert_eq!(restore(&mut con, "max", &max).unwrap(), "OK");
+    assert_eq!(int(&mut con, &["SEQ.GET", "max"]), i64::MAX);
+    // a key of encoding version 1 (written by earlier builds; same layout) restores
+    let v1 = payload(
+        (id & !1023) | 1,
+        &cat(&[field(OP_UINT, 6), field(OP_UINT, 0), rdb_len(OP_EOF)]),
+        ver,
+    );
+    assert_eq!(restore(&mut con, "v1", &v1).unwrap(), "OK");
+    assert_eq!(int(&mut con, &["SEQ.GET", "v1"]), 6);
+
+    let bad: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "encoding version 3",
+            payload(
+                (id & !1023) | 3,
+                &cat(&[field(OP_UINT, 5), field(OP_UINT, 0), rdb_len(OP_EOF)]),
+                ver,
+            ),
+        ),
+        (
+            "encoding version 0",
+            payload(
+                id & !1023,
+                &cat(&[field(OP_UINT, 5), field(OP_UINT, 0), rdb_len(OP_EOF)]),
+                ver,
+            ),
+        ),
+        (
+            "value 2^63",
+            payload(
+                id,
+                &cat(&[field(OP_UINT, 1 << 63), field(OP_UINT, 0), rdb_len(OP_EOF)]),
+                ver,
+            ),
+        ),
+        (
+            "value 2^64-1",
+            payload(
+                id,
+                &cat(&[field(OP_UINT, u64::MAX), field(OP_UINT, 0), rdb_len(OP_EOF)]),
+                ver,
+            ),
+        ),
+        (
+            "non-zero flags",
+            payload(
+                id,
+                &cat(&[field(OP_UINT, 5), field(OP_UINT, 1), rdb_len(OP_EOF)]),
+                ver,
+            ),
+        ),
+        (
+            "flags missing",
+            payload(id, &cat(&[field(OP_UINT, 5), rdb_len(OP_EOF)]), ver),
+        ),
+        ("no fields", payload(id, &rdb_len(OP_EOF), ver)),
+        (
+            "truncated mid-field",
+            payload(id, &cat(&[field(OP_UINT, 5), rdb_len(OP_UINT)]), ver),
+        ),
+        ("truncated after the id", payload(id, &[], ver)),
+        (
+            "signed instead of unsigned",
+            payload(
+                id,
+                &cat(&[field(OP_SINT, 5), field(OP_UINT, 0), rdb_len(OP_EOF)]),
+                ver,
+            ),
+        ),
+        (
+            "an extra field",
+            payload(
+                id,
+                &cat(&[
+                    field(OP_UINT, 5),
+                    field(OP_UINT, 0),
+                    field(OP_UINT, 0),
+                    rdb_len(OP_EOF),
+                ]),
+                ver,
+            ),
+        ),
+        (
+            "unknown module type",
+            payload(
+                id ^ (1 << 20),
+                &cat(&[field(OP_UINT, 5), field(OP_UINT, 0), rdb_len(OP_EOF)]),
+                ver,
+            ),
+        ),
+    ];
+    for (what, p) in &bad {
+        let e = restore(&mut con, "k", p).expect_err(what);
+        let text = err_text(&e);
+        assert!(text.starts_with("ERR"), "{what}: {text}");
+        assert!(s.alive(), "{what} crashed the server: {}", s.log_tail());
+        let pong: String = cmd(&mut con, &["PING"]).unwrap();
+        assert_eq!(pong, "PONG", "{what}");
+        assert_eq!(int(&mut con, &["EXISTS", "k"]), 0, "{what}");
+    }
+
+    // random corruption of a real payload: caught by the checksum (or by the loader)
+    let real: Vec<u8> = redis::cmd("DUMP").arg("template").query(&mut con).unwrap();
+    for i in 0..real.len() {
+        for flip in [0x01u8, 0x80, 0xff] {
+            let mut p = real.clone();
+            p[i] ^= flip;
+            if let Ok(r) = restore(&mut con, "k", &p) {
+                panic!("byte {i} ^ {flip:#x} restored: {r}");
+            }
+        }
+    }
+    assert!(s.alive());
+    let pong: String = cmd(&mut con, &["PING"]).unwrap();
+    assert_eq!(pong, "PONG");
+    assert_eq!(int(&mut con, &["SEQ.GET", "template"]), 1007);
+}
+
+#[test]
+fn message_id_high_water_mark_survives_an_rdb_restart() {
+    let mut s = Server::start();
+    let mut con = s.client();
+    // 50 s ahead (a client may lead the clock by at most a minute) and no ID issued after the
+    // restart, so only the saved aux data can explain the mark then
+    let (secs, _): (i64, i64) = cmd(&mut con, &["TIME"]).unwrap();
+    let floor = secs * 1000 + 50_000;
+    ok(&mut con, &["MSGID.FLOOR", &floor.to_string()]);
+    assert!(s.imid_stat("msgid_high_water_ms") >= floor);
+    // no sequence key exists: the aux data is saved anyway
+    assert_eq!(int(&mut con, &["DBSIZE"]), 0);
+    s.shutdown(true);
+    s.restart();
+    assert!(s.imid_stat("msgid_high_water_ms") >= floor);
+    let mut con = s.client();
+    let id: String = cmd(&mut con, &["MSGID.GEN", "1", "conv"]).unwrap();
+    let fields: Vec<Value> = cmd(&mut con, &["MSGID.DECODE", &id]).unwrap();
+    let time: i64 = redis::from_redis_value(fields[1].clone()).unwrap();
+    assert!(time >= floor, "{time} < {floor}");
+}
+
+/// The aux record of imid in an RDB file: opcode 0xF7, the module type id (with the encoding
+/// version in its low 10 bits), `when` (UINT 1: before the keyspace), the marks (UINT each:
+/// version 2 message IDs' then UIDs', version 1 one mark), EOF.
+fn aux_record(id: u64, marks: &[u64]) -> Vec<u8> {
+    let mut r = vec![0xf7];
+    r.extend(rdb_len(id));
+    r.extend(field(OP_UINT, 1));
+    for &m in marks {
+        r.extend(field(OP_UINT, m));
+    }
+    r.extend(rdb_len(OP_EOF));
+    r
+}
+
+/// `rdb` with its CRC-64 trailer recomputed.
+fn with_crc(mut rdb: Vec<u8>) -> Vec<u8> {
+    let n = rdb.len();
+    rdb.truncate(n - 8);
+    let sum = crc::Crc::<u64>::new(&crc::CRC_64_REDIS).checksum(&rdb);
+    rdb.extend_from_slice(&sum.to_le_bytes());
+    rdb
+}
+
+/// The RDB file of `s` (saved now, holding the key `template` = 1007) with the imid aux record
+/// replaced by `aux(id)`, the CRC-64 fixed; `id` is the module type id of this build. The saved
+/// marks are both `floor`, set just before with MSGID.FLOOR (which raises both floors; no ID
+/// issued, so no lease above it).
+fn rdb_with_aux(
+    s: &Server,
+    con: &mut Connection,
+    floor: u64,
+    aux: impl Fn(u64) -> Vec<u8>,
+) -> Vec<u8> {
+    let (id, _) = real_dump(con);
+    ok(con, &["MSGID.FLOOR", &floor.to_string()]);
+    assert_eq!(s.imid_stat("msgid_high_water_ms"), floor as i64);
+    assert_eq!(s.imid_stat("uid_high_water_ms"), floor as i64);
+    ok(con, &["SAVE"]);
+    let rdb = std::fs::read(s.dir.join("dump.rdb")).unwrap();
+    let n = rdb.len();
+    let crc = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
+    assert_eq!(
+        crc.checksum(&rdb[..n - 8]).to_le_bytes(),
+        rdb[n - 8..],
+        "our CRC matches the file's"
+    );
+    let old = aux_record(id, &[floor, floor]);
+    let at: Vec<usize> = (0..n - 8).filter(|&i| rdb[i..].starts_with(&old)).collect();
+    assert_eq!(
+        at.len(),
+        1,
+        "one aux record with the marks {floor}, {floor}"
+    );
+    let mut out = rdb[..at[0]].to_vec();
+    out.extend(aux(id));
+    out.extend_from_slice(&rdb[at[0] + old.len()..]);
+    with_crc(out)
+}
+
+/// Restarts `s` on `rdb`, or checks that it refuses it with `refusal` in its log.
+fn load_rdb(s: &mut Server, rdb: &[u8], refusal: Option<&str>) {
+    s.kill();
+    std::fs::write(s.dir.join("dump.rdb"), rdb).unwrap();
+    match refusal {
+        Some(line) => {
+            let log = refused_data_startup(&s.dir, line);
+            assert!(log.contains("<imid>"), "logged through the module: {log}");
+        }
+        None => s.restart(),
+    }
+}
+
+/// Back to an empty node for the next case.
+fn reset(s: &mut Server) -> Connection {
+    s.kill();
+    let _ = std::fs::remove_file(s.dir.join("dump.rdb"));
+    s.restart();
+    s.client()
+}
+
+#[test]
+fn rdb_marks_past_their_caps_are_refused_and_the_caps_load() {
+    // A correct writer never saves a message-ID mark past 2^42 (the lease is capped there:
+    // every ID is below it) nor a UID mark past 2^63-1; loading one would make every later
+    // ID fail for good. So the file is refused, with a log line naming the mark, as a sequence
+    // above 2^63-1 is; the caps themselves load.
+    const CAP: u64 = 1 << 42;
+    const UID_CAP: u64 = i64::MAX as u64;
+    let mut s = Server::start();
+    let mut con = s.client();
+    let (secs, _): (u64, u64) = cmd(&mut con, &["TIME"]).unwrap();
+    let floor = secs * 1000 + 50_000;
+    for mark in [CAP + 1, u64::MAX] {
+        let rdb = rdb_with_aux(&s, &mut con, floor, |id| aux_record(id, &[mark, floor]));
+        let line = format!(
+            "message-id high-water mark {mark} past the 42-bit time field (at most {CAP}: every ID below it)"
+        );
+        load_rdb(&mut s, &rdb, Some(&line));
+        con = reset(&mut s);
+    }
+    for mark in [UID_CAP + 1, u64::MAX] {
+        let rdb = rdb_with_aux(&s, &mut con, floor, |id| aux_record(id, &[floor, mark]));
+        let line = format!("uid high-water mark {mark} past 2^63-1 ms (at most {UID_CAP})");
+        load_rdb(&mut s, &rdb, Some(&line));
+        con = reset(&mut s);
+    }
+    // The crafting is right: the same files with the caps load, and the marks are exactly them.
+    let rdb = rdb_with_aux(&s, &mut con, floor, |id| aux_record(id, &[CAP, UID_CAP]));
+    load_rdb(&mut s, &rdb, None);
+    assert_eq!(s.imid_stat("msgid_high_water_ms"), CAP as i64);
+    assert_eq!(s.imid_stat("uid_high_water_ms"), UID_CAP as i64);
+    assert_eq!(int(&mut s.client(), &["SEQ.GET", "template"]), 1007);
+}
+
+#[test]
+fn an_rdb_of_the_first_aux_format_loads_its_one_mark_into_both_floors() {
+    // Earlier builds wrote encoding version 1: keys as now, and one mark in the aux data for
+    // message IDs and UIDs alike. The file below is this build's, rewritten to that format
+    // (every module id with version 1, the aux record with one mark).
+    let mut s = Server::start();
+    let mut con = s.client();
+    let (secs, _): (u64, u64) = cmd(&mut con, &["TIME"]).unwrap();
+    let floor = secs * 1000 + 50_000;
+    let mark = floor + 3_000_000; // further than any client could set: only the file explains it
+    let rdb = rdb_with_aux(&s, &mut con, floor, |id| {
+        aux_record((id & !1023) | 1, &[mark])
+    });
+    let (id, _) = real_dump(&mut con);
+    let (v2, v1) = (rdb_len(id), rdb_len((id & !1023) | 1));
+    let mut old = Vec::new();
+    let mut i = 0;
+    let mut keys = 0;
+    while i < rdb.len() {
+        if rdb[i..].starts_with(&v2) {
+            old.extend_from_slice(&v1);
+            i += v2.len();
+            keys += 1;
+        } else {
+            old.push(rdb[i]);
+            i += 1;
+        }
+    }
+    assert_eq!(keys, 1, "one key of the type, now of version 1");
+    load_rdb(&mut s, &with_crc(old), None);
+    assert_eq!(s.imid_stat("msgid_high_water_ms"), mark as i64);
+    assert_eq!(s.imid_stat("uid_high_water_ms"), mark as i64);
+    let mut con = s.client();
+    assert_eq!(int(&mut con, &["SEQ.GET", "template"]), 1007);
+    let id: String = cmd(&mut con, &["MSGID.GEN", "1", "conv"]).unwrap();
+    let fields: Vec<Value> = cmd(&mut con, &["MSGID.DECODE", &id]).unwrap();
+    let time: i64 = redis::from_redis_value(fields[1].clone()).unwrap();
+    assert!(time >= mark as i64, "{time} < {mark}");
+    let uid: i64 = cmd(&mut con, &["UID.GEN", "conv"]).unwrap();
+    let fields: Vec<Value> = cmd(&mut con, &["UID.DECODE", &uid.to_string()]).unwrap();
+    let time: i64 = redis::from_redis_value(fields[1].clone()).unwrap();
+    assert!(time >= mark as i64, "{time} < {mark}");
+    // Saved again, it is written in version 2 with both marks, and loads the same.
+    s.shutdown(true);
+    s.restart();
+    assert!(s.imid_stat("msgid_high_water_ms") > mark as i64);
+    assert!(s.imid_stat("uid_high_water_ms") > mark as i64);
+}
+
+#[test]
+fn refused_restore_payloads_log_at_verbose_level_only() {
+    // Redis logs its own RESTORE failures at verbose level; a client looping bad payloads must
+    // not fill the log at the default level. Refusals while loading data stay warnings (see
+    // rdb_marks_past_their_caps_are_refused_and_the_caps_load).
+    let s = Server::start();
+    let mut con = s.client();
+    let (id, ver) = real_dump(&mut con);
+    let bad = payload(
+        id,
+        &[field(OP_UINT, 5), field(OP_UINT, 1), rdb_len(OP_EOF)].concat(),
+        ver,
+    );
+    let line = "sequence flags 0x1 unknown";
+    for _ in 0..1000 {
+        restore(&mut con, "k", &bad).expect_err("refused");
+    }
+    assert!(!s.log_text().contains(line), "{}", s.log_tail());
+    // At verbose level the reason is there, once per payload.
+    let _: () = cmd(&mut con, &["CONFIG", "SET", "loglevel", "verbose"]).unwrap();
+    for _ in 0..3 {
+        restore(&mut con, "k", &bad).expect_err("refused");
+    }
+    assert_eq!(s.log_text().matches(line).count(), 3, "{}", s.log_tail());
+    assert_eq!(int(&mut con, &["EXISTS", "k"]), 0);
+}

@@ -52,8 +52,8 @@ test-matrix: deps-test build build-test-hooks
 	bash scripts/test-matrix.sh
 
 # Crash (kill -9) and failover runs under load, with Sentinel too, and RDB-only crashes against
-# what INFO announced (the `#[ignore]`d tests of tests/it/soak.rs, sentinel.rs and exposure.rs); sizes via IMID_SOAK_CYCLES,
-# IMID_SOAK_KEYS, IMID_SOAK_FAILOVERS.
+# what INFO announced (the `#[ignore]`d tests of tests/it/soak.rs, sentinel.rs and
+# exposure.rs); sizes via IMID_SOAK_CYCLES, IMID_SOAK_KEYS, IMID_SOAK_FAILOVERS.
 soak: deps-test build build-test-hooks
 	cargo test --release --test it -- --ignored --test-threads 1 --nocapture
 
@@ -65,20 +65,21 @@ cluster-stop:
 	bash scripts/cluster.sh stop
 
 # Criterion benches, server-level throughput (redis-benchmark), memory per key, and instructions
-# per command against the floor module (callgrind, bench/floor.c); writes bench/RESULTS.md.
+# per command against the floor module (callgrind, server-bench/floor.c); writes
+# server-bench/RESULTS.md. (benches/ holds the criterion benches of the core, as cargo expects.)
 # Takes minutes; run on a quiet machine (the instruction counts do not depend on it).
 bench: deps-bench build
-	bash bench/run.sh
+	bash server-bench/run.sh
 
 # A tiny run of the same scripts for CI: checks that every command runs without errors, replies
 # like its floor command, and the tables are produced (nothing is asserted about speed).
 # Writes target/bench-smoke/RESULTS.md.
 bench-smoke: deps-bench build
-	bash bench/run.sh --smoke
+	bash server-bench/run.sh --smoke
 
 # Only the instruction counts against the floor (20,000 commands per figure; a few minutes).
 bench-instructions: deps-bench build
-	python3 bench/instructions.py --module $(MODULE)
+	python3 server-bench/instructions.py --module $(MODULE)
 
 # The release tarball dist/imid-<version>-linux-x86_64.tar.gz (version from Cargo.toml): the
 # module, README.md, CHANGELOG.md, LICENSE and SHA256SUMS.

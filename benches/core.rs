@@ -3,7 +3,7 @@
 //!
 //! Run with `cargo bench --features system-alloc --bench core` (the feature links the system
 //! allocator; Redis's allocator aborts outside redis-server). `make bench` runs it and copies
-//! the numbers into bench/RESULTS.md.
+//! the numbers into server-bench/RESULTS.md.
 //!
 //! Inputs vary from one iteration to the next (a small ring of precomputed values) so that the
 //! compiler cannot fold a constant input into a constant result, and `black_box` keeps the

@@ -11,7 +11,7 @@
 #                          libraries tests/it/uid_reference.rs checks the named UID layouts against
 #                          (npm ci in tests/uid_reference; a venv under target/uid-ref from PyPI).
 #   scripts/deps.sh bench  `make bench` on top of `run`: redis-benchmark, valgrind and gcc
-#                          (instruction counts against the floor module bench/floor.c).
+#                          (instruction counts against the floor module server-bench/floor.c).
 # Debian packages (needs root or sudo); npm and PyPI packages are pinned by lock files.
 set -euo pipefail
 purpose="${1:-run}"

@@ -36,7 +36,7 @@ pub(crate) const ENCODING_VERSION: i32 = 2;
 const ENCODING_V1: i32 = 1;
 
 /// Loads one sequence. Every value loaded gets `needs_gap`: this process did not issue it,
-/// and values issued after the save may have been lost (SPEC, "Never reissue").
+/// and values issued after the save may have been lost (docs/durability.md, "Sequences: the gap").
 pub(crate) fn load(rdb: &Rdb, encver: c_int) -> Result<Seq, String> {
     if encver != ENCODING_VERSION && encver != ENCODING_V1 {
         return Err(format!(

@@ -1,7 +1,7 @@
 //! The message-ID generator state machine, Redis-free; the caller passes the clock reading and
 //! the node's time floor (see `core::lease`), so tests drive it with any clock they like.
 //!
-//! Rules (SPEC, MSGID.GEN):
+//! Rules (docs/commands.md, MSGID.GEN):
 //! - every ID is strictly greater than every ID issued before it by this generator;
 //! - time is `max(now, last, floor)`: a clock that runs backwards never makes IDs go back;
 //! - within one millisecond `seq` counts up; after 4096 IDs in one millisecond the generator

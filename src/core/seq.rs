@@ -4,7 +4,7 @@
 //! A sequence's whole state is a value in `0..=2^63-1` plus one bit, `needs_gap`: the value
 //! came from somewhere other than this process's own writes (RDB, AOF, the primary), so some
 //! values issued after it may have been lost, and the first NEXT must skip `imid.seq-gap`
-//! values before it reserves any (SPEC, "Never reissue").
+//! values before it reserves any (docs/durability.md, "Sequences: the gap").
 
 /// Largest value a sequence holds: values are RESP integers, so they stay within i64.
 pub const MAX_VALUE: u64 = i64::MAX as u64;

@@ -16,7 +16,7 @@
 //! Why not the crate's `Context`/`RedisString`/`RedisValue` path: it copies the argument vector
 //! into a `Vec`, retains and releases every argument, and builds a `RedisValue` per reply; on
 //! the hot commands that was a third to a half of the module's own instructions (callgrind,
-//! bench/RESULTS.md). Here a call allocates nothing unless it fails.
+//! server-bench/RESULTS.md). Here a call allocates nothing unless it fails.
 //!
 //! Every `unsafe` block below relies on the same two facts, stated once:
 //! - Redis fills every `RedisModule_*` function pointer before `RedisModule_OnLoad` runs (the

@@ -21,7 +21,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// `tests/modules/taken.c` built once per test process, against the redismodule.h of the
-/// redis-module crate in the cargo registry (the same header bench/instructions.py uses).
+/// redis-module crate in the cargo registry (the same header server-bench/instructions.py uses).
 fn taken_module() -> &'static Path {
     static SO: OnceLock<PathBuf> = OnceLock::new();
     SO.get_or_init(|| {

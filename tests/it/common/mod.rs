@@ -815,19 +815,12 @@ pub fn cmd<T: redis::FromRedisValue>(con: &mut Connection, args: &[&str]) -> red
     c.query(con)
 }
 
-/// The shared reference vectors: `../shared/vectors/<name>` beside this checkout, or
-/// `$IMID_VECTORS/<name>`. Returns the rows as maps from header to (unescaped) value.
+/// The reference vectors: `tests/vectors/<name>`, or `$IMID_VECTORS/<name>`. Returns the rows
+/// as maps from header to (unescaped) value.
 pub fn vectors(name: &str) -> Vec<std::collections::HashMap<String, String>> {
     let dir = std::env::var_os("IMID_VECTORS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let local = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors");
-            if local.join(name).exists() {
-                local
-            } else {
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/vectors")
-            }
-        });
+        .unwrap_or_else(|| root().join("tests/vectors"));
     let path = dir.join(name);
     let text =
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));

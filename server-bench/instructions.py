@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Instructions per call of every imid command against the floor (bench/floor.c).
+"""Instructions per call of every imid command against the floor (server-bench/floor.c).
 
 For each command, redis-server runs under callgrind, counting only inside Redis's `call()`
 (the command's own execution, replies and propagation; not the network or the request
@@ -18,7 +18,7 @@ module does not have (UID.* before that family lands) is skipped, and the skip i
 Needs valgrind, gcc, redis-server, redis-benchmark (scripts/deps.sh installs them) and a built
 project (for the redis-module crate's redismodule.h). Standard library only.
 
-    bench/instructions.py --module target/release/libimid.so [--requests 20000] [--json out.json]
+    server-bench/instructions.py --module target/release/libimid.so [--requests 20000] [--json out.json]
 """
 
 import argparse
@@ -436,7 +436,7 @@ def ratio(a, b):
 
 
 def render(data):
-    """The results as markdown lines (also used by bench/report.py)."""
+    """The results as markdown lines (also used by server-bench/report.py)."""
     out = [
         "| command | imid instr/call | floor command | floor instr/call | imid / floor |",
         "| --- | ---: | --- | ---: | ---: |",

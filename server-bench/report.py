@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Turns bench/server.py's JSON and criterion's estimates into the results page.
+"""Turns server-bench/server.py's JSON and criterion's estimates into the results page.
 
 Everything above the ANALYSIS marker is regenerated; the hand-written analysis below it (what
 limits a target that is short, profiles) is kept as it is, so a re-run refreshes the numbers
@@ -12,11 +12,11 @@ import os
 import statistics
 import sys
 
-sys.dont_write_bytecode = True  # no __pycache__ in bench/ from the import below
+sys.dont_write_bytecode = True  # no __pycache__ in server-bench/ from the import below
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from instructions import render as render_floor  # noqa: E402  (the script's own directory)
 
-MARKER = "<!-- analysis: hand-written below this line; bench/report.py keeps it -->"
+MARKER = "<!-- analysis: hand-written below this line; server-bench/report.py keeps it -->"
 
 # Criterion bench ids (as benches/core.rs names them) in table order, with the target each has.
 CRITERION = [
@@ -77,16 +77,16 @@ def criterion_rows(root):
 
 
 def floor_section(path):
-    """Instructions per call of every command against bench/floor.c (bench/instructions.py)."""
+    """Instructions per call of every command against server-bench/floor.c (server-bench/instructions.py)."""
     out = ["## Floor: instructions per command (callgrind)", ""]
     if not path:
         return out + ["Skipped in this run.", ""]
     f = json.load(open(path))
     out += [
-        "`bench/instructions.py`: redis-server under callgrind, counting only inside Redis's "
+        "`server-bench/instructions.py`: redis-server under callgrind, counting only inside Redis's "
         f"`call()`, {f['requests']:,} commands at pipeline {f['pipeline']} from one client, a "
         "fresh server per figure with imid and the floor module both loaded; "
-        f"{f['server'].split(' sha=')[0]}. The floor (`bench/floor.c`) does each command's work "
+        f"{f['server'].split(' sha=')[0]}. The floor (`server-bench/floor.c`) does each command's work "
         "as plainly as C against `redismodule.h` allows: same arguments, checks, state, reply "
         "and side effects on keys (WATCH, keyspace event, replication; writes replicate as "
         "called). Before measuring, each command line ran once on an ordinary server: no "
@@ -114,7 +114,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--server-json", required=True)
     ap.add_argument("--criterion", help="criterion output dir (target/criterion); omit to skip")
-    ap.add_argument("--floor-json", help="bench/instructions.py's JSON; omit to skip")
+    ap.add_argument("--floor-json", help="server-bench/instructions.py's JSON; omit to skip")
     ap.add_argument("--out", required=True)
     ap.add_argument("--title", default="imid benchmark results")
     args = ap.parse_args()
@@ -130,7 +130,7 @@ def main():
 
     out = [f"# {args.title}", ""]
     out += [
-        "Produced by `make bench` (`bench/run.sh`); numbers from one machine, one run. "
+        "Produced by `make bench` (`server-bench/run.sh`); numbers from one machine, one run. "
         "Re-run to compare on yours.",
         "",
         "## Machine and versions",

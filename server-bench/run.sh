@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # `make bench` / `make bench-smoke`: criterion benches of the core, then server-level throughput
-# and memory (bench/server.py), then instructions per command against the floor module
-# (bench/instructions.py, bench/floor.c), then the results page (bench/report.py).
+# and memory (server-bench/server.py), then instructions per command against the floor module
+# (server-bench/instructions.py, server-bench/floor.c), then the results page (server-bench/report.py).
 #
-#   bench/run.sh          full run, writes bench/RESULTS.md (minutes; run on a quiet machine)
-#   bench/run.sh --smoke  tiny run that only proves every command works and the table is built;
+#   server-bench/run.sh          full run, writes server-bench/RESULTS.md (minutes; run on a quiet machine)
+#   server-bench/run.sh --smoke  tiny run that only proves every command works and the table is built;
 #                         writes target/bench-smoke/RESULTS.md, never the committed page
 #
 # Expects `make build` to have built target/release/libimid.so. Installs nothing: python3,
@@ -31,19 +31,19 @@ if [ "$mode" = smoke ]; then
   # Criterion only has to compile and run each bench once, not measure well.
   cargo bench --features system-alloc --bench core -- --warm-up-time 0.1 --measurement-time 0.2 \
     >"$tmp/criterion.log" 2>&1 || { cat "$tmp/criterion.log" >&2; exit 1; }
-  python3 bench/server.py --module "$module" --rounds 1 --requests 2000 \
+  python3 server-bench/server.py --module "$module" --rounds 1 --requests 2000 \
     --memory-keys 10000 --json "$tmp/server.json"
   # 2,000 commands per figure instead of 20,000: every command and its floor still run under
   # callgrind, after the same checks (no error reply, the same reply as the floor).
-  python3 bench/instructions.py --module "$module" --requests 2000 --json "$tmp/floor.json"
+  python3 server-bench/instructions.py --module "$module" --requests 2000 --json "$tmp/floor.json"
 else
-  out=bench/RESULTS.md
+  out=server-bench/RESULTS.md
   cargo bench --features system-alloc --bench core
-  python3 bench/server.py --module "$module" --json "$tmp/server.json"
-  python3 bench/instructions.py --module "$module" --json "$tmp/floor.json"
+  python3 server-bench/server.py --module "$module" --json "$tmp/server.json"
+  python3 server-bench/instructions.py --module "$module" --json "$tmp/floor.json"
 fi
 
-python3 bench/report.py --server-json "$tmp/server.json" --criterion target/criterion \
+python3 server-bench/report.py --server-json "$tmp/server.json" --criterion target/criterion \
   --floor-json "$tmp/floor.json" --out "$out"
 # The smoke check proper: a table row for every command (server.py and instructions.py already
 # failed on any error reply, missing throughput or instruction count, or a reply unlike the

@@ -1,5 +1,5 @@
 /* imid's floor: the same work as every imid command, written as plainly as a Redis module can be,
- * straight against redismodule.h. bench/instructions.py counts instructions per call (callgrind,
+ * straight against redismodule.h. server-bench/instructions.py counts instructions per call (callgrind,
  * inside Redis's call()) for each imid command and for its floor command here; the ratio says how
  * far imid's glue is from what the work itself costs on the same server.
  *

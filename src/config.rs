@@ -1,7 +1,7 @@
 //! Module configs (`imid.<name>`), settable at load and with `CONFIG SET`. The raw callbacks
 //! of the string configs are in `glue::config`.
 
-use crate::core::openid::KeyRing;
+use crate::core::openid::{KeyRing, Parsed};
 use crate::core::uid::{parse_epoch, parse_unit, LayoutSpec, NodeSpec};
 use crate::glue::config::{self as raw_config, HeldRef, HeldString, StringConfig};
 use redis_module::configuration::{
@@ -57,10 +57,10 @@ impl ConfigurationValue<HashMode> for HashModeCell {
 /// Each is text checked by its `check_uid_*` function, the one place its value is validated:
 /// `imid.uid-epoch` and `imid.uid-time-unit` are `auto` (the named layout's own, else
 /// 2026-01-01 and ms) or an explicit value that overrides the layout's.
-pub(crate) static UID_LAYOUT: TextConfig = TextConfig::new(check_uid_layout);
-pub(crate) static UID_NODE: TextConfig = TextConfig::new(check_uid_node);
-pub(crate) static UID_EPOCH: TextConfig = TextConfig::new(check_uid_epoch);
-pub(crate) static UID_TIME_UNIT: TextConfig = TextConfig::new(check_uid_time_unit);
+pub(crate) static UID_LAYOUT: TextConfig<()> = uid_text(check_uid_layout);
+pub(crate) static UID_NODE: TextConfig<()> = uid_text(check_uid_node);
+pub(crate) static UID_EPOCH: TextConfig<()> = uid_text(check_uid_epoch);
+pub(crate) static UID_TIME_UNIT: TextConfig<()> = uid_text(check_uid_time_unit);
 
 pub(crate) fn check_uid_layout(text: &str) -> Result<(), String> {
     LayoutSpec::parse(text)
@@ -90,27 +90,47 @@ pub(crate) fn uid_settings() -> (String, String, String, String) {
     )
 }
 
-/// A string config kept as text, checked by `check` before it replaces the old value, and
-/// registered with the same leak-free getter as `imid.openid-keys`: Redis copies the string the
-/// getter hands it and never frees it, so the config keeps one string per accepted value.
-pub(crate) struct TextConfig {
-    state: RwLock<TextState>,
-    check: fn(&str) -> Result<(), String>,
+/// A string config: the value the commands read (`V`) and the text `CONFIG GET` shows for it,
+/// both replaced whole when a new text passes `parse` (a refused text changes nothing). Redis
+/// copies the string a string-config getter returns and never frees it, so the config keeps
+/// the text as one Redis string per accepted value and the getter hands out that one (a new
+/// string per call leaked one per CONFIG GET and two or three per CONFIG SET).
+pub(crate) struct TextConfig<V: 'static> {
+    state: RwLock<TextState<V>>,
+    /// Prefix of the setter's own error texts (no value, internal error, no memory).
+    prefix: &'static str,
+    /// What a value that is not UTF-8 is told.
+    not_text: &'static str,
+    /// Checks the whole text and makes the value, or says why not.
+    parse: fn(&str) -> Result<V, String>,
+    /// The text to show for an accepted value (given as it came).
+    shown: fn(&V, &str) -> String,
 }
 
-struct TextState {
+struct TextState<V> {
+    value: V,
     text: String,
     held: Option<HeldString>,
 }
 
-impl TextConfig {
-    pub(crate) const fn new(check: fn(&str) -> Result<(), String>) -> TextConfig {
+impl<V> TextConfig<V> {
+    const fn new(
+        value: V,
+        prefix: &'static str,
+        not_text: &'static str,
+        parse: fn(&str) -> Result<V, String>,
+        shown: fn(&V, &str) -> String,
+    ) -> TextConfig<V> {
         TextConfig {
             state: RwLock::new(TextState {
+                value,
                 text: String::new(),
                 held: None,
             }),
-            check,
+            prefix,
+            not_text,
+            parse,
+            shown,
         }
     }
 
@@ -121,20 +141,32 @@ impl TextConfig {
             .text
             .clone()
     }
+
+    /// Runs `f` with the current value. Commands run on the main thread, so the lock is never
+    /// contended; a poisoned lock still holds a complete value (it is replaced whole).
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&V) -> T) -> T {
+        let g = self.state.read().unwrap_or_else(|e| e.into_inner());
+        f(&g.value)
+    }
 }
 
-impl StringConfig for TextConfig {
-    const PREFIX: &'static str = "";
+impl<V: Send + Sync> StringConfig for TextConfig<V> {
+    fn prefix(&self) -> &'static str {
+        self.prefix
+    }
 
     /// Checks the whole value before replacing anything: a refused value changes nothing.
     fn set(&self, bytes: &[u8]) -> Result<(), String> {
-        let text = std::str::from_utf8(bytes).map_err(|_| "value must be ASCII text")?;
-        (self.check)(text)?;
-        let held = HeldString::new(bytes).ok_or("could not allocate the config text")?;
+        let given = std::str::from_utf8(bytes).map_err(|_| self.not_text)?;
+        let value = (self.parse)(given)?;
+        let text = (self.shown)(&value, given);
+        let held = HeldString::new(text.as_bytes())
+            .ok_or_else(|| format!("{}could not allocate the config text", self.prefix))?;
         let mut g = self.state.write().unwrap_or_else(|e| e.into_inner());
         // The previous string is freed here; Redis copied it when it last asked for it.
         *g = TextState {
-            text: text.to_owned(),
+            value,
+            text,
             held: Some(held),
         };
         Ok(())
@@ -150,11 +182,18 @@ impl StringConfig for TextConfig {
     }
 }
 
+/// A UID config: checked text, shown as given.
+const fn uid_text(check: fn(&str) -> Result<(), String>) -> TextConfig<()> {
+    TextConfig::new((), "", "value must be ASCII text", check, |(), given| {
+        given.to_owned()
+    })
+}
+
 /// Registers `imid.<name>` as a [`TextConfig`] with its default and flags.
 fn register_text_config(
     ctx: &Context,
     name: &std::ffi::CStr,
-    cfg: &'static TextConfig,
+    cfg: &'static TextConfig<()>,
     default: &str,
     flags: ConfigurationFlags,
 ) -> Status {
@@ -193,61 +232,20 @@ pub(crate) fn seq_gap() -> u64 {
 }
 
 /// `imid.openid-keys`: the parsed key list, expanded into AES key schedules once when the
-/// config is set, so OPENID.* never parses or expands a key per call. The text is kept only
-/// for `CONFIG GET` / `CONFIG REWRITE`, which must be able to write the keys back.
-pub(crate) struct OpenIdKeys(RwLock<OpenIdKeysState>);
-
-struct OpenIdKeysState {
-    ring: KeyRing,
-    /// The normalised text as a Redis string, made once per accepted value. Redis's string
-    /// config getter copies the string it is handed and never frees it: the module keeps
-    /// ownership. So the getter hands out this one string instead of a new one per call
-    /// (which leaked one string per CONFIG GET and two or three per CONFIG SET).
-    text: Option<HeldString>,
-}
-
-pub(crate) static OPENID_KEYS: OpenIdKeys = OpenIdKeys(RwLock::new(OpenIdKeysState {
-    ring: KeyRing::plain(),
-    text: None,
-}));
-
-impl OpenIdKeys {
-    /// Runs `f` with the current key ring. Commands run on the main thread, so the lock is
-    /// never contended; a poisoned lock still holds a complete ring (it is replaced whole).
-    pub(crate) fn with<T>(&self, f: impl FnOnce(&KeyRing) -> T) -> T {
-        let g = self.0.read().unwrap_or_else(|e| e.into_inner());
-        f(&g.ring)
-    }
-}
-
-impl StringConfig for OpenIdKeys {
-    const PREFIX: &'static str = "imid.openid-keys: ";
-
-    /// Parses the whole list before replacing anything: a refused value leaves the old keys
-    /// in force. The error names the entry by position, never its text.
-    fn set(&self, list: &[u8]) -> Result<(), String> {
-        let list = std::str::from_utf8(list).map_err(|_| "imid.openid-keys must be ASCII")?;
-        let parsed = KeyRing::parse(list).map_err(|e| e.to_string())?;
-        let text = HeldString::new(parsed.text.as_bytes())
-            .ok_or("imid.openid-keys: could not allocate the config text")?;
-        let mut g = self.0.write().unwrap_or_else(|e| e.into_inner());
-        // The previous text is freed here; Redis copied it when it last asked for it.
-        *g = OpenIdKeysState {
-            ring: parsed.ring,
-            text: Some(text),
-        };
-        Ok(())
-    }
-
-    fn held(&self) -> Option<HeldRef> {
-        let mut g = self.0.write().unwrap_or_else(|e| e.into_inner());
-        // Redis sets the default before any read, so the text exists; made here if not.
-        if g.text.is_none() {
-            g.text = HeldString::new(b"");
-        }
-        g.text.as_ref().map(HeldString::borrow)
-    }
-}
+/// config is set, so OPENID.* never parses or expands a key per call. The normalised text is
+/// kept for `CONFIG GET` / `CONFIG REWRITE`, which must be able to write the keys back. A
+/// refused list leaves the old keys in force; the error names the entry by position, never
+/// its text.
+pub(crate) static OPENID_KEYS: TextConfig<Parsed> = TextConfig::new(
+    Parsed {
+        ring: KeyRing::plain(),
+        text: String::new(),
+    },
+    "imid.openid-keys: ",
+    "imid.openid-keys must be ASCII",
+    |list| KeyRing::parse(list).map_err(|e| e.to_string()),
+    |keys, _| keys.text.clone(),
+);
 
 /// The module configs, by the name a module argument may give (with or without `imid.`).
 pub(crate) const NAMES: [&str; 7] = [
@@ -423,45 +421,18 @@ pub(crate) fn register(ctx: &Context, args: &[RedisString]) -> Status {
         ConfigurationFlags::DEFAULT,
         None,
     );
-    if register_text_config(
-        ctx,
-        c"uid-layout",
-        &UID_LAYOUT,
-        &start.uid_layout,
-        ConfigurationFlags::IMMUTABLE,
-    ) == Status::Err
-    {
-        return Status::Err;
-    }
-    if register_text_config(
-        ctx,
-        c"uid-epoch",
-        &UID_EPOCH,
-        &start.uid_epoch,
-        ConfigurationFlags::IMMUTABLE,
-    ) == Status::Err
-    {
-        return Status::Err;
-    }
-    if register_text_config(
-        ctx,
-        c"uid-time-unit",
-        &UID_TIME_UNIT,
-        &start.uid_time_unit,
-        ConfigurationFlags::IMMUTABLE,
-    ) == Status::Err
-    {
-        return Status::Err;
-    }
-    if register_text_config(
-        ctx,
-        c"uid-node",
-        &UID_NODE,
-        &start.uid_node,
-        ConfigurationFlags::IMMUTABLE,
-    ) == Status::Err
-    {
-        return Status::Err;
+    let uid_configs = [
+        (c"uid-layout", &UID_LAYOUT, &start.uid_layout),
+        (c"uid-epoch", &UID_EPOCH, &start.uid_epoch),
+        (c"uid-time-unit", &UID_TIME_UNIT, &start.uid_time_unit),
+        (c"uid-node", &UID_NODE, &start.uid_node),
+    ];
+    for (name, cfg, default) in uid_configs {
+        if register_text_config(ctx, name, cfg, default, ConfigurationFlags::IMMUTABLE)
+            == Status::Err
+        {
+            return Status::Err;
+        }
     }
     if !raw_config::load_configs(ctx) {
         ctx.log_warning("imid: a module config was refused (see the line above); not loading");

@@ -33,7 +33,7 @@ pub(crate) fn enc(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         msg_type: byte_arg(msg_type, "msg_type")?,
         direction: byte_arg(direction, "direction")?,
     };
-    let text = OPENID_KEYS.with(|ring| ring.encode(&id));
+    let text = OPENID_KEYS.with(|keys| keys.ring.encode(&id));
     OPENID_ENCODED.add(1);
     ctx.reply_bulk(&text);
     Ok(())
@@ -44,7 +44,7 @@ pub(crate) fn dec(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, text] = args else {
         return Err(Error::WrongArity);
     };
-    let id = match OPENID_KEYS.with(|ring| ring.decode(text.bytes())) {
+    let id = match OPENID_KEYS.with(|keys| keys.ring.decode(text.bytes())) {
         Ok(id) => id,
         Err(e) => {
             OPENID_REJECTED.add(1);

@@ -8,7 +8,7 @@
 //! Nothing is replicated when nothing changed.
 
 use crate::config::seq_gap;
-use crate::core::seq::{NextError, Seq, MAX_COUNT, MAX_VALUE};
+use crate::core::seq::{NextError, Seq, MAX_BLOCK, MAX_VALUE};
 use crate::error::{err, Error, SYNTAX};
 use crate::glue::{Arg, Ctx};
 use crate::node::{self, SEQ_GAP_SKIPS, SEQ_ISSUED};
@@ -56,7 +56,7 @@ pub(crate) fn next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     while let [name, tail @ ..] = rest {
         match tail {
             [n, tail @ ..] if name.is("COUNT") => {
-                count = n.int_in("COUNT", 1, MAX_COUNT as i64)?.unsigned_abs();
+                count = n.int_in("COUNT", 1, MAX_BLOCK as i64)?.unsigned_abs();
                 rest = tail;
             }
             _ => return Err(SYNTAX),

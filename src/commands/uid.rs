@@ -10,7 +10,7 @@ use crate::config::{uid_settings, CLUSTER_MODE};
 use crate::core::slot::key_slot;
 use crate::core::uid::{
     parse_epoch, parse_unit, Field, Layout, LayoutError, LayoutSpec, NodeSpec, TimeUnit,
-    UidGenerator, MAX_COUNT,
+    UidGenerator, MAX_BATCH,
 };
 use crate::error::{err, Error, SYNTAX};
 use crate::glue::{Arg, Ctx, Val};
@@ -108,7 +108,7 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     while let [name, tail @ ..] = rest {
         match tail {
             [n, tail @ ..] if name.is("COUNT") => {
-                count = Some(n.int_in("COUNT", 1, i64::from(MAX_COUNT))?);
+                count = Some(n.int_in("COUNT", 1, i64::from(MAX_BATCH))?);
                 rest = tail;
             }
             tail if name.is("STRING") => {

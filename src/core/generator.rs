@@ -66,7 +66,7 @@ pub struct Issued {
 
 /// The 42-bit time field is used up (year 2109, or a floor pushed there).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Exhausted;
+pub struct MsgidExhausted;
 
 #[derive(Debug)]
 pub struct Generator {
@@ -98,7 +98,7 @@ impl Generator {
 
     /// Issues the next (time, seq) given the clock reading `now` and the node's time `floor`
     /// (IDs issued from now on have time >= floor).
-    pub fn next(&mut self, now: u64, floor: u64) -> Result<Issued, Exhausted> {
+    pub fn next(&mut self, now: u64, floor: u64) -> Result<Issued, MsgidExhausted> {
         if now < self.last_wall {
             self.stats.clock_regressions = self.stats.clock_regressions.saturating_add(1);
         }
@@ -111,7 +111,7 @@ impl Generator {
             if time <= last_time {
                 time = last_time;
                 if last_seq >= MAX_SEQ {
-                    time = time.checked_add(1).ok_or(Exhausted)?;
+                    time = time.checked_add(1).ok_or(MsgidExhausted)?;
                     borrowed = true;
                 } else {
                     seq = last_seq + 1;
@@ -119,7 +119,7 @@ impl Generator {
             }
         }
         if time > MAX_TIME {
-            return Err(Exhausted);
+            return Err(MsgidExhausted);
         }
         if borrowed {
             self.stats.borrowed_ms = self.stats.borrowed_ms.saturating_add(1);
@@ -243,7 +243,7 @@ mod tests {
         for _ in 0..MAX_SEQ {
             assert!(g.next(MAX_TIME, 0).is_ok());
         }
-        assert_eq!(g.next(MAX_TIME, 0), Err(Exhausted));
-        assert_eq!(g.next(u64::MAX, 0), Err(Exhausted));
+        assert_eq!(g.next(MAX_TIME, 0), Err(MsgidExhausted));
+        assert_eq!(g.next(u64::MAX, 0), Err(MsgidExhausted));
     }
 }

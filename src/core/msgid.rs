@@ -38,42 +38,47 @@ pub struct Fields {
 
 /// Which field was out of range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FieldError {
+pub enum MsgidFieldError {
     Time,
     Seq,
     ChannelType,
     Hash,
 }
 
-impl fmt::Display for FieldError {
+impl fmt::Display for MsgidFieldError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            FieldError::Time => "time_ms must be an integer in 0..4398046511103 (2^42-1)",
-            FieldError::Seq => "seq must be an integer in 0..4095",
-            FieldError::ChannelType => "channel_type must be an integer in 0..15",
-            FieldError::Hash => "hash must be an integer in 0..4194303 (2^22-1)",
+            MsgidFieldError::Time => "time_ms must be an integer in 0..4398046511103 (2^42-1)",
+            MsgidFieldError::Seq => "seq must be an integer in 0..4095",
+            MsgidFieldError::ChannelType => "channel_type must be an integer in 0..15",
+            MsgidFieldError::Hash => "hash must be an integer in 0..4194303 (2^22-1)",
         })
     }
 }
 
 impl Fields {
     /// Range-checks every field; out of range is an error, never a silent wrap.
-    pub fn new(time: u64, seq: u64, channel_type: u64, hash: u64) -> Result<Fields, FieldError> {
+    pub fn new(
+        time: u64,
+        seq: u64,
+        channel_type: u64,
+        hash: u64,
+    ) -> Result<Fields, MsgidFieldError> {
         if time > MAX_TIME {
-            return Err(FieldError::Time);
+            return Err(MsgidFieldError::Time);
         }
         let seq = u16::try_from(seq)
             .ok()
             .filter(|s| *s <= MAX_SEQ)
-            .ok_or(FieldError::Seq)?;
+            .ok_or(MsgidFieldError::Seq)?;
         let channel_type = u8::try_from(channel_type)
             .ok()
             .filter(|t| *t <= MAX_TYPE)
-            .ok_or(FieldError::ChannelType)?;
+            .ok_or(MsgidFieldError::ChannelType)?;
         let hash = u32::try_from(hash)
             .ok()
             .filter(|h| *h <= MAX_HASH)
-            .ok_or(FieldError::Hash)?;
+            .ok_or(MsgidFieldError::Hash)?;
         Ok(Fields {
             time,
             seq,
@@ -310,11 +315,14 @@ mod tests {
 
     #[test]
     fn field_ranges() {
-        assert_eq!(Fields::new(MAX_TIME + 1, 0, 0, 0), Err(FieldError::Time));
-        assert_eq!(Fields::new(0, 4096, 0, 0), Err(FieldError::Seq));
-        assert_eq!(Fields::new(0, u64::MAX, 0, 0), Err(FieldError::Seq));
-        assert_eq!(Fields::new(0, 0, 16, 0), Err(FieldError::ChannelType));
-        assert_eq!(Fields::new(0, 0, 0, 1 << 22), Err(FieldError::Hash));
+        assert_eq!(
+            Fields::new(MAX_TIME + 1, 0, 0, 0),
+            Err(MsgidFieldError::Time)
+        );
+        assert_eq!(Fields::new(0, 4096, 0, 0), Err(MsgidFieldError::Seq));
+        assert_eq!(Fields::new(0, u64::MAX, 0, 0), Err(MsgidFieldError::Seq));
+        assert_eq!(Fields::new(0, 0, 16, 0), Err(MsgidFieldError::ChannelType));
+        assert_eq!(Fields::new(0, 0, 0, 1 << 22), Err(MsgidFieldError::Hash));
         assert!(Fields::new(MAX_TIME, 4095, 15, (1 << 22) - 1).is_ok());
     }
 

@@ -10,7 +10,7 @@
 pub const MAX_VALUE: u64 = i64::MAX as u64;
 
 /// Largest block SEQ.NEXT reserves at once.
-pub const MAX_COUNT: u64 = 1_000_000;
+pub const MAX_BLOCK: u64 = 1_000_000;
 
 /// The state of one sequence. Always canonical: `value <= MAX_VALUE`, and `needs_gap` is
 /// false at `MAX_VALUE` (every NEXT overflows there anyway, and that state is the one whose
@@ -164,7 +164,7 @@ mod tests {
         /// Without a gap due, replaying a NEXT is the NEXT: the property verbatim replication
         /// rests on.
         #[test]
-        fn replay_equals_next_when_no_gap_is_skipped(v in 0..=MAX_VALUE, mark: bool, count in 1..=MAX_COUNT, gap in 0u64..2000) {
+        fn replay_equals_next_when_no_gap_is_skipped(v in 0..=MAX_VALUE, mark: bool, count in 1..=MAX_BLOCK, gap in 0u64..2000) {
             let s = seq(v, mark);
             if let Ok(n) = s.next(count, gap) {
                 if !n.skipped_gap {
@@ -181,7 +181,7 @@ mod tests {
         let cases: &[NextCase] = &[
             (0, false, 1, 1000, Ok((1, false))),
             (0, false, 10, 1000, Ok((10, false))),
-            (5, false, MAX_COUNT, 0, Ok((5 + MAX_COUNT, false))),
+            (5, false, MAX_BLOCK, 0, Ok((5 + MAX_BLOCK, false))),
             (0, true, 1, 1000, Ok((1001, true))),
             (41, true, 1, 1000, Ok((1042, true))),
             (41, true, 3, 0, Ok((44, false))),
@@ -272,7 +272,7 @@ mod tests {
 
         #[test]
         fn next_reserves_exactly_count(
-            value in 0..=MAX_VALUE, gap_due: bool, count in 1..=MAX_COUNT, gap in 0u64..=1_000_000_000,
+            value in 0..=MAX_VALUE, gap_due: bool, count in 1..=MAX_BLOCK, gap in 0u64..=1_000_000_000,
         ) {
             let s = seq(value, gap_due);
             match s.next(count, gap) {

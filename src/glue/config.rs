@@ -9,7 +9,7 @@ use std::os::raw::{c_char, c_int};
 /// A string config as the callbacks see it: the safe side implements it in `config`.
 pub(crate) trait StringConfig: Sync + 'static {
     /// Prefix of the setter's own error texts (no value, internal error).
-    const PREFIX: &'static str;
+    fn prefix(&self) -> &'static str;
     /// The string the getter hands to Redis (borrowed: Redis copies it and does not free it).
     fn held(&self) -> Option<HeldRef>;
     /// Checks and takes a new value; a refusal changes nothing and says why.
@@ -88,19 +88,16 @@ unsafe extern "C" fn set<T: StringConfig>(
     privdata: *mut c_void,
     err: *mut *mut raw::RedisModuleString,
 ) -> c_int {
+    // SAFETY: register passes a `&'static T` as privdata, only ever read shared.
+    let cfg = unsafe { privdata.cast::<T>().as_ref() };
+    let prefix = move || cfg.map_or("", T::prefix);
     let result = guard(
         std::ptr::null_mut(),
         Entry::Named("a config setter"),
-        || Err(format!("{}internal error", T::PREFIX)),
-        || {
-            // SAFETY: register passes a `&'static T` as privdata, only ever read shared.
-            let cfg = unsafe { privdata.cast::<T>().as_ref() };
-            match cfg {
-                Some(cfg) if !val.is_null() => {
-                    cfg.set(redis_module::RedisString::string_as_slice(val))
-                }
-                _ => Err(format!("{}no value", T::PREFIX)),
-            }
+        || Err(format!("{}internal error", prefix())),
+        || match cfg {
+            Some(cfg) if !val.is_null() => cfg.set(redis_module::RedisString::string_as_slice(val)),
+            _ => Err(format!("{}no value", prefix())),
         },
     );
     match result {

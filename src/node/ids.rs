@@ -16,7 +16,7 @@
 //! Commands run on Redis's main thread, so the lock is never contended; it is a Mutex only to
 //! make the static `Sync`.
 
-use crate::core::generator::{Exhausted, GenStats, Generator, Issued};
+use crate::core::generator::{GenStats, Generator, Issued, MsgidExhausted};
 use crate::core::lease::{Lease, PastCap};
 use crate::core::msgid::MAX_TIME;
 use crate::core::uid::{Layout, Run, UidGenerator, UidStats};
@@ -73,7 +73,7 @@ enum Renewal {
 /// Issues one message ID's (time, seq) for a target in hash slot `slot` (cluster mode only),
 /// renewing the message-ID lease when due; a renewal is the effect to persist and replicate
 /// (the IDs themselves are not), and in cluster mode it goes to every other node too.
-pub(crate) fn issue_msgid(ctx: &Ctx, slot: Option<u16>) -> Result<Issued, Exhausted> {
+pub(crate) fn issue_msgid(ctx: &Ctx, slot: Option<u16>) -> Result<Issued, MsgidExhausted> {
     let (issued, renewed) = {
         let mut g = ids();
         if let Some(peer) = slot.and_then(super::cluster::adopt) {

@@ -232,45 +232,15 @@ fn module_category_denies_everything(bin: std::path::PathBuf) {
     let _: String = cmd(&mut con, &["SET", "k", "v"]).unwrap();
 }
 
-#[test]
-fn categories_redis8() {
-    categories_are_set(newer_server!("redis8"));
-}
+on_newer_servers!(categories, |bin| categories_are_set(bin));
 
-#[test]
-fn categories_valkey9() {
-    categories_are_set(newer_server!("valkey9"));
-}
+on_newer_servers!(write_denied_user, |bin| write_denied_user_is_refused(bin));
 
-#[test]
-fn write_denied_user_is_refused_redis8() {
-    write_denied_user_is_refused(newer_server!("redis8"));
-}
+on_newer_servers!(read_user, |bin| read_user_runs_readers_only(bin));
 
-#[test]
-fn write_denied_user_is_refused_valkey9() {
-    write_denied_user_is_refused(newer_server!("valkey9"));
-}
-
-#[test]
-fn read_user_runs_readers_only_redis8() {
-    read_user_runs_readers_only(newer_server!("redis8"));
-}
-
-#[test]
-fn read_user_runs_readers_only_valkey9() {
-    read_user_runs_readers_only(newer_server!("valkey9"));
-}
-
-#[test]
-fn module_category_redis8() {
-    module_category_denies_everything(newer_server!("redis8"));
-}
-
-#[test]
-fn module_category_valkey9() {
-    module_category_denies_everything(newer_server!("valkey9"));
-}
+on_newer_servers!(module_category, |bin| module_category_denies_everything(
+    bin
+));
 
 /// `redis_version` as (major, minor). Valkey reports the Redis version it forked from (7.2).
 fn version(s: &Server) -> (u32, u32) {

@@ -112,10 +112,8 @@ fn restart_from_aof_with_the_clock_behind_starts_above_old_ids() {
         .start();
     let mut con = s.client();
     let old = msgids(&mut con, 5_000, "t");
-    s.kill(); // kill -9
-    s.restart();
-    let mut con = s.client();
-    // The restarted node's clock is a minute behind.
+    let mut con = s.crash_restart(); // kill -9
+                                     // The restarted node's clock is a minute behind.
     let new = assert_starts_above(&mut con, &old, 1_000, msgids);
     assert_increasing(&new);
 }
@@ -144,11 +142,8 @@ fn restart_from_aof_without_preamble_keeps_the_mark_after_a_rewrite() {
     // dataset has them; the README says so).
     let _: i64 = cmd(&mut con, &["SEQ.NEXT", "{c}:seq"]).unwrap();
     let old = msgids(&mut con, 2_000, "t");
-    let _: String = cmd(&mut con, &["BGREWRITEAOF"]).unwrap();
-    s.wait_for_aof_rewrite();
-    s.kill();
-    s.restart();
-    let mut con = s.client();
+    s.rewrite_aof();
+    let mut con = s.crash_restart();
     // The restarted node's clock is a minute behind.
     assert_starts_above(&mut con, &old, 100, msgids);
 }
@@ -160,23 +155,17 @@ fn restart_from_aof_without_preamble_keeps_the_mark_with_no_sequence_key() {
     let mut s = start_aof_without_preamble();
     let mut con = s.client();
     let old = msgids(&mut con, 2_000, "t");
-    let _: String = cmd(&mut con, &["BGREWRITEAOF"]).unwrap();
-    s.wait_for_aof_rewrite();
+    s.rewrite_aof();
     // The rewrite's base file has no mark (and nothing else): only the incremental file can.
     let base = aof_files(&s, ".base.aof");
     assert!(!base.contains("MSGID.FLOOR"), "{base}");
     // The mark reaches the file in the event loop turn after the rewrite is installed.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !aof_files(&s, ".incr.aof").contains("MSGID.FLOOR") {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no MSGID.FLOOR in the new AOF after the rewrite"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    s.kill();
-    s.restart();
-    let mut con = s.client();
+    wait_until(
+        "no MSGID.FLOOR in the new AOF after the rewrite",
+        10,
+        || aof_files(&s, ".incr.aof").contains("MSGID.FLOOR"),
+    );
+    let mut con = s.crash_restart();
     // The restarted node's clock is a minute behind.
     assert_starts_above(&mut con, &old, 100, msgids);
 }
@@ -474,9 +463,7 @@ fn restart_from_aof_with_the_clock_behind_starts_above_old_uids() {
             .start();
         let mut con = s.client();
         let old = uids(&mut con, 5_000, "t");
-        s.kill(); // kill -9
-        s.restart();
-        let mut con = s.client();
+        let mut con = s.crash_restart(); // kill -9
         assert_starts_above(&mut con, &old, 1_000, uids);
     }
 }
@@ -498,33 +485,12 @@ fn restart_from_a_rewritten_aof_without_preamble_with_only_uids() {
         .start();
     let mut con = s.client();
     let old = uids(&mut con, 2_000, "t");
-    let _: String = cmd(&mut con, &["BGREWRITEAOF"]).unwrap();
-    s.wait_for_aof_rewrite();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !incr_aof(&s).contains("UID.FLOOR") {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no UID.FLOOR in the new AOF after the rewrite"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    s.kill();
-    s.restart();
-    let mut con = s.client();
+    s.rewrite_aof();
+    wait_until("no UID.FLOOR in the new AOF after the rewrite", 10, || {
+        aof_files(&s, ".incr.aof").contains("UID.FLOOR")
+    });
+    let mut con = s.crash_restart();
     assert_starts_above(&mut con, &old, 100, uids);
-}
-
-fn incr_aof(s: &Server) -> String {
-    let mut text = String::new();
-    for e in std::fs::read_dir(s.dir.join("appendonlydir"))
-        .unwrap()
-        .flatten()
-    {
-        if e.file_name().to_string_lossy().ends_with(".incr.aof") {
-            text.push_str(&String::from_utf8_lossy(&std::fs::read(e.path()).unwrap()));
-        }
-    }
-    text
 }
 
 #[test]
@@ -564,9 +530,7 @@ fn a_restart_within_the_same_second_moves_to_a_later_second() {
     let frozen = (EPOCH + 9_000_250).to_string();
     set_clock(&mut con, &["FREEZE", &frozen]);
     let old = uids(&mut con, 100, "t");
-    s.kill();
-    s.restart();
-    let mut con = s.client();
+    let mut con = s.crash_restart();
     set_clock(&mut con, &["FREEZE", &frozen]);
     let new = uids(&mut con, 100, "t");
     assert!(new[0] > *old.last().unwrap());

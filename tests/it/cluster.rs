@@ -113,17 +113,19 @@ impl InfoOpt for Server {
     }
 }
 
+/// `c` sent straight to the primary of `key`'s slot (no MOVED).
+fn routed<T: redis::FromRedisValue>(con: &mut ClusterConnection, c: &redis::Cmd, key: &str) -> T {
+    let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
+        slot(key),
+        SlotAddr::Master,
+    )));
+    redis::from_redis_value(con.route_command(c, route).unwrap()).unwrap()
+}
+
 /// MSGID.GEN routed the way a key-spec-aware client routes it: to the primary of the
 /// target's slot (the target is the command's declared key, argument 2).
 fn gen(con: &mut ClusterConnection, ty: u8, target: &str) -> String {
-    let mut c = redis::cmd("MSGID.GEN");
-    c.arg(ty).arg(target);
-    let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
-        slot(target),
-        SlotAddr::Master,
-    )));
-    let v = con.route_command(&c, route).unwrap();
-    redis::from_redis_value(v).unwrap()
+    routed(con, redis::cmd("MSGID.GEN").arg(ty).arg(target), target)
 }
 
 #[test]
@@ -163,14 +165,7 @@ fn ids_are_unique_cluster_wide_and_carry_the_slot_of_their_target() {
 
 /// UID.GEN routed to the primary of the target's slot, like `gen`.
 fn gen_uid(con: &mut ClusterConnection, target: &str) -> i64 {
-    let mut c = redis::cmd("UID.GEN");
-    c.arg(target);
-    let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
-        slot(target),
-        SlotAddr::Master,
-    )));
-    let v = con.route_command(&c, route).unwrap();
-    redis::from_redis_value(v).unwrap()
+    routed(con, redis::cmd("UID.GEN").arg(target), target)
 }
 
 #[test]

@@ -98,15 +98,9 @@ fn config_get_set_do_not_leak() {
     assert_flat(&Server::start());
 }
 
-#[test]
-fn config_get_set_do_not_leak_redis8() {
-    assert_flat(&Server::build().bin(newer_server!("redis8")).start());
-}
-
-#[test]
-fn config_get_set_do_not_leak_valkey9() {
-    assert_flat(&Server::build().bin(newer_server!("valkey9")).start());
-}
+on_newer_servers!(config_get_set_do_not_leak_on, |bin| assert_flat(
+    &Server::build().bin(bin).start()
+));
 
 #[test]
 fn openid_keys_get_returns_the_value_set() {
@@ -167,22 +161,6 @@ fn uid_configs_do_not_leak() {
     assert_uid_configs_flat(&Server::build().args(UID_ARGS).start());
 }
 
-#[test]
-fn uid_configs_do_not_leak_redis8() {
-    assert_uid_configs_flat(
-        &Server::build()
-            .bin(newer_server!("redis8"))
-            .args(UID_ARGS)
-            .start(),
-    );
-}
-
-#[test]
-fn uid_configs_do_not_leak_valkey9() {
-    assert_uid_configs_flat(
-        &Server::build()
-            .bin(newer_server!("valkey9"))
-            .args(UID_ARGS)
-            .start(),
-    );
-}
+on_newer_servers!(uid_configs_do_not_leak_on, |bin| {
+    assert_uid_configs_flat(&Server::build().bin(bin).args(UID_ARGS).start())
+});

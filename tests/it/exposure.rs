@@ -196,9 +196,7 @@ fn a_gap_skip_since_the_last_snapshot_is_exposed_and_a_crash_then_reissues() {
         int(&mut con, &["SEQ.NEXT", "{k}"]);
     }
     ok(&mut con, &["SAVE"]);
-    s.kill();
-    s.restart();
-    let mut con = s.client();
+    let mut con = s.crash_restart();
     assert_eq!(exposure(&s), (0, 0, 0), "the restarted node issued nothing");
     assert_eq!(int(&mut con, &["SEQ.NEXT", "{k}"]), 1006);
     assert_eq!(
@@ -213,16 +211,12 @@ fn a_gap_skip_since_the_last_snapshot_is_exposed_and_a_crash_then_reissues() {
         warnings(&s)[0]
     );
     // The hazard the field reports: a second crash before a snapshot hands out 1006 again.
-    s.kill();
-    s.restart();
-    let mut con = s.client();
+    let mut con = s.crash_restart();
     assert_eq!(int(&mut con, &["SEQ.NEXT", "{k}"]), 1006, "reissued");
     // A snapshot after the skip covers it, and the next crash skips above it.
     ok(&mut con, &["SAVE"]);
     assert_eq!(exposure(&s), (0, 0, 0));
-    s.kill();
-    s.restart();
-    let mut con = s.client();
+    let mut con = s.crash_restart();
     assert_eq!(int(&mut con, &["SEQ.NEXT", "{k}"]), 2007);
 }
 

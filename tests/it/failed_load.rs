@@ -366,22 +366,11 @@ fn failed_loads_leave_the_server_serving_cluster() {
     failed_loads(None, true);
 }
 
-#[test]
-fn failed_loads_leave_the_server_serving_redis8() {
-    failed_loads(Some(newer_server!("redis8")), false);
-}
+on_newer_servers!(
+    failed_loads_leave_the_server_serving_on,
+    |bin| failed_loads(Some(bin), false)
+);
 
-#[test]
-fn failed_loads_leave_the_server_serving_redis8_cluster() {
-    failed_loads(Some(newer_server!("redis8")), true);
-}
-
-#[test]
-fn failed_loads_leave_the_server_serving_valkey9() {
-    failed_loads(Some(newer_server!("valkey9")), false);
-}
-
-#[test]
-fn failed_loads_leave_the_server_serving_valkey9_cluster() {
-    failed_loads(Some(newer_server!("valkey9")), true);
-}
+on_newer_servers!(failed_loads_leave_the_cluster_node_serving_on, |bin| {
+    failed_loads(Some(bin), true)
+});

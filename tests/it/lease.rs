@@ -226,8 +226,7 @@ fn restarts_keep_both_marks() {
         if args.is_empty() {
             s.shutdown(true);
         } else {
-            let _: String = cmd(&mut con, &["BGREWRITEAOF"]).unwrap();
-            s.wait_for_aof_rewrite();
+            s.rewrite_aof();
             if name == "aof without preamble" {
                 let base = aof_text(&s, ".base.aof");
                 let (mi, ui) = (

@@ -85,12 +85,8 @@ fn module_command_is_refused_by_default() {
 
 #[test]
 fn module_load_with_enable_module_command_local() {
-    let s = Server::build()
-        .without_module()
-        .args(&["--enable-module-command", "local"])
-        .start();
+    let (s, path) = Server::loadable("local");
     let mut con = s.client();
-    let path = module_path().display().to_string();
     let ok: String = cmd(&mut con, &["MODULE", "LOAD", &path]).unwrap();
     assert_eq!(ok, "OK");
     assert!(modules(&mut con).iter().any(|m| m == "imid"));
@@ -104,12 +100,8 @@ fn module_load_with_enable_module_command_local() {
 
 #[test]
 fn module_loadex_with_configs() {
-    let s = Server::build()
-        .without_module()
-        .args(&["--enable-module-command", "local"])
-        .start();
+    let (s, path) = Server::loadable("local");
     let mut con = s.client();
-    let path = module_path().display().to_string();
     let ok: String = cmd(
         &mut con,
         &[

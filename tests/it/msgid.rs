@@ -61,32 +61,19 @@ fn encode_and_decode_every_reference_vector() {
 
 #[test]
 fn decode_reply_is_a_map_under_resp3() {
-    let s = Server::start();
-    let mut con = s.client_resp3();
-    let v: Value = cmd(&mut con, &["MSGID.DECODE", "0000-0000-7VS6-D3E6"]).unwrap();
-    match v {
-        Value::Map(pairs) => {
-            let got: Vec<(String, i64)> = pairs
-                .into_iter()
-                .map(|(k, v)| {
-                    (
-                        redis::from_redis_value(k).unwrap(),
-                        redis::from_redis_value(v).unwrap(),
-                    )
-                })
-                .collect();
-            assert_eq!(
-                got,
-                [
-                    ("time".into(), 0),
-                    ("seq".into(), 4094),
-                    ("channel_type".into(), 1),
-                    ("hash".into(), 2526662)
-                ]
-            );
-        }
-        other => panic!("expected a map, got {other:?}"),
-    }
+    let got: Vec<(String, i64)> = resp3_map(
+        &mut Server::start().client_resp3(),
+        &["MSGID.DECODE", "0000-0000-7VS6-D3E6"],
+    );
+    assert_eq!(
+        got,
+        [
+            ("time".into(), 0),
+            ("seq".into(), 4094),
+            ("channel_type".into(), 1),
+            ("hash".into(), 2526662)
+        ]
+    );
 }
 
 #[test]
@@ -513,24 +500,10 @@ fn generation_is_refused_on_a_replica() {
 fn module_loadex_with_a_bad_config_leaves_no_module_behind() {
     // The module has a data type, so Redis could not unload a half-loaded one: a refused
     // config must fail the load itself.
-    let s = Server::build()
-        .without_module()
-        .args(&["--enable-module-command", "yes"])
-        .start();
+    let (s, module) = Server::loadable("yes");
     let mut con = s.client();
-    let module = module_path().display().to_string();
     for (name, bad) in [("imid.msgid-hash", "murmur"), ("imid.seq-gap", "-1")] {
-        let e = expect_err(
-            &mut con,
-            &[
-                b"MODULE",
-                b"LOADEX",
-                module.as_bytes(),
-                b"CONFIG",
-                name.as_bytes(),
-                bad.as_bytes(),
-            ],
-        );
+        let e = loadex(&mut con, &module, &[(name, bad)]).unwrap_err();
         assert!(e.starts_with("ERR"), "{e}");
         let e = cmd::<String>(&mut con, &["MSGID.ENCODE", "0", "0", "0", "0"]).unwrap_err();
         assert!(
@@ -538,18 +511,7 @@ fn module_loadex_with_a_bad_config_leaves_no_module_behind() {
             "{name} {bad}: module left loaded: {e}"
         );
     }
-    let _: () = cmd(
-        &mut con,
-        &[
-            "MODULE",
-            "LOADEX",
-            &module,
-            "CONFIG",
-            "imid.msgid-hash",
-            "slot",
-        ],
-    )
-    .unwrap();
+    loadex(&mut con, &module, &[("imid.msgid-hash", "slot")]).unwrap();
     let v: Vec<String> = cmd(&mut con, &["CONFIG", "GET", "imid.msgid-hash"]).unwrap();
     assert_eq!(v[1], "slot");
 }

@@ -62,21 +62,14 @@ fn encode_and_decode_every_reference_vector() {
 
 #[test]
 fn dec_reply_is_a_map_under_resp3() {
-    let s = Server::start();
-    let mut con = s.client_resp3();
-    let v: Value = cmd(&mut con, &["OPENID.DEC", "SY62cbZxtnG2cbZxSIw"]).unwrap();
-    let Value::Map(pairs) = v else {
-        panic!("expected a map, got {v:?}")
-    };
-    let names: Vec<String> = pairs
-        .iter()
-        .map(|(k, _)| redis::from_redis_value(k.clone()).unwrap())
-        .collect();
+    let got: Vec<(String, String)> = resp3_map(
+        &mut Server::start().client_resp3(),
+        &["OPENID.DEC", "SY62cbZxtnG2cbZxSIw"],
+    );
+    let names: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(names, ["msgid", "msg_type", "direction", "time"]);
-    let msgid: String = redis::from_redis_value(pairs[0].1.clone()).unwrap();
-    assert_eq!(msgid, "VVVV-VVVV-VVVV-VVVV");
-    let time: i64 = redis::from_redis_value(pairs[3].1.clone()).unwrap();
-    assert_eq!(time, 4398046511103);
+    assert_eq!(got[0].1, "VVVV-VVVV-VVVV-VVVV");
+    assert_eq!(got[3].1, "4398046511103");
 }
 
 #[test]
@@ -380,38 +373,13 @@ fn module_loadex_with_keys() {
     // one makes the load fail and leaves the module out.
     // The module cannot be unloaded once loaded (it exports a data type), so the server starts
     // without it.
-    let s = Server::build()
-        .without_module()
-        .args(&["--enable-module-command", "yes"])
-        .start();
+    let (s, module) = Server::loadable("yes");
     let mut con = s.client();
-    let module = module_path().display().to_string();
-    let e = expect_err(
-        &mut con,
-        &[
-            b"MODULE",
-            b"LOADEX",
-            module.as_bytes(),
-            b"CONFIG",
-            b"imid.openid-keys",
-            BAD_KEY.as_bytes(),
-        ],
-    );
+    let e = loadex(&mut con, &module, &[("imid.openid-keys", BAD_KEY)]).unwrap_err();
     assert!(e.starts_with("ERR"), "{e}");
     assert_no_key("MODULE LOADEX error", &e);
     assert!(cmd::<String>(&mut con, &["OPENID.ENC", "CE5H-STK6-0006-D3E6", "1", "1"]).is_err());
-    let _: () = cmd(
-        &mut con,
-        &[
-            "MODULE",
-            "LOADEX",
-            &module,
-            "CONFIG",
-            "imid.openid-keys",
-            KEY_A,
-        ],
-    )
-    .unwrap();
+    loadex(&mut con, &module, &[("imid.openid-keys", KEY_A)]).unwrap();
     let id = enc(&mut con, "CE5H-STK6-0006-D3E6", "1", "2");
     // Pinned by tests/vectors/openid-keyed.tsv (an independent implementation).
     assert_eq!(id, "vKOv2ur8pwNQCHoKAzc");
@@ -515,15 +483,9 @@ fn loadex_mistyped_config_name_default_server() {
     loadex_mistyped_name(Server::build());
 }
 
-#[test]
-fn loadex_mistyped_config_name_redis8() {
-    loadex_mistyped_name(Server::build().bin(newer_server!("redis8")));
-}
-
-#[test]
-fn loadex_mistyped_config_name_valkey9() {
-    loadex_mistyped_name(Server::build().bin(newer_server!("valkey9")));
-}
+on_newer_servers!(loadex_mistyped_config_name_on, |bin| loadex_mistyped_name(
+    Server::build().bin(bin)
+));
 
 #[test]
 fn info_counts_encoded_decoded_rejected() {

@@ -42,12 +42,7 @@ fn moving_slots_under_load_reissue_no_id_and_no_sequence_value() {
     // the importing primary's clock is a minute behind the others, all frozen
     cluster.freeze(|i| if i == b { t - 60_000 } else { t });
     let tags = tags();
-    let stop = Arc::new(AtomicBool::new(false));
-    let worker = {
-        let (stop, tags) = (stop.clone(), tags.clone());
-        let mut c = cluster.client();
-        std::thread::spawn(move || load(&mut c, &tags, &tags, &stop))
-    };
+    let loader = cluster.start_load(&tags, &tags);
     let pause = || std::thread::sleep(Duration::from_millis(700));
     pause();
     cluster.reshard(a, b, MOVING);
@@ -66,20 +61,7 @@ fn moving_slots_under_load_reissue_no_id_and_no_sequence_value() {
     cluster.reshard(b, a, MOVING);
     assert_eq!(cluster.owner(MOVING - 1), a);
     pause();
-    stop.store(true, Ordering::Relaxed);
-    let got = worker.join().unwrap();
-
-    let (n_ids, n_uids, n_seqs) = got.check();
-    let adoptions = cluster.imid_stat_sum("cluster_slot_adoptions");
-    println!(
-        "4 moves of {MOVING} slots: {n_ids} IDs, {n_uids} UIDs and {n_seqs} sequence values \
-         checked, {} errors retried, {adoptions} slot adoptions",
-        got.errors
-    );
-    assert!(
-        n_ids > 100 && n_uids > 100 && n_seqs > 100,
-        "the load ran through the moves"
-    );
+    let got = loader.finish(&cluster, &format!("4 moves of {MOVING} slots"));
     assert!(
         got.ids.values().all(|v| v.len() > 10),
         "every moving slot got IDs"

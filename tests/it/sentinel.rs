@@ -29,18 +29,7 @@ const SETTLE: Duration = Duration::from_secs(90);
 /// The Sentinel binary: `$REDIS_SENTINEL`, else Debian's `redis-sentinel` (scripts/deps.sh
 /// installs it).
 fn sentinel_bin() -> String {
-    let bin = std::env::var("REDIS_SENTINEL").unwrap_or_else(|_| "redis-sentinel".to_owned());
-    let ok = Command::new(&bin)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    assert!(
-        ok,
-        "{bin} not found: install redis-sentinel (make test does) or set REDIS_SENTINEL"
-    );
-    bin
+    binary("REDIS_SENTINEL", "redis-sentinel")
 }
 
 /// One `redis-sentinel` on a loopback port, with a config file of its own (Sentinel rewrites
@@ -257,18 +246,7 @@ fn loader(
             .entry(term.clone())
             .or_insert((start, Instant::now()));
         while !stop.load(Ordering::Relaxed) {
-            let mut p = redis::pipe();
-            let mut batch = Vec::new();
-            for _ in 0..20 {
-                x = x
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                let key = format!("{{conv:{}}}:seq", (x >> 33) as usize % keys);
-                p.cmd("SEQ.NEXT").arg(&key);
-                p.cmd("MSGID.GEN").arg(1).arg(&key);
-                p.cmd("UID.GEN").arg(&key);
-                batch.push(key);
-            }
+            let (p, batch) = load_batch(&mut x, keys, 20);
             // A batch without its replies (the node died, was demoted, or has no replica to
             // write to yet: NOREPLICAS) was not received.
             let Ok(replies) = p.query::<Vec<Value>>(&mut con) else {

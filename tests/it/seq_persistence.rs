@@ -163,14 +163,11 @@ fn aof_roundtrip(preamble: &str) {
     let before = mget(&mut con, &keys);
 
     // replayed from the incremental AOF alone (the effects, as SEQ.SET)
-    s.kill();
-    s.restart();
-    let mut con = s.client();
+    let mut con = s.crash_restart();
     assert_eq!(mget(&mut con, &keys), before);
 
     // rewritten, then replayed from the base file plus later writes
-    let _: String = cmd(&mut con, &["BGREWRITEAOF"]).unwrap();
-    s.wait_for_aof_rewrite();
+    s.rewrite_aof();
     let (name, base) = aof_base(&s);
     if preamble == "no" {
         assert!(name.ends_with(".aof"), "{name}");
@@ -188,9 +185,7 @@ fn aof_roundtrip(preamble: &str) {
     );
     let mut after = before.clone();
     after[1] += 3;
-    s.kill();
-    s.restart();
-    let mut con = s.client();
+    let mut con = s.crash_restart();
     assert_eq!(mget(&mut con, &keys), after);
 
     // loaded from the AOF, so marked: with a gap the first NEXT skips
@@ -224,9 +219,7 @@ fn nothing_issued_is_reissued_after_kill_9() {
     for _ in 0..500 {
         last = int(&mut con, &["SEQ.NEXT", "conv"]);
     }
-    s.kill();
-    s.restart();
-    let mut con = s.client();
+    let mut con = s.crash_restart();
     let next = int(&mut con, &["SEQ.NEXT", "conv"]);
     assert!(next > last, "{next} after {last}");
     assert_eq!(next, last + 1001);

@@ -170,8 +170,7 @@ fn verbatim_replication_reaches_the_same_state(preamble: &str) {
     let _: String = cmd(&mut p, &["FUNCTION", "LOAD", lib]).unwrap();
     mixed_writes(&mut p, 0);
     // a base file from here on: the rest lands in the incremental AOF as replicated
-    let _: String = cmd(&mut p, &["BGREWRITEAOF"]).unwrap();
-    primary.wait_for_aof_rewrite();
+    primary.rewrite_aof();
     mixed_writes(&mut p, 1);
     // marks every key, and the node as inherited: the next writes skip the gap, in every path
     let _: String = cmd(&mut p, &["DEBUG", "RELOAD"]).unwrap();

@@ -63,19 +63,7 @@ fn run_loaders(
                 let mut n = 0u64;
                 let mut x = t as u64 * 7919 + 1;
                 while !stop.load(Ordering::Relaxed) {
-                    let mut p = redis::pipe();
-                    let mut batch = Vec::new();
-                    for _ in 0..50 {
-                        // a cheap LCG spreads the load over the conversations
-                        x = x
-                            .wrapping_mul(6364136223846793005)
-                            .wrapping_add(1442695040888963407);
-                        let key = format!("{{conv:{}}}:seq", (x >> 33) as usize % keys);
-                        p.cmd("SEQ.NEXT").arg(&key);
-                        p.cmd("MSGID.GEN").arg(1).arg(&key);
-                        p.cmd("UID.GEN").arg(&key);
-                        batch.push(key);
-                    }
+                    let (p, batch) = load_batch(&mut x, keys, 50);
                     // A reply lost in the crash was never received, so it is not recorded.
                     let Ok(replies) = p.query::<Vec<Value>>(&mut con) else {
                         break;

@@ -386,47 +386,23 @@ fn refused_layouts_stop_the_load_and_say_why() {
 
 #[test]
 fn module_loadex_with_a_refused_layout_leaves_no_module_behind() {
-    let s = Server::build()
-        .without_module()
-        .args(&["--enable-module-command", "yes"])
-        .start();
+    let (s, module) = Server::loadable("yes");
     let mut con = s.client();
-    let module = module_path().display().to_string();
-    let e = expect_err(
+    let e = loadex(
         &mut con,
+        &module,
         &[
-            b"MODULE",
-            b"LOADEX",
-            module.as_bytes(),
-            b"CONFIG",
-            b"imid.uid-layout",
-            b"28,22,13",
-            b"CONFIG",
-            b"imid.uid-time-unit",
-            b"s",
-            b"CONFIG",
-            b"imid.uid-epoch",
-            b"1463702400000",
+            ("imid.uid-layout", "28,22,13"),
+            ("imid.uid-time-unit", "s"),
+            ("imid.uid-epoch", "1463702400000"),
         ],
-    );
+    )
+    .unwrap_err();
     assert!(e.starts_with("ERR"), "{e}");
     let e = cmd::<i64>(&mut con, &["UID.ENCODE", "1767225600000", "0", "0"]).unwrap_err();
     assert!(err_text(&e).contains("unknown command"), "{e}");
-    let _: () = cmd(
-        &mut con,
-        &[
-            "MODULE",
-            "LOADEX",
-            &module,
-            "CONFIG",
-            "imid.uid-layout",
-            "28,22,13",
-            "CONFIG",
-            "imid.uid-time-unit",
-            "s",
-        ],
-    )
-    .unwrap();
+    let configs = [("imid.uid-layout", "28,22,13"), ("imid.uid-time-unit", "s")];
+    loadex(&mut con, &module, &configs).unwrap();
     assert_eq!(encode(&mut con, EPOCH + 1000, 0, 0).unwrap(), 1 << 35);
 }
 
@@ -508,31 +484,18 @@ fn argument_errors_name_the_rule_and_change_nothing() {
 
 #[test]
 fn decode_reply_is_a_map_under_resp3() {
-    let s = Server::start();
-    let mut con = s.client_resp3();
-    let v: Value = cmd(&mut con, &["UID.DECODE", &MAX.to_string()]).unwrap();
-    match v {
-        Value::Map(pairs) => {
-            let got: Vec<(String, i64)> = pairs
-                .into_iter()
-                .map(|(k, v)| {
-                    (
-                        redis::from_redis_value(k).unwrap(),
-                        redis::from_redis_value(v).unwrap(),
-                    )
-                })
-                .collect();
-            assert_eq!(
-                got,
-                [
-                    ("time".into(), EPOCH + (1 << 41) - 1),
-                    ("node".into(), 1023),
-                    ("seq".into(), 4095)
-                ]
-            );
-        }
-        other => panic!("expected a map, got {other:?}"),
-    }
+    let got: Vec<(String, i64)> = resp3_map(
+        &mut Server::start().client_resp3(),
+        &["UID.DECODE", &MAX.to_string()],
+    );
+    assert_eq!(
+        got,
+        [
+            ("time".into(), EPOCH + (1 << 41) - 1),
+            ("node".into(), 1023),
+            ("seq".into(), 4095)
+        ]
+    );
 }
 
 #[test]

@@ -121,12 +121,6 @@ fn rdb_files_need_imid_only_for_what_it_keeps() {
     rdb_files(None);
 }
 
-#[test]
-fn rdb_files_need_imid_only_for_what_it_keeps_redis8() {
-    rdb_files(Some(newer_server!("redis8")));
-}
-
-#[test]
-fn rdb_files_need_imid_only_for_what_it_keeps_valkey9() {
-    rdb_files(Some(newer_server!("valkey9")));
-}
+on_newer_servers!(rdb_files_need_imid_only_for_what_it_keeps_on, |bin| {
+    rdb_files(Some(bin))
+});

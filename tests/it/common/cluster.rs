@@ -398,6 +398,45 @@ pub fn load(
     got
 }
 
+/// A [`load`] running in a thread of its own until [`Loader::finish`].
+pub struct Loader {
+    stop: std::sync::Arc<AtomicBool>,
+    worker: std::thread::JoinHandle<Received>,
+}
+
+impl Cluster {
+    /// Starts [`load`] on `id_tags` and `seq_tags` with a client of its own.
+    pub fn start_load(&self, id_tags: &[String], seq_tags: &[String]) -> Loader {
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let (s, ids, seqs) = (stop.clone(), id_tags.to_vec(), seq_tags.to_vec());
+        let mut c = self.client();
+        let worker = std::thread::spawn(move || load(&mut c, &ids, &seqs, &s));
+        Loader { stop, worker }
+    }
+}
+
+impl Loader {
+    /// Stops the load and checks what it received ([`Received::check`]): more than 100 message
+    /// IDs, UIDs and sequence values each, none twice, each in order. Prints the counts after
+    /// `what` (the moves made) with the cluster's slot adoptions; returns what was received.
+    pub fn finish(self, cluster: &Cluster, what: &str) -> Received {
+        self.stop.store(true, Ordering::Relaxed);
+        let got = self.worker.join().unwrap();
+        let (n_ids, n_uids, n_seqs) = got.check();
+        let adoptions = cluster.imid_stat_sum("cluster_slot_adoptions");
+        println!(
+            "{what}: {n_ids} IDs, {n_uids} UIDs and {n_seqs} sequence values checked, {} errors \
+             retried, {adoptions} slot adoptions",
+            got.errors
+        );
+        assert!(
+            n_ids > 100 && n_uids > 100 && n_seqs > 100,
+            "the load ran through the moves"
+        );
+        got
+    }
+}
+
 // ---- What a client sees of ID time (the lead tests) ----
 
 /// Unix ms of a message ID's time field (its top 42 bits).

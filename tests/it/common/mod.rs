@@ -88,7 +88,13 @@ fn assert_fresh(so: &Path, build: &str) {
 
 /// The redis-server binary: `$REDIS_SERVER`, else `redis-server` on PATH.
 pub fn redis_server_bin() -> String {
-    let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
+    binary("REDIS_SERVER", "redis-server")
+}
+
+/// A server binary: `$var`, else `default` on PATH (Debian's package of that name, which
+/// `make test` installs); fails the test when it does not run.
+pub fn binary(var: &str, default: &str) -> String {
+    let bin = std::env::var(var).unwrap_or_else(|_| default.to_owned());
     let ok = Command::new(&bin)
         .arg("--version")
         .stdout(Stdio::null())
@@ -97,7 +103,7 @@ pub fn redis_server_bin() -> String {
         .unwrap_or(false);
     assert!(
         ok,
-        "{bin} not found: install redis-server (make test does) or set REDIS_SERVER"
+        "{bin} not found: install {default} (make test does) or set {var}"
     );
     bin
 }
@@ -145,6 +151,29 @@ macro_rules! newer_server {
         match $crate::common::find_newer_server($name) {
             Some(p) => p,
             None => return Default::default(),
+        }
+    };
+}
+
+/// `on_newer_servers!(name, |bin| body)`: a module `name` of two tests, `redis8` and
+/// `valkey9`, each running `body` with `bin` the path of that server ([`newer_server!`]: a
+/// missing one skips its test, saying so, unless the run requires it).
+macro_rules! on_newer_servers {
+    ($name:ident, |$bin:ident| $body:expr) => {
+        mod $name {
+            use super::*;
+
+            #[test]
+            fn redis8() {
+                let $bin = newer_server!("redis8");
+                $body;
+            }
+
+            #[test]
+            fn valkey9() {
+                let $bin = newer_server!("valkey9");
+                $body;
+            }
         }
     };
 }
@@ -249,18 +278,7 @@ pub fn refused_startup_on(bin: &Path, args: &[&str], expect: &str) -> (String, S
             .spawn()
             .expect("run redis-server");
         // A server that accepted the arguments keeps running: give it ten seconds to exit.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let status = loop {
-            if let Some(st) = child.try_wait().expect("wait for redis-server") {
-                break Some(st);
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let status = exit_within(&mut child, Duration::from_secs(10));
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         let output = std::fs::read_to_string(dir.join("stdout.log")).unwrap_or_default();
         let _ = std::fs::remove_dir_all(&dir);
@@ -274,6 +292,22 @@ pub fn refused_startup_on(bin: &Path, args: &[&str], expect: &str) -> (String, S
         last = text; // refused for another reason (a port taken meanwhile): once more
     }
     panic!("redis-server exited without logging {expect:?} for {args:?}:\n{last}");
+}
+
+/// Waits up to `limit` for `child` to exit; kills it and says `None` if it does not.
+pub fn exit_within(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(st) = child.try_wait().expect("wait for redis-server") {
+            return Some(st);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Runs redis-server with the release module on the data files in `dir`, expecting it to
@@ -312,18 +346,7 @@ pub fn refused_data_startup_with(
             .stderr(Stdio::null())
             .spawn()
             .expect("run redis-server");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let status = loop {
-            if let Some(st) = child.try_wait().expect("wait for redis-server") {
-                break Some(st);
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let status = exit_within(&mut child, Duration::from_secs(10));
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         assert!(
             status.is_some(),
@@ -613,6 +636,16 @@ impl Server {
     }
 
     /// Waits until this replica's link to its primary is up.
+    /// A server started without imid whose clients may load it (`enable-module-command`
+    /// `allow`: `yes` or `local`), and the module's path as text for MODULE LOAD/LOADEX.
+    pub fn loadable(allow: &str) -> (Server, String) {
+        let s = Server::build()
+            .without_module()
+            .args(&["--enable-module-command", allow])
+            .start();
+        (s, module_path().display().to_string())
+    }
+
     /// [`wait_until`], failing with this server's log tail.
     pub fn wait_until(&self, what: &str, secs: u64, done: impl FnMut() -> bool) {
         wait_until_or(secs, done, || {
@@ -634,6 +667,19 @@ impl Server {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// BGREWRITEAOF, then [`Server::wait_for_aof_rewrite`].
+    pub fn rewrite_aof(&self) {
+        let _: String = cmd(&mut self.client(), &["BGREWRITEAOF"]).unwrap();
+        self.wait_for_aof_rewrite();
+    }
+
+    /// kill -9, a restart on the same files and arguments, and a client of the new process.
+    pub fn crash_restart(&mut self) -> Connection {
+        self.kill();
+        self.restart();
+        self.client()
     }
 
     /// Waits until no AOF rewrite is running or scheduled (after BGREWRITEAOF).
@@ -806,6 +852,17 @@ pub fn expect_err(con: &mut Connection, args: &[&[u8]]) -> String {
     }
 }
 
+/// `MODULE LOADEX <module> CONFIG <name> <value> ...`: `Ok` when the module loaded, else the
+/// error's text.
+pub fn loadex(con: &mut Connection, module: &str, configs: &[(&str, &str)]) -> Result<(), String> {
+    let mut c = redis::cmd("MODULE");
+    c.arg("LOADEX").arg(module);
+    for (name, value) in configs {
+        c.arg("CONFIG").arg(*name).arg(*value);
+    }
+    c.query::<()>(con).map_err(|e| err_text(&e))
+}
+
 /// Runs a command built from string arguments.
 pub fn cmd<T: redis::FromRedisValue>(con: &mut Connection, args: &[&str]) -> redis::RedisResult<T> {
     let mut c = redis::cmd(args[0]);
@@ -844,48 +901,21 @@ pub fn unescape(s: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 1 < b.len() {
-            match b[i + 1] {
-                b'\\' => {
-                    out.push(b'\\');
-                    i += 2;
-                }
-                b't' => {
-                    out.push(b'\t');
-                    i += 2;
-                }
-                b'n' => {
-                    out.push(b'\n');
-                    i += 2;
-                }
-                b'r' => {
-                    out.push(b'\r');
-                    i += 2;
-                }
-                b'x' if i + 4 <= b.len() => {
-                    let h = std::str::from_utf8(&b[i + 2..i + 4])
-                        .ok()
-                        .and_then(|h| u8::from_str_radix(h, 16).ok());
-                    match h {
-                        Some(v) => {
-                            out.push(v);
-                            i += 4;
-                        }
-                        None => {
-                            out.push(b[i]);
-                            i += 1;
-                        }
-                    }
-                }
-                _ => {
-                    out.push(b[i]);
-                    i += 1;
-                }
-            }
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
+        // (the byte, how many input bytes it took)
+        let (byte, took) = match (b[i], b.get(i + 1)) {
+            (b'\\', Some(b'\\')) => (b'\\', 2),
+            (b'\\', Some(b't')) => (b'\t', 2),
+            (b'\\', Some(b'n')) => (b'\n', 2),
+            (b'\\', Some(b'r')) => (b'\r', 2),
+            (b'\\', Some(b'x')) => b
+                .get(i + 2..i + 4)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .map_or((b[i], 1), |v| (v, 4)),
+            (c, _) => (c, 1),
+        };
+        out.push(byte);
+        i += took;
     }
     out
 }
@@ -1019,5 +1049,44 @@ pub fn wait_until_or(secs: u64, mut done: impl FnMut() -> bool, what: impl Fn() 
     while !done() {
         assert!(Instant::now() < deadline, "{}", what());
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// One pipelined batch of the IM load: `n` conversations drawn from `0..keys` by a cheap LCG
+/// (`x`, advanced), each with SEQ.NEXT on `{conv:<i>}:seq`, then MSGID.GEN and UID.GEN for it.
+/// Returns the pipeline and the keys in order (three replies per key).
+pub fn load_batch(x: &mut u64, keys: usize, n: usize) -> (redis::Pipeline, Vec<String>) {
+    let mut p = redis::pipe();
+    let mut batch = Vec::with_capacity(n);
+    for _ in 0..n {
+        *x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let key = format!("{{conv:{}}}:seq", (*x >> 33) as usize % keys);
+        p.cmd("SEQ.NEXT").arg(&key);
+        p.cmd("MSGID.GEN").arg(1).arg(&key);
+        p.cmd("UID.GEN").arg(&key);
+        batch.push(key);
+    }
+    (p, batch)
+}
+
+/// A reply that must be a RESP3 map (`con` from [`Server::client_resp3`]), as its pairs in
+/// order, each value read as a `T`.
+pub fn resp3_map<T: redis::FromRedisValue>(
+    con: &mut Connection,
+    args: &[&str],
+) -> Vec<(String, T)> {
+    match cmd(con, args).unwrap() {
+        Value::Map(pairs) => pairs
+            .into_iter()
+            .map(|(k, v)| {
+                (
+                    redis::from_redis_value(k).unwrap(),
+                    redis::from_redis_value(v).unwrap(),
+                )
+            })
+            .collect(),
+        other => panic!("{args:?}: expected a map, got {other:?}"),
     }
 }

@@ -83,21 +83,26 @@ fn wait_job(n: &Server, before: usize, state: &str) {
 /// `CLUSTER MIGRATESLOTS SLOTSRANGE a b NODE <to>` on `from`, to its end.
 fn migrate(c: &Cluster, from: usize, to: usize, (a, b): (u16, u16)) {
     let before = jobs(&c.nodes[from]).len();
-    ok(
-        &c.nodes[from],
-        &[
-            "CLUSTER",
-            "MIGRATESLOTS",
-            "SLOTSRANGE",
-            &a.to_string(),
-            &b.to_string(),
-            "NODE",
-            &c.ids[to],
-        ],
-    );
+    migrateslots(c, from, to, (a, b));
     wait_job(&c.nodes[from], before, "success");
     c.wait_settled();
     assert_eq!((c.owner(a), c.owner(b)), (to, to));
+}
+
+/// `CLUSTER MIGRATESLOTS SLOTSRANGE a b NODE <to>` sent to `from` (it replies at once; the
+/// migration runs on as a job).
+fn migrateslots(c: &Cluster, from: usize, to: usize, (a, b): (u16, u16)) {
+    let (a, b) = (a.to_string(), b.to_string());
+    let args = [
+        "CLUSTER",
+        "MIGRATESLOTS",
+        "SLOTSRANGE",
+        &a,
+        &b,
+        "NODE",
+        &c.ids[to],
+    ];
+    ok(&c.nodes[from], &args);
 }
 
 /// Starts `CLUSTER MIGRATESLOTS SLOTSRANGE a b NODE <to>` on `from`, held in its streaming
@@ -108,18 +113,7 @@ fn start_held(c: &Cluster, from: usize, to: usize, (a, b): (u16, u16)) -> (usize
     let (src, dst) = (&c.nodes[from], &c.nodes[to]);
     let before = (jobs(src).len(), jobs(dst).len());
     ok(src, &["DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", "1"]);
-    ok(
-        src,
-        &[
-            "CLUSTER",
-            "MIGRATESLOTS",
-            "SLOTSRANGE",
-            &a.to_string(),
-            &b.to_string(),
-            "NODE",
-            &c.ids[to],
-        ],
-    );
+    migrateslots(c, from, to, (a, b));
     wait_job(dst, before.1, "waiting-for-paused");
     before
 }
@@ -359,14 +353,12 @@ fn a_cluster_node_of_the_runs_server_loads_and_says_whether_it_follows_migration
     // On `$REDIS_SERVER` (the matrix runs this on each server): Valkey 9 takes the declaration
     // and the event; a Valkey without them (8.0) refuses the subscription, which is logged at
     // notice level and does not fail the load; Redis is not asked at all (its numbers differ).
-    let n = Server::build()
-        .args(&[
-            "--cluster-enabled",
-            "yes",
-            "--cluster-config-file",
-            "nodes.conf",
-        ])
-        .start();
+    let n = Server::with(&[
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+    ]);
     let mut con = n.client();
     let _: String = cmd(&mut con, &["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -34,6 +34,18 @@ fn uid_decode(con: &mut Connection, uid: i64) -> (i64, i64, i64) {
     (v[0], v[1], v[2])
 }
 
+/// Each `(i, fields)`: `ids[i]` decodes to `fields` (UID.DECODE's three, in its order).
+fn assert_decoded(con: &mut Connection, ids: &[i64], want: &[(usize, (i64, i64, i64))]) {
+    for &(i, fields) in want {
+        assert_eq!(
+            uid_decode(con, ids[i]),
+            fields,
+            "UID {i} of the run: {}",
+            ids[i]
+        );
+    }
+}
+
 fn uid_time_of(con: &mut Connection, uid: i64) -> i64 {
     uid_decode(con, uid).0
 }
@@ -207,6 +219,28 @@ fn debug_reload_keeps_the_mark() {
     assert!(msgids(&mut con, 10, "t")[0] > *old.last().unwrap());
 }
 
+/// A replica of `primary` (test-hooks build, with `args`), linked up; then `issue` issues IDs
+/// on the primary and returns its client, the replica acknowledges them (WAIT), the primary
+/// dies (kill -9) and the replica is promoted. Returns the promoted replica and a client of it.
+fn fail_over<'a>(
+    primary: &mut Server,
+    args: &[&str],
+    issue: impl FnOnce() -> &'a mut Connection,
+) -> (Server, Connection) {
+    let port = primary.port.to_string();
+    let replica = Server::build()
+        .hooked()
+        .args(&with(args, &["--replicaof", "127.0.0.1", &port]))
+        .start();
+    let mut rcon = replica.client();
+    replica.wait_link_up();
+    let n: i64 = cmd(issue(), &["WAIT", "1", "5000"]).unwrap();
+    assert_eq!(n, 1, "replica did not acknowledge");
+    primary.kill(); // the primary dies
+    let _: String = cmd(&mut rcon, &["REPLICAOF", "NO", "ONE"]).unwrap();
+    (replica, rcon)
+}
+
 #[test]
 fn promoted_replica_with_a_slow_clock_issues_above_the_old_primary() {
     for full_sync_first in [true, false] {
@@ -218,19 +252,11 @@ fn promoted_replica_with_a_slow_clock_issues_above_the_old_primary() {
         } else {
             Vec::new()
         };
-        let port = primary.port.to_string();
-        let replica = Server::build()
-            .hooked()
-            .args(&["--replicaof", "127.0.0.1", &port])
-            .start();
-        let mut rcon = replica.client();
-        replica.wait_link_up();
         // ... and IDs issued afterwards through the replicated MSGID.FLOOR.
-        old.extend(msgids(&mut pcon, 5_000, "t"));
-        let n: i64 = cmd(&mut pcon, &["WAIT", "1", "5000"]).unwrap();
-        assert_eq!(n, 1, "replica did not acknowledge");
-        primary.kill(); // the primary dies
-        let _: String = cmd(&mut rcon, &["REPLICAOF", "NO", "ONE"]).unwrap();
+        let (_replica, mut rcon) = fail_over(&mut primary, &[], || {
+            old.extend(msgids(&mut pcon, 5_000, "t"));
+            &mut pcon
+        });
         // ... and the promoted replica's clock is a minute behind.
         let new = assert_starts_above(&mut rcon, &old, 1_000, msgids);
         assert_increasing(&new);
@@ -351,16 +377,16 @@ fn frozen_clock_fills_the_seq_field_then_borrows_the_next_ms() {
     ids.extend(batch);
     assert_increasing(&ids);
     assert_eq!(ids.iter().collect::<HashSet<_>>().len(), 10_000);
-    assert_eq!(uid_decode(&mut con, ids[0]), (frozen, 0, 0));
-    assert_eq!(uid_decode(&mut con, ids[4095]), (frozen, 0, 4095));
-    assert_eq!(
-        uid_decode(&mut con, ids[4096]),
-        (frozen + 1, 0, 0),
-        "the 4097th UID borrows the next ms"
-    );
-    assert_eq!(
-        uid_decode(&mut con, ids[9_999]),
-        (frozen + 2, 0, 10_000 - 8192 - 1)
+    // (time, node, seq); the 4097th UID borrows the next ms
+    assert_decoded(
+        &mut con,
+        &ids,
+        &[
+            (0, (frozen, 0, 0)),
+            (4095, (frozen, 0, 4095)),
+            (4096, (frozen + 1, 0, 0)),
+            (9_999, (frozen + 2, 0, 10_000 - 8192 - 1)),
+        ],
     );
     assert_eq!(s.imid_stat("uid_borrowed_units"), 2);
     assert_eq!(s.imid_stat("uid_generated"), 10_000);
@@ -381,8 +407,11 @@ fn frozen_clock_in_seconds_borrows_the_next_second() {
     }
     assert_increasing(&ids);
     let second = EPOCH + 5_000_000;
-    assert_eq!(uid_decode(&mut con, ids[8191]), (second, 0, 8191));
-    assert_eq!(uid_decode(&mut con, ids[8192]), (second + 1000, 0, 0));
+    assert_decoded(
+        &mut con,
+        &ids,
+        &[(8191, (second, 0, 8191)), (8192, (second + 1000, 0, 0))],
+    );
     assert_eq!(uid_decode(&mut con, ids[19_999]).0, second + 2000);
     assert_eq!(s.imid_stat("uid_borrowed_units"), 2);
 }
@@ -397,17 +426,17 @@ fn frozen_clock_under_sonyflake_borrows_the_next_ten_ms_and_never_sleeps() {
     let mut ids = uids(&mut con, 1_000, "t");
     ids.extend(cmd::<Vec<i64>>(&mut con, &["UID.GEN", "t", "COUNT", "5000"]).unwrap());
     assert_increasing(&ids);
-    // UID.DECODE replies in the layout's order: time, seq, node
-    assert_eq!(uid_decode(&mut con, ids[0]), (unit, 0, 4660));
-    assert_eq!(uid_decode(&mut con, ids[255]), (unit, 255, 4660));
-    assert_eq!(
-        uid_decode(&mut con, ids[256]),
-        (unit + 10, 0, 4660),
-        "the 257th borrows the next 10 ms"
-    );
-    assert_eq!(
-        uid_decode(&mut con, ids[5_999]),
-        (unit + 230, 5_999 - 23 * 256, 4660)
+    // UID.DECODE replies in the layout's order: (time, seq, node); the 257th borrows the
+    // next 10 ms
+    assert_decoded(
+        &mut con,
+        &ids,
+        &[
+            (0, (unit, 0, 4660)),
+            (255, (unit, 255, 4660)),
+            (256, (unit + 10, 0, 4660)),
+            (5_999, (unit + 230, 5_999 - 23 * 256, 4660)),
+        ],
     );
     // bit-exact: time << 24 | seq << 16 | machine
     let t = (unit - 1_409_529_600_000) / 10;
@@ -500,19 +529,11 @@ fn promoted_replica_with_a_slow_clock_issues_uids_above_the_old_primary() {
         let mut pcon = primary.client();
         // UIDs issued before the replica exists reach it through the full sync (RDB aux) ...
         let mut old = uids(&mut pcon, 2_000, "t");
-        let port = primary.port.to_string();
-        let replica = Server::build()
-            .hooked()
-            .args(&with(layout, &["--replicaof", "127.0.0.1", &port]))
-            .start();
-        let mut rcon = replica.client();
-        replica.wait_link_up();
         // ... and UIDs issued afterwards through the replicated lease (UID.FLOOR).
-        old.extend(uids(&mut pcon, 5_000, "t"));
-        let n: i64 = cmd(&mut pcon, &["WAIT", "1", "5000"]).unwrap();
-        assert_eq!(n, 1, "replica did not acknowledge");
-        primary.kill(); // the primary dies
-        let _: String = cmd(&mut rcon, &["REPLICAOF", "NO", "ONE"]).unwrap();
+        let (_replica, mut rcon) = fail_over(&mut primary, layout, || {
+            old.extend(uids(&mut pcon, 5_000, "t"));
+            &mut pcon
+        });
         // ... and the promoted replica's clock is a minute behind.
         assert_starts_above(&mut rcon, &old, 1_000, uids);
     }

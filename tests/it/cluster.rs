@@ -19,7 +19,7 @@ impl Cluster {
             .map(|_| {
                 // The bus port stays Redis's default, port + 10000: the harness picks ports
                 // whose bus twin is free too, and picks both again if a start fails.
-                Server::build().args(&NODE_ARGS).start()
+                Server::with(&NODE_ARGS)
             })
             .collect();
         create(&nodes, 1);
@@ -537,18 +537,9 @@ fn keyless_commands_and_the_example_programs_on_a_cluster() {
         None => println!("SKIPPED the Node.js example: no node on PATH"),
     }
     for (bin, args) in programs {
-        let out = Command::new(&bin)
+        let stdout = run(Command::new(&bin)
             .args(&args)
-            .args(["--cluster", &addresses(&cluster)])
-            .output()
-            .unwrap_or_else(|e| panic!("run {bin}: {e}"));
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{bin} {args:?} --cluster exited with {}:\n{stdout}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
+            .args(["--cluster", &addresses(&cluster)]));
         // Each conversation's IDs carry its slot, checked by the program against the
         // cluster's own slot of the tag; a retried send came back as the original.
         let slots: Vec<&str> = stdout

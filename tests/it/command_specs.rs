@@ -122,3 +122,34 @@ fn acl_read_only_key_permission_allows_reads_only_and_ids() {
     let id: String = cmd(&mut reader, &["MSGID.GEN", "1", "conv"]).unwrap();
     assert_eq!(id.len(), 19);
 }
+
+#[test]
+fn decoders_reply_maps_under_resp3() {
+    let s = Server::start();
+    let mut con = s.client_resp3();
+    let msgid: Vec<(String, i64)> = resp3_map(&mut con, &["MSGID.DECODE", "0000-0000-7VS6-D3E6"]);
+    let want = [
+        ("time", 0),
+        ("seq", 4094),
+        ("channel_type", 1),
+        ("hash", 2526662),
+    ];
+    assert_eq!(msgid, want.map(|(k, v)| (k.to_owned(), v)));
+    // The largest UID under the default layout (41,10,12 from 2026-01-01).
+    let uid: Vec<(String, i64)> = resp3_map(&mut con, &["UID.DECODE", &i64::MAX.to_string()]);
+    let want = [
+        ("time", 1_767_225_600_000 + (1 << 41) - 1),
+        ("node", 1023),
+        ("seq", 4095),
+    ];
+    assert_eq!(uid, want.map(|(k, v)| (k.to_owned(), v)));
+    let openid: Vec<(String, String)> = resp3_map(&mut con, &["OPENID.DEC", "SY62cbZxtnG2cbZxSIw"]);
+    // tests/vectors/openid.tsv, the row of this public ID (from the reference Java).
+    let want = [
+        ("msgid", "VVVV-VVVV-VVVV-VVVV"),
+        ("msg_type", "1"),
+        ("direction", "2"),
+        ("time", "4398046511103"),
+    ];
+    assert_eq!(openid, want.map(|(k, v)| (k.to_owned(), v.to_owned())));
+}

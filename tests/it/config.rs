@@ -158,7 +158,7 @@ const UID_ARGS: &[&str] = &["--imid.uid-layout", "40,11,12", "--imid.uid-node", 
 
 #[test]
 fn uid_configs_do_not_leak() {
-    assert_uid_configs_flat(&Server::build().args(UID_ARGS).start());
+    assert_uid_configs_flat(&Server::with(UID_ARGS));
 }
 
 on_newer_servers!(uid_configs_do_not_leak_on, |bin| {

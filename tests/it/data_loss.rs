@@ -91,7 +91,7 @@ fn a_loss_larger_than_the_gap_is_not_covered() {
 /// it. Its first SEQ.NEXT must still start above the gap, or it hands out 1, 2, ... again.
 #[test]
 fn a_sequence_lost_whole_restarts_above_the_gap() {
-    let mut s = Server::build().args(&["--imid.seq-gap", "1000"]).start();
+    let mut s = Server::with(&["--imid.seq-gap", "1000"]);
     let mut con = s.client();
     // A node that started empty starts new sequences at 1.
     assert_eq!(int(&mut con, &["SEQ.NEXT", "{old}:seq"]), 1);

@@ -6,18 +6,6 @@ use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn run(c: &mut Command) -> String {
-    let out = c.output().unwrap_or_else(|e| panic!("{c:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{c:?} exited with {}:\n{}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// Builds the tarball with the script behind `make dist`, into a directory of its own.
 fn build_tarball(out: &Path) -> PathBuf {
     let stdout = run(Command::new("bash")

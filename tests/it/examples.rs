@@ -627,18 +627,7 @@ fn example_bin(name: &str) -> PathBuf {
 }
 
 fn run_example(name: &str, s: &Server) -> String {
-    let out = Command::new(example_bin(name))
-        .env("IMID_URL", s.url())
-        .output()
-        .unwrap_or_else(|e| panic!("run {name}: {e}"));
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{name} exited with {}:\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    run(Command::new(example_bin(name)).env("IMID_URL", s.url()))
 }
 
 #[test]
@@ -866,18 +855,9 @@ fn python_example_runs() {
         return;
     };
     let s = Server::start();
-    let out = Command::new(&py)
+    let stdout = run(Command::new(&py)
         .arg(root().join("examples/python/im_flow.py"))
-        .args(["--host", "127.0.0.1", "--port", &s.port.to_string()])
-        .output()
-        .expect("run python example");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{py} im_flow.py exited with {}:\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .args(["--host", "127.0.0.1", "--port", &s.port.to_string()]));
     assert!(stdout.contains("duplicate True"), "{stdout}");
 }
 
@@ -890,18 +870,9 @@ fn node_example_runs() {
         return;
     };
     let s = Server::start();
-    let out = Command::new(&node)
+    let stdout = run(Command::new(&node)
         .arg(root().join("examples/node/im_flow.js"))
-        .args(["--host", "127.0.0.1", "--port", &s.port.to_string()])
-        .output()
-        .expect("run node example");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "node im_flow.js exited with {}:\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .args(["--host", "127.0.0.1", "--port", &s.port.to_string()]));
     assert!(
         stdout.contains("== via FCALL") && stdout.contains("== via EVALSHA"),
         "{stdout}"

@@ -67,9 +67,7 @@ fn rdb_only_the_fields_follow_snapshots_and_the_warning_comes_once_per_snapshot(
     // The harness runs RDB-only without save rules (`--save ""`, `--appendonly no`): every
     // snapshot here is an explicit SAVE or BGSAVE.
     // `enable-protected-configs` lets a client move `dir`, to make a BGSAVE fail below.
-    let s = Server::build()
-        .args(&["--imid.seq-gap", "10", "--enable-protected-configs", "yes"])
-        .start();
+    let s = Server::with(&["--imid.seq-gap", "10", "--enable-protected-configs", "yes"]);
     let mut con = s.client();
     assert_eq!(exposure(&s), (0, 0, 0), "a node that issued nothing");
 
@@ -161,9 +159,7 @@ fn rdb_only_the_fields_follow_snapshots_and_the_warning_comes_once_per_snapshot(
 
 #[test]
 fn with_aof_on_the_exposure_is_counted_but_never_exceeds_the_gap() {
-    let s = Server::build()
-        .args(&["--appendonly", "yes", "--imid.seq-gap", "10"])
-        .start();
+    let s = Server::with(&["--appendonly", "yes", "--imid.seq-gap", "10"]);
     let mut con = s.client();
     int(&mut con, &["SEQ.NEXT", "{a}", "COUNT", "50"]);
     assert_eq!(exposure(&s), (50, 0, 0), "the AOF holds every write");
@@ -190,7 +186,7 @@ fn with_aof_on_the_exposure_is_counted_but_never_exceeds_the_gap() {
 /// it whatever the gap, and the crash below shows it is real.
 #[test]
 fn a_gap_skip_since_the_last_snapshot_is_exposed_and_a_crash_then_reissues() {
-    let mut s = Server::build().args(&["--imid.seq-gap", "1000"]).start();
+    let mut s = Server::with(&["--imid.seq-gap", "1000"]);
     let mut con = s.client();
     for _ in 0..5 {
         int(&mut con, &["SEQ.NEXT", "{k}"]);
@@ -224,9 +220,7 @@ fn a_gap_skip_since_the_last_snapshot_is_exposed_and_a_crash_then_reissues() {
 fn a_save_rule_snapshot_counts() {
     // `save 1 1`: a BGSAVE once more than a second has passed since the last save and at
     // least one write was made (the setup).
-    let s = Server::build()
-        .args(&["--save", "1 1", "--imid.seq-gap", "10"])
-        .start();
+    let s = Server::with(&["--save", "1 1", "--imid.seq-gap", "10"]);
     let mut con = s.client();
     int(&mut con, &["SEQ.NEXT", "{a}", "COUNT", "5"]);
     assert_eq!(exposure(&s), (5, 0, 0));
@@ -236,16 +230,14 @@ fn a_save_rule_snapshot_counts() {
 
 #[test]
 fn a_full_sync_counts_when_written_to_disk_and_not_when_diskless() {
-    let primary = Server::build()
-        .args(&[
-            "--imid.seq-gap",
-            "10",
-            "--repl-diskless-sync",
-            "yes",
-            "--repl-diskless-sync-delay",
-            "0",
-        ])
-        .start();
+    let primary = Server::with(&[
+        "--imid.seq-gap",
+        "10",
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+    ]);
     let mut con = primary.client();
     int(&mut con, &["SEQ.NEXT", "{a}", "COUNT", "5"]);
     // A diskless full sync streams the RDB to the replica's socket: no snapshot on disk.
@@ -276,7 +268,7 @@ fn soak_rdb_only_crashes_that_reissue_were_announced() {
     use std::sync::{Arc, Mutex};
     let cycles = 2;
     let keys = 20;
-    let mut s = Server::build().args(&["--save", "1 1"]).start();
+    let mut s = Server::with(&["--save", "1 1"]);
     /// key -> values received, in one cycle
     type Cycle = HashMap<String, Vec<i64>>;
     let received: Arc<Mutex<Vec<Cycle>>> = Arc::default();

@@ -41,7 +41,7 @@ fn ports_come_from_below_the_ephemeral_range_with_free_bus_twins() {
         "a block overlaps single ports"
     );
     // A cluster node on the default bus port starts on what the harness hands out.
-    let s = Server::build().args(&["--cluster-enabled", "yes"]).start();
+    let s = Server::with(&["--cluster-enabled", "yes"]);
     let bus = std::net::TcpListener::bind(("127.0.0.1", s.port + 10_000));
     assert!(
         bus.is_err(),

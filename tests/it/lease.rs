@@ -148,9 +148,7 @@ fn uid_borrowing_is_bounded_and_never_moves_message_ids() {
 /// replays its own AOF and loads its own RDB file; past the caps a replayed floor is refused.
 #[test]
 fn leases_at_their_caps_write_files_the_node_loads() {
-    let mut s = Server::build()
-        .args(&["--appendonly", "yes", "--appendfsync", "always"])
-        .start();
+    let mut s = Server::with(&["--appendonly", "yes", "--appendfsync", "always"]);
     s.kill();
     for (cmd_, v) in [
         ("MSGID.FLOOR", (MSGID_CAP - 1).to_string()),
@@ -215,7 +213,7 @@ fn restarts_keep_both_marks() {
             &["--appendonly", "yes", "--aof-use-rdb-preamble", "no"][..],
         ),
     ] {
-        let mut s = Server::build().args(args).start();
+        let mut s = Server::with(args);
         let mut con = s.client();
         let now = server_time_ms(&mut con);
         let (m, u) = (now + 20_000, now + 50_000);
@@ -269,9 +267,7 @@ fn a_replica_reaches_exactly_the_primarys_two_marks() {
 
 #[test]
 fn uid_floor_from_a_client() {
-    let s = Server::build()
-        .args(&["--appendonly", "yes", "--appendfsync", "always"])
-        .start();
+    let s = Server::with(&["--appendonly", "yes", "--appendfsync", "always"]);
     let mut con = s.client();
     // UID.GEN renews the UID lease only, and writes UID.FLOOR, not MSGID.FLOOR.
     let first: i64 = cmd(&mut con, &["UID.GEN", "x"]).unwrap();

@@ -20,7 +20,7 @@ fn config(con: &mut Connection, name: &str) -> String {
 
 #[test]
 fn loadmodule_argument() {
-    let s = Server::build().args(&["--imid.seq-gap", "5000"]).start();
+    let s = Server::with(&["--imid.seq-gap", "5000"]);
     let mut con = s.client();
     assert_eq!(hash_user1(&mut con), JAVA_HASH_USER1);
     assert_eq!(config(&mut con, "imid.seq-gap"), "5000");
@@ -130,24 +130,22 @@ fn module_loadex_with_configs() {
 #[test]
 fn module_arguments_set_every_config() {
     let key = "000102030405060708090a0b0c0d0e0f";
-    let s = Server::build()
-        .args(&[
-            "seq-gap",
-            "0",
-            "imid.msgid-hash",
-            "slot",
-            "openid-keys",
-            key,
-            "imid.uid-layout",
-            "28,22,13",
-            "uid-epoch",
-            "1767225600000",
-            "IMID.uid-time-unit",
-            "s",
-            "uid-node",
-            "7",
-        ])
-        .start();
+    let s = Server::with(&[
+        "seq-gap",
+        "0",
+        "imid.msgid-hash",
+        "slot",
+        "openid-keys",
+        key,
+        "imid.uid-layout",
+        "28,22,13",
+        "uid-epoch",
+        "1767225600000",
+        "IMID.uid-time-unit",
+        "s",
+        "uid-node",
+        "7",
+    ]);
     let mut con = s.client();
     for (name, want) in [
         ("imid.seq-gap", "0"),

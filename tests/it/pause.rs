@@ -26,7 +26,7 @@ fn floors_in_aof(s: &Server) -> usize {
 
 #[test]
 fn fork_child_exiting_during_paused_writes_defers_the_mark() {
-    let mut s = Server::build().args(&["--appendonly", "yes"]).start();
+    let mut s = Server::with(&["--appendonly", "yes"]);
     let mut con = s.client();
     let _: String = cmd(&mut con, &["MSGID.GEN", "1", "conv"]).unwrap();
     let before = floors_in_aof(&s);

@@ -380,7 +380,7 @@ fn failovers_through_sentinel(
         "--min-replicas-max-lag",
         "2",
     ];
-    let mut nodes = vec![Server::build().args(&node_args).start()];
+    let mut nodes = vec![Server::with(&node_args)];
     let gap: i64 = cmd::<Vec<String>>(&mut nodes[0].client(), &["CONFIG", "GET", "imid.seq-gap"])
         .unwrap()[1]
         .parse()

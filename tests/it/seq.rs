@@ -9,7 +9,7 @@ const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kin
 
 #[test]
 fn next_get_mget_set_advance_replies() {
-    let s = Server::build().args(&["--imid.seq-gap", "0"]).start();
+    let s = Server::with(&["--imid.seq-gap", "0"]);
     let mut con = s.client();
     assert_eq!(int(&mut con, &["SEQ.GET", "a"]), 0);
     assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 1);
@@ -61,7 +61,7 @@ fn next_get_mget_set_advance_replies() {
 
 #[test]
 fn writes_keep_the_ttl() {
-    let s = Server::build().args(&["--imid.seq-gap", "0"]).start();
+    let s = Server::with(&["--imid.seq-gap", "0"]);
     let mut con = s.client();
     assert_eq!(int(&mut con, &["SEQ.NEXT", "k"]), 1);
     assert_eq!(int(&mut con, &["EXPIRE", "k", "1000"]), 1);
@@ -74,7 +74,7 @@ fn writes_keep_the_ttl() {
 
 #[test]
 fn overflow_is_an_error_and_changes_nothing() {
-    let s = Server::build().args(&["--imid.seq-gap", "0"]).start();
+    let s = Server::with(&["--imid.seq-gap", "0"]);
     let mut con = s.client();
     let _: String = cmd(&mut con, &["SEQ.SET", "k", "9223372036854775806"]).unwrap();
     let e = expect_err(&mut con, &[b"SEQ.NEXT", b"k", b"COUNT", b"2"]);
@@ -201,7 +201,7 @@ fn every_error_names_its_rule() {
 
 #[test]
 fn binary_key_names_work() {
-    let s = Server::build().args(&["--imid.seq-gap", "0"]).start();
+    let s = Server::with(&["--imid.seq-gap", "0"]);
     let mut con = s.client();
     let key: &[u8] = b"conv:\x00\xff\r\n";
     let v: i64 = redis::cmd("SEQ.NEXT").arg(key).query(&mut con).unwrap();
@@ -213,7 +213,7 @@ fn binary_key_names_work() {
 /// 50 connections × 2,000 pipelined SEQ.NEXT over 10 keys: every key hands out exactly 1..N.
 #[test]
 fn concurrent_clients_get_each_value_exactly_once() {
-    let s = Server::build().args(&["--imid.seq-gap", "0"]).start();
+    let s = Server::with(&["--imid.seq-gap", "0"]);
     let url = s.url();
     let threads: Vec<_> = (0..50)
         .map(|t| {
@@ -253,7 +253,7 @@ fn concurrent_clients_get_each_value_exactly_once() {
 
 #[test]
 fn works_in_lua_functions_and_transactions() {
-    let s = Server::build().args(&["--imid.seq-gap", "0"]).start();
+    let s = Server::with(&["--imid.seq-gap", "0"]);
     let mut con = s.client();
     let script = "local s = redis.call('SEQ.NEXT', KEYS[1]) \
                   redis.call('ZADD', KEYS[2], s, ARGV[1]) return s";
@@ -351,7 +351,7 @@ fn info_counts_issued_values() {
 
 #[test]
 fn copy_and_memory_usage() {
-    let s = Server::build().args(&["--imid.seq-gap", "0"]).start();
+    let s = Server::with(&["--imid.seq-gap", "0"]);
     let mut con = s.client();
     let big = "9223372036854775000";
     let _: String = cmd(&mut con, &["SEQ.SET", "seq", big]).unwrap();

@@ -48,7 +48,7 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 
 #[test]
 fn values_survive_debug_reload() {
-    let s = Server::build().args(&["--imid.seq-gap", "0"]).start();
+    let s = Server::with(&["--imid.seq-gap", "0"]);
     let mut con = s.client();
     let keys = workload(&mut con);
     let before = mget(&mut con, &keys);
@@ -103,7 +103,7 @@ fn gap_is_skipped_once_per_key_after_each_load() {
 
 #[test]
 fn gap_zero_skips_nothing() {
-    let s = Server::build().args(&["--imid.seq-gap", "0"]).start();
+    let s = Server::with(&["--imid.seq-gap", "0"]);
     let mut con = s.client();
     assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 1);
     ok(&mut con, &["DEBUG", "RELOAD"]);
@@ -128,7 +128,7 @@ fn gap_overflow_is_an_error_and_changes_nothing() {
 
 #[test]
 fn values_survive_an_rdb_restart_and_then_skip_the_gap() {
-    let mut s = Server::build().args(&["--imid.seq-gap", "0"]).start();
+    let mut s = Server::with(&["--imid.seq-gap", "0"]);
     let mut con = s.client();
     let keys = workload(&mut con);
     let before = mget(&mut con, &keys);
@@ -157,7 +157,7 @@ fn aof_roundtrip(preamble: &str) {
         "--imid.seq-gap",
         "0",
     ];
-    let mut s = Server::build().args(&args).start();
+    let mut s = Server::with(&args);
     let mut con = s.client();
     let keys = workload(&mut con);
     let before = mget(&mut con, &keys);
@@ -213,7 +213,7 @@ fn values_survive_an_aof_restart_without_rdb_preamble() {
 #[test]
 fn nothing_issued_is_reissued_after_kill_9() {
     let args = ["--appendonly", "yes", "--appendfsync", "always"];
-    let mut s = Server::build().args(&args).start();
+    let mut s = Server::with(&args);
     let mut con = s.client();
     let mut last = 0;
     for _ in 0..500 {
@@ -227,7 +227,7 @@ fn nothing_issued_is_reissued_after_kill_9() {
 
 #[test]
 fn dump_restore_roundtrips() {
-    let s = Server::build().args(&["--imid.seq-gap", "0"]).start();
+    let s = Server::with(&["--imid.seq-gap", "0"]);
     let mut con = s.client();
     for v in [
         "0",
@@ -323,7 +323,7 @@ fn restore(con: &mut Connection, key: &str, p: &[u8]) -> redis::RedisResult<Stri
 
 #[test]
 fn corrupt_restore_payloads_are_errors_not_crashes() {
-    let mut s = Server::build().args(&["--imid.seq-gap", "0"]).start();
+    let mut s = Server::with(&["--imid.seq-gap", "0"]);
     let mut con = s.client();
     let (id, ver) = real_dump(&mut con);
     let cat = |parts: &[Vec<u8>]| parts.concat();

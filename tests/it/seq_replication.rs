@@ -152,16 +152,14 @@ fn mixed_writes(p: &mut Connection, round: usize) {
 }
 
 fn verbatim_replication_reaches_the_same_state(preamble: &str) {
-    let mut primary = Server::build()
-        .args(&[
-            "--imid.seq-gap",
-            "100",
-            "--appendonly",
-            "yes",
-            "--aof-use-rdb-preamble",
-            preamble,
-        ])
-        .start();
+    let mut primary = Server::with(&[
+        "--imid.seq-gap",
+        "100",
+        "--appendonly",
+        "yes",
+        "--aof-use-rdb-preamble",
+        preamble,
+    ]);
     let replica = primary.replica(&["--imid.seq-gap", "100"]);
     let mut p = primary.client();
     let lib = "#!lua name=seqtest\n\
@@ -306,7 +304,7 @@ fn a_promoted_replica_skips_the_gap_once() {
 
 #[test]
 fn a_promoted_replica_with_gap_zero_continues() {
-    let primary = Server::build().args(&["--imid.seq-gap", "0"]).start();
+    let primary = Server::with(&["--imid.seq-gap", "0"]);
     let replica = primary.replica(&["--imid.seq-gap", "0"]);
     let mut p = primary.client();
     assert_eq!(int(&mut p, &["SEQ.NEXT", "a", "COUNT", "10"]), 10);

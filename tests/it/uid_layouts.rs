@@ -51,9 +51,7 @@ fn each_named_layout_through_the_config() {
         ("mastodon", "auto", 0, 1, 47, 0, 16, false),
     ];
     for &(name, node, epoch, unit, tbits, nbits, sbits, seq_first) in table {
-        let s = Server::build()
-            .args(&["--imid.uid-layout", name, "--imid.uid-node", node])
-            .start();
+        let s = Server::with(&["--imid.uid-layout", name, "--imid.uid-node", node]);
         let mut con = s.client();
         assert_eq!(config(&mut con, "imid.uid-layout"), name);
         assert_eq!(config(&mut con, "imid.uid-epoch"), "auto");
@@ -100,14 +98,12 @@ fn each_named_layout_through_the_config() {
 #[test]
 fn explicit_epoch_unit_and_node_override_a_name() {
     // UidGenerator's layout from 2026: its bits, its seconds, a later epoch
-    let s = Server::build()
-        .args(&[
-            "--imid.uid-layout",
-            "uidgenerator",
-            "--imid.uid-epoch",
-            &EPOCH.to_string(),
-        ])
-        .start();
+    let s = Server::with(&[
+        "--imid.uid-layout",
+        "uidgenerator",
+        "--imid.uid-epoch",
+        &EPOCH.to_string(),
+    ]);
     let mut con = s.client();
     assert_eq!(config(&mut con, "imid.uid-epoch"), EPOCH.to_string());
     assert_eq!(s.imid_stat("uid_time_ends_ms"), EPOCH + (1 << 28) * 1000);
@@ -132,14 +128,12 @@ fn explicit_epoch_unit_and_node_override_a_name() {
     );
     drop(s);
     // Twitter's bits and epoch in 10 ms units
-    let s = Server::build()
-        .args(&[
-            "--imid.uid-layout",
-            "twitter",
-            "--imid.uid-time-unit",
-            "10ms",
-        ])
-        .start();
+    let s = Server::with(&[
+        "--imid.uid-layout",
+        "twitter",
+        "--imid.uid-time-unit",
+        "10ms",
+    ]);
     let mut con = s.client();
     assert_eq!(config(&mut con, "imid.uid-time-unit"), "10ms");
     assert_eq!(s.imid_stat("uid_time_ends_ms"), TWITTER + (1 << 41) * 10);
@@ -161,16 +155,14 @@ fn explicit_epoch_unit_and_node_override_a_name() {
     assert_eq!(e, "ERR time_ms must be imid.uid-epoch plus a whole number of 10 ms units (imid.uid-time-unit 10ms)");
     drop(s);
     // Sonyflake spelled out as fields, unit and epoch: the same IDs as the name
-    let s = Server::build()
-        .args(&[
-            "--imid.uid-layout",
-            "time:39,seq:8,node:16",
-            "--imid.uid-time-unit",
-            "10ms",
-            "--imid.uid-epoch",
-            &SONYFLAKE.to_string(),
-        ])
-        .start();
+    let s = Server::with(&[
+        "--imid.uid-layout",
+        "time:39,seq:8,node:16",
+        "--imid.uid-time-unit",
+        "10ms",
+        "--imid.uid-epoch",
+        &SONYFLAKE.to_string(),
+    ]);
     let mut con = s.client();
     for (t, n, q) in [(SONYFLAKE + 10, 1, 1), (SONYFLAKE + 123_450, 4660, 200)] {
         let args = [t.to_string(), n.to_string(), q.to_string()];
@@ -191,9 +183,7 @@ fn explicit_epoch_unit_and_node_override_a_name() {
     }
     drop(s);
     // 64-bit explicit widths from the default epoch: the time field's top bit stays 0
-    let s = Server::build()
-        .args(&["--imid.uid-layout", "42,10,12"])
-        .start();
+    let s = Server::with(&["--imid.uid-layout", "42,10,12"]);
     let mut con = s.client();
     assert_eq!(s.imid_stat("uid_time_ends_ms"), EPOCH + (1 << 41));
     assert_eq!(
@@ -205,23 +195,19 @@ fn explicit_epoch_unit_and_node_override_a_name() {
 #[test]
 fn cluster_mode_takes_a_named_layout_with_a_fixed_node_or_enough_node_bits() {
     // Twitter's 10 node bits cannot hold a slot: with a fixed worker number it loads.
-    let s = Server::build()
-        .args(&[
-            "--cluster-enabled",
-            "yes",
-            "--imid.uid-layout",
-            "twitter",
-            "--imid.uid-node",
-            "5",
-        ])
-        .start();
+    let s = Server::with(&[
+        "--cluster-enabled",
+        "yes",
+        "--imid.uid-layout",
+        "twitter",
+        "--imid.uid-node",
+        "5",
+    ]);
     let mut con = s.client();
     assert_eq!(config(&mut con, "imid.uid-node"), "5");
     drop(s);
     // Sonyflake's 16-bit machine field holds the slot.
-    let s = Server::build()
-        .args(&["--cluster-enabled", "yes", "--imid.uid-layout", "sonyflake"])
-        .start();
+    let s = Server::with(&["--cluster-enabled", "yes", "--imid.uid-layout", "sonyflake"]);
     let mut con = s.client();
     assert_eq!(config(&mut con, "imid.uid-layout"), "sonyflake");
     // refused without a node, and the log says what to set

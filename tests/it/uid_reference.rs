@@ -131,14 +131,12 @@ fn decode(
 /// The bidirectional check for one named layout. `time_res` is the resolution of the library's
 /// times (1 ms; 1000 for Mastodon.py, which works in whole seconds).
 fn agree(layout: &str, node: u64, lib: Lib, time_res: u64) {
-    let s = Server::build()
-        .args(&[
-            "--imid.uid-layout",
-            layout,
-            "--imid.uid-node",
-            &node.to_string(),
-        ])
-        .start();
+    let s = Server::with(&[
+        "--imid.uid-layout",
+        layout,
+        "--imid.uid-node",
+        &node.to_string(),
+    ]);
     let mut con = s.client();
     let conf: Vec<String> = cmd(&mut con, &["CONFIG", "GET", "imid.uid-layout"]).unwrap();
     assert_eq!(conf[1], layout);

@@ -86,32 +86,25 @@ fn rdb_files(bin: Option<PathBuf>) {
     }
 
     // 3. A UID alone makes a mark to keep too: the file needs imid, and brings the UID mark
-    //    back.
-    let _: i64 = cmd(&mut s.client(), &["UID.GEN", "t"]).unwrap();
-    let uid_mark = s.imid_stat("uid_high_water_ms");
-    assert!(uid_mark > 0);
-    save(&s);
-    s.shutdown(false);
-    refused_data_startup_with(&exe, None, &s.dir, "AUX module data I can't load");
-    with_imid(&mut s);
-    assert!(
-        s.imid_stat("uid_high_water_ms") >= uid_mark,
-        "the UID mark {uid_mark} was not restored"
-    );
-
-    // 4. Once a message ID was issued the mark is kept: the file needs imid on every server, and
-    //    loading it with imid restores the mark.
-    let _: String = cmd(&mut s.client(), &["MSGID.GEN", "1", "conv"]).unwrap();
-    let mark = s.imid_stat("msgid_high_water_ms");
-    assert!(mark > 0);
-    save(&s);
-    s.shutdown(false);
-    refused_data_startup_with(&exe, None, &s.dir, "AUX module data I can't load");
-    with_imid(&mut s);
-    assert!(
-        s.imid_stat("msgid_high_water_ms") >= mark,
-        "the mark {mark} was not restored"
-    );
+    //    back. 4. Once a message ID was issued the mark is kept: the file needs imid on every
+    //    server, and loading it with imid restores the mark.
+    let issue: [(&[&str], &str); 2] = [
+        (&["UID.GEN", "t"], "uid_high_water_ms"),
+        (&["MSGID.GEN", "1", "conv"], "msgid_high_water_ms"),
+    ];
+    for (call, field) in issue {
+        let _: Value = cmd(&mut s.client(), call).unwrap();
+        let mark = s.imid_stat(field);
+        assert!(mark > 0, "{field}");
+        save(&s);
+        s.shutdown(false);
+        refused_data_startup_with(&exe, None, &s.dir, "AUX module data I can't load");
+        with_imid(&mut s);
+        assert!(
+            s.imid_stat(field) >= mark,
+            "{field} {mark} was not restored"
+        );
+    }
     let v: String = cmd(&mut s.client(), &["GET", "plain"]).unwrap();
     assert_eq!(v, "v1");
 }

@@ -114,16 +114,13 @@ impl Cluster {
         let id: String = cmd(&mut r.client(), &["CLUSTER", "MYID"]).unwrap();
         self.nodes.push(r);
         self.ids.push(id);
-        let deadline = Instant::now() + Duration::from_secs(60);
         let last = self.nodes.len() - 1;
-        while self.nodes[last]
-            .info_field("replication", "master_link_status")
-            .as_deref()
-            != Some("up")
-        {
-            assert!(Instant::now() < deadline, "replica did not sync");
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let node = &self.nodes[last];
+        wait_until("replica did not sync", 60, || {
+            node.info_field("replication", "master_link_status")
+                .as_deref()
+                == Some("up")
+        });
         self.wait_settled();
         last
     }

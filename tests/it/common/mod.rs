@@ -387,6 +387,11 @@ impl Server {
         Server::build().start()
     }
 
+    /// A server with the release module and `args` (after the module).
+    pub fn with(args: &[&str]) -> Server {
+        Server::build().args(args).start()
+    }
+
     /// A server to start: `Server::build().hooked().args(&["--appendonly", "yes"]).start()`,
     /// `.dir(..)`, `.env(..)`, `.bin(newer_server!("redis8"))`, `.without_module()`, ...
     pub fn build() -> Launch {
@@ -1089,4 +1094,17 @@ pub fn resp3_map<T: redis::FromRedisValue>(
             .collect(),
         other => panic!("{args:?}: expected a map, got {other:?}"),
     }
+}
+
+/// Runs `c` to its end; fails unless it exits 0, showing its output. Returns its stdout.
+pub fn run(c: &mut Command) -> String {
+    let out = c.output().unwrap_or_else(|e| panic!("{c:?}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{c:?} exited with {}:\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
 }

@@ -501,17 +501,7 @@ fn restart_from_aof_with_the_clock_behind_starts_above_old_uids() {
 fn restart_from_a_rewritten_aof_without_preamble_with_only_uids() {
     // No sequence key and no message ID: the mark in the new AOF comes from UID.GEN's lease,
     // written again (UID.FLOOR) after the rewrite.
-    let mut s = Server::build()
-        .hooked()
-        .args(&[
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "always",
-            "--aof-use-rdb-preamble",
-            "no",
-        ])
-        .start();
+    let mut s = start_aof_without_preamble();
     let mut con = s.client();
     let old = uids(&mut con, 2_000, "t");
     s.rewrite_aof();

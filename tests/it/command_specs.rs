@@ -153,3 +153,34 @@ fn decoders_reply_maps_under_resp3() {
     ];
     assert_eq!(openid, want.map(|(k, v)| (k.to_owned(), v.to_owned())));
 }
+
+#[test]
+fn getkeys_tell_the_truth() {
+    let s = Server::start();
+    let mut con = s.client();
+    // (a call, the keys COMMAND GETKEYS finds in it; none: the command has no key)
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["MSGID.GEN", "1", "{conv:42}"], &["{conv:42}"]),
+        (&["UID.GEN", "{conv:42}"], &["{conv:42}"]),
+        (&["UID.GEN", "{conv:42}", "COUNT", "5"], &["{conv:42}"]),
+        (&["SEQ.NEXT", "{c}:seq"], &["{c}:seq"]),
+        (&["SEQ.NEXT", "{c}:seq", "COUNT", "5"], &["{c}:seq"]),
+        (&["SEQ.GET", "a"], &["a"]),
+        (&["SEQ.MGET", "a", "b", "c"], &["a", "b", "c"]),
+        (&["SEQ.SET", "a", "1"], &["a"]),
+        (&["SEQ.ADVANCE", "a", "1"], &["a"]),
+        (&["MSGID.DECODE", "0000-0000-0000-0000"], &[]),
+        (&["OPENID.DEC", "SY62cbZxtnG2cbZxSIw"], &[]),
+    ];
+    for (call, keys) in cases {
+        let mut args = vec!["COMMAND", "GETKEYS"];
+        args.extend_from_slice(call);
+        match cmd::<Vec<String>>(&mut con, &args) {
+            Ok(got) => assert_eq!(got, *keys, "{call:?}"),
+            Err(e) => assert!(
+                keys.is_empty() && err_text(&e).contains("no key"),
+                "{call:?}: {e}"
+            ),
+        }
+    }
+}

@@ -72,17 +72,28 @@ fn churn(con: &mut Connection, rounds: usize) {
     }
 }
 
-fn assert_flat(s: &Server) {
-    let mut con = s.client();
-    churn(&mut con, 100); // warm up: client buffers, allocator size classes
-    let before = used_memory(&mut con);
-    churn(&mut con, 500);
-    let after = used_memory(&mut con);
-    // 500 rounds leaked about 2.5 MB before the fix; allow noise of 64 KiB.
+/// `churn` for `warm` rounds (client buffers, allocator size classes), then for `rounds`
+/// more, which may grow `used_memory` by at most 64 KiB of noise.
+fn assert_churn_flat(
+    con: &mut Connection,
+    (warm, rounds): (usize, usize),
+    mut churn: impl FnMut(&mut Connection, usize),
+    what: &str,
+) {
+    churn(con, warm);
+    let before = used_memory(con);
+    churn(con, rounds);
+    let after = used_memory(con);
     assert!(
         after - before < 64 * 1024,
-        "used_memory grew from {before} to {after} over 500 rounds of CONFIG GET/SET"
+        "used_memory grew from {before} to {after} over {rounds} rounds of {what}"
     );
+}
+
+fn assert_flat(s: &Server) {
+    let mut con = s.client();
+    // 500 rounds leaked about 2.5 MB before the fix.
+    assert_churn_flat(&mut con, (100, 500), churn, "CONFIG GET/SET");
     // The values still work after the churn: the last accepted ones are in force.
     let v: Vec<String> = cmd(&mut con, &["CONFIG", "GET", "imid.openid-keys"]).unwrap();
     let sixteen: Vec<String> = (1..=16).map(k).collect();
@@ -144,14 +155,7 @@ fn assert_uid_configs_flat(s: &Server) {
             }
         }
     };
-    churn(&mut con, 200);
-    let before = used_memory(&mut con);
-    churn(&mut con, 2000);
-    let after = used_memory(&mut con);
-    assert!(
-        after - before < 64 * 1024,
-        "used_memory grew from {before} to {after} over 2000 rounds of CONFIG GET/SET imid.uid-*"
-    );
+    assert_churn_flat(&mut con, (200, 2000), churn, "CONFIG GET/SET imid.uid-*");
 }
 
 const UID_ARGS: &[&str] = &["--imid.uid-layout", "40,11,12", "--imid.uid-node", "1234"];

@@ -626,6 +626,20 @@ fn example_bin(name: &str) -> PathBuf {
     bin
 }
 
+/// `threads` threads each calling `next` `per_thread` times; what each got, in its order.
+fn from_threads<T: Send>(
+    threads: usize,
+    per_thread: usize,
+    next: impl Fn() -> T + Sync,
+) -> Vec<Vec<T>> {
+    std::thread::scope(|sc| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| sc.spawn(|| (0..per_thread).map(|_| next()).collect::<Vec<T>>()))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
 fn run_example(name: &str, s: &Server) -> String {
     run(Command::new(example_bin(name)).env("IMID_URL", s.url()))
 }
@@ -686,19 +700,7 @@ fn segment_allocator_unique_and_increasing_across_threads() {
     let client = redis::Client::open(s.url()).unwrap();
     let key = "{ids:test}:seq";
     let mut alloc = SegmentAllocator::new(&client, key, STEP).unwrap();
-    let per_thread: Vec<Vec<u64>> = std::thread::scope(|sc| {
-        let handles: Vec<_> = (0..THREADS)
-            .map(|_| {
-                let a = &alloc;
-                sc.spawn(move || {
-                    (0..PER_THREAD)
-                        .map(|_| a.next_id().expect("next_id"))
-                        .collect::<Vec<u64>>()
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let per_thread = from_threads(THREADS, PER_THREAD, || alloc.next_id().expect("next_id"));
     // Stats after shutdown, which joins the refill thread: a prefetch still in flight when the
     // workers finish would otherwise land after the snapshot.
     alloc.shutdown();
@@ -773,19 +775,7 @@ fn uid_cache_unique_and_increasing_across_threads() {
     let s = Server::start();
     let client = redis::Client::open(s.url()).unwrap();
     let mut cache = UidCache::new(&client, "{ids:test}", BATCH, CAPACITY).unwrap();
-    let per_thread: Vec<Vec<i64>> = std::thread::scope(|sc| {
-        let handles: Vec<_> = (0..THREADS)
-            .map(|_| {
-                let c = &cache;
-                sc.spawn(move || {
-                    (0..PER_THREAD)
-                        .map(|_| c.next_uid().expect("next_uid"))
-                        .collect::<Vec<i64>>()
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let per_thread = from_threads(THREADS, PER_THREAD, || cache.next_uid().expect("next_uid"));
     // Stats after shutdown, which joins the refill thread.
     cache.shutdown();
     let stats = cache.stats();

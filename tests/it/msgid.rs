@@ -307,24 +307,6 @@ fn bad_config_at_load_is_refused() {
 }
 
 #[test]
-fn getkeys_tell_the_truth() {
-    let s = Server::start();
-    let mut con = s.client();
-    let keys: Vec<String> = cmd(
-        &mut con,
-        &["COMMAND", "GETKEYS", "MSGID.GEN", "1", "{conv:42}"],
-    )
-    .unwrap();
-    assert_eq!(keys, ["{conv:42}"]);
-    let e = cmd::<Vec<String>>(
-        &mut con,
-        &["COMMAND", "GETKEYS", "MSGID.DECODE", "0000-0000-0000-0000"],
-    )
-    .unwrap_err();
-    assert!(err_text(&e).contains("no key"), "{e}");
-}
-
-#[test]
 fn info_counts_generation_and_the_lease() {
     let s = Server::start();
     let mut con = s.client();

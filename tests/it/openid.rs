@@ -501,18 +501,6 @@ fn info_counts_encoded_decoded_rejected() {
 }
 
 #[test]
-fn getkeys_tell_the_truth() {
-    let s = Server::start();
-    let mut con = s.client();
-    let e = cmd::<Vec<String>>(
-        &mut con,
-        &["COMMAND", "GETKEYS", "OPENID.DEC", "SY62cbZxtnG2cbZxSIw"],
-    )
-    .unwrap_err();
-    assert!(err_text(&e).contains("no key"), "{e}");
-}
-
-#[test]
 fn garbage_to_dec_is_always_an_error_and_the_server_lives() {
     let mut s = Server::with(&["--imid.openid-keys", &format!("{KEY_A},plain")]);
     let mut con = s.client();

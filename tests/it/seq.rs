@@ -312,29 +312,6 @@ fn works_in_lua_functions_and_transactions() {
 }
 
 #[test]
-fn getkeys_tell_the_truth() {
-    let s = Server::start();
-    let mut con = s.client();
-    let getkeys = |con: &mut Connection, args: &[&str]| -> Vec<String> {
-        let mut full = vec!["COMMAND", "GETKEYS"];
-        full.extend_from_slice(args);
-        cmd(con, &full).unwrap()
-    };
-    assert_eq!(getkeys(&mut con, &["SEQ.NEXT", "{c}:seq"]), ["{c}:seq"]);
-    assert_eq!(
-        getkeys(&mut con, &["SEQ.NEXT", "{c}:seq", "COUNT", "5"]),
-        ["{c}:seq"]
-    );
-    assert_eq!(getkeys(&mut con, &["SEQ.GET", "a"]), ["a"]);
-    assert_eq!(
-        getkeys(&mut con, &["SEQ.MGET", "a", "b", "c"]),
-        ["a", "b", "c"]
-    );
-    assert_eq!(getkeys(&mut con, &["SEQ.SET", "a", "1"]), ["a"]);
-    assert_eq!(getkeys(&mut con, &["SEQ.ADVANCE", "a", "1"]), ["a"]);
-}
-
-#[test]
 fn info_counts_issued_values() {
     let s = Server::start();
     let mut con = s.client();

@@ -470,8 +470,7 @@ fn message_id_high_water_mark_survives_an_rdb_restart() {
     let mut con = s.client();
     // 50 s ahead (a client may lead the clock by at most a minute) and no ID issued after the
     // restart, so only the saved aux data can explain the mark then
-    let (secs, _): (i64, i64) = cmd(&mut con, &["TIME"]).unwrap();
-    let floor = secs * 1000 + 50_000;
+    let floor = server_time_ms(&mut con) / 1000 * 1000 + 50_000;
     ok(&mut con, &["MSGID.FLOOR", &floor.to_string()]);
     assert!(s.imid_stat("msgid_high_water_ms") >= floor);
     // no sequence key exists: the aux data is saved anyway
@@ -576,8 +575,7 @@ fn rdb_marks_past_their_caps_are_refused_and_the_caps_load() {
     const UID_CAP: u64 = i64::MAX as u64;
     let mut s = Server::start();
     let mut con = s.client();
-    let (secs, _): (u64, u64) = cmd(&mut con, &["TIME"]).unwrap();
-    let floor = secs * 1000 + 50_000;
+    let floor = server_time_ms_u64(&mut con) / 1000 * 1000 + 50_000;
     for mark in [CAP + 1, u64::MAX] {
         let rdb = rdb_with_aux(&s, &mut con, floor, |id| aux_record(id, &[mark, floor]));
         let line = format!(
@@ -607,8 +605,7 @@ fn an_rdb_of_the_first_aux_format_loads_its_one_mark_into_both_floors() {
     // (every module id with version 1, the aux record with one mark).
     let mut s = Server::start();
     let mut con = s.client();
-    let (secs, _): (u64, u64) = cmd(&mut con, &["TIME"]).unwrap();
-    let floor = secs * 1000 + 50_000;
+    let floor = server_time_ms_u64(&mut con) / 1000 * 1000 + 50_000;
     let mark = floor + 3_000_000; // further than any client could set: only the file explains it
     let rdb = rdb_with_aux(&s, &mut con, floor, |id| {
         aux_record((id & !1023) | 1, &[mark])

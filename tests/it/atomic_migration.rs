@@ -353,12 +353,7 @@ fn a_cluster_node_of_the_runs_server_loads_and_says_whether_it_follows_migration
     // On `$REDIS_SERVER` (the matrix runs this on each server): Valkey 9 takes the declaration
     // and the event; a Valkey without them (8.0) refuses the subscription, which is logged at
     // notice level and does not fail the load; Redis is not asked at all (its numbers differ).
-    let n = Server::with(&[
-        "--cluster-enabled",
-        "yes",
-        "--cluster-config-file",
-        "nodes.conf",
-    ]);
+    let n = Server::with(&NODE_ARGS);
     let mut con = n.client();
     let _: String = cmd(&mut con, &["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);

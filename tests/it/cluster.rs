@@ -1,7 +1,7 @@
 //! imid on a real Redis Cluster: 3 primaries with a replica each, created with
 //! `redis-cli --cluster create`, driven through the `redis` crate's cluster client.
 use crate::common;
-use common::cluster::{create, NODE_ARGS};
+use common::cluster::{cluster_client, create, NODE_ARGS};
 use common::*;
 use redis::cluster::{ClusterClient, ClusterConnection};
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
@@ -64,13 +64,7 @@ impl Cluster {
     }
 
     fn client(&self) -> ClusterConnection {
-        let urls: Vec<String> = self.nodes.iter().map(|n| n.url()).collect();
-        ClusterClient::builder(urls)
-            .retries(30)
-            .build()
-            .unwrap()
-            .get_connection()
-            .unwrap()
+        cluster_client(self.nodes.iter().map(Server::url).collect(), 30)
     }
 
     fn role(&self, i: usize) -> String {
@@ -128,16 +122,22 @@ fn gen(con: &mut ClusterConnection, ty: u8, target: &str) -> String {
     routed(con, redis::cmd("MSGID.GEN").arg(ty).arg(target), target)
 }
 
+/// 10,000 targets `<prefix>:<i>`, checked to spread over the slots of all three primaries.
+fn spread_targets(prefix: &str) -> Vec<String> {
+    let targets: Vec<String> = (0..10_000).map(|i| format!("{prefix}:{i}")).collect();
+    let slots: HashSet<u16> = targets.iter().map(|t| slot(t)).collect();
+    assert!(
+        slots.len() > 7_000,
+        "targets spread over all three primaries"
+    );
+    targets
+}
+
 #[test]
 fn ids_are_unique_cluster_wide_and_carry_the_slot_of_their_target() {
     let cluster = Cluster::start();
     let mut con = cluster.client();
-    let targets: Vec<String> = (0..10_000).map(|i| format!("conv:{i}")).collect();
-    let slots: HashSet<u16> = targets.iter().map(|t| slot(t)).collect();
-    assert!(
-        slots.len() > 7_000,
-        "targets spread over the slots of all three primaries"
-    );
+    let targets = spread_targets("conv");
     let mut seen = HashSet::new();
     for round in 0..5 {
         for t in &targets {
@@ -173,12 +173,7 @@ fn uids_are_unique_cluster_wide_and_carry_the_slot_of_their_target() {
     let cluster = Cluster::start();
     let mut con = cluster.client();
     // The cluster layout (auto): 41 bits of ms, the 14-bit slot as node, 8 bits of seq.
-    let targets: Vec<String> = (0..10_000).map(|i| format!("user:{i}")).collect();
-    let slots: HashSet<u16> = targets.iter().map(|t| slot(t)).collect();
-    assert!(
-        slots.len() > 7_000,
-        "targets spread over all three primaries"
-    );
+    let targets = spread_targets("user");
     let mut seen = HashSet::new();
     let mut last_per_slot: HashMap<u16, i64> = HashMap::new();
     for _round in 0..5 {
@@ -365,12 +360,7 @@ impl Cluster {
             .filter(|(i, _)| *i != dead)
             .map(|(_, n)| n.url())
             .collect();
-        ClusterClient::builder(urls)
-            .retries(30)
-            .build()
-            .unwrap()
-            .get_connection()
-            .unwrap()
+        cluster_client(urls, 30)
     }
 }
 

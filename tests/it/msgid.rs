@@ -135,14 +135,7 @@ fn generated_ids_are_unique_increasing_typed_and_timely() {
     let mut all = HashSet::new();
     for (c, hash, ids) in &results {
         assert_eq!(ids.len(), per_conn);
-        for w in ids.windows(2) {
-            assert!(
-                w[0] < w[1],
-                "not increasing on connection {c}: {} then {}",
-                w[0],
-                w[1]
-            );
-        }
+        assert_increasing_in(format!("connection {c}"), ids);
         for id in ids {
             let (t, _seq, ty, h) = fields_of(id);
             assert_eq!(ty, (*c % 16) as u64);

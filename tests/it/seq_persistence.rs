@@ -46,6 +46,14 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
 
+/// Fails unless the last 8 bytes of `bytes` are the CRC-64 (Redis's, little-endian) of the rest,
+/// as DUMP payloads and RDB files end.
+fn assert_crc64(bytes: &[u8], what: &str) {
+    let (body, tail) = bytes.split_at(bytes.len() - 8);
+    let crc = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
+    assert_eq!(crc.checksum(body).to_le_bytes(), tail, "{what}");
+}
+
 #[test]
 fn values_survive_debug_reload() {
     let s = Server::with(&["--imid.seq-gap", "0"]);
@@ -296,13 +304,8 @@ fn real_dump(con: &mut Connection) -> (u64, [u8; 2]) {
     assert_eq!(id & 1023, 2, "encoding version 2");
     // what follows: value 1007 (14-bit length), flags 0, EOF
     assert_eq!(&p[10..16], &[2, 0x43, 0xef, 2, 0, 0]);
+    assert_crc64(&p, "our CRC matches Redis's");
     let n = p.len();
-    let crc = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
-    assert_eq!(
-        crc.checksum(&p[..n - 8]).to_le_bytes(),
-        p[n - 8..],
-        "our CRC matches Redis's"
-    );
     (id, [p[n - 10], p[n - 9]])
 }
 
@@ -524,13 +527,8 @@ fn rdb_with_aux(
     assert_eq!(s.imid_stat("uid_high_water_ms"), floor as i64);
     ok(con, &["SAVE"]);
     let rdb = std::fs::read(s.dir.join("dump.rdb")).unwrap();
+    assert_crc64(&rdb, "our CRC matches the file's");
     let n = rdb.len();
-    let crc = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
-    assert_eq!(
-        crc.checksum(&rdb[..n - 8]).to_le_bytes(),
-        rdb[n - 8..],
-        "our CRC matches the file's"
-    );
     let old = aux_record(id, &[floor, floor]);
     let at: Vec<usize> = (0..n - 8).filter(|&i| rdb[i..].starts_with(&old)).collect();
     assert_eq!(

@@ -91,27 +91,32 @@ fn run_loaders(
         .collect()
 }
 
+/// Values received in phases (between crashes or failovers), in order: every value of a phase
+/// lies above every value received in the phases before it, and none comes twice. Returns how
+/// many were checked.
+fn check_phases(what: &str, phases: &[Vec<i64>]) -> usize {
+    let mut seen = HashSet::new();
+    let mut high = 0i64;
+    for (i, phase) in phases.iter().enumerate() {
+        if let Some(&min) = phase.iter().min() {
+            assert!(
+                min > high,
+                "{what}: phase {i} handed out {min} after {high} had been received"
+            );
+        }
+        for &v in phase {
+            assert!(seen.insert(v), "{what}: {v} received twice");
+        }
+        high = high.max(phase.iter().copied().max().unwrap_or(0));
+    }
+    seen.len()
+}
+
 /// Checks the invariants and returns (values checked, ids checked).
 fn check(received: &Received) -> (usize, usize) {
     let mut values = 0;
     for (key, phases) in &received.seq {
-        let mut seen = HashSet::new();
-        let mut high = 0i64;
-        for (i, phase) in phases.iter().enumerate() {
-            if let Some(&min) = phase.iter().min() {
-                assert!(
-                    min > high,
-                    "{key}: phase {i} handed out {min} after {high} had been received"
-                );
-            }
-            for &v in phase {
-                assert!(seen.insert(v), "{key}: value {v} received twice");
-                values += 1;
-            }
-            if let Some(&max) = phase.iter().max() {
-                high = high.max(max);
-            }
-        }
+        values += check_phases(key, phases);
     }
     let mut ids = HashSet::new();
     for id in &received.ids {
@@ -119,21 +124,8 @@ fn check(received: &Received) -> (usize, usize) {
     }
     // UIDs: one lane per standalone node, so every UID received after a crash or failover is
     // above every UID received before it; none is received twice.
-    let mut uids = HashSet::new();
-    let mut high = 0i64;
-    for (i, phase) in received.uids.iter().enumerate() {
-        if let Some(&min) = phase.iter().min() {
-            assert!(
-                min > high,
-                "phase {i} issued UID {min} after {high} had been received"
-            );
-        }
-        for &u in phase {
-            assert!(uids.insert(u), "UID {u} received twice");
-        }
-        high = high.max(phase.iter().copied().max().unwrap_or(0));
-    }
-    assert_eq!(uids.len(), ids.len(), "one UID per message ID");
+    let uids = check_phases("UIDs", &received.uids);
+    assert_eq!(uids, ids.len(), "one UID per message ID");
     (values, ids.len())
 }
 

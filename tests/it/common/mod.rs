@@ -1019,8 +1019,16 @@ pub fn uids(con: &mut Connection, n: usize, target: &str) -> Vec<i64> {
 
 /// Fails unless `ids` strictly increase, naming the first pair that does not.
 pub fn assert_increasing<T: PartialOrd + std::fmt::Display>(ids: &[T]) {
+    assert_increasing_in("", ids);
+}
+
+/// [`assert_increasing`], saying where (`what`: a connection, a slot) when it fails.
+pub fn assert_increasing_in<T: PartialOrd + std::fmt::Display>(
+    what: impl std::fmt::Display,
+    ids: &[T],
+) {
     for w in ids.windows(2) {
-        assert!(w[0] < w[1], "{} then {}", w[0], w[1]);
+        assert!(w[0] < w[1], "{what}: {} then {}", w[0], w[1]);
     }
 }
 
@@ -1107,4 +1115,17 @@ pub fn run(c: &mut Command) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     stdout
+}
+
+/// Every sequence write on `key` (SEQ.NEXT, SEQ.SET, SEQ.ADVANCE) is refused with an error
+/// starting with `code` (NOPERM for a read-only user, READONLY on a replica).
+pub fn assert_seq_writes_refused(con: &mut Connection, key: &str, code: &str) {
+    for args in [
+        &["SEQ.NEXT", key][..],
+        &["SEQ.SET", key, "5"],
+        &["SEQ.ADVANCE", key, "9"],
+    ] {
+        let e = cmd::<Value>(con, args).unwrap_err();
+        assert!(err_text(&e).starts_with(code), "{args:?}: {e}");
+    }
 }

@@ -2,7 +2,7 @@
 //! `@write` or `@read`, `@fast` and `@imid` (MSGID.FLOOR and UID.FLOOR also `@dangerous`), so a
 //! user denied `@write` cannot move a sequence or an ID floor by any path (directly, in MULTI, in EVAL, in
 //! FCALL), and a `+@read` user runs the readers. On Redis 7.0, which has no categories for module
-//! commands, the README's deny-by-name recipe does the same.
+//! commands, the deny-by-name recipe of docs/access-control.md does the same.
 use crate::common;
 use common::*;
 
@@ -255,7 +255,7 @@ fn version(s: &Server) -> (u32, u32) {
 fn default_server_categories_or_none() {
     // The default server (Debian's 7.0.15 unless REDIS_SERVER says otherwise): the module loads
     // either way; on 7.0 its commands belong to no category (there is no API for it), so
-    // `-@write` alone would not stop them, which is what the README's recipe is for.
+    // `-@write` alone would not stop them, which is what the recipe of docs/access-control.md is for.
     let s = Server::start();
     let mut con = s.client();
     let has_api = version(&s) >= (7, 2);
@@ -276,7 +276,7 @@ fn default_server_categories_or_none() {
 
 #[test]
 fn readme_recipe_denies_writers_by_name() {
-    // The README's recipe for Redis 7.0 (it works on every server): deny the writers by name,
+    // The recipe of docs/access-control.md for Redis 7.0 (it works on every server): deny the writers by name,
     // grant the readers by name.
     let s = Server::start();
     let mut admin = setup(

@@ -151,7 +151,7 @@ fn restart_from_aof_without_preamble_keeps_the_mark_after_a_rewrite() {
     let mut s = start_aof_without_preamble();
     let mut con = s.client();
     // Without the preamble the mark rides on the rewrite of the first sequence key (an IM
-    // dataset has them; the README says so).
+    // dataset has them; docs/durability.md says so).
     let _: i64 = cmd(&mut con, &["SEQ.NEXT", "{c}:seq"]).unwrap();
     let old = msgids(&mut con, 2_000, "t");
     s.rewrite_aof();

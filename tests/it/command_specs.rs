@@ -111,7 +111,7 @@ fn acl_read_only_key_permission_allows_reads_only_and_ids() {
     assert_eq!(v, 1, "nothing changed");
     // MSGID.GEN's target is declared read-only (it is neither read nor written), so a
     // read-only key permission lets its holder issue IDs: deny MSGID.GEN by command or
-    // category (README, "Access control").
+    // category (docs/access-control.md).
     let id: String = cmd(&mut reader, &["MSGID.GEN", "1", "conv"]).unwrap();
     assert_eq!(id.len(), 19);
 }

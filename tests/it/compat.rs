@@ -1,6 +1,6 @@
 //! What differs between the servers imid supports, one test per difference, each run against
 //! whatever `REDIS_SERVER` is (`make test-matrix` runs it on Redis 7.0 and 8.2, Valkey 8.0 and
-//! 9.1) and saying which answer each server gives. README "Compatibility" lists them.
+//! 9.1) and saying which answer each server gives. docs/operations.md, "Compatibility", lists them.
 use crate::common;
 use common::*;
 
@@ -71,7 +71,7 @@ fn categories(con: &mut Connection, name: &str) -> Vec<String> {
 #[test]
 fn acl_categories_by_server() {
     // Redis 7.0 has no API to put a module command in a category: imid's commands are in none,
-    // and `-@write` does not stop them (README "Access control" says to name them). Redis 8 and
+    // and `-@write` does not stop them (docs/access-control.md says to name them). Redis 8 and
     // Valkey 8 and 9 put them in @write/@read, @fast and @imid, and enforce that. Valkey 8.0.1
     // alone then leaves them out of `ACL CAT <category>` listings, though COMMAND INFO shows
     // the categories and ACL rules enforce them (measured): audit a Valkey 8.0 user with

@@ -11,8 +11,9 @@
 //! After each, the server must answer, keep answering once cron and timers have had time to
 //! fire (a failed load that left a callback behind crashed it within seconds), save (SAVE and
 //! BGSAVE: the fork events) and show no imid. The names are taken by `tests/modules/taken.c`,
-//! a real module built here with gcc. The last case is the server's own: the README's table
-//! (Operations) says what each server does, and the test asserts exactly that.
+//! a real module built here with gcc. The last case is the server's own: the table of
+//! docs/operations.md ("A failed load") says what each server does, and the test asserts
+//! exactly that.
 use crate::common;
 use common::*;
 use std::path::{Path, PathBuf};
@@ -79,7 +80,7 @@ fn unapplied_config(s: &Server) -> UnappliedConfig {
     if let Some(v) = s.info_field("server", "valkey_version") {
         assert!(
             v.starts_with("8.") || v.starts_with("9."),
-            "Valkey {v}: check what it does and add it to the README's table"
+            "Valkey {v}: check what it does and add it to the table of docs/operations.md"
         );
         return UnappliedConfig::Crashes;
     }
@@ -89,7 +90,7 @@ fn unapplied_config(s: &Server) -> UnappliedConfig {
     } else if v.starts_with("8.") {
         UnappliedConfig::Unloaded
     } else {
-        panic!("Redis {v}: check what it does and add it to the README's table")
+        panic!("Redis {v}: check what it does and add it to the table of docs/operations.md")
     }
 }
 
@@ -317,7 +318,7 @@ fn failed_loads(bin: Option<PathBuf>, cluster: bool) {
         }
         assert!(
             !s.alive(),
-            "{what}: expected the crash the README documents"
+            "{what}: expected the crash docs/operations.md documents"
         );
         let log = s.log_text();
         assert!(

@@ -1,11 +1,11 @@
-//! Every way into a server that the README's quick start shows: `--loadmodule`, a `loadmodule`
+//! Every way into a server that docs/operations.md, "Loading", shows: `--loadmodule`, a `loadmodule`
 //! line in redis.conf, `MODULE LOAD` and `MODULE LOADEX ... CONFIG ...` at runtime with
 //! `enable-module-command local`, and the refusal a stock server gives without that setting.
 //! Each loads the module and runs a command. Run on every server of `make test-matrix`.
 use crate::common;
 use common::*;
 
-/// MSGID.HASH of `user1` in `java` mode (README): the standalone default.
+/// MSGID.HASH of `user1` in `java` mode (docs/configuration.md): the standalone default.
 const JAVA_HASH_USER1: i64 = 2_526_662;
 
 fn hash_user1(con: &mut Connection) -> i64 {
@@ -166,7 +166,7 @@ fn module_arguments_set_every_config() {
         .position(|v| *v == Value::BulkString(b"node".to_vec()))
         .expect("node field");
     assert_eq!(fields[node + 1], Value::Int(7), "{fields:?}");
-    // The key applies: the README's keyed example.
+    // The key applies: the keyed example of docs/commands.md.
     let enc: String = cmd(&mut con, &["OPENID.ENC", "CE5H-STK6-0006-D3E6", "1", "2"]).unwrap();
     assert_eq!(enc, "vKOv2ur8pwNQCHoKAzc");
     // seq-gap 0: a key this process did not write skips nothing.

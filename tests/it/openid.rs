@@ -322,7 +322,7 @@ fn bad_keys_are_refused_at_config_set_and_old_keys_stay() {
     assert_no_key("CONFIG GET imid.*", &imid.join(" "));
     // Not asserted: SLOWLOG and MONITOR. The config is flagged SENSITIVE, yet Redis 7.0.15
     // records CONFIG SET's value there (measured: slowlog-log-slower-than 0, SLOWLOG GET);
-    // the README says so.
+    // docs/commands.md says so.
     let _: () = cmd(&mut con, &["CONFIG", "SET", "imid.openid-keys", KEY_B]).unwrap();
     // Everything the session saw, and INFO, and the log.
     let info: String = cmd(&mut con, &["INFO", "everything"]).unwrap();
@@ -395,8 +395,8 @@ fn imid_listed(con: &mut Connection) -> bool {
 }
 
 /// `MODULE LOADEX ... CONFIG imid.openid-key <K>` (a mistyped name) on the server `launch`
-/// starts: the reply is an error on every server; what is left behind differs, as the README
-/// says ("Config imid.openid-keys").
+/// starts: the reply is an error on every server; what is left behind differs, as
+/// docs/configuration.md says ("`imid.openid-keys`").
 fn loadex_mistyped_name(launch: Launch) {
     let mut s = launch
         .without_module()
@@ -420,9 +420,9 @@ fn loadex_mistyped_name(launch: Launch) {
     if valkey {
         // An upstream bug (valkey-io/valkey#4630; Redis fixed it in redis/redis#13650):
         // unloading a module that has a data type after a LOADEX config went unused writes
-        // through a null pointer, and Valkey 9.1.2 dies of SIGSEGV. The README warns against
+        // through a null pointer, and Valkey 9.1.2 dies of SIGSEGV. docs/configuration.md warns against
         // MODULE LOADEX ... CONFIG on Valkey; this fails once a Valkey release fixes it (then
-        // update the README).
+        // update docs/configuration.md).
         assert!(r.is_err(), "{r:?}");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while s.alive() && std::time::Instant::now() < deadline {
@@ -430,7 +430,7 @@ fn loadex_mistyped_name(launch: Launch) {
         }
         assert!(
             !s.alive(),
-            "Valkey survived: the upstream bug is fixed, update the README"
+            "Valkey survived: the upstream bug is fixed, update docs/configuration.md"
         );
         assert!(
             s.log_text().contains("crashed by signal"),
@@ -444,13 +444,13 @@ fn loadex_mistyped_name(launch: Launch) {
     if version.starts_with("7.0.") {
         // Redis 7.0 cannot unload a module with a data type, so after "Unloading the module"
         // the module stays, with default configs: OPENID.ENC makes plain IDs. The module
-        // cannot tell (Redis decides after OnLoad and tells the module nothing), so the README
+        // cannot tell (Redis decides after OnLoad and tells the module nothing), so docs/configuration.md
         // says to check MODULE LIST and set the keys with CONFIG SET, which works.
         assert!(imid_listed(&mut con), "7.0 keeps the module");
         let plain = enc(&mut con, "CE5H-STK6-0006-D3E6", "1", "2");
         assert_eq!(
             plain, "CRVqnhdjjxUJc4TTCBc",
-            "the plain format, as the README warns"
+            "the plain format, as docs/configuration.md warns"
         );
         let _: () = cmd(&mut con, &["CONFIG", "SET", "imid.openid-keys", KEY_A]).unwrap();
         let keyed = enc(&mut con, "CE5H-STK6-0006-D3E6", "1", "2");

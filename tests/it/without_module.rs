@@ -1,7 +1,7 @@
 //! Which RDB files need imid to load (issue 18, item 6), on every server of the matrix: a
 //! server that loaded imid and never issued an ID writes no imid aux record where the server
 //! lets a module skip it (`aux_save2`: Redis 7.2+, Valkey), so its snapshots load without the
-//! module; Redis 7.0 always writes it (and refuses the file without imid, as the README says).
+//! module; Redis 7.0 always writes it (and refuses the file without imid, as docs/operations.md says).
 //! Once an ID was issued the record carries the time mark on every server, so the file needs
 //! imid and restores the mark; a sequence key needs imid like any module value.
 use crate::common;

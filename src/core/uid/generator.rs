@@ -71,6 +71,21 @@ pub struct UidGenerator {
     pub(super) stats: UidStats,
     /// The latest clock reading seen by [`issue_bounded`](Self::issue_bounded).
     pub(super) latest_now_ms: u64,
+    /// What [`issue_one`](Self::issue_one) needs to issue the next ID of the same time unit
+    /// without planning it again; `None` until a bounded issue of a fixed node has run.
+    pub(super) repeat: Option<Repeat>,
+}
+
+/// The inputs of the last bounded issue (fixed node only) and the UID it ended with. A call
+/// with the same clock reading and floor plans exactly as that one did: its run starts at the
+/// lane's next index, in the same time unit while the seq field has room, so its UID is the
+/// last one plus one step of the seq field, and every check the plan made (exhaustion, the
+/// borrowing bound, the lease) still holds for that unit.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Repeat {
+    pub(super) now_ms: u64,
+    pub(super) floor_ms: u64,
+    pub(super) uid: u64,
 }
 
 impl UidGenerator {
@@ -92,6 +107,7 @@ impl UidGenerator {
             lanes: vec![NONE; lanes],
             stats: UidStats::default(),
             latest_now_ms: 0,
+            repeat: None,
         }
     }
 
@@ -134,6 +150,8 @@ impl UidGenerator {
         count: u32,
     ) -> Result<Run, UidExhausted> {
         let plan = self.plan(slot, now_ms, floor_ms, count)?;
+        // Unbounded runs do not record what issue_one relies on.
+        self.repeat = None;
         Ok(self.commit(plan))
     }
 
@@ -177,7 +195,40 @@ impl UidGenerator {
                 per_run,
             }));
         }
-        Ok(self.commit(plan))
+        let run = self.commit(plan);
+        self.repeat = match self.mode {
+            NodeMode::Fixed(_) => Some(Repeat {
+                now_ms,
+                floor_ms,
+                uid: run.uid_at(run.last),
+            }),
+            NodeMode::Slot => None,
+        };
+        Ok(run)
+    }
+
+    /// One ID, exactly as `issue_bounded(_, now_ms, floor_ms, 1)` would issue it, when that is
+    /// the next ID of the previous bounded issue's time unit: a fixed node, the same clock
+    /// reading and floor as that issue, and room left in the seq field. `None` otherwise
+    /// (nothing changed): the caller plans with [`issue_bounded`](Self::issue_bounded). The
+    /// common case of a busy node (many IDs per clock tick) without the plan's arithmetic.
+    #[inline(always)]
+    pub fn issue_one(&mut self, now_ms: u64, floor_ms: u64) -> Option<u64> {
+        let r = self.repeat.as_mut()?;
+        if r.now_ms != now_ms || r.floor_ms != floor_ms {
+            return None;
+        }
+        // A fixed node has one lane (set by the issue `repeat` records).
+        let last = self.lanes.first_mut()?;
+        if *last & self.layout.seq_mask == self.layout.seq_mask {
+            // The unit is full: the next ID borrows the next unit, which the plan checks.
+            return None;
+        }
+        // The seq field has room: the index and the field go up by one, without a carry.
+        *last += 1;
+        r.uid += 1 << self.layout.seq_shift;
+        self.stats.generated = self.stats.generated.wrapping_add(1);
+        Some(r.uid)
     }
 
     /// Unix ms of the time unit of linear index `l` (a lane's `time << seq_bits | seq`).

@@ -1040,6 +1040,34 @@ fn a_clock_stepping_back_does_not_stall_the_bound() {
 }
 
 #[test]
+fn issue_one_takes_the_next_id_of_the_same_unit_only() {
+    let l = snowflake();
+    let mut g = gen_fixed(l, 5);
+    let now = EPOCH + 1_000;
+    // Nothing to repeat before a planned issue.
+    assert_eq!(g.issue_one(now, 0), None);
+    let first = g.issue_bounded(0, now, 0, 1).unwrap().first();
+    // Same clock reading and floor: the next seq, without planning.
+    assert_eq!(g.issue_one(now, 0), Some(first + 1));
+    assert_eq!(l.decode(first + 1).seq, 1);
+    // Another clock reading, or another floor: the caller must plan.
+    assert_eq!(g.issue_one(now + 1, 0), None);
+    assert_eq!(g.issue_one(now, 1), None);
+    // A full unit: the next ID borrows, which only the plan may decide.
+    let rest = g.issue_bounded(0, now, 0, 4094).unwrap();
+    assert_eq!(l.decode(rest.uids().last().unwrap()).seq, 4095);
+    assert_eq!(g.issue_one(now, 0), None);
+    // An unbounded issue records nothing to repeat.
+    g.issue(0, now, 0, 1).unwrap();
+    assert_eq!(g.issue_one(now, 0), None);
+    // Slot mode has a lane per slot: never repeated.
+    let c = Layout::new(Widths::CLUSTER, EPOCH, TimeUnit::Ms).unwrap();
+    let mut s = UidGenerator::new(c, NodeMode::Slot);
+    s.issue_bounded(7, now, 0, 1).unwrap();
+    assert_eq!(s.issue_one(now, 0), None);
+}
+
+#[test]
 fn usual_layouts_take_a_full_count_within_the_lead() {
     for (wd, unit) in [
         (Widths::SNOWFLAKE, TimeUnit::Ms),
@@ -1154,6 +1182,42 @@ mod props {
                 if let Ok((uid, _)) = new.next(b"t", start / 2, max_time + 1) {
                     prop_assert!(uid > p);
                 }
+            }
+        }
+
+        /// `issue_one`, where it answers, issues exactly what `issue_bounded(.., 1)` would:
+        /// one generator takes every single ID through it (falling back as the node does),
+        /// a twin plans every ID; their IDs, errors and counters agree, under clocks that
+        /// mostly stand still (so the shortcut is taken), step, jump back, and floor raises.
+        #[test]
+        fn issue_one_is_issue_bounded_of_one(
+            l in any_layout(),
+            start in 0u64..4_000_000_000_000,
+            node in any::<u64>(),
+            steps in proptest::collection::vec(
+                (
+                    prop_oneof![6 => Just(0i64), 3 => 1i64..3, 1 => -40_000i64..40_000],
+                    prop_oneof![19 => Just(0u64), 1 => 0u64..100_000],
+                    prop_oneof![9 => Just(1u32), 1 => 1u32..600],
+                ),
+                1..300,
+            ),
+        ) {
+            let mode = NodeMode::Fixed(node & l.node_max());
+            let (mut fast, mut twin) = (UidGenerator::new(l, mode), UidGenerator::new(l, mode));
+            let mut now = start;
+            let mut floor = 0u64;
+            for (dt, raise, count) in steps {
+                now = now.saturating_add_signed(dt);
+                floor = floor.max(now.saturating_add(raise).saturating_sub(50_000));
+                let want = twin.issue_bounded(0, now, floor, count).map(|r| r.first());
+                let shortcut = if count == 1 { fast.issue_one(now, floor) } else { None };
+                let got = match shortcut {
+                    Some(uid) => Ok(uid),
+                    None => fast.issue_bounded(0, now, floor, count).map(|r| r.first()),
+                };
+                prop_assert_eq!(got, want);
+                prop_assert_eq!(fast.stats(), twin.stats());
             }
         }
 

@@ -401,7 +401,7 @@ pub(crate) fn register(ctx: &Context, args: &[RedisString]) -> Status {
         None,
     );
     // SENSITIVE asks Redis to redact CONFIG SET's value (Redis 7.0.15 still shows it in SLOWLOG
-    // and MONITOR; the README says so). HIDDEN leaves it out of pattern queries (`CONFIG GET *`),
+    // and MONITOR; docs/commands.md says so). HIDDEN leaves it out of pattern queries (`CONFIG GET *`),
     // so config dumps do not carry keys; `CONFIG GET imid.openid-keys` by exact name and CONFIG
     // REWRITE still see them.
     let Ok(keys) = CString::new(start.openid_keys) else {

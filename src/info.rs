@@ -1,5 +1,5 @@
 //! The `imid` section of INFO: each family reports its own fields (`info_fields` in
-//! `commands/*`), in the order documented in the README.
+//! `commands/*`), in the order docs/observability.md lists them.
 
 use crate::glue::{guard, Entry};
 use redis_module::{InfoContext, RedisResult};

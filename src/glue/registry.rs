@@ -204,7 +204,7 @@ fn register_one(ctx: &Context, c: &Command) -> Result<(), ()> {
 
 /// Gives a command its ACL categories, plus the module's own where it exists. Without them
 /// `-@write` would not deny a module command at all. Absent on Redis 7.0 (nothing to do: the
-/// README says how to deny commands by name there); refused categories fail the load, rather
+/// docs/access-control.md says how to deny commands by name there); refused categories fail the load, rather
 /// than leave write commands open to users denied `@write`.
 fn set_acl_categories(cmd: *mut raw::RedisModuleCommand, acl: &str) -> Result<(), ()> {
     // SAFETY: reading a function pointer filled in once at load.

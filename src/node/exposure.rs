@@ -242,7 +242,7 @@ pub(crate) fn on_cron(ctx: &Ctx) {
         "imid: with AOF off, a crash now could hand out sequence values again: {} values were \
          issued since the last RDB snapshot started, imid.seq-gap is {gap}{skips}. Turn on AOF \
          (appendonly yes), or snapshot more often and raise imid.seq-gap above the values one \
-         key issues between snapshots (README, \"Without AOF\"). Logged once per snapshot.",
+         key issues between snapshots (docs/durability.md, \"Without AOF\"). Logged once per snapshot.",
         e.issued
     ));
 }

@@ -15,49 +15,75 @@ pub use redis::{Connection, Value};
 
 pub mod cluster;
 
-/// The module under test: `$IMID_MODULE`, else the release build in this checkout.
+/// The module under test: `$IMID_MODULE` as it is, else the release build in this checkout,
+/// built first when it is missing or older than its sources ([`fresh`]).
 pub fn module_path() -> PathBuf {
-    let p = std::env::var_os("IMID_MODULE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libimid.so"));
-    assert!(
-        p.exists(),
-        "module not found at {}: run `cargo build --release` (make test does) or set IMID_MODULE",
-        p.display()
-    );
-    if std::env::var_os("IMID_MODULE").is_none() {
-        assert_fresh(&p, "cargo build --release");
+    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    match std::env::var_os("IMID_MODULE") {
+        Some(p) => existing(PathBuf::from(p), "IMID_MODULE"),
+        None => fresh(&BUILT, "target/release/libimid.so", &["build", "--release"]),
     }
-    p
 }
 
 /// The module built with the `test-hooks` feature (IMID.TEST-CLOCK, IMID.TEST-PANIC):
-/// `$IMID_TEST_MODULE`, else `target/test-hooks/release/libimid.so` (make test builds it).
+/// `$IMID_TEST_MODULE` as it is, else `target/test-hooks/release/libimid.so`, built first when
+/// it is missing or older than its sources ([`fresh`]).
 pub fn hooks_module_path() -> PathBuf {
-    let p = std::env::var_os("IMID_TEST_MODULE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-hooks/release/libimid.so")
-        });
-    assert!(
-        p.exists(),
-        "test-hooks module not found at {}: run `cargo build --release --features test-hooks \
-         --target-dir target/test-hooks` (make test does) or set IMID_TEST_MODULE",
-        p.display()
-    );
-    if std::env::var_os("IMID_TEST_MODULE").is_none() {
-        assert_fresh(
-            &p,
-            "cargo build --release --features test-hooks --target-dir target/test-hooks",
+    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    match std::env::var_os("IMID_TEST_MODULE") {
+        Some(p) => existing(PathBuf::from(p), "IMID_TEST_MODULE"),
+        None => fresh(
+            &BUILT,
+            "target/test-hooks/release/libimid.so",
+            &[
+                "build",
+                "--release",
+                "--features",
+                "test-hooks",
+                "--target-dir",
+                "target/test-hooks",
+            ],
+        ),
+    }
+}
+
+fn existing(p: PathBuf, var: &str) -> PathBuf {
+    assert!(p.exists(), "{var}={} does not exist", p.display());
+    p
+}
+
+/// `so` (under this checkout), never stale: the first call in a test process runs `cargo
+/// <build>` when the file is missing or older than a file under src/, Cargo.toml or Cargo.lock
+/// (`make test` has built it already: then nothing runs); every call fails if it is still
+/// older, so a run never mixes a build with sources changed under it.
+fn fresh(built: &std::sync::OnceLock<()>, so: &str, build: &[&str]) -> PathBuf {
+    let p = root().join(so);
+    built.get_or_init(|| {
+        if std::fs::metadata(&p).is_ok() && stale_by(&p).is_none() {
+            return;
+        }
+        eprintln!("building {so}: cargo {}", build.join(" "));
+        let st = Command::new(env!("CARGO"))
+            .args(build)
+            .current_dir(root())
+            .status()
+            .expect("run cargo");
+        assert!(st.success(), "cargo {} failed", build.join(" "));
+    });
+    if let Some(newer) = stale_by(&p) {
+        panic!(
+            "{} is older than {}: sources changed during the run; run `cargo {}`",
+            p.display(),
+            newer.display(),
+            build.join(" ")
         );
     }
     p
 }
 
-/// Fails unless the module at `so` was built after the last change to its sources (every file
-/// under src/, Cargo.toml, Cargo.lock): tests never run against a stale build. A module named
-/// by `$IMID_MODULE` / `$IMID_TEST_MODULE` is taken as it is.
-fn assert_fresh(so: &Path, build: &str) {
+/// The newest file under src/, Cargo.toml or Cargo.lock if the module at `so` is older than
+/// it (or missing), else `None`.
+fn stale_by(so: &Path) -> Option<PathBuf> {
     fn newest(p: &Path, acc: &mut (std::time::SystemTime, PathBuf)) {
         let Ok(meta) = std::fs::metadata(p) else {
             return;
@@ -72,18 +98,14 @@ fn assert_fresh(so: &Path, build: &str) {
             }
         }
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut src = (std::time::SystemTime::UNIX_EPOCH, PathBuf::new());
     for p in ["src", "Cargo.toml", "Cargo.lock"] {
-        newest(&root.join(p), &mut src);
+        newest(&root().join(p), &mut src);
     }
-    let built = std::fs::metadata(so).and_then(|m| m.modified()).unwrap();
-    assert!(
-        built >= src.0,
-        "{} is older than {}: run `{build}` (make test does)",
-        so.display(),
-        src.1.display()
-    );
+    match std::fs::metadata(so).and_then(|m| m.modified()) {
+        Ok(built) if built >= src.0 => None,
+        _ => Some(src.1),
+    }
 }
 
 /// The redis-server binary: `$REDIS_SERVER`, else `redis-server` on PATH.

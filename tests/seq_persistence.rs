@@ -34,24 +34,6 @@ fn workload(con: &mut Connection) -> Vec<String> {
     keys
 }
 
-/// The base file of Redis 7's multi-part AOF.
-fn aof_base(s: &Server) -> (String, Vec<u8>) {
-    let dir = s.dir.join("appendonlydir");
-    let entry = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().contains(".base."))
-        .expect("an AOF base file");
-    (
-        entry.file_name().unwrap().to_string_lossy().into_owned(),
-        std::fs::read(&entry).unwrap(),
-    )
-}
-
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
-}
-
 #[test]
 fn values_survive_debug_reload() {
     let s = Server::build().args(&["--imid.seq-gap", "0"]).start();

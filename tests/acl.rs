@@ -20,6 +20,7 @@ const WRITERS: &[&str] = &[
     "seq.next",
     "seq.set",
     "seq.advance",
+    "seq.idmpset",
 ];
 const READERS: &[&str] = &[
     "msgid.encode",
@@ -43,6 +44,11 @@ fn expected_categories(name: &str) -> Vec<&'static str> {
     if name == "msgid.floor" || name == "uid.floor" {
         v.push("@dangerous");
     }
+    // the internal replicated form of SEQ.NEXT ... IDMP: not fast, and dangerous
+    if name == "seq.idmpset" {
+        v.retain(|c| *c != "@fast");
+        v.push("@dangerous");
+    }
     v.sort_unstable();
     v
 }
@@ -56,6 +62,8 @@ fn write_calls(now_ms: u64) -> Vec<(Vec<String>, Vec<String>)> {
         (s(&["a"]), s(&["SEQ.NEXT", "a"])),
         (s(&["a"]), s(&["SEQ.NEXT", "a", "COUNT", "5"])),
         (s(&["a"]), s(&["SEQ.ADVANCE", "a", "20"])),
+        (s(&["a"]), s(&["SEQ.NEXT", "a", "IDMP", "t"])),
+        (s(&["a"]), s(&["SEQ.IDMPSET", "a", "t", "9", "1", "1", "0"])),
         (s(&["x"]), s(&["MSGID.GEN", "1", "x"])),
         (s(&["x"]), s(&["UID.GEN", "x"])),
         (s(&["x"]), s(&["UID.GEN", "x", "COUNT", "5", "STRING"])),
@@ -333,6 +341,7 @@ fn readme_recipe_denies_writers_by_name() {
             "-seq.next",
             "-seq.set",
             "-seq.advance",
+            "-seq.idmpset",
         ],
     );
     assert_writers_denied(&s, &mut admin, "ro");

@@ -40,6 +40,13 @@ const EXPECTED: &[(&str, i64, &str, [i64; 3], &str)] = &[
         [1, 1, 1],
         "RW access update",
     ),
+    (
+        "seq.idmpset",
+        7,
+        "denyoom write",
+        [1, 1, 1],
+        "RW access update",
+    ),
 ];
 
 fn strings(v: &Value) -> Vec<String> {

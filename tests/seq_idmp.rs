@@ -141,24 +141,24 @@ fn bad_calls_are_refused_and_change_nothing() {
     // the internal command checks what it restores
     for (args, want) in [
         (
-            vec!["SEQ.IDMPSET", "k", "5", "", "1", "1", "1", "0"],
+            vec!["SEQ.IDMPSET", "k", "", "1", "1", "1", "0"],
             "ERR IDMP token must be 1..64 bytes",
         ),
         (
-            vec!["SEQ.IDMPSET", "k", "-1", "t", "1", "1", "1", "0"],
-            "ERR value must be an integer",
+            vec!["SEQ.IDMPSET", "k", "t", "-1", "1", "1", "0"],
+            "ERR last must be an integer in 0..9223372036854775807",
         ),
         (
-            vec!["SEQ.IDMPSET", "k", "5", "t", "1", "-1", "1", "0"],
+            vec!["SEQ.IDMPSET", "k", "t", "1", "-1", "1", "0"],
             "ERR expires must be an integer",
         ),
         (
-            vec!["SEQ.IDMPSET", "k", "5", "t", "1", "1", "x", "0"],
+            vec!["SEQ.IDMPSET", "k", "t", "1", "1", "x", "0"],
             "ERR fingerprint must be an integer",
         ),
         (
-            vec!["SEQ.IDMPSET", "k", "5", "t", "1", "1", "1", "-1"],
-            "ERR drop must be an integer",
+            vec!["SEQ.IDMPSET", "k", "t", "1", "1", "1", "-1"],
+            "ERR dropped must be an integer",
         ),
     ] {
         let a: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();

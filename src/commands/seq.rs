@@ -8,9 +8,10 @@
 //! Nothing is replicated when nothing changed.
 //!
 //! `SEQ.NEXT ... IDMP token` reads the clock (a token's expiry) and the configs (which tokens
-//! to drop), so it always replicates its explicit effect: `SEQ.IDMPSET key value token last
-//! expires fingerprint drop`, which sets the value, drops the `drop` oldest tokens and records
-//! the token with its absolute expiry. Replay never reads the replica's clock or configs; a
+//! to drop), so it always replicates its explicit effect: `SEQ.IDMPSET key token last expires
+//! fingerprint dropped`, which sets the value to `last`, drops the `dropped` oldest tokens and
+//! records the token with its absolute expiry. (Five integers would cost RedisModule_Replicate
+//! an allocated string each; the count and the number dropped are small, so Redis shares them.) Replay never reads the replica's clock or configs; a
 //! duplicate changes nothing and replicates nothing.
 
 use crate::config::{seq_gap, seq_idmp_max, seq_idmp_ttl_ms};
@@ -103,7 +104,7 @@ pub(crate) fn next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 }
 
 /// One NEXT on an open key: the reservation, and whether the call is a replay.
-#[inline]
+#[inline(always)]
 fn reserve(ctx: &Ctx, k: &SeqKey, count: u64) -> Result<(crate::core::seq::Next, bool), Error> {
     let old = current(k);
     // Only a marked state can make replay differ, so only then is the context asked whether
@@ -121,7 +122,9 @@ fn reserve(ctx: &Ctx, k: &SeqKey, count: u64) -> Result<(crate::core::seq::Next,
     Ok((n, replay))
 }
 
-/// SEQ.NEXT key [COUNT n] IDMP token: `[last, duplicate]`.
+/// SEQ.NEXT key [COUNT n] IDMP token: `[last, duplicate]`. Kept out of line so that plain
+/// SEQ.NEXT stays as it was.
+#[inline(never)]
 fn next_idmp(ctx: &Ctx, key: &Arg, count: u64, token: &Arg) -> Result<(), Error> {
     let now = node::now_ms();
     let fp = fingerprint(b"", count);
@@ -157,7 +160,6 @@ fn next_idmp(ctx: &Ctx, key: &Arg, count: u64, token: &Arg) -> Result<(), Error>
     ctx.replicate_token(
         c"SEQ.IDMPSET",
         key,
-        int(n.last),
         token,
         [int(n.last), expires, fp as i64, int(dropped as u64)],
     );
@@ -178,17 +180,16 @@ fn reply_idmp(ctx: &Ctx, last: u64, duplicate: bool) {
     ctx.reply_int(i64::from(duplicate));
 }
 
-/// SEQ.IDMPSET key value token last expires fingerprint drop
+/// SEQ.IDMPSET key token last expires fingerprint dropped
 ///
 /// The explicit effect of `SEQ.NEXT ... IDMP` (replicas, the AOF) and of an AOF rewrite: sets
-/// the value (marked when replayed, as SEQ.SET), drops the `drop` oldest tokens, and records
-/// `token` with the first call's `last`, its absolute expiry (unix ms) and the request's
+/// the value to `last` (marked when replayed, as SEQ.SET), drops the `dropped` oldest tokens,
+/// and records `token` with `last`, its absolute expiry (unix ms) and the request's
 /// fingerprint. Internal: documented, but not for clients.
 pub(crate) fn idmpset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
-    let [_, key, value, token, last, expires, fp, dropped] = args else {
+    let [_, key, token, last, expires, fp, dropped] = args else {
         return Err(Error::WrongArity);
     };
-    let value = value_arg(value)?;
     check_token(token.bytes()).map_err(err)?;
     let last = last
         .int_in("last", 0, MAX_VALUE as i64)
@@ -197,8 +198,8 @@ pub(crate) fn idmpset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let fp = fp
         .int()
         .ok_or_else(|| err("fingerprint must be an integer"))? as u64;
-    let dropped = usize::try_from(dropped.int_in("drop", 0, i64::MAX)?).unwrap_or(usize::MAX);
-    let new = Seq::new(value, ctx.is_replay()).ok_or_else(|| err("value out of range"))?;
+    let dropped = usize::try_from(dropped.int_in("dropped", 0, i64::MAX)?).unwrap_or(usize::MAX);
+    let new = Seq::new(last, ctx.is_replay()).ok_or_else(|| err("last out of range"))?;
     let entry = Entry {
         token: token.bytes().into(),
         last,

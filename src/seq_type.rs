@@ -76,18 +76,39 @@ pub(crate) fn load(rdb: &Rdb, encver: c_int) -> Result<Tracked, String> {
         let count = rdb
             .load_u64()
             .ok_or_else(|| "truncated token count".to_owned())?;
-        if count == 0 || count > MAX_TOKENS {
-            return Err(format!("token count {count} outside 1..{MAX_TOKENS}"));
+        if count == 0 {
+            return Err("token count 0 with tokens flagged".to_owned());
         }
-        for _ in 0..count {
-            let e = load_entry(rdb)?;
-            if window.contains(&e.token) {
-                return Err("a token saved twice".to_owned());
-            }
-            window.apply(0, e);
-        }
+        window = load_tokens(rdb, count)?;
     }
     Ok(Tracked { seq, window })
+}
+
+/// `count` tokens as [`save_tokens`] wrote them (for sequence keys and maps alike).
+pub(crate) fn load_tokens(rdb: &Rdb, count: u64) -> Result<Window, String> {
+    if count > MAX_TOKENS {
+        return Err(format!("token count {count} above {MAX_TOKENS}"));
+    }
+    let mut window = Window::default();
+    for _ in 0..count {
+        let e = load_entry(rdb)?;
+        if window.contains(&e.token) {
+            return Err("a token saved twice".to_owned());
+        }
+        window.apply(0, e);
+    }
+    Ok(window)
+}
+
+/// Per token, oldest first: the token, the first call's last value, its expiry (unix ms), the
+/// request's fingerprint.
+pub(crate) fn save_tokens(rdb: &Rdb, w: &Window) {
+    for e in w.iter() {
+        rdb.save_bytes(&e.token);
+        rdb.save_u64(e.last);
+        rdb.save_u64(e.expires_ms);
+        rdb.save_u64(e.fingerprint);
+    }
 }
 
 fn load_entry(rdb: &Rdb) -> Result<Entry, String> {
@@ -138,12 +159,7 @@ pub(crate) fn save(rdb: &Rdb, v: &Value) {
         Some(w) => {
             rdb.save_u64(HAS_TOKENS);
             rdb.save_u64(w.len() as u64);
-            for e in w.iter() {
-                rdb.save_bytes(&e.token);
-                rdb.save_u64(e.last);
-                rdb.save_u64(e.expires_ms);
-                rdb.save_u64(e.fingerprint);
-            }
+            save_tokens(rdb, w);
         }
     }
 }

@@ -80,6 +80,62 @@ fn the_first_call_reserves_and_a_retry_gets_its_answer() {
 }
 
 #[test]
+fn map_fields_take_tokens_too() {
+    let s = Server::start();
+    let mut con = s.client();
+    assert_eq!(hidmp(&mut con, "m", "friendship", "t1", 1), (1, 0));
+    assert_eq!(hidmp(&mut con, "m", "friendship", "t1", 1), (1, 1));
+    assert_eq!(hidmp(&mut con, "m", "group", "t2", 3), (3, 0));
+    assert_eq!(
+        int(&mut con, &["SEQ.HNEXT", "m", "group"]),
+        4,
+        "plain HNEXT unchanged"
+    );
+    assert_eq!(hidmp(&mut con, "m", "group", "t2", 3), (3, 1));
+    assert_eq!(int(&mut con, &["SEQ.HGET", "m", "group"]), 4);
+    // the token names one request: another field or count is refused
+    for args in [
+        &["SEQ.HNEXT", "m", "group", "IDMP", "t1"][..],
+        &["SEQ.HNEXT", "m", "friendship", "COUNT", "2", "IDMP", "t1"],
+    ] {
+        let a: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        let e = expect_err(&mut con, &a);
+        assert!(
+            e.starts_with("ERR IDMP token already used on this key with another field or COUNT"),
+            "{e}"
+        );
+    }
+    for (args, want) in [
+        (
+            &["SEQ.HNEXT", "m", "f", "IDMP"][..],
+            "ERR IDMP needs a token",
+        ),
+        (
+            &["SEQ.HNEXT", "m", "f", "IDMP", "a", "IDMP", "b"],
+            "ERR IDMP given twice",
+        ),
+        (
+            &["SEQ.HNEXT", "m", "f", "IDMP", ""],
+            "ERR IDMP token must be 1..64 bytes",
+        ),
+        (
+            &["SEQ.HIDMPSET", "nokey", "t", "1", "1", "1", "0"],
+            "ERR no such key",
+        ),
+    ] {
+        let a: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        let e = expect_err(&mut con, &a);
+        assert!(e.starts_with(want), "{args:?}: {e}");
+    }
+    assert_eq!(int(&mut con, &["SEQ.HLEN", "m"]), 2, "nothing created");
+    // tokens of a map and of a sequence key are separate
+    assert_eq!(idmp(&mut con, "s", "t1", 1), (1, 0));
+    // deleting the last field deletes the key, tokens with it
+    assert_eq!(int(&mut con, &["SEQ.HDEL", "m", "friendship", "group"]), 2);
+    assert_eq!(hidmp(&mut con, "m", "friendship", "t1", 1), (1, 0));
+}
+
+#[test]
 fn bad_calls_are_refused_and_change_nothing() {
     let s = Server::start();
     let mut con = s.client();
@@ -323,12 +379,47 @@ fn tokens_expire_by_time_and_the_next_write_drops_them_everywhere() {
     assert_eq!(idmp(&mut p, "k", "c", 1), (6, 0), "c kept its 10 s");
 }
 
-/// A workload of IDMP calls with retries, plain NEXTs and SETs over a few keys, with a small
-/// window so that tokens are dropped; returns (key, token, count, last) of the calls made.
-fn mixed(con: &mut Connection, round: usize) -> Vec<(String, String, u64, i64)> {
-    let mut made = Vec::new();
+/// One IDMP call made: key, field (for a map), token, count, the reply's last.
+type Made = (String, Option<String>, String, u64, i64);
+
+/// `SEQ.HNEXT key field COUNT count IDMP token` -> (last, duplicate).
+fn hidmp(con: &mut Connection, key: &str, field: &str, token: &str, count: u64) -> (i64, i64) {
+    let r: Vec<i64> = cmd(
+        con,
+        &[
+            "SEQ.HNEXT",
+            key,
+            field,
+            "COUNT",
+            &count.to_string(),
+            "IDMP",
+            token,
+        ],
+    )
+    .unwrap_or_else(|e| panic!("SEQ.HNEXT {key} {field} IDMP {token}: {e}"));
+    assert_eq!(r.len(), 2, "{r:?}");
+    (r[0], r[1])
+}
+
+/// The call `m` describes, again.
+fn again(con: &mut Connection, m: &Made) -> (i64, i64) {
+    match &m.1 {
+        None => idmp(con, &m.0, &m.2, m.3),
+        Some(f) => hidmp(con, &m.0, f, &m.2, m.3),
+    }
+}
+
+/// The keys `mixed` writes: sequences k0..k3, maps m0 and m1.
+const MIXED_KEYS: [&str; 6] = ["k0", "k1", "k2", "k3", "m0", "m1"];
+
+/// A workload of IDMP calls with retries, plain NEXTs and SETs over a few sequence keys, and
+/// IDMP calls over the fields of two maps, with a small window so that tokens are dropped;
+/// returns the IDMP calls made.
+fn mixed(con: &mut Connection, round: usize) -> Vec<Made> {
+    let mut made: Vec<Made> = Vec::new();
     for i in 0..60 {
         let k = format!("k{}", i % 4);
+        let count = (i % 3 + 1) as u64;
         match i % 6 {
             4 => {
                 int(con, &["SEQ.NEXT", &k, "COUNT", "2"]);
@@ -336,23 +427,34 @@ fn mixed(con: &mut Connection, round: usize) -> Vec<(String, String, u64, i64)> 
             5 if i % 12 == 5 => ok(con, &["SEQ.SET", &k, &(1000 * round + i).to_string()]),
             _ => {
                 let t = format!("r{round}-t{i}");
-                let count = (i % 3 + 1) as u64;
                 let (last, dup) = idmp(con, &k, &t, count);
                 assert_eq!(dup, 0);
                 assert_eq!(idmp(con, &k, &t, count), (last, 1));
-                made.push((k, t, count, last));
+                made.push((k, None, t, count, last));
             }
         }
+        // a map: fields f0..f2, plain HNEXTs between the IDMP calls
+        let m = format!("m{}", i % 2);
+        let f = format!("f{}", i % 3);
+        if i % 5 == 0 {
+            int(con, &["SEQ.HNEXT", &m, &f]);
+        }
+        let t = format!("r{round}-h{i}");
+        let (last, dup) = hidmp(con, &m, &f, &t, count);
+        assert_eq!(dup, 0);
+        assert_eq!(hidmp(con, &m, &f, &t, count), (last, 1));
+        made.push((m, Some(f), t, count, last));
     }
     made
 }
 
 /// Of `made`, those the window still holds (the last `max` per key) get duplicate 1.
-fn retries_are_duplicates(con: &mut Connection, made: &[(String, String, u64, i64)], max: usize) {
-    for key in ["k0", "k1", "k2", "k3"] {
+fn retries_are_duplicates(con: &mut Connection, made: &[Made], max: usize) {
+    for key in MIXED_KEYS {
         let of_key: Vec<_> = made.iter().filter(|m| m.0 == key).collect();
-        for (k, t, count, last) in of_key.iter().rev().take(max) {
-            assert_eq!(idmp(con, k, t, *count), (*last, 1), "{k} {t}");
+        assert!(!of_key.is_empty(), "{key}");
+        for m in of_key.iter().rev().take(max) {
+            assert_eq!(again(con, m), (m.4, 1), "{m:?}");
         }
     }
 }
@@ -378,10 +480,9 @@ fn replica_and_aof_replay_reach_the_primarys_state(preamble: &str) {
     let want = digest(&primary);
     assert_eq!(digest(&replica), want);
     let r_info: String = cmd(&mut replica.client(), &["INFO", "commandstats"]).unwrap();
-    assert!(
-        r_info.contains("cmdstat_seq.idmpset"),
-        "replicated as SEQ.IDMPSET"
-    );
+    for c in ["cmdstat_seq.idmpset", "cmdstat_seq.hidmpset"] {
+        assert!(r_info.contains(c), "replicated as the explicit effect: {c}");
+    }
     assert!(!first.is_empty());
     drop(replica);
 
@@ -394,11 +495,9 @@ fn replica_and_aof_replay_reach_the_primarys_state(preamble: &str) {
     let _: String = cmd(&mut p, &["BGREWRITEAOF"]).unwrap();
     primary.wait_for_aof_rewrite();
     let (_, base) = aof_base(&primary);
-    assert_eq!(
-        preamble == "no",
-        contains(&base, b"SEQ.IDMPSET"),
-        "{preamble}"
-    );
+    for c in [&b"SEQ.IDMPSET"[..], b"SEQ.HIDMPSET"] {
+        assert_eq!(preamble == "no", contains(&base, c), "{preamble}");
+    }
     primary.kill();
     primary.restart();
     assert_eq!(digest(&primary), want, "rewritten AOF replay");
@@ -446,9 +545,24 @@ fn tokens_survive_reload_restart_restore_and_copy() {
         .unwrap();
     assert_eq!(r, "OK");
     assert_eq!(int(&mut con, &["COPY", "k1", "k1c"]), 1);
-    let (_, t, count, last) = made.iter().rev().find(|m| m.0 == "k1").unwrap();
+    let (_, _, t, count, last) = made.iter().rev().find(|m| m.0 == "k1").unwrap();
     for k in ["k1r", "k1c"] {
         assert_eq!(idmp(&mut con, k, t, *count), (*last, 1), "{k}");
+    }
+    // and a map's
+    let dump: Vec<u8> = redis::cmd("DUMP").arg("m1").query(&mut con).unwrap();
+    let r: String = redis::cmd("RESTORE")
+        .arg("m1r")
+        .arg(0)
+        .arg(&dump)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(r, "OK");
+    assert_eq!(int(&mut con, &["COPY", "m1", "m1c"]), 1);
+    let m = made.iter().rev().find(|m| m.0 == "m1").unwrap();
+    for k in ["m1r", "m1c"] {
+        let f = m.1.as_deref().unwrap();
+        assert_eq!(hidmp(&mut con, k, f, &m.2, m.3), (m.4, 1), "{k}");
     }
     let d: Vec<Vec<String>> = ["k1", "k1r", "k1c"]
         .iter()

@@ -29,6 +29,7 @@
 pub(crate) mod cluster;
 pub(crate) mod config;
 pub(crate) mod events;
+pub(crate) mod map_type;
 pub(crate) mod migration;
 pub(crate) mod registry;
 pub(crate) mod seq_value;
@@ -285,6 +286,18 @@ impl Ctx {
         }
     }
 
+    /// A map header of `len` pairs: a RESP3 map, or on RESP2 a flat array of twice the length
+    /// (Redis turns the header into that); exactly `2 * len` elements must follow.
+    pub(crate) fn reply_map(&self, len: usize) {
+        let len = c_long::try_from(len).unwrap_or(c_long::MAX);
+        // SAFETY: see the module comment.
+        unsafe {
+            if let Some(f) = raw::RedisModule_ReplyWithMap {
+                f(self.ptr, len);
+            }
+        }
+    }
+
     /// Named fields in the documented order: a RESP3 map after `HELLO 3`, else a flat array of
     /// name/value pairs (Redis turns the map header into an array of twice the length on RESP2).
     pub(crate) fn reply_fields(&self, fields: &[(&str, Val)]) {
@@ -378,6 +391,54 @@ impl Ctx {
                     expires,
                     fingerprint,
                     drop,
+                );
+            }
+        }
+    }
+
+    /// Replicates `cmd key token last expires fingerprint dropped field` (format "sslllls"):
+    /// the explicit effect of a map's IDMP call (`commands::seqmap::hidmpset`).
+    pub(crate) fn replicate_token_field(
+        &self,
+        cmd: &CStr,
+        key: &Arg,
+        token: &Arg,
+        [last, expires, fingerprint, drop]: [i64; 4],
+        field: &Arg,
+    ) {
+        // SAFETY: as in replicate_key_int; "sslllls" consumes two RedisModuleString*, four
+        // long longs and a RedisModuleString*, all passed in that order.
+        unsafe {
+            if let Some(f) = raw::RedisModule_Replicate {
+                f(
+                    self.ptr,
+                    cmd.as_ptr(),
+                    c"sslllls".as_ptr(),
+                    key.ptr,
+                    token.ptr,
+                    last,
+                    expires,
+                    fingerprint,
+                    drop,
+                    field.ptr,
+                );
+            }
+        }
+    }
+
+    /// Replicates `cmd key arg value` (format "ssl"), e.g. `SEQ.HSET key field 42`.
+    pub(crate) fn replicate_key_arg_int(&self, cmd: &CStr, key: &Arg, arg: &Arg, value: i64) {
+        // SAFETY: as in replicate_key_int; "ssl" consumes two RedisModuleString* and one long
+        // long, all passed.
+        unsafe {
+            if let Some(f) = raw::RedisModule_Replicate {
+                f(
+                    self.ptr,
+                    cmd.as_ptr(),
+                    c"ssl".as_ptr(),
+                    key.ptr,
+                    arg.ptr,
+                    value,
                 );
             }
         }
@@ -679,6 +740,21 @@ impl Key<'_> {
             Err(Error::Static(
                 c"ERR internal error: could not store the value",
             ))
+        }
+    }
+}
+
+impl Key<'_> {
+    /// Deletes the key (opened for writing).
+    pub(crate) fn delete(&self) {
+        if self.ptr.is_null() {
+            return;
+        }
+        // SAFETY: see the module comment; the handle is live until drop.
+        unsafe {
+            if let Some(f) = raw::RedisModule_DeleteKey {
+                f(self.ptr);
+            }
         }
     }
 }

@@ -108,8 +108,8 @@ unsafe fn value<'a>(p: *const c_void) -> Value<'a> {
 /// The RDB (or DUMP payload) handle of the running load or save callback; it cannot outlive
 /// the callback (`'a` is the callback's frame).
 pub(crate) struct Rdb<'a> {
-    io: *mut raw::RedisModuleIO,
-    _call: PhantomData<&'a ()>,
+    pub(super) io: *mut raw::RedisModuleIO,
+    pub(super) _call: PhantomData<&'a ()>,
 }
 
 impl Rdb<'_> {
@@ -121,25 +121,14 @@ impl Rdb<'_> {
     pub(crate) fn save_u64(&self, v: u64) {
         raw::save_unsigned(self.io, v);
     }
-
-    /// The next string; `None` when the payload ends or is not one.
-    pub(crate) fn load_bytes(&self) -> Option<Vec<u8>> {
-        raw::load_string_buffer(self.io)
-            .ok()
-            .map(|b| b.as_ref().to_vec())
-    }
-
-    pub(crate) fn save_bytes(&self, b: &[u8]) {
-        raw::save_slice(self.io, b);
-    }
 }
 
 /// The IO handle of an AOF rewrite callback, with the key being rewritten; it cannot outlive
 /// the callback.
 pub(crate) struct AofKey<'a> {
-    io: *mut raw::RedisModuleIO,
-    key: *mut raw::RedisModuleString,
-    _call: PhantomData<&'a ()>,
+    pub(super) io: *mut raw::RedisModuleIO,
+    pub(super) key: *mut raw::RedisModuleString,
+    pub(super) _call: PhantomData<&'a ()>,
 }
 
 impl AofKey<'_> {
@@ -197,7 +186,7 @@ impl AofKey<'_> {
 /// load, so it is a warning. Otherwise it is a refused RESTORE payload: the client already has
 /// its error, and Redis logs its own RESTORE failures at verbose level, so this one does too
 /// (at warning level, a client sending bad payloads in a loop would fill the log).
-fn log_io(rdb: *mut raw::RedisModuleIO, msg: &str) {
+pub(super) fn log_io(rdb: *mut raw::RedisModuleIO, msg: &str) {
     let Ok(msg) = std::ffi::CString::new(msg) else {
         return;
     };

@@ -16,7 +16,7 @@
 
 use crate::config::{seq_gap, seq_idmp_max, seq_idmp_ttl_ms};
 use crate::core::idmp::{fingerprint, Entry, Lookup};
-use crate::core::seq::{NextError, Seq, MAX_COUNT, MAX_VALUE};
+use crate::core::seq::{Next, NextError, Seq, MAX_COUNT, MAX_VALUE};
 use crate::error::{err, Error, SYNTAX};
 use crate::glue::{Arg, Ctx};
 use crate::node::{self, SEQ_GAP_SKIPS, SEQ_ISSUED};
@@ -101,8 +101,14 @@ pub(crate) fn next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 
 /// One NEXT on an open key: the reservation, and whether the call is a replay.
 #[inline(always)]
-fn reserve(ctx: &Ctx, k: &SeqKey, count: u64) -> Result<(crate::core::seq::Next, bool), Error> {
-    let old = current(k);
+fn reserve(ctx: &Ctx, k: &SeqKey, count: u64) -> Result<(Next, bool), Error> {
+    reserve_from(ctx, current(k), count)
+}
+
+/// One NEXT from the state `old` (a SEQ key's, a map field's): the reservation, and whether
+/// the call is a replay.
+#[inline(always)]
+pub(crate) fn reserve_from(ctx: &Ctx, old: Seq, count: u64) -> Result<(Next, bool), Error> {
     // Only a marked state can make replay differ, so only then is the context asked whether
     // this call is itself a replay (a replica's and an AOF's keys are all marked).
     let replay = old.needs_gap() && ctx.is_replay();
@@ -129,17 +135,8 @@ fn next_idmp(ctx: &Ctx, key: &Arg, count: u64, token: &Arg) -> Result<(), Error>
     let lookup = SeqKey::open(ctx, key, false)?
         .window()
         .map_or(Lookup::Miss, |w| w.lookup(token.bytes(), fp, now));
-    match lookup {
-        Lookup::Hit(last) => {
-            reply_idmp(ctx, last, true);
-            return Ok(());
-        }
-        Lookup::Conflict => {
-            return Err(err(
-                "IDMP token already used on this key with another COUNT (a retry must repeat its request)",
-            ))
-        }
-        Lookup::Miss => {}
+    if answered(ctx, lookup, "COUNT")? {
+        return Ok(());
     }
     let mut k = SeqKey::open(ctx, key, true)?;
     let (n, replay) = reserve(ctx, &k, count)?;
@@ -158,6 +155,7 @@ fn next_idmp(ctx: &Ctx, key: &Arg, count: u64, token: &Arg) -> Result<(), Error>
         key,
         token,
         [int(n.last), expires, fp as i64, int(dropped as u64)],
+        None,
     );
     if n.skipped_gap {
         SEQ_GAP_SKIPS.add(1);
@@ -185,6 +183,46 @@ pub(crate) fn idmp_missing() -> Error {
     err("IDMP needs a token (1..64 bytes)")
 }
 
+/// What a lookup decides before anything is reserved: a live token with the same request is
+/// answered here (`true`: the call is done); one used for another request is refused, the
+/// error naming what differs (`what`); a miss goes on to reserve (`false`).
+pub(crate) fn answered(ctx: &Ctx, lookup: Lookup, what: &str) -> Result<bool, Error> {
+    match lookup {
+        Lookup::Hit(last) => {
+            reply_idmp(ctx, last, true);
+            Ok(true)
+        }
+        Lookup::Conflict => Err(err(format_args!(
+            "IDMP token already used on this key with another {what} (a retry must repeat its request)"
+        ))),
+        Lookup::Miss => Ok(false),
+    }
+}
+
+/// The recorded token of SEQ.IDMPSET and SEQ.HIDMPSET, `token last expires fingerprint
+/// dropped`: the entry, and how many of the oldest tokens to drop first.
+pub(crate) fn token_record(args: &[Arg]) -> Result<(Entry, usize), Error> {
+    let [token, last, expires, fp, dropped] = args else {
+        return Err(Error::WrongArity);
+    };
+    check_token(token.bytes()).map_err(err)?;
+    let last = last
+        .int_in("last", 0, MAX_VALUE as i64)
+        .map(i64::unsigned_abs)?;
+    let expires = expires.int_in("expires", 0, i64::MAX)?.unsigned_abs();
+    let fp = fp
+        .int()
+        .ok_or_else(|| err("fingerprint must be an integer"))? as u64;
+    let dropped = usize::try_from(dropped.int_in("dropped", 0, i64::MAX)?).unwrap_or(usize::MAX);
+    let entry = Entry {
+        token: token.bytes().into(),
+        last,
+        expires_ms: expires,
+        fingerprint: fp,
+    };
+    Ok((entry, dropped))
+}
+
 /// `[last, duplicate]`.
 pub(crate) fn reply_idmp(ctx: &Ctx, last: u64, duplicate: bool) {
     ctx.reply_array(2);
@@ -199,25 +237,11 @@ pub(crate) fn reply_idmp(ctx: &Ctx, last: u64, duplicate: bool) {
 /// and records `token` with `last`, its absolute expiry (unix ms) and the request's
 /// fingerprint. Internal: documented, but not for clients.
 pub(crate) fn idmpset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
-    let [_, key, token, last, expires, fp, dropped] = args else {
+    let [_, key, record @ ..] = args else {
         return Err(Error::WrongArity);
     };
-    check_token(token.bytes()).map_err(err)?;
-    let last = last
-        .int_in("last", 0, MAX_VALUE as i64)
-        .map(i64::unsigned_abs)?;
-    let expires = expires.int_in("expires", 0, i64::MAX)?.unsigned_abs();
-    let fp = fp
-        .int()
-        .ok_or_else(|| err("fingerprint must be an integer"))? as u64;
-    let dropped = usize::try_from(dropped.int_in("dropped", 0, i64::MAX)?).unwrap_or(usize::MAX);
-    let new = Seq::new(last, ctx.is_replay()).ok_or_else(|| err("last out of range"))?;
-    let entry = Entry {
-        token: token.bytes().into(),
-        last,
-        expires_ms: expires,
-        fingerprint: fp,
-    };
+    let (entry, dropped) = token_record(record)?;
+    let new = Seq::new(entry.last, ctx.is_replay()).ok_or_else(|| err("last out of range"))?;
     SeqKey::open(ctx, key, true)?.set_with_token(new, dropped, entry)?;
     ctx.replicate_verbatim();
     ctx.notify(c"seq.idmpset", key);

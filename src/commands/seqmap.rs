@@ -12,10 +12,13 @@
 //! changes something: Redis signals every key opened for writing as modified when it is closed,
 //! which would break a client's WATCH on a no-op.
 
-use super::seq::{advance_target, idmp_missing, idmp_token, int, reply_idmp, value_arg};
-use crate::config::{seq_gap, seq_idmp_max, seq_idmp_ttl_ms};
+use super::seq::{
+    advance_target, answered, idmp_missing, idmp_token, int, reply_idmp, reserve_from,
+    token_record, value_arg,
+};
+use crate::config::{seq_idmp_max, seq_idmp_ttl_ms};
 use crate::core::idmp::{fingerprint, Entry, Lookup, Window};
-use crate::core::seq::{NextError, Seq, MAX_COUNT};
+use crate::core::seq::{Seq, MAX_COUNT};
 use crate::core::seqmap::{check_name, MapError, SeqMap, MAX_NAME};
 use crate::error::{err, Error, SYNTAX};
 use crate::glue::map_type::MapKey;
@@ -105,18 +108,7 @@ fn reserve(
     field: &[u8],
     count: u64,
 ) -> Result<(crate::core::seq::Next, bool), Error> {
-    let old = current(m, field);
-    let replay = old.needs_gap() && ctx.is_replay();
-    let n = if replay {
-        old.replay_next(count)
-    } else {
-        old.next(count, seq_gap())
-    }
-    .map_err(|e| match e {
-        NextError::Overflow => err("sequence overflow"),
-        NextError::ZeroCount => err("COUNT must be an integer in 1..1000000"),
-    })?;
-    Ok((n, replay))
+    reserve_from(ctx, current(m, field), count)
 }
 
 /// SEQ.HNEXT key field [COUNT n] IDMP token: `[last, duplicate]`. The request's fingerprint
@@ -132,17 +124,8 @@ fn hnext_idmp(ctx: &Ctx, key: &Arg, field_a: &Arg, count: u64, token: &Arg) -> R
         .get()
         .and_then(|m| m.tokens.as_deref())
         .map_or(Lookup::Miss, |w| w.lookup(token.bytes(), fp, now));
-    match lookup {
-        Lookup::Hit(last) => {
-            reply_idmp(ctx, last, true);
-            return Ok(());
-        }
-        Lookup::Conflict => {
-            return Err(err(
-                "IDMP token already used on this key with another field or COUNT (a retry must repeat its request)",
-            ))
-        }
-        Lookup::Miss => {}
+    if answered(ctx, lookup, "field or COUNT")? {
+        return Ok(());
     }
     let mut k = MapKey::open(ctx, key, true)?;
     let (n, replay) = reserve(ctx, k.get(), field, count)?;
@@ -164,12 +147,12 @@ fn hnext_idmp(ctx: &Ctx, key: &Arg, field_a: &Arg, count: u64, token: &Arg) -> R
     let expires = int(entry.expires_ms);
     window.apply(dropped, entry);
     drop(k);
-    ctx.replicate_token_field(
+    ctx.replicate_token(
         c"SEQ.HIDMPSET",
         key,
         token,
         [int(n.last), expires, fp as i64, int(dropped as u64)],
-        field_a,
+        Some(field_a),
     );
     if n.skipped_gap {
         SEQ_GAP_SKIPS.add(1);
@@ -188,31 +171,13 @@ fn hnext_idmp(ctx: &Ctx, key: &Arg, field_a: &Arg, count: u64, token: &Arg) -> R
 /// when replayed, as SEQ.HSET marks) and of an AOF rewrite (without: the fields came first).
 /// Drops the `dropped` oldest tokens and records `token`. Internal, as SEQ.IDMPSET.
 pub(crate) fn hidmpset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
-    let (key, token, last, expires, fp, dropped, field) = match args {
-        [_, key, token, last, expires, fp, dropped] => {
-            (key, token, last, expires, fp, dropped, None)
-        }
-        [_, key, token, last, expires, fp, dropped, field] => (
-            key,
-            token,
-            last,
-            expires,
-            fp,
-            dropped,
-            Some(field_arg(field)?),
-        ),
+    let (key, record, field) = match args {
+        [_, key, record @ ..] if record.len() == 5 => (key, record, None),
+        [_, key, record @ .., field] if record.len() == 5 => (key, record, Some(field_arg(field)?)),
         _ => return Err(Error::WrongArity),
     };
-    crate::seq_type::check_token(token.bytes()).map_err(err)?;
-    let last = last
-        .int_in("last", 0, crate::core::seq::MAX_VALUE as i64)?
-        .unsigned_abs();
-    let expires = expires.int_in("expires", 0, i64::MAX)?.unsigned_abs();
-    let fp = fp
-        .int()
-        .ok_or_else(|| err("fingerprint must be an integer"))? as u64;
-    let dropped = usize::try_from(dropped.int_in("dropped", 0, i64::MAX)?).unwrap_or(usize::MAX);
-    let new = Seq::new(last, ctx.is_replay()).ok_or_else(|| err("last out of range"))?;
+    let (entry, dropped) = token_record(record)?;
+    let new = Seq::new(entry.last, ctx.is_replay()).ok_or_else(|| err("last out of range"))?;
     let mut k = MapKey::open(ctx, key, true)?;
     if field.is_none() && k.get().is_none() {
         return Err(err("no such key (a token without a field needs the map)"));
@@ -227,15 +192,7 @@ pub(crate) fn hidmpset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         }
     }
     let window: &mut Window = m.tokens.get_or_insert_with(Box::default);
-    window.apply(
-        dropped,
-        Entry {
-            token: token.bytes().into(),
-            last,
-            expires_ms: expires,
-            fingerprint: fp,
-        },
-    );
+    window.apply(dropped, entry);
     drop(k);
     ctx.replicate_verbatim();
     ctx.notify(c"seq.hidmpset", key);

@@ -371,60 +371,47 @@ impl Ctx {
         }
     }
 
-    /// Replicates `cmd key token last expires fingerprint dropped` (format "ssllll"): the
-    /// explicit effect of an IDMP call (`commands::seq::idmpset`).
+    /// Replicates `cmd key token last expires fingerprint dropped [field]` (format "ssllll", or
+    /// "sslllls" with the field): the explicit effect of an IDMP call (`commands::seq::idmpset`,
+    /// `commands::seqmap::hidmpset`).
     pub(crate) fn replicate_token(
         &self,
         cmd: &CStr,
         key: &Arg,
         token: &Arg,
         [last, expires, fingerprint, drop]: [i64; 4],
+        field: Option<&Arg>,
     ) {
         // SAFETY: as in replicate_key_int; "ssllll" consumes two RedisModuleString* and four
-        // long longs, all passed in that order.
+        // long longs, "sslllls" one RedisModuleString* more, all passed in that order.
         unsafe {
             if let Some(f) = raw::RedisModule_Replicate {
-                f(
-                    self.ptr,
-                    cmd.as_ptr(),
-                    c"ssllll".as_ptr(),
-                    key.ptr,
-                    token.ptr,
-                    last,
-                    expires,
-                    fingerprint,
-                    drop,
-                );
-            }
-        }
-    }
-
-    /// Replicates `cmd key token last expires fingerprint dropped field` (format "sslllls"):
-    /// the explicit effect of a map's IDMP call (`commands::seqmap::hidmpset`).
-    pub(crate) fn replicate_token_field(
-        &self,
-        cmd: &CStr,
-        key: &Arg,
-        token: &Arg,
-        [last, expires, fingerprint, drop]: [i64; 4],
-        field: &Arg,
-    ) {
-        // SAFETY: as in replicate_key_int; "sslllls" consumes two RedisModuleString*, four
-        // long longs and a RedisModuleString*, all passed in that order.
-        unsafe {
-            if let Some(f) = raw::RedisModule_Replicate {
-                f(
-                    self.ptr,
-                    cmd.as_ptr(),
-                    c"sslllls".as_ptr(),
-                    key.ptr,
-                    token.ptr,
-                    last,
-                    expires,
-                    fingerprint,
-                    drop,
-                    field.ptr,
-                );
+                let (k, t) = (key.ptr, token.ptr);
+                match field {
+                    None => f(
+                        self.ptr,
+                        cmd.as_ptr(),
+                        c"ssllll".as_ptr(),
+                        k,
+                        t,
+                        last,
+                        expires,
+                        fingerprint,
+                        drop,
+                    ),
+                    Some(a) => f(
+                        self.ptr,
+                        cmd.as_ptr(),
+                        c"sslllls".as_ptr(),
+                        k,
+                        t,
+                        last,
+                        expires,
+                        fingerprint,
+                        drop,
+                        a.ptr,
+                    ),
+                };
             }
         }
     }

@@ -586,6 +586,7 @@ fn a_retry_after_kill_9_with_aof_everysec_is_a_duplicate() {
         let t = format!("msg-{i}");
         made.push((t.clone(), idmp(&mut con, "conv", &t, 1)));
     }
+    let field = hidmp(&mut con, "sync", "group", "msg-0", 1);
     // the last reply, then one second for the fsync
     std::thread::sleep(Duration::from_millis(1100));
     s.kill();
@@ -595,6 +596,7 @@ fn a_retry_after_kill_9_with_aof_everysec_is_a_duplicate() {
         assert_eq!(*dup, 0);
         assert_eq!(idmp(&mut con, "conv", t, 1), (*last, 1), "{t}");
     }
+    assert_eq!(hidmp(&mut con, "sync", "group", "msg-0", 1), (field.0, 1));
     let (last, dup) = idmp(&mut con, "conv", "after", 1);
     assert_eq!(dup, 0);
     assert_eq!(last, 200 + 1001, "skipped the gap");
@@ -607,6 +609,7 @@ fn a_retry_after_failover_is_a_duplicate() {
     let mut p = primary.client();
     let first = idmp(&mut p, "conv", "m1", 2);
     let second = idmp(&mut p, "conv", "m2", 1);
+    let field = hidmp(&mut p, "sync", "friendship", "m1", 1);
     let n: i64 = cmd(&mut p, &["WAIT", "1", "5000"]).unwrap();
     assert_eq!(n, 1);
     drop(primary);
@@ -614,6 +617,7 @@ fn a_retry_after_failover_is_a_duplicate() {
     ok(&mut r, &["REPLICAOF", "NO", "ONE"]);
     assert_eq!(idmp(&mut r, "conv", "m1", 2), (first.0, 1));
     assert_eq!(idmp(&mut r, "conv", "m2", 1), (second.0, 1));
+    assert_eq!(hidmp(&mut r, "sync", "friendship", "m1", 1), (field.0, 1));
     let (last, dup) = idmp(&mut r, "conv", "m3", 1);
     assert_eq!(
         (last, dup),

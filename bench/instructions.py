@@ -48,6 +48,7 @@ TARGETS = [
     ("SEQ.NEXT", "floor.seq.next", 1.10),
     ("MSGID.GEN", "floor.msgid.gen", 1.10),
     ("MSGID.HASH", "floor.noop", 1.10),
+    ("UID.GEN", "floor.uid.gen", 1.10),
 ]
 
 

@@ -530,11 +530,11 @@ fn memory_per_counter(bin: Option<std::path::PathBuf>) {
         assert!(map <= 24.0, "{n} fields: {map} bytes per counter");
         assert!(map < hash, "{n} fields: map {map} vs hash {hash}");
         // MEMORY USAGE counts the value's allocations at the allocator's size classes: within
-        // 1% (plus a little for the key) of what the server's allocator saw (measured: at most
-        // 0.2% on Redis 7.0 and Valkey 9.1).
+        // 2% (plus a little for the key) of what the server's allocator saw (measured: at most
+        // 0.2% on Redis 7.0 and Valkey 9.1, 1.2% on Redis 8.2 at 10,000 fields).
         let diff = (usage - delta).abs();
         assert!(
-            diff <= delta / 100 + 256,
+            diff <= delta / 50 + 256,
             "MEMORY USAGE {usage} vs used_memory delta {delta}"
         );
     }
@@ -543,6 +543,11 @@ fn memory_per_counter(bin: Option<std::path::PathBuf>) {
 #[test]
 fn memory_per_counter_redis7() {
     memory_per_counter(None);
+}
+
+#[test]
+fn memory_per_counter_redis8() {
+    memory_per_counter(Some(newer_server("redis8")));
 }
 
 #[test]

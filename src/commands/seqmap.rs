@@ -13,8 +13,8 @@
 //! which would break a client's WATCH on a no-op.
 
 use super::seq::{
-    advance_target, answered, idmp_missing, idmp_token, int, reply_idmp, reserve_from,
-    token_record, value_arg,
+    advance_target, answered, idmp_missing, idmp_token, int, limit_key_positions, reply_idmp,
+    reserve_from, token_record, value_arg,
 };
 use crate::config::{seq_idmp_max, seq_idmp_ttl_ms};
 use crate::core::idmp::{fingerprint, Entry, Lookup, Window};
@@ -414,6 +414,10 @@ pub(crate) fn hdel(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 /// to the SEQ key `seqkey` (see `seq::advance_target`). Keeps the field's gap mark, as
 /// SEQ.ADVANCE does.
 pub(crate) fn hadvance(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    if ctx.keys_position_request() {
+        limit_key_positions(ctx, args, 4);
+        return Ok(());
+    }
     let [_, key, field, value, opts @ ..] = args else {
         return Err(Error::WrongArity);
     };

@@ -62,7 +62,13 @@ pub(crate) fn hnext(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         }
     }
     let mut k = MapKey::open(ctx, key, true)?;
-    let old = current(k.get(), field);
+    // One hash and one probe for the read and the write.
+    let at = k.get().map(|m| m.locate(field));
+    let old = k
+        .get()
+        .zip(at.as_ref())
+        .and_then(|(m, at)| m.state(at))
+        .unwrap_or_else(|| Seq::new(0, node::inherited()).unwrap_or_default());
     let replay = old.needs_gap() && ctx.is_replay();
     let n = if replay {
         old.replay_next(count)
@@ -74,7 +80,11 @@ pub(crate) fn hnext(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         NextError::ZeroCount => err("COUNT must be an integer in 1..1000000"),
     })?;
     let m = k.get_or_create()?;
-    if let Err(e) = m.set(field, n.state) {
+    let stored = match at {
+        Some(at) => m.store(field, at, n.state),
+        None => m.set(field, n.state),
+    };
+    if let Err(e) = stored {
         if m.is_empty() {
             k.delete();
         }

@@ -7,6 +7,7 @@
 //! - `registry`: command registration (CreateCommand, SetCommandInfo, ACL categories);
 //! - `config`: the string config callbacks and the Redis strings they hand out;
 //! - `types`: the data type's callbacks (RDB, AOF, digest, memory, copy, aux data);
+//! - `seq_value`: a sequence key's value word, inline or a pointer to a boxed state;
 //! - `cluster`: the cluster bus receiver, the lease timer and the command filter;
 //! - `events`: server event subscription and callbacks.
 //!
@@ -31,6 +32,7 @@ pub(crate) mod events;
 pub(crate) mod map_type;
 pub(crate) mod migration;
 pub(crate) mod registry;
+pub(crate) mod seq_value;
 pub(crate) mod types;
 
 use crate::error::{err, Error, INTERNAL, WRONGTYPE};
@@ -385,6 +387,51 @@ impl Ctx {
         unsafe {
             if let Some(f) = raw::RedisModule_Replicate {
                 f(self.ptr, cmd.as_ptr(), c"sl".as_ptr(), key.ptr, value);
+            }
+        }
+    }
+
+    /// Replicates `cmd key token last expires fingerprint dropped [field]` (format "ssllll", or
+    /// "sslllls" with the field): the explicit effect of an IDMP call (`commands::seq::idmpset`,
+    /// `commands::seqmap::hidmpset`).
+    pub(crate) fn replicate_token(
+        &self,
+        cmd: &CStr,
+        key: &Arg,
+        token: &Arg,
+        [last, expires, fingerprint, drop]: [i64; 4],
+        field: Option<&Arg>,
+    ) {
+        // SAFETY: as in replicate_key_int; "ssllll" consumes two RedisModuleString* and four
+        // long longs, "sslllls" one RedisModuleString* more, all passed in that order.
+        unsafe {
+            if let Some(f) = raw::RedisModule_Replicate {
+                let (k, t) = (key.ptr, token.ptr);
+                match field {
+                    None => f(
+                        self.ptr,
+                        cmd.as_ptr(),
+                        c"ssllll".as_ptr(),
+                        k,
+                        t,
+                        last,
+                        expires,
+                        fingerprint,
+                        drop,
+                    ),
+                    Some(a) => f(
+                        self.ptr,
+                        cmd.as_ptr(),
+                        c"sslllls".as_ptr(),
+                        k,
+                        t,
+                        last,
+                        expires,
+                        fingerprint,
+                        drop,
+                        a.ptr,
+                    ),
+                };
             }
         }
     }

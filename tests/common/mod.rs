@@ -614,6 +614,11 @@ impl Server {
     }
 }
 
+/// `DEBUG DIGEST` of the whole dataset.
+pub fn digest(s: &Server) -> String {
+    cmd(&mut s.client(), &["DEBUG", "DIGEST"]).unwrap()
+}
+
 /// How to start a [`Server`], for what the `start_*` shortcuts do not cover. Defaults: the
 /// release module, `redis_server_bin()`, a fresh temp directory, no extra arguments.
 pub struct Launch {

@@ -1,4 +1,4 @@
-//! SEQ.NEXT / GET / MGET / SET / ADVANCE.
+//! SEQ.NEXT / GET / MGET / SET / ADVANCE, and SEQ.IDMPSET (the replicated form of IDMP).
 //!
 //! Replication (to replicas and the AOF) follows one rule: a write goes as called when replaying
 //! it reproduces the primary's effect exactly, else as its explicit effect `SEQ.SET key value`.
@@ -6,13 +6,21 @@
 //! for the never-reissue gap: a SEQ.NEXT that skipped the gap replicates `SEQ.SET`, every other
 //! one goes as called, and a SEQ.NEXT replayed from the primary or the AOF never applies the gap.
 //! Nothing is replicated when nothing changed.
+//!
+//! `SEQ.NEXT ... IDMP token` reads the clock (a token's expiry) and the configs (which tokens
+//! to drop), so it always replicates its explicit effect: `SEQ.IDMPSET key token last expires
+//! fingerprint dropped`, which sets the value to `last`, drops the `dropped` oldest tokens and
+//! records the token with its absolute expiry. (Five integers would cost RedisModule_Replicate
+//! an allocated string each; the count and the number dropped are small, so Redis shares them.) Replay never reads the replica's clock or configs; a
+//! duplicate changes nothing and replicates nothing.
 
-use crate::config::seq_gap;
-use crate::core::seq::{NextError, Seq, MAX_BLOCK, MAX_VALUE};
+use crate::config::{seq_gap, seq_idmp_max, seq_idmp_ttl_ms};
+use crate::core::idmp::{fingerprint, Entry, Lookup};
+use crate::core::seq::{Next, NextError, Seq, MAX_BLOCK, MAX_VALUE};
 use crate::error::{err, Error, SYNTAX};
 use crate::glue::{Arg, Ctx};
 use crate::node::{self, SEQ_GAP_SKIPS, SEQ_ISSUED};
-use crate::seq_type::SeqKey;
+use crate::seq_type::{check_token, SeqKey};
 
 /// The `INFO imid` fields of this family, in order.
 pub(crate) fn info_fields() -> [(&'static str, u64); 6] {
@@ -27,7 +35,7 @@ pub(crate) fn info_fields() -> [(&'static str, u64); 6] {
     ]
 }
 
-fn value_arg(arg: &Arg) -> Result<u64, Error> {
+pub(crate) fn value_arg(arg: &Arg) -> Result<u64, Error> {
     // The range starts at 0, so the conversion keeps the value.
     arg.int_in("value", 0, MAX_VALUE as i64)
         .map(|v| v.unsigned_abs())
@@ -41,41 +49,39 @@ fn current(k: &SeqKey) -> Seq {
 }
 
 /// Sequence values are at most 2^63-1 by construction.
-fn int(v: u64) -> i64 {
+pub(crate) fn int(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-/// SEQ.NEXT key [COUNT n]
+/// SEQ.NEXT key [COUNT n] [IDMP token]
 pub(crate) fn next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, key, opts @ ..] = args else {
         return Err(Error::WrongArity);
     };
     let mut count = 1;
+    let mut token = None;
     let mut rest = opts;
-    // The last COUNT wins, as in Redis's own option parsing.
+    // The last COUNT wins, as in Redis's own option parsing; IDMP names one request, so twice
+    // is refused.
     while let [name, tail @ ..] = rest {
         match tail {
             [n, tail @ ..] if name.is("COUNT") => {
                 count = n.int_in("COUNT", 1, MAX_BLOCK as i64)?.unsigned_abs();
                 rest = tail;
             }
+            [t, tail @ ..] if name.is("IDMP") => {
+                token = Some(idmp_token(t, token)?);
+                rest = tail;
+            }
+            [] if name.is("IDMP") => return Err(idmp_missing()),
             _ => return Err(SYNTAX),
         }
     }
-    let k = SeqKey::open(ctx, key, true)?;
-    let old = current(&k);
-    // Only a marked state can make replay differ, so only then is the context asked whether
-    // this call is itself a replay (a replica's and an AOF's keys are all marked).
-    let replay = old.needs_gap() && ctx.is_replay();
-    let n = if replay {
-        old.replay_next(count)
-    } else {
-        old.next(count, seq_gap())
+    if let Some(token) = token {
+        return next_idmp(ctx, key, count, token);
     }
-    .map_err(|e| match e {
-        NextError::Overflow => err("sequence overflow"),
-        NextError::ZeroCount => err("COUNT must be an integer in 1..1000000"),
-    })?;
+    let mut k = SeqKey::open(ctx, key, true)?;
+    let (n, replay) = reserve(ctx, &k, count)?;
     k.set(n.state)?;
     drop(k);
     if n.skipped_gap {
@@ -90,6 +96,156 @@ pub(crate) fn next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         SEQ_ISSUED.add(count);
     }
     ctx.reply_int(int(n.last));
+    Ok(())
+}
+
+/// One NEXT on an open key: the reservation, and whether the call is a replay.
+#[inline(always)]
+fn reserve(ctx: &Ctx, k: &SeqKey, count: u64) -> Result<(Next, bool), Error> {
+    reserve_from(ctx, current(k), count)
+}
+
+/// One NEXT from the state `old` (a SEQ key's, a map field's): the reservation, and whether
+/// the call is a replay.
+#[inline(always)]
+pub(crate) fn reserve_from(ctx: &Ctx, old: Seq, count: u64) -> Result<(Next, bool), Error> {
+    // Only a marked state can make replay differ, so only then is the context asked whether
+    // this call is itself a replay (a replica's and an AOF's keys are all marked).
+    let replay = old.needs_gap() && ctx.is_replay();
+    let n = if replay {
+        old.replay_next(count)
+    } else {
+        old.next(count, seq_gap())
+    }
+    .map_err(|e| match e {
+        NextError::Overflow => err("sequence overflow"),
+        NextError::ZeroCount => err("COUNT must be an integer in 1..1000000"),
+    })?;
+    Ok((n, replay))
+}
+
+/// SEQ.NEXT key [COUNT n] IDMP token: `[last, duplicate]`. Kept out of line so that plain
+/// SEQ.NEXT stays as it was.
+#[inline(never)]
+fn next_idmp(ctx: &Ctx, key: &Arg, count: u64, token: &Arg) -> Result<(), Error> {
+    let now = node::now_ms();
+    let fp = fingerprint(b"", count);
+    // Looked up through a read handle: a duplicate must not touch the key (a handle opened
+    // for writing signals the key modified when closed, which would break a client's WATCH).
+    let lookup = SeqKey::open(ctx, key, false)?
+        .window()
+        .map_or(Lookup::Miss, |w| w.lookup(token.bytes(), fp, now));
+    if answered(ctx, lookup, "COUNT")? {
+        return Ok(());
+    }
+    let mut k = SeqKey::open(ctx, key, true)?;
+    let (n, replay) = reserve(ctx, &k, count)?;
+    let dropped = k.window().map_or(0, |w| w.plan(now, seq_idmp_max()));
+    let entry = Entry {
+        token: token.bytes().into(),
+        last: n.last,
+        expires_ms: now.saturating_add(seq_idmp_ttl_ms()),
+        fingerprint: fp,
+    };
+    let expires = int(entry.expires_ms);
+    k.set_with_token(n.state, dropped, entry)?;
+    drop(k);
+    ctx.replicate_token(
+        c"SEQ.IDMPSET",
+        key,
+        token,
+        [int(n.last), expires, fp as i64, int(dropped as u64)],
+        None,
+    );
+    if n.skipped_gap {
+        SEQ_GAP_SKIPS.add(1);
+    }
+    ctx.notify(c"seq.next", key);
+    if !replay {
+        SEQ_ISSUED.add(count);
+    }
+    reply_idmp(ctx, n.last, false);
+    Ok(())
+}
+
+/// The token of an `IDMP token` option, refused when one was given already or it breaks the
+/// length rule (shared by SEQ.NEXT and SEQ.HNEXT).
+pub(crate) fn idmp_token<'a>(t: &'a Arg, given: Option<&Arg>) -> Result<&'a Arg, Error> {
+    if given.is_some() {
+        return Err(err("IDMP given twice"));
+    }
+    check_token(t.bytes()).map_err(err)?;
+    Ok(t)
+}
+
+/// `IDMP` as the last argument.
+pub(crate) fn idmp_missing() -> Error {
+    err("IDMP needs a token (1..64 bytes)")
+}
+
+/// What a lookup decides before anything is reserved: a live token with the same request is
+/// answered here (`true`: the call is done); one used for another request is refused, the
+/// error naming what differs (`what`); a miss goes on to reserve (`false`).
+pub(crate) fn answered(ctx: &Ctx, lookup: Lookup, what: &str) -> Result<bool, Error> {
+    match lookup {
+        Lookup::Hit(last) => {
+            reply_idmp(ctx, last, true);
+            Ok(true)
+        }
+        Lookup::Conflict => Err(err(format_args!(
+            "IDMP token already used on this key with another {what} (a retry must repeat its request)"
+        ))),
+        Lookup::Miss => Ok(false),
+    }
+}
+
+/// The recorded token of SEQ.IDMPSET and SEQ.HIDMPSET, `token last expires fingerprint
+/// dropped`: the entry, and how many of the oldest tokens to drop first.
+pub(crate) fn token_record(args: &[Arg]) -> Result<(Entry, usize), Error> {
+    let [token, last, expires, fp, dropped] = args else {
+        return Err(Error::WrongArity);
+    };
+    check_token(token.bytes()).map_err(err)?;
+    let last = last
+        .int_in("last", 0, MAX_VALUE as i64)
+        .map(i64::unsigned_abs)?;
+    let expires = expires.int_in("expires", 0, i64::MAX)?.unsigned_abs();
+    let fp = fp
+        .int()
+        .ok_or_else(|| err("fingerprint must be an integer"))? as u64;
+    let dropped = usize::try_from(dropped.int_in("dropped", 0, i64::MAX)?).unwrap_or(usize::MAX);
+    let entry = Entry {
+        token: token.bytes().into(),
+        last,
+        expires_ms: expires,
+        fingerprint: fp,
+    };
+    Ok((entry, dropped))
+}
+
+/// `[last, duplicate]`.
+pub(crate) fn reply_idmp(ctx: &Ctx, last: u64, duplicate: bool) {
+    ctx.reply_array(2);
+    ctx.reply_int(int(last));
+    ctx.reply_int(i64::from(duplicate));
+}
+
+/// SEQ.IDMPSET key token last expires fingerprint dropped
+///
+/// The explicit effect of `SEQ.NEXT ... IDMP` (replicas, the AOF) and of an AOF rewrite: sets
+/// the value to `last` (marked when replayed, as SEQ.SET), drops the `dropped` oldest tokens,
+/// and records `token` with `last`, its absolute expiry (unix ms) and the request's
+/// fingerprint. Internal: documented, but not for clients.
+pub(crate) fn idmpset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, key, record @ ..] = args else {
+        return Err(Error::WrongArity);
+    };
+    let (entry, dropped) = token_record(record)?;
+    let new = Seq::new(entry.last, ctx.is_replay()).ok_or_else(|| err("last out of range"))?;
+    SeqKey::open(ctx, key, true)?.set_with_token(new, dropped, entry)?;
+    ctx.replicate_verbatim();
+    ctx.notify(c"seq.idmpset", key);
+    ctx.reply_ok();
     Ok(())
 }
 
@@ -146,15 +302,53 @@ pub(crate) fn set(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     Ok(())
 }
 
-/// SEQ.ADVANCE key value
+/// The value an ADVANCE moves to: `value`, clamped to the current value of the sequence
+/// `LIMIT seqkey` names when given (a missing key counts as 0, a key of another type is
+/// WRONGTYPE). The LIMIT key is declared read-only in the key specs, so Cluster requires it in
+/// the slot of the advanced key and ACL key patterns apply to it. Replay reads the same value
+/// there (sequence values replicate exactly), so the call still replicates as called.
+pub(crate) fn advance_target(ctx: &Ctx, value: &Arg, opts: &[Arg]) -> Result<u64, Error> {
+    let value = value_arg(value)?;
+    match opts {
+        [] => Ok(value),
+        [limit, seqkey] if limit.is("LIMIT") => {
+            let cap = SeqKey::open(ctx, seqkey, false)?
+                .get()
+                .map_or(0, Seq::value);
+            Ok(value.min(cap))
+        }
+        _ => Err(SYNTAX),
+    }
+}
+
+/// Answers Redis's keys position request for a command whose LIMIT key follows the keyword
+/// LIMIT at argument `from` or later (as its key spec says; see `glue::registry::limit_key`).
+pub(crate) fn limit_key_positions(ctx: &Ctx, args: &[Arg], from: usize) {
+    ctx.key_at(1);
+    let limit = args
+        .iter()
+        .enumerate()
+        .skip(from)
+        .find(|(_, a)| a.is("LIMIT"))
+        .map(|(i, _)| i + 1);
+    if let Some(i) = limit.filter(|&i| i < args.len()) {
+        ctx.key_at(i);
+    }
+}
+
+/// SEQ.ADVANCE key value [LIMIT seqkey]
 ///
 /// Keeps the gap mark: an acknowledged read position says nothing about values lost in a
 /// crash, so the next SEQ.NEXT must still skip.
 pub(crate) fn advance(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
-    let [_, key, value] = args else {
+    if ctx.keys_position_request() {
+        limit_key_positions(ctx, args, 3);
+        return Ok(());
+    }
+    let [_, key, value, opts @ ..] = args else {
         return Err(Error::WrongArity);
     };
-    let value = value_arg(value)?;
+    let value = advance_target(ctx, value, opts)?;
     // Read first, write only on a change (see SET): an older acknowledgement must not touch
     // the key, or it would break a client's WATCH.
     let old = current(&SeqKey::open(ctx, key, false)?);

@@ -7,6 +7,7 @@
 //! - `registry`: command registration (CreateCommand, SetCommandInfo, ACL categories);
 //! - `config`: the string config callbacks and the Redis strings they hand out;
 //! - `types`: the data type's callbacks (RDB, AOF, digest, memory, copy, aux data);
+//! - `seq_value`: a sequence key's value word, inline or a pointer to a boxed state;
 //! - `cluster`: the cluster bus receiver, the lease timer and the command filter;
 //! - `events`: server event subscription and callbacks.
 //!
@@ -28,8 +29,10 @@
 pub(crate) mod cluster;
 pub(crate) mod config;
 pub(crate) mod events;
+pub(crate) mod map_type;
 pub(crate) mod migration;
 pub(crate) mod registry;
+pub(crate) mod seq_value;
 pub(crate) mod types;
 
 use crate::error::{err, Error, INTERNAL, WRONGTYPE};
@@ -244,6 +247,26 @@ impl Ctx {
         unsafe { raw::RedisModule_AvoidReplicaTraffic.is_some_and(|f| f() != 0) }
     }
 
+    /// Whether Redis asks for the keys of this call instead of running it (a `getkeys-api`
+    /// command: Redis 7.0's Cluster finds keys that way, not from the key specs).
+    pub(crate) fn keys_position_request(&self) -> bool {
+        // SAFETY: see the module comment.
+        unsafe { raw::RedisModule_IsKeysPositionRequest.is_some_and(|f| f(self.ptr) != 0) }
+    }
+
+    /// Answers a keys position request: argument `pos` is a key.
+    pub(crate) fn key_at(&self, pos: usize) {
+        let Ok(pos) = c_int::try_from(pos) else {
+            return;
+        };
+        // SAFETY: see the module comment.
+        unsafe {
+            if let Some(f) = raw::RedisModule_KeyAtPos {
+                f(self.ptr, pos);
+            }
+        }
+    }
+
     pub(crate) fn reply_int(&self, v: i64) {
         // SAFETY: see the module comment.
         unsafe {
@@ -281,6 +304,18 @@ impl Ctx {
         // SAFETY: see the module comment.
         unsafe {
             if let Some(f) = raw::RedisModule_ReplyWithArray {
+                f(self.ptr, len);
+            }
+        }
+    }
+
+    /// A map header of `len` pairs: a RESP3 map, or on RESP2 a flat array of twice the length
+    /// (Redis turns the header into that); exactly `2 * len` elements must follow.
+    pub(crate) fn reply_map(&self, len: usize) {
+        let len = c_long::try_from(len).unwrap_or(c_long::MAX);
+        // SAFETY: see the module comment.
+        unsafe {
+            if let Some(f) = raw::RedisModule_ReplyWithMap {
                 f(self.ptr, len);
             }
         }
@@ -352,6 +387,69 @@ impl Ctx {
         unsafe {
             if let Some(f) = raw::RedisModule_Replicate {
                 f(self.ptr, cmd.as_ptr(), c"sl".as_ptr(), key.ptr, value);
+            }
+        }
+    }
+
+    /// Replicates `cmd key token last expires fingerprint dropped [field]` (format "ssllll", or
+    /// "sslllls" with the field): the explicit effect of an IDMP call (`commands::seq::idmpset`,
+    /// `commands::seqmap::hidmpset`).
+    pub(crate) fn replicate_token(
+        &self,
+        cmd: &CStr,
+        key: &Arg,
+        token: &Arg,
+        [last, expires, fingerprint, drop]: [i64; 4],
+        field: Option<&Arg>,
+    ) {
+        // SAFETY: as in replicate_key_int; "ssllll" consumes two RedisModuleString* and four
+        // long longs, "sslllls" one RedisModuleString* more, all passed in that order.
+        unsafe {
+            if let Some(f) = raw::RedisModule_Replicate {
+                let (k, t) = (key.ptr, token.ptr);
+                match field {
+                    None => f(
+                        self.ptr,
+                        cmd.as_ptr(),
+                        c"ssllll".as_ptr(),
+                        k,
+                        t,
+                        last,
+                        expires,
+                        fingerprint,
+                        drop,
+                    ),
+                    Some(a) => f(
+                        self.ptr,
+                        cmd.as_ptr(),
+                        c"sslllls".as_ptr(),
+                        k,
+                        t,
+                        last,
+                        expires,
+                        fingerprint,
+                        drop,
+                        a.ptr,
+                    ),
+                };
+            }
+        }
+    }
+
+    /// Replicates `cmd key arg value` (format "ssl"), e.g. `SEQ.HSET key field 42`.
+    pub(crate) fn replicate_key_arg_int(&self, cmd: &CStr, key: &Arg, arg: &Arg, value: i64) {
+        // SAFETY: as in replicate_key_int; "ssl" consumes two RedisModuleString* and one long
+        // long, all passed.
+        unsafe {
+            if let Some(f) = raw::RedisModule_Replicate {
+                f(
+                    self.ptr,
+                    cmd.as_ptr(),
+                    c"ssl".as_ptr(),
+                    key.ptr,
+                    arg.ptr,
+                    value,
+                );
             }
         }
     }
@@ -652,6 +750,21 @@ impl Key<'_> {
             Err(Error::Static(
                 c"ERR internal error: could not store the value",
             ))
+        }
+    }
+}
+
+impl Key<'_> {
+    /// Deletes the key (opened for writing).
+    pub(crate) fn delete(&self) {
+        if self.ptr.is_null() {
+            return;
+        }
+        // SAFETY: see the module comment; the handle is live until drop.
+        unsafe {
+            if let Some(f) = raw::RedisModule_DeleteKey {
+                f(self.ptr);
+            }
         }
     }
 }

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 pub use redis::{Connection, Value};
 
 pub mod cluster;
+pub mod rdb;
 
 /// The module under test: `$IMID_MODULE` as it is, else the release build in this checkout,
 /// built first when it is missing or older than its sources ([`fresh`]).
@@ -642,6 +643,17 @@ impl Server {
         })
     }
 
+    /// How many times the server ran `name` (`INFO commandstats`; 0 when never).
+    pub fn calls(&self, name: &str) -> i64 {
+        self.info_field("commandstats", &format!("cmdstat_{name}"))
+            .and_then(|v| {
+                v.split(',')
+                    .find_map(|kv| kv.strip_prefix("calls="))
+                    .and_then(|n| n.parse().ok())
+            })
+            .unwrap_or(0)
+    }
+
     /// An `imid_<name>` counter from `INFO imid`.
     pub fn imid_stat(&self, name: &str) -> i64 {
         self.info_field("imid", &format!("imid_{name}"))
@@ -745,6 +757,11 @@ impl Server {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
+}
+
+/// `DEBUG DIGEST` of the whole dataset.
+pub fn digest(s: &Server) -> String {
+    cmd(&mut s.client(), &["DEBUG", "DIGEST"]).unwrap()
 }
 
 /// How to start a [`Server`], for what the `start_*` shortcuts do not cover. Defaults: the

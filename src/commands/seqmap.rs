@@ -1,0 +1,458 @@
+//! SEQ.HNEXT / HGET / HMGET / HGETALL / HSCAN / HSET / HDEL / HLEN / HADVANCE: sequence maps,
+//! one key holding many named sequences, each field with exactly the rules of a SEQ key
+//! (`commands::seq`): 0 when missing, 0..2^63-1, NEXT strictly increasing, the gap skipped once
+//! after a field came from elsewhere (a missing field on a node that inherited its data counts
+//! as such, as a missing SEQ key does).
+//!
+//! Replication follows the SEQ rule: as called when replay reproduces the effect exactly, else
+//! the explicit effect (a SEQ.HNEXT that skipped the gap replicates `SEQ.HSET key field last`);
+//! nothing when nothing changed. `SEQ.HNEXT ... IDMP token` replicates its explicit effect,
+//! `SEQ.HIDMPSET key token last expires fingerprint dropped field` (see `commands::seq` for
+//! SEQ.NEXT's). A write opens the key for writing only once it knows it
+//! changes something: Redis signals every key opened for writing as modified when it is closed,
+//! which would break a client's WATCH on a no-op.
+
+use super::seq::{
+    advance_target, answered, idmp_missing, idmp_token, int, limit_key_positions, reply_idmp,
+    reserve_from, token_record, value_arg,
+};
+use crate::config::{seq_idmp_max, seq_idmp_ttl_ms};
+use crate::core::idmp::{fingerprint, Entry, Lookup, Window};
+use crate::core::seq::{Seq, MAX_BLOCK};
+use crate::core::seqmap::{check_name, MapError, SeqMap, MAX_NAME};
+use crate::error::{err, Error, SYNTAX};
+use crate::glue::map_type::MapKey;
+use crate::glue::{Arg, Ctx};
+use crate::node::{self, SEQ_GAP_SKIPS, SEQ_ISSUED};
+use std::collections::HashMap;
+
+fn field_arg(a: &Arg) -> Result<&[u8], Error> {
+    let b = a.bytes();
+    check_name(b).map_err(|_| field_error())?;
+    Ok(b)
+}
+
+fn field_error() -> Error {
+    err(format_args!("field name must be 1..{MAX_NAME} bytes"))
+}
+
+fn map_error(e: MapError) -> Error {
+    match e {
+        MapError::Name => field_error(),
+        MapError::Full => err("sequence map full (its fields would pass 4 GiB)"),
+    }
+}
+
+/// A field's state before a write: missing is 0, marked when this node inherited its data.
+fn current(m: Option<&SeqMap>, field: &[u8]) -> Seq {
+    m.and_then(|m| m.get(field))
+        .unwrap_or_else(|| Seq::new(0, node::inherited()).unwrap_or_default())
+}
+
+/// SEQ.HNEXT key field [COUNT n] [IDMP token]
+pub(crate) fn hnext(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, key, field_a, opts @ ..] = args else {
+        return Err(Error::WrongArity);
+    };
+    let field = field_arg(field_a)?;
+    let mut count = 1;
+    let mut token = None;
+    let mut rest = opts;
+    // The last COUNT wins, as for SEQ.NEXT; IDMP names one request, so twice is refused.
+    while let [name, tail @ ..] = rest {
+        match tail {
+            [n, tail @ ..] if name.is("COUNT") => {
+                count = n.int_in("COUNT", 1, MAX_BLOCK as i64)?.unsigned_abs();
+                rest = tail;
+            }
+            [t, tail @ ..] if name.is("IDMP") => {
+                token = Some(idmp_token(t, token)?);
+                rest = tail;
+            }
+            [] if name.is("IDMP") => return Err(idmp_missing()),
+            _ => return Err(SYNTAX),
+        }
+    }
+    if let Some(token) = token {
+        return hnext_idmp(ctx, key, field_a, count, token);
+    }
+    let mut k = MapKey::open(ctx, key, true)?;
+    // One hash and one probe for the read and the write.
+    let at = k.get().map(|m| m.locate(field));
+    let old = k
+        .get()
+        .zip(at.as_ref())
+        .and_then(|(m, at)| m.state(at))
+        .unwrap_or_else(|| Seq::new(0, node::inherited()).unwrap_or_default());
+    let (n, replay) = reserve_from(ctx, old, count)?;
+    let m = k.get_or_create()?;
+    let stored = match at {
+        Some(at) => m.store(field, at, n.state),
+        None => m.set(field, n.state),
+    };
+    if let Err(e) = stored {
+        if m.is_empty() {
+            k.delete();
+        }
+        return Err(map_error(e));
+    }
+    drop(k);
+    if n.skipped_gap {
+        ctx.replicate_key_arg_int(c"SEQ.HSET", key, field_a, int(n.last));
+        SEQ_GAP_SKIPS.add(1);
+    } else {
+        ctx.replicate_verbatim();
+    }
+    ctx.notify(c"seq.hnext", key);
+    if !replay {
+        SEQ_ISSUED.add(count);
+    }
+    ctx.reply_int(int(n.last));
+    Ok(())
+}
+
+/// One NEXT of a field: the reservation, and whether the call is a replay.
+#[inline(always)]
+fn reserve(
+    ctx: &Ctx,
+    m: Option<&SeqMap>,
+    field: &[u8],
+    count: u64,
+) -> Result<(crate::core::seq::Next, bool), Error> {
+    reserve_from(ctx, current(m, field), count)
+}
+
+/// SEQ.HNEXT key field [COUNT n] IDMP token: `[last, duplicate]`. The request's fingerprint
+/// covers the field and the count, so a token reused for another field is refused.
+#[inline(never)]
+fn hnext_idmp(ctx: &Ctx, key: &Arg, field_a: &Arg, count: u64, token: &Arg) -> Result<(), Error> {
+    let field = field_a.bytes();
+    let now = node::now_ms();
+    let fp = fingerprint(field, count);
+    // Looked up through a read handle: a duplicate must not touch the key (see the module
+    // comment).
+    let lookup = MapKey::open(ctx, key, false)?
+        .get()
+        .and_then(|m| m.tokens.as_deref())
+        .map_or(Lookup::Miss, |w| w.lookup(token.bytes(), fp, now));
+    if answered(ctx, lookup, "field or COUNT")? {
+        return Ok(());
+    }
+    let mut k = MapKey::open(ctx, key, true)?;
+    let (n, replay) = reserve(ctx, k.get(), field, count)?;
+    let m = k.get_or_create()?;
+    if let Err(e) = m.set(field, n.state) {
+        if m.is_empty() {
+            k.delete();
+        }
+        return Err(map_error(e));
+    }
+    let window = m.tokens.get_or_insert_with(Box::default);
+    let dropped = window.plan(now, seq_idmp_max());
+    let entry = Entry {
+        token: token.bytes().into(),
+        last: n.last,
+        expires_ms: now.saturating_add(seq_idmp_ttl_ms()),
+        fingerprint: fp,
+    };
+    let expires = int(entry.expires_ms);
+    window.apply(dropped, entry);
+    drop(k);
+    ctx.replicate_token(
+        c"SEQ.HIDMPSET",
+        key,
+        token,
+        [int(n.last), expires, fp as i64, int(dropped as u64)],
+        Some(field_a),
+    );
+    if n.skipped_gap {
+        SEQ_GAP_SKIPS.add(1);
+    }
+    ctx.notify(c"seq.hnext", key);
+    if !replay {
+        SEQ_ISSUED.add(count);
+    }
+    reply_idmp(ctx, n.last, false);
+    Ok(())
+}
+
+/// SEQ.HIDMPSET key token last expires fingerprint dropped [field]
+///
+/// The explicit effect of `SEQ.HNEXT ... IDMP` (with the field: it is set to `last`, marked
+/// when replayed, as SEQ.HSET marks) and of an AOF rewrite (without: the fields came first).
+/// Drops the `dropped` oldest tokens and records `token`. Internal, as SEQ.IDMPSET.
+pub(crate) fn hidmpset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let (key, record, field) = match args {
+        [_, key, record @ ..] if record.len() == 5 => (key, record, None),
+        [_, key, record @ .., field] if record.len() == 5 => (key, record, Some(field_arg(field)?)),
+        _ => return Err(Error::WrongArity),
+    };
+    let (entry, dropped) = token_record(record)?;
+    let new = Seq::new(entry.last, ctx.is_replay()).ok_or_else(|| err("last out of range"))?;
+    let mut k = MapKey::open(ctx, key, true)?;
+    if field.is_none() && k.get().is_none() {
+        return Err(err("no such key (a token without a field needs the map)"));
+    }
+    let m = k.get_or_create()?;
+    if let Some(field) = field {
+        if let Err(e) = m.set(field, new) {
+            if m.is_empty() {
+                k.delete();
+            }
+            return Err(map_error(e));
+        }
+    }
+    let window: &mut Window = m.tokens.get_or_insert_with(Box::default);
+    window.apply(dropped, entry);
+    drop(k);
+    ctx.replicate_verbatim();
+    ctx.notify(c"seq.hidmpset", key);
+    ctx.reply_ok();
+    Ok(())
+}
+
+/// SEQ.HGET key field
+pub(crate) fn hget(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, key, field] = args else {
+        return Err(Error::WrongArity);
+    };
+    let field = field_arg(field)?;
+    let k = MapKey::open(ctx, key, false)?;
+    let v = k.get().and_then(|m| m.get(field)).map_or(0, Seq::value);
+    ctx.reply_int(int(v));
+    Ok(())
+}
+
+/// SEQ.HMGET key field [field ...]
+pub(crate) fn hmget(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, key, fields @ ..] = args else {
+        return Err(Error::WrongArity);
+    };
+    if fields.is_empty() {
+        return Err(Error::WrongArity);
+    }
+    let names = fields
+        .iter()
+        .map(field_arg)
+        .collect::<Result<Vec<&[u8]>, Error>>()?;
+    let k = MapKey::open(ctx, key, false)?;
+    let m = k.get();
+    ctx.reply_array(names.len());
+    for f in names {
+        ctx.reply_int(int(m.and_then(|m| m.get(f)).map_or(0, Seq::value)));
+    }
+    Ok(())
+}
+
+/// SEQ.HLEN key
+pub(crate) fn hlen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, key] = args else {
+        return Err(Error::WrongArity);
+    };
+    let k = MapKey::open(ctx, key, false)?;
+    ctx.reply_int(int(k.get().map_or(0, |m| m.len() as u64)));
+    Ok(())
+}
+
+/// SEQ.HGETALL key: field, value, ... (a map in RESP3).
+pub(crate) fn hgetall(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, key] = args else {
+        return Err(Error::WrongArity);
+    };
+    let k = MapKey::open(ctx, key, false)?;
+    let Some(m) = k.get() else {
+        ctx.reply_map(0);
+        return Ok(());
+    };
+    ctx.reply_map(m.len());
+    for (name, s) in m.iter() {
+        ctx.reply_bulk(name);
+        ctx.reply_int(int(s.value()));
+    }
+    Ok(())
+}
+
+/// A SCAN cursor: an unsigned decimal, as Redis's own cursors.
+fn cursor_arg(a: &Arg) -> Result<u64, Error> {
+    let b = a.bytes();
+    if b.is_empty() || b.len() > 20 || !b.iter().all(u8::is_ascii_digit) {
+        return Err(err("invalid cursor"));
+    }
+    std::str::from_utf8(b)
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .ok_or_else(|| err("invalid cursor"))
+}
+
+/// SEQ.HSCAN key cursor [COUNT n]: [next cursor, [field, value, ...]], the next cursor "0" at
+/// the end. Every field present for the whole iteration is returned at least once (see
+/// `SeqMap::scan`).
+pub(crate) fn hscan(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, key, cursor, opts @ ..] = args else {
+        return Err(Error::WrongArity);
+    };
+    let cursor = cursor_arg(cursor)?;
+    let mut count = 10usize;
+    let mut rest = opts;
+    while let [name, tail @ ..] = rest {
+        match tail {
+            [n, tail @ ..] if name.is("COUNT") => {
+                count = usize::try_from(n.int_in("COUNT", 1, i64::MAX)?).unwrap_or(usize::MAX);
+                rest = tail;
+            }
+            _ => return Err(SYNTAX),
+        }
+    }
+    let k = MapKey::open(ctx, key, false)?;
+    let mut page: Vec<(&[u8], u64)> = Vec::new();
+    let next = match k.get() {
+        Some(m) => m.scan(cursor, count, |n, s| page.push((n, s.value()))),
+        None => 0,
+    };
+    ctx.reply_array(2);
+    ctx.reply_bulk(next.to_string().as_bytes());
+    ctx.reply_array(page.len() * 2);
+    for (name, v) in page {
+        ctx.reply_bulk(name);
+        ctx.reply_int(int(v));
+    }
+    Ok(())
+}
+
+/// SEQ.HSET key field value [field value ...] -> the number of fields added.
+///
+/// Every pair is checked before anything changes. A repeated field takes its last value, as in
+/// HSET. A value this process did not choose (AOF replay, the primary's stream) is marked for
+/// the gap; a client's write clears the mark.
+pub(crate) fn hset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, key, pairs @ ..] = args else {
+        return Err(Error::WrongArity);
+    };
+    if pairs.is_empty() || pairs.len() % 2 != 0 {
+        return Err(Error::WrongArity);
+    }
+    let mark = ctx.is_replay();
+    let mut last: HashMap<&[u8], Seq> = HashMap::with_capacity(pairs.len() / 2);
+    let mut order: Vec<&[u8]> = Vec::with_capacity(pairs.len() / 2);
+    for pair in pairs.chunks_exact(2) {
+        let [f, v] = pair else { continue };
+        let name = field_arg(f)?;
+        let value = value_arg(v)?;
+        let s = Seq::new(value, mark).ok_or_else(|| err("value out of range"))?;
+        if last.insert(name, s).is_none() {
+            order.push(name);
+        }
+    }
+    let (added, changed) = {
+        let k = MapKey::open(ctx, key, false)?;
+        let m = k.get();
+        let mut added = 0u64;
+        let mut changed = false;
+        let mut bytes = 0usize;
+        for name in &order {
+            let new = last.get(name).copied().unwrap_or_default();
+            match m.and_then(|m| m.get(name)) {
+                Some(old) => changed |= old != new,
+                None => {
+                    added += 1;
+                    changed = true;
+                    bytes += SeqMap::entry_bytes(name, new.value());
+                }
+            }
+        }
+        if m.is_some_and(|m| !m.fits(bytes)) {
+            return Err(map_error(MapError::Full));
+        }
+        (added, changed)
+    };
+    if changed {
+        let mut k = MapKey::open(ctx, key, true)?;
+        let m = k.get_or_create()?;
+        for name in &order {
+            let new = last.get(name).copied().unwrap_or_default();
+            if let Err(e) = m.set(name, new) {
+                if m.is_empty() {
+                    k.delete();
+                }
+                return Err(map_error(e));
+            }
+        }
+        drop(k);
+        ctx.replicate_verbatim();
+        ctx.notify(c"seq.hset", key);
+    }
+    ctx.reply_int(int(added));
+    Ok(())
+}
+
+/// SEQ.HDEL key field [field ...] -> the number of fields removed. Removing the last field
+/// deletes the key, as for a Redis hash.
+pub(crate) fn hdel(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, key, fields @ ..] = args else {
+        return Err(Error::WrongArity);
+    };
+    if fields.is_empty() {
+        return Err(Error::WrongArity);
+    }
+    let names = fields
+        .iter()
+        .map(field_arg)
+        .collect::<Result<Vec<&[u8]>, Error>>()?;
+    let present = {
+        let k = MapKey::open(ctx, key, false)?;
+        k.get()
+            .is_some_and(|m| names.iter().any(|n| m.get(n).is_some()))
+    };
+    let mut removed = 0u64;
+    if present {
+        let mut k = MapKey::open(ctx, key, true)?;
+        let m = k.get_or_create()?;
+        for n in &names {
+            removed += u64::from(m.remove(n));
+        }
+        if m.is_empty() {
+            k.delete();
+        }
+        drop(k);
+        ctx.replicate_verbatim();
+        ctx.notify(c"seq.hdel", key);
+    }
+    ctx.reply_int(int(removed));
+    Ok(())
+}
+
+/// SEQ.HADVANCE key field value [LIMIT seqkey] -> max(current, value), `value` first clamped
+/// to the SEQ key `seqkey` (see `seq::advance_target`). Keeps the field's gap mark, as
+/// SEQ.ADVANCE does.
+pub(crate) fn hadvance(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    if ctx.keys_position_request() {
+        limit_key_positions(ctx, args, 4);
+        return Ok(());
+    }
+    let [_, key, field, value, opts @ ..] = args else {
+        return Err(Error::WrongArity);
+    };
+    let field = field_arg(field)?;
+    let to = advance_target(ctx, value, opts)?;
+    let (old, new) = {
+        let k = MapKey::open(ctx, key, false)?;
+        let old = current(k.get(), field);
+        let new = old.advance(to).ok_or_else(|| err("value out of range"))?;
+        (old, new)
+    };
+    if new.value() != old.value() {
+        let mut k = MapKey::open(ctx, key, true)?;
+        let m = k.get_or_create()?;
+        if let Err(e) = m.set(field, new) {
+            if m.is_empty() {
+                k.delete();
+            }
+            return Err(map_error(e));
+        }
+        drop(k);
+        ctx.replicate_verbatim();
+        ctx.notify(c"seq.hadvance", key);
+    }
+    ctx.reply_int(int(new.value()));
+    Ok(())
+}

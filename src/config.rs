@@ -231,8 +231,8 @@ pub(crate) fn seq_gap() -> u64 {
     u64::try_from(SEQ_GAP.load(Ordering::Relaxed)).unwrap_or(0)
 }
 
-/// `imid.seq-idmp-ttl`: seconds an IDMP token counts after its first call (docs/commands.md, "Idempotent
-/// allocation", says why 300).
+/// `imid.seq-idmp-ttl`: seconds an IDMP token counts after its first call
+/// (docs/configuration.md says why 300).
 pub(crate) static SEQ_IDMP_TTL: AtomicI64 = AtomicI64::new(300);
 /// `imid.seq-idmp-max`: most IDMP tokens one key remembers; the oldest go first.
 pub(crate) static SEQ_IDMP_MAX: AtomicI64 = AtomicI64::new(1000);

@@ -455,16 +455,7 @@ fn retries_are_duplicates(con: &mut Connection, made: &[Made], max: usize) {
 }
 
 fn replica_and_aof_replay_reach_the_primarys_state(preamble: &str) {
-    let args = [
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--aof-use-rdb-preamble",
-        preamble,
-        "--imid.seq-idmp-max",
-        "5",
-    ];
+    let args = [&aof_always(preamble)[..], &["--imid.seq-idmp-max", "5"]].concat();
     let mut primary = Server::with(&args);
     let mut p = primary.client();
     let first = mixed(&mut p, 0);

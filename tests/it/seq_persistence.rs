@@ -138,16 +138,7 @@ fn values_survive_an_rdb_restart_and_then_skip_the_gap() {
 }
 
 fn aof_roundtrip(preamble: &str) {
-    let args = [
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--aof-use-rdb-preamble",
-        preamble,
-        "--imid.seq-gap",
-        "0",
-    ];
+    let args = [&aof_always(preamble)[..], &["--imid.seq-gap", "0"]].concat();
     let mut s = Server::with(&args);
     let mut con = s.client();
     let keys = workload(&mut con);

@@ -88,16 +88,7 @@ fn debug_reload_and_rdb_restart_reproduce_maps_and_skip_the_gap_once_per_field()
 }
 
 fn aof_roundtrip(preamble: &str) {
-    let args = [
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--aof-use-rdb-preamble",
-        preamble,
-        "--imid.seq-gap",
-        "1000",
-    ];
+    let args = [&aof_always(preamble)[..], &["--imid.seq-gap", "1000"]].concat();
     let mut s = Server::with(&args);
     let mut con = s.client();
     let (big, small) = fill(&mut con, 3000);

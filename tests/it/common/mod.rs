@@ -674,7 +674,6 @@ impl Server {
         replica
     }
 
-    /// Waits until this replica's link to its primary is up.
     /// A server started without imid whose clients may load it (`enable-module-command`
     /// `allow`: `yes` or `local`), and the module's path as text for MODULE LOAD/LOADEX.
     pub fn loadable(allow: &str) -> (Server, String) {
@@ -692,6 +691,7 @@ impl Server {
         });
     }
 
+    /// Waits until this replica's link to its primary is up.
     pub fn wait_link_up(&self) {
         let deadline = Instant::now() + Duration::from_secs(30);
         while self
@@ -1167,4 +1167,17 @@ pub fn assert_seq_writes_refused(con: &mut Connection, key: &str, code: &str) {
         let e = cmd::<Value>(con, args).unwrap_err();
         assert!(err_text(&e).starts_with(code), "{args:?}: {e}");
     }
+}
+
+/// The server arguments of an AOF fsynced on every write, with the RDB preamble `preamble`
+/// (`yes`, or `no` so that the AOF rewrite callbacks run).
+pub fn aof_always(preamble: &str) -> [&str; 6] {
+    [
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--aof-use-rdb-preamble",
+        preamble,
+    ]
 }

@@ -15,6 +15,7 @@ import sys
 sys.dont_write_bytecode = True  # no __pycache__ in bench/ from the import below
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from instructions import render as render_floor  # noqa: E402  (the script's own directory)
+from maps import render as render_maps  # noqa: E402
 
 MARKER = "<!-- analysis: hand-written below this line; bench/report.py keeps it -->"
 
@@ -106,6 +107,24 @@ def floor_section(path):
     return out
 
 
+def maps_section(path):
+    """Sequence maps against Redis hashes (bench/maps.py)."""
+    out = ["## Sequence maps: memory per counter, RDB save and load", ""]
+    if not path:
+        return out + ["Skipped in this run.", ""]
+    d = json.load(open(path))
+    out += [
+        "`bench/maps.py`: a fresh server per figure; `used_memory` after loading one key of N "
+        "counters minus before, divided by N: an imid sequence map (`SEQ.HSET`) against a Redis "
+        "hash (`HSET`) with the same 10-byte field names `f:00000000`.. and values "
+        f"{d['value_base']:,} + i (below 2^32). The figure includes the key itself (telling at "
+        "100 counters). RDB: `SAVE` timed from the client, load time as the server logs it, "
+        "medians of repeated runs; both move with the machine's load.",
+        "",
+    ]
+    return out + render_maps(d) + [""]
+
+
 def fmt_rps(v):
     return f"{v:,.0f}"
 
@@ -115,6 +134,7 @@ def main():
     ap.add_argument("--server-json", required=True)
     ap.add_argument("--criterion", help="criterion output dir (target/criterion); omit to skip")
     ap.add_argument("--floor-json", help="bench/instructions.py's JSON; omit to skip")
+    ap.add_argument("--maps-json", help="bench/maps.py's JSON; omit to skip")
     ap.add_argument("--out", required=True)
     ap.add_argument("--title", default="imid benchmark results")
     args = ap.parse_args()
@@ -148,6 +168,7 @@ def main():
         "",
     ]
     out += floor_section(args.floor_json)
+    out += maps_section(args.maps_json)
     out += [
         "## Throughput (redis-benchmark, loopback, 50 clients)",
         "",

@@ -28,11 +28,14 @@ mod info;
 mod migration;
 mod node;
 mod seq_type;
+mod seqmap_type;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;
 
 use config::CLUSTER_MODE;
-use glue::registry::{self, command, keys, OW_UPDATE, ROUTING_ONLY, RO_ACCESS, RW_ACCESS_UPDATE};
+use glue::registry::{
+    self, command, keys, limit_key, OW_UPDATE, ROUTING_ONLY, RO_ACCESS, RW_ACCESS_UPDATE, RW_DELETE,
+};
 use redis_module::{redis_module, Context, ContextFlags, RedisString, Status};
 use std::sync::atomic::Ordering;
 
@@ -119,7 +122,7 @@ fn load(ctx: &Context, args: &[RedisString]) -> Status {
         return Status::Err;
     }
     glue::types::handle_io_errors(ctx);
-    if glue::types::create(ctx) == Status::Err {
+    if glue::types::create(ctx) == Status::Err || glue::map_type::create(ctx) == Status::Err {
         return Status::Err;
     }
     // A subscription refused undoes the earlier ones before failing.
@@ -155,7 +158,17 @@ const COMMANDS: &[registry::Command] = &[
     command!("seq.get", commands::seq::get, "readonly fast", "read fast", 2, keys(1, 0, RO_ACCESS), "The current value of a sequence (0 when missing)"),
     command!("seq.mget", commands::seq::mget, "readonly fast", "read fast", -2, keys(1, -1, RO_ACCESS), "The current values of several sequences (0 when missing)"),
     command!("seq.set", commands::seq::set, "write deny-oom fast", "write fast", 3, keys(1, 0, OW_UPDATE), "Sets a sequence to an exact value"),
-    command!("seq.advance", commands::seq::advance, "write deny-oom fast", "write fast", 3, keys(1, 0, RW_ACCESS_UPDATE), "Raises a sequence to at least a value (a read cursor)"),
+    command!("seq.advance", commands::seq::advance, "write deny-oom fast", "write fast", -3, keys(1, 0, RW_ACCESS_UPDATE), "Raises a sequence to at least a value (a read cursor), at most to a LIMIT sequence", limit_key(3)),
+    // Sequence maps (commands/seqmap.rs): many named sequences in one key.
+    command!("seq.hnext", commands::seqmap::hnext, "write deny-oom fast", "write fast", -3, keys(1, 0, RW_ACCESS_UPDATE), "Reserves the next value (or a block of COUNT values) of a field of a sequence map"),
+    command!("seq.hget", commands::seqmap::hget, "readonly fast", "read fast", 3, keys(1, 0, RO_ACCESS), "The current value of a field of a sequence map (0 when missing)"),
+    command!("seq.hmget", commands::seqmap::hmget, "readonly fast", "read fast", -3, keys(1, 0, RO_ACCESS), "The current values of fields of a sequence map (0 when missing)"),
+    command!("seq.hgetall", commands::seqmap::hgetall, "readonly", "read slow", 2, keys(1, 0, RO_ACCESS), "Every field of a sequence map with its value"),
+    command!("seq.hscan", commands::seqmap::hscan, "readonly", "read slow", -3, keys(1, 0, RO_ACCESS), "Iterates the fields of a sequence map in pages"),
+    command!("seq.hset", commands::seqmap::hset, "write deny-oom fast", "write fast", -4, keys(1, 0, RW_ACCESS_UPDATE), "Sets fields of a sequence map to exact values"),
+    command!("seq.hdel", commands::seqmap::hdel, "write fast", "write fast", -3, keys(1, 0, RW_DELETE), "Removes fields of a sequence map (the key with its last field)"),
+    command!("seq.hlen", commands::seqmap::hlen, "readonly fast", "read fast", 2, keys(1, 0, RO_ACCESS), "The number of fields of a sequence map"),
+    command!("seq.hadvance", commands::seqmap::hadvance, "write deny-oom fast", "write fast", -4, keys(1, 0, RW_ACCESS_UPDATE), "Raises a field of a sequence map to at least a value, at most to a LIMIT sequence", limit_key(4)),
 ];
 
 redis_module! {

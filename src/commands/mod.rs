@@ -5,4 +5,5 @@
 pub(crate) mod msgid;
 pub(crate) mod openid;
 pub(crate) mod seq;
+pub(crate) mod seqmap;
 pub(crate) mod uid;

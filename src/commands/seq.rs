@@ -27,7 +27,7 @@ pub(crate) fn info_fields() -> [(&'static str, u64); 6] {
     ]
 }
 
-fn value_arg(arg: &Arg) -> Result<u64, Error> {
+pub(crate) fn value_arg(arg: &Arg) -> Result<u64, Error> {
     // The range starts at 0, so the conversion keeps the value.
     arg.int_in("value", 0, MAX_VALUE as i64)
         .map(|v| v.unsigned_abs())
@@ -41,7 +41,7 @@ fn current(k: &SeqKey) -> Seq {
 }
 
 /// Sequence values are at most 2^63-1 by construction.
-fn int(v: u64) -> i64 {
+pub(crate) fn int(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
@@ -146,15 +146,34 @@ pub(crate) fn set(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     Ok(())
 }
 
-/// SEQ.ADVANCE key value
+/// The value an ADVANCE moves to: `value`, clamped to the current value of the sequence
+/// `LIMIT seqkey` names when given (a missing key counts as 0, a key of another type is
+/// WRONGTYPE). The LIMIT key is declared read-only in the key specs, so Cluster requires it in
+/// the slot of the advanced key and ACL key patterns apply to it. Replay reads the same value
+/// there (sequence values replicate exactly), so the call still replicates as called.
+pub(crate) fn advance_target(ctx: &Ctx, value: &Arg, opts: &[Arg]) -> Result<u64, Error> {
+    let value = value_arg(value)?;
+    match opts {
+        [] => Ok(value),
+        [limit, seqkey] if limit.is("LIMIT") => {
+            let cap = SeqKey::open(ctx, seqkey, false)?
+                .get()
+                .map_or(0, Seq::value);
+            Ok(value.min(cap))
+        }
+        _ => Err(SYNTAX),
+    }
+}
+
+/// SEQ.ADVANCE key value [LIMIT seqkey]
 ///
 /// Keeps the gap mark: an acknowledged read position says nothing about values lost in a
 /// crash, so the next SEQ.NEXT must still skip.
 pub(crate) fn advance(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
-    let [_, key, value] = args else {
+    let [_, key, value, opts @ ..] = args else {
         return Err(Error::WrongArity);
     };
-    let value = value_arg(value)?;
+    let value = advance_target(ctx, value, opts)?;
     // Read first, write only on a change (see SET): an older acknowledgement must not touch
     // the key, or it would break a client's WATCH.
     let old = current(&SeqKey::open(ctx, key, false)?);

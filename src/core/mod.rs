@@ -6,5 +6,6 @@ pub mod lease;
 pub mod msgid;
 pub mod openid;
 pub mod seq;
+pub mod seqmap;
 pub mod slot;
 pub mod uid;

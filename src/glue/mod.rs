@@ -28,6 +28,7 @@
 pub(crate) mod cluster;
 pub(crate) mod config;
 pub(crate) mod events;
+pub(crate) mod map_type;
 pub(crate) mod migration;
 pub(crate) mod registry;
 pub(crate) mod types;
@@ -283,6 +284,18 @@ impl Ctx {
         }
     }
 
+    /// A map header of `len` pairs: a RESP3 map, or on RESP2 a flat array of twice the length
+    /// (Redis turns the header into that); exactly `2 * len` elements must follow.
+    pub(crate) fn reply_map(&self, len: usize) {
+        let len = c_long::try_from(len).unwrap_or(c_long::MAX);
+        // SAFETY: see the module comment.
+        unsafe {
+            if let Some(f) = raw::RedisModule_ReplyWithMap {
+                f(self.ptr, len);
+            }
+        }
+    }
+
     /// Named fields in the documented order: a RESP3 map after `HELLO 3`, else a flat array of
     /// name/value pairs (Redis turns the map header into an array of twice the length on RESP2).
     pub(crate) fn reply_fields(&self, fields: &[(&str, Val)]) {
@@ -349,6 +362,24 @@ impl Ctx {
         unsafe {
             if let Some(f) = raw::RedisModule_Replicate {
                 f(self.ptr, cmd.as_ptr(), c"sl".as_ptr(), key.ptr, value);
+            }
+        }
+    }
+
+    /// Replicates `cmd key arg value` (format "ssl"), e.g. `SEQ.HSET key field 42`.
+    pub(crate) fn replicate_key_arg_int(&self, cmd: &CStr, key: &Arg, arg: &Arg, value: i64) {
+        // SAFETY: as in replicate_key_int; "ssl" consumes two RedisModuleString* and one long
+        // long, all passed.
+        unsafe {
+            if let Some(f) = raw::RedisModule_Replicate {
+                f(
+                    self.ptr,
+                    cmd.as_ptr(),
+                    c"ssl".as_ptr(),
+                    key.ptr,
+                    arg.ptr,
+                    value,
+                );
             }
         }
     }
@@ -649,6 +680,21 @@ impl Key<'_> {
             Err(Error::Static(
                 c"ERR internal error: could not store the value",
             ))
+        }
+    }
+}
+
+impl Key<'_> {
+    /// Deletes the key (opened for writing).
+    pub(crate) fn delete(&self) {
+        if self.ptr.is_null() {
+            return;
+        }
+        // SAFETY: see the module comment; the handle is live until drop.
+        unsafe {
+            if let Some(f) = raw::RedisModule_DeleteKey {
+                f(self.ptr);
+            }
         }
     }
 }

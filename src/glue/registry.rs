@@ -29,6 +29,16 @@ pub(crate) const RO_ACCESS: u32 = raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE
 pub(crate) const RW_ACCESS_UPDATE: u32 =
     raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_UPDATE;
 pub(crate) const OW_UPDATE: u32 = raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE;
+pub(crate) const RW_DELETE: u32 = raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_DELETE;
+
+/// `LIMIT seqkey`, searched from argument `from`: a sequence read for its value.
+pub(crate) const fn limit_key(from: i32) -> Option<KeywordKey> {
+    Some(KeywordKey {
+        keyword: c"LIMIT",
+        from,
+        flags: RO_ACCESS,
+    })
+}
 /// MSGID.GEN's target: declared so that cluster clients route it and cluster nodes enforce that
 /// routing (MOVED), which per-slot uniqueness relies on; it is neither read nor written. Not
 /// NOT_KEY: Redis Cluster ignores NOT_KEY keys when it checks where a command belongs.
@@ -37,6 +47,16 @@ pub(crate) const ROUTING_ONLY: u32 = raw::REDISMODULE_CMD_KEY_RO;
 /// Keys from argument `first` to `last` (0: just `first`; negative: from the end).
 pub(crate) const fn keys(first: i32, last: i32, flags: u32) -> Option<Keys> {
     Some(Keys { first, last, flags })
+}
+
+/// An optional key that follows a keyword (`LIMIT seqkey`), searched from argument `from` on:
+/// a second key spec, so that Cluster checks its slot, ACL key patterns apply and COMMAND
+/// GETKEYS lists it. Redis derives the legacy key range from the specs and marks the command
+/// `movablekeys`.
+pub(crate) struct KeywordKey {
+    pub(crate) keyword: &'static std::ffi::CStr,
+    pub(crate) from: i32,
+    pub(crate) flags: u32,
 }
 
 pub(crate) struct Command {
@@ -50,11 +70,17 @@ pub(crate) struct Command {
     pub(crate) arity: i32,
     pub(crate) keys: Option<Keys>,
     pub(crate) summary: &'static str,
+    pub(crate) keyword_key: Option<KeywordKey>,
 }
 
 /// A table entry: `command!(name, handler path, flags, acl categories, arity, keys, summary)`.
 macro_rules! command {
     ($name:literal, $handler:path, $flags:literal, $acl:literal, $arity:expr, $keys:expr, $summary:literal) => {
+        $crate::glue::registry::command!(
+            $name, $handler, $flags, $acl, $arity, $keys, $summary, None
+        )
+    };
+    ($name:literal, $handler:path, $flags:literal, $acl:literal, $arity:expr, $keys:expr, $summary:literal, $kw:expr) => {
         $crate::glue::registry::Command {
             name: $name,
             handler: {
@@ -72,6 +98,7 @@ macro_rules! command {
             arity: $arity,
             keys: $keys,
             summary: $summary,
+            keyword_key: $kw,
         }
     };
 }
@@ -178,7 +205,7 @@ fn register_one(ctx: &Context, c: &Command) -> Result<(), ()> {
     // the array outlive the call, which copies them.
     let mut info: raw::RedisModuleCommandInfo = unsafe { std::mem::zeroed() };
     // SAFETY: as above.
-    let mut specs: [raw::RedisModuleCommandKeySpec; 2] = unsafe { std::mem::zeroed() };
+    let mut specs: [raw::RedisModuleCommandKeySpec; 3] = unsafe { std::mem::zeroed() };
     info.version = &INFO_VERSION;
     info.summary = summary.as_ptr();
     info.since = SINCE.as_ptr();
@@ -192,6 +219,18 @@ fn register_one(ctx: &Context, c: &Command) -> Result<(), ()> {
         specs[0].fk.range.lastkey = k.last;
         specs[0].fk.range.keystep = 1;
         specs[0].fk.range.limit = 0;
+        if let Some(kw) = &c.keyword_key {
+            specs[1].flags = u64::from(kw.flags);
+            specs[1].begin_search_type =
+                raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_KEYWORD;
+            specs[1].bs.keyword.keyword = kw.keyword.as_ptr();
+            specs[1].bs.keyword.startfrom = kw.from;
+            specs[1].find_keys_type =
+                raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+            specs[1].fk.range.lastkey = 0;
+            specs[1].fk.range.keystep = 1;
+            specs[1].fk.range.limit = 0;
+        }
         info.key_specs = specs.as_mut_ptr();
     }
     // SAFETY: cmd came from GetCommand for a command of this module; info is fully set.

@@ -106,8 +106,8 @@ fn ptr_to_seq(p: *const c_void) -> Seq {
 /// The RDB (or DUMP payload) handle of the running load or save callback; it cannot outlive
 /// the callback (`'a` is the callback's frame).
 pub(crate) struct Rdb<'a> {
-    io: *mut raw::RedisModuleIO,
-    _call: PhantomData<&'a ()>,
+    pub(super) io: *mut raw::RedisModuleIO,
+    pub(super) _call: PhantomData<&'a ()>,
 }
 
 impl Rdb<'_> {
@@ -124,9 +124,9 @@ impl Rdb<'_> {
 /// The IO handle of an AOF rewrite callback, with the key being rewritten; it cannot outlive
 /// the callback.
 pub(crate) struct AofKey<'a> {
-    io: *mut raw::RedisModuleIO,
-    key: *mut raw::RedisModuleString,
-    _call: PhantomData<&'a ()>,
+    pub(super) io: *mut raw::RedisModuleIO,
+    pub(super) key: *mut raw::RedisModuleString,
+    pub(super) _call: PhantomData<&'a ()>,
 }
 
 impl AofKey<'_> {
@@ -158,7 +158,7 @@ impl AofKey<'_> {
 /// load, so it is a warning. Otherwise it is a refused RESTORE payload: the client already has
 /// its error, and Redis logs its own RESTORE failures at verbose level, so this one does too
 /// (at warning level, a client sending bad payloads in a loop would fill the log).
-fn log_io(rdb: *mut raw::RedisModuleIO, msg: &str) {
+pub(super) fn log_io(rdb: *mut raw::RedisModuleIO, msg: &str) {
     let Ok(msg) = std::ffi::CString::new(msg) else {
         return;
     };

@@ -1,0 +1,338 @@
+//! SEQ.HNEXT / HGET / HMGET / HGETALL / HSCAN / HSET / HDEL / HLEN / HADVANCE: sequence maps,
+//! one key holding many named sequences, each field with exactly the rules of a SEQ key
+//! (`commands::seq`): 0 when missing, 0..2^63-1, NEXT strictly increasing, the gap skipped once
+//! after a field came from elsewhere (a missing field on a node that inherited its data counts
+//! as such, as a missing SEQ key does).
+//!
+//! Replication follows the SEQ rule: as called when replay reproduces the effect exactly, else
+//! the explicit effect (a SEQ.HNEXT that skipped the gap replicates `SEQ.HSET key field last`);
+//! nothing when nothing changed. A write opens the key for writing only once it knows it
+//! changes something: Redis signals every key opened for writing as modified when it is closed,
+//! which would break a client's WATCH on a no-op.
+
+use super::seq::{advance_target, int, value_arg};
+use crate::config::seq_gap;
+use crate::core::seq::{NextError, Seq, MAX_COUNT};
+use crate::core::seqmap::{check_name, MapError, SeqMap, MAX_NAME};
+use crate::error::{err, Error, SYNTAX};
+use crate::glue::map_type::MapKey;
+use crate::glue::{Arg, Ctx};
+use crate::node::{self, SEQ_GAP_SKIPS, SEQ_ISSUED};
+use std::collections::HashMap;
+
+fn field_arg(a: &Arg) -> Result<&[u8], Error> {
+    let b = a.bytes();
+    check_name(b).map_err(|_| field_error())?;
+    Ok(b)
+}
+
+fn field_error() -> Error {
+    err(format_args!("field name must be 1..{MAX_NAME} bytes"))
+}
+
+fn map_error(e: MapError) -> Error {
+    match e {
+        MapError::Name => field_error(),
+        MapError::Full => err("sequence map full (its fields would pass 4 GiB)"),
+    }
+}
+
+/// A field's state before a write: missing is 0, marked when this node inherited its data.
+fn current(m: Option<&SeqMap>, field: &[u8]) -> Seq {
+    m.and_then(|m| m.get(field))
+        .unwrap_or_else(|| Seq::new(0, node::inherited()).unwrap_or_default())
+}
+
+/// SEQ.HNEXT key field [COUNT n]
+pub(crate) fn hnext(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, key, field_a, opts @ ..] = args else {
+        return Err(Error::WrongArity);
+    };
+    let field = field_arg(field_a)?;
+    let mut count = 1;
+    let mut rest = opts;
+    // The last COUNT wins, as for SEQ.NEXT.
+    while let [name, tail @ ..] = rest {
+        match tail {
+            [n, tail @ ..] if name.is("COUNT") => {
+                count = n.int_in("COUNT", 1, MAX_COUNT as i64)?.unsigned_abs();
+                rest = tail;
+            }
+            _ => return Err(SYNTAX),
+        }
+    }
+    let mut k = MapKey::open(ctx, key, true)?;
+    let old = current(k.get(), field);
+    let replay = old.needs_gap() && ctx.is_replay();
+    let n = if replay {
+        old.replay_next(count)
+    } else {
+        old.next(count, seq_gap())
+    }
+    .map_err(|e| match e {
+        NextError::Overflow => err("sequence overflow"),
+        NextError::ZeroCount => err("COUNT must be an integer in 1..1000000"),
+    })?;
+    let m = k.get_or_create()?;
+    if let Err(e) = m.set(field, n.state) {
+        if m.is_empty() {
+            k.delete();
+        }
+        return Err(map_error(e));
+    }
+    drop(k);
+    if n.skipped_gap {
+        ctx.replicate_key_arg_int(c"SEQ.HSET", key, field_a, int(n.last));
+        SEQ_GAP_SKIPS.add(1);
+    } else {
+        ctx.replicate_verbatim();
+    }
+    ctx.notify(c"seq.hnext", key);
+    if !replay {
+        SEQ_ISSUED.add(count);
+    }
+    ctx.reply_int(int(n.last));
+    Ok(())
+}
+
+/// SEQ.HGET key field
+pub(crate) fn hget(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, key, field] = args else {
+        return Err(Error::WrongArity);
+    };
+    let field = field_arg(field)?;
+    let k = MapKey::open(ctx, key, false)?;
+    let v = k.get().and_then(|m| m.get(field)).map_or(0, Seq::value);
+    ctx.reply_int(int(v));
+    Ok(())
+}
+
+/// SEQ.HMGET key field [field ...]
+pub(crate) fn hmget(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, key, fields @ ..] = args else {
+        return Err(Error::WrongArity);
+    };
+    if fields.is_empty() {
+        return Err(Error::WrongArity);
+    }
+    let names = fields
+        .iter()
+        .map(field_arg)
+        .collect::<Result<Vec<&[u8]>, Error>>()?;
+    let k = MapKey::open(ctx, key, false)?;
+    let m = k.get();
+    ctx.reply_array(names.len());
+    for f in names {
+        ctx.reply_int(int(m.and_then(|m| m.get(f)).map_or(0, Seq::value)));
+    }
+    Ok(())
+}
+
+/// SEQ.HLEN key
+pub(crate) fn hlen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, key] = args else {
+        return Err(Error::WrongArity);
+    };
+    let k = MapKey::open(ctx, key, false)?;
+    ctx.reply_int(int(k.get().map_or(0, |m| m.len() as u64)));
+    Ok(())
+}
+
+/// SEQ.HGETALL key: field, value, ... (a map in RESP3).
+pub(crate) fn hgetall(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, key] = args else {
+        return Err(Error::WrongArity);
+    };
+    let k = MapKey::open(ctx, key, false)?;
+    let Some(m) = k.get() else {
+        ctx.reply_map(0);
+        return Ok(());
+    };
+    ctx.reply_map(m.len());
+    for (name, s) in m.iter() {
+        ctx.reply_bulk(name);
+        ctx.reply_int(int(s.value()));
+    }
+    Ok(())
+}
+
+/// A SCAN cursor: an unsigned decimal, as Redis's own cursors.
+fn cursor_arg(a: &Arg) -> Result<u64, Error> {
+    let b = a.bytes();
+    if b.is_empty() || b.len() > 20 || !b.iter().all(u8::is_ascii_digit) {
+        return Err(err("invalid cursor"));
+    }
+    std::str::from_utf8(b)
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .ok_or_else(|| err("invalid cursor"))
+}
+
+/// SEQ.HSCAN key cursor [COUNT n]: [next cursor, [field, value, ...]], the next cursor "0" at
+/// the end. Every field present for the whole iteration is returned at least once (see
+/// `SeqMap::scan`).
+pub(crate) fn hscan(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, key, cursor, opts @ ..] = args else {
+        return Err(Error::WrongArity);
+    };
+    let cursor = cursor_arg(cursor)?;
+    let mut count = 10usize;
+    let mut rest = opts;
+    while let [name, tail @ ..] = rest {
+        match tail {
+            [n, tail @ ..] if name.is("COUNT") => {
+                count = usize::try_from(n.int_in("COUNT", 1, i64::MAX)?).unwrap_or(usize::MAX);
+                rest = tail;
+            }
+            _ => return Err(SYNTAX),
+        }
+    }
+    let k = MapKey::open(ctx, key, false)?;
+    let mut page: Vec<(&[u8], u64)> = Vec::new();
+    let next = match k.get() {
+        Some(m) => m.scan(cursor, count, |n, s| page.push((n, s.value()))),
+        None => 0,
+    };
+    ctx.reply_array(2);
+    ctx.reply_bulk(next.to_string().as_bytes());
+    ctx.reply_array(page.len() * 2);
+    for (name, v) in page {
+        ctx.reply_bulk(name);
+        ctx.reply_int(int(v));
+    }
+    Ok(())
+}
+
+/// SEQ.HSET key field value [field value ...] -> the number of fields added.
+///
+/// Every pair is checked before anything changes. A repeated field takes its last value, as in
+/// HSET. A value this process did not choose (AOF replay, the primary's stream) is marked for
+/// the gap; a client's write clears the mark.
+pub(crate) fn hset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, key, pairs @ ..] = args else {
+        return Err(Error::WrongArity);
+    };
+    if pairs.is_empty() || pairs.len() % 2 != 0 {
+        return Err(Error::WrongArity);
+    }
+    let mark = ctx.is_replay();
+    let mut last: HashMap<&[u8], Seq> = HashMap::with_capacity(pairs.len() / 2);
+    let mut order: Vec<&[u8]> = Vec::with_capacity(pairs.len() / 2);
+    for pair in pairs.chunks_exact(2) {
+        let [f, v] = pair else { continue };
+        let name = field_arg(f)?;
+        let value = value_arg(v)?;
+        let s = Seq::new(value, mark).ok_or_else(|| err("value out of range"))?;
+        if last.insert(name, s).is_none() {
+            order.push(name);
+        }
+    }
+    let (added, changed) = {
+        let k = MapKey::open(ctx, key, false)?;
+        let m = k.get();
+        let mut added = 0u64;
+        let mut changed = false;
+        let mut bytes = 0usize;
+        for name in &order {
+            let new = last.get(name).copied().unwrap_or_default();
+            match m.and_then(|m| m.get(name)) {
+                Some(old) => changed |= old != new,
+                None => {
+                    added += 1;
+                    changed = true;
+                    bytes += SeqMap::entry_bytes(name, new.value());
+                }
+            }
+        }
+        if m.is_some_and(|m| !m.fits(bytes)) {
+            return Err(map_error(MapError::Full));
+        }
+        (added, changed)
+    };
+    if changed {
+        let mut k = MapKey::open(ctx, key, true)?;
+        let m = k.get_or_create()?;
+        for name in &order {
+            let new = last.get(name).copied().unwrap_or_default();
+            if let Err(e) = m.set(name, new) {
+                if m.is_empty() {
+                    k.delete();
+                }
+                return Err(map_error(e));
+            }
+        }
+        drop(k);
+        ctx.replicate_verbatim();
+        ctx.notify(c"seq.hset", key);
+    }
+    ctx.reply_int(int(added));
+    Ok(())
+}
+
+/// SEQ.HDEL key field [field ...] -> the number of fields removed. Removing the last field
+/// deletes the key, as for a Redis hash.
+pub(crate) fn hdel(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, key, fields @ ..] = args else {
+        return Err(Error::WrongArity);
+    };
+    if fields.is_empty() {
+        return Err(Error::WrongArity);
+    }
+    let names = fields
+        .iter()
+        .map(field_arg)
+        .collect::<Result<Vec<&[u8]>, Error>>()?;
+    let present = {
+        let k = MapKey::open(ctx, key, false)?;
+        k.get()
+            .is_some_and(|m| names.iter().any(|n| m.get(n).is_some()))
+    };
+    let mut removed = 0u64;
+    if present {
+        let mut k = MapKey::open(ctx, key, true)?;
+        let m = k.get_or_create()?;
+        for n in &names {
+            removed += u64::from(m.remove(n));
+        }
+        if m.is_empty() {
+            k.delete();
+        }
+        drop(k);
+        ctx.replicate_verbatim();
+        ctx.notify(c"seq.hdel", key);
+    }
+    ctx.reply_int(int(removed));
+    Ok(())
+}
+
+/// SEQ.HADVANCE key field value [LIMIT seqkey] -> max(current, value), `value` first clamped
+/// to the SEQ key `seqkey` (see `seq::advance_target`). Keeps the field's gap mark, as
+/// SEQ.ADVANCE does.
+pub(crate) fn hadvance(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, key, field, value, opts @ ..] = args else {
+        return Err(Error::WrongArity);
+    };
+    let field = field_arg(field)?;
+    let to = advance_target(ctx, value, opts)?;
+    let (old, new) = {
+        let k = MapKey::open(ctx, key, false)?;
+        let old = current(k.get(), field);
+        let new = old.advance(to).ok_or_else(|| err("value out of range"))?;
+        (old, new)
+    };
+    if new.value() != old.value() {
+        let mut k = MapKey::open(ctx, key, true)?;
+        let m = k.get_or_create()?;
+        if let Err(e) = m.set(field, new) {
+            if m.is_empty() {
+                k.delete();
+            }
+            return Err(map_error(e));
+        }
+        drop(k);
+        ctx.replicate_verbatim();
+        ctx.notify(c"seq.hadvance", key);
+    }
+    ctx.reply_int(int(new.value()));
+    Ok(())
+}

@@ -192,6 +192,23 @@ pub(crate) fn seq_gap() -> u64 {
     u64::try_from(SEQ_GAP.load(Ordering::Relaxed)).unwrap_or(0)
 }
 
+/// `imid.seq-idmp-ttl`: seconds an IDMP token counts after its first call (README, "Idempotent
+/// allocation", says why 300).
+pub(crate) static SEQ_IDMP_TTL: AtomicI64 = AtomicI64::new(300);
+/// `imid.seq-idmp-max`: most IDMP tokens one key remembers; the oldest go first.
+pub(crate) static SEQ_IDMP_MAX: AtomicI64 = AtomicI64::new(1000);
+
+/// `imid.seq-idmp-ttl` in milliseconds.
+pub(crate) fn seq_idmp_ttl_ms() -> u64 {
+    u64::try_from(SEQ_IDMP_TTL.load(Ordering::Relaxed))
+        .unwrap_or(0)
+        .saturating_mul(1000)
+}
+
+pub(crate) fn seq_idmp_max() -> usize {
+    usize::try_from(SEQ_IDMP_MAX.load(Ordering::Relaxed)).unwrap_or(1)
+}
+
 /// `imid.openid-keys`: the parsed key list, expanded into AES key schedules once when the
 /// config is set, so OPENID.* never parses or expands a key per call. The text is kept only
 /// for `CONFIG GET` / `CONFIG REWRITE`, which must be able to write the keys back.
@@ -250,8 +267,10 @@ impl StringConfig for OpenIdKeys {
 }
 
 /// The module configs, by the name a module argument may give (with or without `imid.`).
-pub(crate) const NAMES: [&str; 7] = [
+pub(crate) const NAMES: [&str; 9] = [
     "seq-gap",
+    "seq-idmp-ttl",
+    "seq-idmp-max",
     "openid-keys",
     "msgid-hash",
     "uid-layout",
@@ -263,6 +282,10 @@ pub(crate) const NAMES: [&str; 7] = [
 /// `imid.seq-gap`'s range, for Redis's own check (CONFIG SET, `--imid.seq-gap`) and for the
 /// module argument alike.
 const SEQ_GAP_RANGE: (i64, i64) = (0, 1_000_000_000);
+/// `imid.seq-idmp-ttl`'s range: a second to a week.
+const SEQ_IDMP_TTL_RANGE: (i64, i64) = (1, 604_800);
+/// `imid.seq-idmp-max`'s range, up to what a loaded key may hold (`seq_type::MAX_TOKENS`).
+const SEQ_IDMP_MAX_RANGE: (i64, i64) = (1, crate::seq_type::MAX_TOKENS as i64);
 
 /// The configs' starting values: the module arguments (`--loadmodule libimid.so uid-node 7`,
 /// `MODULE LOADEX ... ARGS uid-node 7`), each checked by the rule `CONFIG SET` and `--imid.*`
@@ -271,6 +294,8 @@ const SEQ_GAP_RANGE: (i64, i64) = (0, 1_000_000_000);
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Start {
     pub(crate) seq_gap: i64,
+    pub(crate) seq_idmp_ttl: i64,
+    pub(crate) seq_idmp_max: i64,
     pub(crate) openid_keys: String,
     pub(crate) msgid_hash: HashMode,
     pub(crate) uid_layout: String,
@@ -316,7 +341,7 @@ pub(crate) fn parse_args(args: &[&[u8]]) -> Result<Start, String> {
         }
         rest = tail;
     }
-    let [gap, keys, hash, layout, epoch, unit, node] = given;
+    let [gap, idmp_ttl, idmp_max, keys, hash, layout, epoch, unit, node] = given;
     let refuse = |name: &str, value: &str, why: String| {
         if name == "openid-keys" {
             format!("module argument openid-keys refused: {why}")
@@ -345,6 +370,8 @@ pub(crate) fn parse_args(args: &[&[u8]]) -> Result<Start, String> {
         };
     Ok(Start {
         seq_gap: int("seq-gap", gap, 1000, SEQ_GAP_RANGE)?,
+        seq_idmp_ttl: int("seq-idmp-ttl", idmp_ttl, 300, SEQ_IDMP_TTL_RANGE)?,
+        seq_idmp_max: int("seq-idmp-max", idmp_max, 1000, SEQ_IDMP_MAX_RANGE)?,
         openid_keys: text("openid-keys", keys, "", check_openid_keys)?,
         msgid_hash: match hash.map(str::to_ascii_lowercase).as_deref() {
             None | Some("auto") => HashMode::auto,
@@ -399,6 +426,26 @@ pub(crate) fn register(ctx: &Context, args: &[RedisString]) -> Status {
         start.seq_gap,
         SEQ_GAP_RANGE.0,
         SEQ_GAP_RANGE.1,
+        ConfigurationFlags::DEFAULT,
+        None,
+    );
+    register_i64_configuration(
+        ctx,
+        "seq-idmp-ttl",
+        &SEQ_IDMP_TTL,
+        start.seq_idmp_ttl,
+        SEQ_IDMP_TTL_RANGE.0,
+        SEQ_IDMP_TTL_RANGE.1,
+        ConfigurationFlags::DEFAULT,
+        None,
+    );
+    register_i64_configuration(
+        ctx,
+        "seq-idmp-max",
+        &SEQ_IDMP_MAX,
+        start.seq_idmp_max,
+        SEQ_IDMP_MAX_RANGE.0,
+        SEQ_IDMP_MAX_RANGE.1,
         ConfigurationFlags::DEFAULT,
         None,
     );
@@ -483,6 +530,7 @@ mod tests {
     fn no_arguments_give_the_defaults() {
         let s = parse(&[]).unwrap();
         assert_eq!(s.seq_gap, 1000);
+        assert_eq!((s.seq_idmp_ttl, s.seq_idmp_max), (300, 1000));
         assert_eq!(s.openid_keys, "");
         assert_eq!(s.msgid_hash, HashMode::auto);
         assert_eq!(s.uid_layout, "auto");
@@ -496,6 +544,10 @@ mod tests {
         let s = parse(&[
             "seq-gap",
             "0",
+            "imid.seq-idmp-ttl",
+            "60",
+            "SEQ-IDMP-MAX",
+            "5",
             "imid.msgid-hash",
             "JAVA",
             "IMID.uid-layout",
@@ -511,6 +563,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(s.seq_gap, 0);
+        assert_eq!((s.seq_idmp_ttl, s.seq_idmp_max), (60, 5));
         assert_eq!(s.msgid_hash, HashMode::java);
         assert_eq!(s.uid_layout, "28,22,13");
         assert_eq!(s.uid_epoch, "0");
@@ -559,6 +612,14 @@ mod tests {
             (vec!["seq-gap", "01"], "imid.seq-gap must be an integer in"),
             (vec!["seq-gap", " 5"], "imid.seq-gap must be an integer in"),
             (vec!["seq-gap", "+5"], "imid.seq-gap must be an integer in"),
+            (
+                vec!["seq-idmp-ttl", "0"],
+                "seq-idmp-ttl '0' refused: imid.seq-idmp-ttl must be an integer in 1..604800",
+            ),
+            (
+                vec!["seq-idmp-max", "1000001"],
+                "imid.seq-idmp-max must be an integer in 1..1000000",
+            ),
             (
                 vec!["uid-epoch", "-5"],
                 "uid-epoch '-5' refused: imid.uid-epoch must be auto or Unix ms, an integer in 0..",

@@ -2,17 +2,19 @@
 //! and memory usage do with a value, and the view of a key that the SEQ.* commands use. The
 //! raw callbacks Redis calls are in `glue::types`.
 //!
-//! A key's value "pointer" is not a pointer: it is the word [`Seq::to_word`] encodes, so a
-//! sequence costs no allocation beyond what Redis spends on any key. Redis never dereferences
-//! module values; it only hands them back to the callbacks, which decode the word. Hence
-//! `free` has nothing to free, `copy` returns the same word and `mem_usage` is the wrapper.
+//! A key's value "pointer" is usually not a pointer: it is the word [`Seq::to_word`] encodes, so
+//! a sequence costs no allocation beyond what Redis spends on any key. Only a key holding IDMP
+//! tokens (or a value above 2^62-1) points to a boxed state (`glue::seq_value`). Redis never
+//! dereferences module values; it only hands them back to the callbacks, which decode the word.
 //!
 //! The same type carries the node's time high-water marks (message IDs', UIDs') as RDB aux
 //! data (`node::ids` owns them), so a node restarted from an RDB file (or a replica after a full
 //! sync) starts above every ID the old process may have issued.
 
+use crate::core::idmp::{Entry, Window, MAX_TOKEN_LEN};
 use crate::core::seq::{Seq, MAX_VALUE};
 use crate::error::{Error, WRONGTYPE};
+use crate::glue::seq_value::{self, Tracked, Value};
 use crate::glue::types::{seq_type, AofKey, Rdb, AUX_BEFORE_RDB};
 use crate::glue::{Arg, Ctx, Held, Key};
 use crate::node;
@@ -24,8 +26,12 @@ pub(crate) const TYPE_NAME: &str = "imidseq01";
 
 /// The type's RDB encoding version, which Redis stores with every key and with the aux data.
 ///
-/// Keys, in versions 1 and 2 alike: value (unsigned) then a reserved flags word that must be
-/// 0, so a later flag can be added without a new version.
+/// Keys, in versions 1 and 2 alike: value (unsigned) then a flags word. Flag [`HAS_TOKENS`]
+/// (this build's only one) says IDMP tokens follow: their count, then per token, oldest first,
+/// the token (string), the first call's last value, its expiry (unix ms) and the request's
+/// fingerprint (unsigned each). A key without tokens is written exactly as before, so files
+/// without tokens still load into older imid builds; those refuse a key with tokens ("flags
+/// 0x1 unknown") rather than load it without them.
 /// Aux data (before the keyspace): version 1, one time high-water mark (unsigned) covering
 /// message IDs and UIDs; version 2, two marks (unsigned): message IDs', then UIDs'.
 ///
@@ -35,9 +41,18 @@ pub(crate) const ENCODING_VERSION: i32 = 2;
 /// The first version, one mark for both ID families.
 const ENCODING_V1: i32 = 1;
 
+/// Key flag: IDMP tokens follow the flags word.
+const HAS_TOKENS: u64 = 1;
+
+/// Most tokens a loaded key may hold (`imid.seq-idmp-max`'s upper bound): a larger count is a
+/// corrupt payload, refused before anything is allocated for it.
+pub(crate) const MAX_TOKENS: u64 = 1_000_000;
+
 /// Loads one sequence. Every value loaded gets `needs_gap`: this process did not issue it,
-/// and values issued after the save may have been lost (SPEC, "Never reissue").
-pub(crate) fn load(rdb: &Rdb, encver: c_int) -> Result<Seq, String> {
+/// and values issued after the save may have been lost (SPEC, "Never reissue"). Tokens load as
+/// saved, expired ones too: only a replicated write drops them, so a replica's window stays
+/// its primary's.
+pub(crate) fn load(rdb: &Rdb, encver: c_int) -> Result<Tracked, String> {
     if encver != ENCODING_VERSION && encver != ENCODING_V1 {
         return Err(format!(
             "sequence encoding version {encver} unknown (this build reads {ENCODING_V1} and {ENCODING_VERSION})"
@@ -49,20 +64,93 @@ pub(crate) fn load(rdb: &Rdb, encver: c_int) -> Result<Seq, String> {
     let flags = rdb
         .load_u64()
         .ok_or_else(|| "truncated sequence flags".to_owned())?;
-    if flags != 0 {
+    if flags & !HAS_TOKENS != 0 {
         return Err(format!(
-            "sequence flags {flags:#x} unknown (reserved, must be 0)"
+            "sequence flags {flags:#x} unknown (this build knows {HAS_TOKENS:#x})"
         ));
     }
-    Seq::new(value, true).ok_or_else(|| format!("sequence value {value} above {MAX_VALUE}"))
+    let seq =
+        Seq::new(value, true).ok_or_else(|| format!("sequence value {value} above {MAX_VALUE}"))?;
+    let mut window = Window::default();
+    if flags & HAS_TOKENS != 0 {
+        let count = rdb
+            .load_u64()
+            .ok_or_else(|| "truncated token count".to_owned())?;
+        if count == 0 || count > MAX_TOKENS {
+            return Err(format!("token count {count} outside 1..{MAX_TOKENS}"));
+        }
+        for _ in 0..count {
+            let e = load_entry(rdb)?;
+            if window.contains(&e.token) {
+                return Err("a token saved twice".to_owned());
+            }
+            window.apply(0, e);
+        }
+    }
+    Ok(Tracked { seq, window })
 }
 
-pub(crate) fn save(rdb: &Rdb, s: Seq) {
+fn load_entry(rdb: &Rdb) -> Result<Entry, String> {
+    let token = rdb
+        .load_bytes()
+        .ok_or_else(|| "truncated token".to_owned())?;
+    check_token(&token).map_err(str::to_owned)?;
+    let next = |what: &str| {
+        rdb.load_u64()
+            .ok_or_else(|| format!("truncated token {what}"))
+    };
+    let last = next("value")?;
+    let expires_ms = next("expiry")?;
+    let fingerprint = next("fingerprint")?;
+    if last > MAX_VALUE {
+        return Err(format!("token value {last} above {MAX_VALUE}"));
+    }
+    Ok(Entry {
+        token: token.into_boxed_slice(),
+        last,
+        expires_ms,
+        fingerprint,
+    })
+}
+
+/// A token's length rule (1..64 bytes), for the commands and the loader alike.
+pub(crate) fn check_token(token: &[u8]) -> Result<(), &'static str> {
+    if token.is_empty() || token.len() > MAX_TOKEN_LEN {
+        Err("IDMP token must be 1..64 bytes")
+    } else {
+        Ok(())
+    }
+}
+
+/// The state of a value and its tokens (`None` when it has none).
+fn parts<'v>(v: &'v Value) -> (Seq, Option<&'v Window>) {
+    match v {
+        Value::Inline(s) => (*s, None),
+        Value::Boxed(t) => (t.seq, Some(&t.window).filter(|w| !w.is_empty())),
+    }
+}
+
+pub(crate) fn save(rdb: &Rdb, v: &Value) {
+    let (s, window) = parts(v);
     rdb.save_u64(s.value());
-    rdb.save_u64(0);
+    match window {
+        None => rdb.save_u64(0),
+        Some(w) => {
+            rdb.save_u64(HAS_TOKENS);
+            rdb.save_u64(w.len() as u64);
+            for e in w.iter() {
+                rdb.save_bytes(&e.token);
+                rdb.save_u64(e.last);
+                rdb.save_u64(e.expires_ms);
+                rdb.save_u64(e.fingerprint);
+            }
+        }
+    }
 }
 
-pub(crate) fn rewrite(out: &AofKey, s: Seq) {
+/// `SEQ.SET key value`, then per token `SEQ.IDMPSET key value token last expires fingerprint 0`
+/// (oldest first), which rebuilds the window exactly.
+pub(crate) fn rewrite(out: &AofKey, v: &Value) {
     // A rewrite without the RDB preamble has no aux data: the first key carries the marks,
     // message IDs' first (MSGID.FLOOR raises both floors), then UIDs' (at least as high).
     if let Some(marks) = node::ids::marks_for_rewrite() {
@@ -73,23 +161,46 @@ pub(crate) fn rewrite(out: &AofKey, s: Seq) {
             out.emit_int(c"UID.FLOOR", marks.uid);
         }
     }
+    let (s, window) = parts(v);
     // The value is at most 2^63-1, so it fits an i64.
     let v = i64::try_from(s.value()).unwrap_or(i64::MAX);
     out.emit_key_int(c"SEQ.SET", v);
+    for e in window.into_iter().flat_map(Window::iter) {
+        out.emit_token(c"SEQ.IDMPSET", v, e);
+    }
 }
 
-/// Only the value: a replica's copy carries `needs_gap` where its primary's may not, and
-/// `DEBUG DIGEST` must still agree between them.
-pub(crate) fn digest(s: Seq) -> i64 {
-    s.value() as i64
+/// The value, then each token with its last value, expiry and fingerprint: a replica's window
+/// must be its primary's. Not the gap mark: a replica's copy carries `needs_gap` where its
+/// primary's may not, and `DEBUG DIGEST` must still agree between them.
+pub(crate) fn digest(v: &Value, add: &mut dyn FnMut(DigestItem)) {
+    let (s, window) = parts(v);
+    add(DigestItem::Int(s.value() as i64));
+    for e in window.into_iter().flat_map(Window::iter) {
+        add(DigestItem::Bytes(&e.token));
+        add(DigestItem::Int(e.last as i64));
+        add(DigestItem::Int(e.expires_ms as i64));
+        add(DigestItem::Int(e.fingerprint as i64));
+    }
 }
 
-/// The value lives in the pointer, so the only memory it costs is the 16-byte wrapper Redis
-/// allocates around every module value (type pointer + value pointer). MEMORY USAGE counts
-/// only what this callback reports for module values, so reporting the wrapper keeps it in
-/// line with `used_memory` (measured: 16 bytes more per key than an INCR counter).
-pub(crate) fn mem_usage() -> usize {
-    2 * std::mem::size_of::<*const ()>()
+/// One element of a key's digest.
+pub(crate) enum DigestItem<'a> {
+    Int(i64),
+    Bytes(&'a [u8]),
+}
+
+/// An inline value lives in the pointer, so the only memory it costs is the 16-byte wrapper
+/// Redis allocates around every module value (type pointer + value pointer). MEMORY USAGE
+/// counts only what this callback reports for module values, so reporting the wrapper keeps it
+/// in line with `used_memory` (measured: 16 bytes more per key than an INCR counter). A boxed
+/// value adds its box and its window's heap.
+pub(crate) fn mem_usage(v: &Value) -> usize {
+    let wrapper = 2 * std::mem::size_of::<*const ()>();
+    match v {
+        Value::Inline(_) => wrapper,
+        Value::Boxed(t) => wrapper + std::mem::size_of::<Tracked>() + t.window.heap_bytes(),
+    }
 }
 
 pub(crate) fn aux_save(rdb: &Rdb, when: c_int) {
@@ -152,16 +263,78 @@ impl<'a> SeqKey<'a> {
         Ok(SeqKey { key, held })
     }
 
-    /// The sequence, or `None` for a missing key.
-    pub(crate) fn get(&self) -> Option<Seq> {
+    fn value(&self) -> Option<Value<'_>> {
         match self.held {
-            Held::Word(w) => Some(Seq::from_word(w)),
+            // SAFETY: the word is the key's current value, and the borrow of `self` keeps the
+            // key open (and, within this call, unchanged) while the reference lives.
+            Held::Word(w) => Some(unsafe { seq_value::read(w) }),
             _ => None,
         }
     }
 
-    /// Stores `s` (the key must have been opened for writing), keeping its TTL.
-    pub(crate) fn set(&self, s: Seq) -> Result<(), Error> {
-        self.key.set(seq_type(), self.held, s.to_word())
+    /// The sequence, or `None` for a missing key.
+    #[inline]
+    pub(crate) fn get(&self) -> Option<Seq> {
+        match self.held {
+            // The hot path: an inline word decodes without a call.
+            Held::Word(w) if w & 1 == 1 => Some(Seq::from_word(w)),
+            _ => self.value().map(|v| parts(&v).0),
+        }
+    }
+
+    /// The key's tokens (`None` when it has none or is missing).
+    pub(crate) fn window(&self) -> Option<&Window> {
+        match self.value()? {
+            Value::Boxed(t) => Some(&t.window),
+            Value::Inline(_) => None,
+        }
+    }
+
+    /// Stores `s` (the key must have been opened for writing), keeping its TTL and tokens.
+    #[inline]
+    pub(crate) fn set(&mut self, s: Seq) -> Result<(), Error> {
+        if let Some(t) = self.boxed_mut() {
+            t.seq = s;
+            return Ok(());
+        }
+        let word = seq_value::into_word(Tracked {
+            seq: s,
+            window: Window::default(),
+        });
+        self.store(word)
+    }
+
+    /// Stores `s` and records a token: the `drop` oldest tokens go, `e` is appended.
+    pub(crate) fn set_with_token(&mut self, s: Seq, drop: usize, e: Entry) -> Result<(), Error> {
+        if let Some(t) = self.boxed_mut() {
+            t.seq = s;
+            t.window.apply(drop, e);
+            return Ok(());
+        }
+        let mut window = Window::default();
+        window.apply(drop, e);
+        self.store(seq_value::into_word(Tracked { seq: s, window }))
+    }
+
+    fn boxed_mut(&mut self) -> Option<&mut Tracked> {
+        match self.held {
+            // SAFETY: the word is the key's current value; `&mut self` makes this the only
+            // reference handed out through this handle, and a command opens one handle per key
+            // at a time for writing.
+            Held::Word(w) => unsafe { seq_value::boxed_mut(w) },
+            _ => None,
+        }
+    }
+
+    /// Stores a new word in place of a missing key's or an inline word's (neither owns
+    /// anything, so nothing is freed).
+    fn store(&mut self, word: u64) -> Result<(), Error> {
+        let r = self.key.set(seq_type(), self.held, word);
+        match r {
+            Ok(()) => self.held = Held::Word(word),
+            // SAFETY: the key did not take the word, so nothing else holds it.
+            Err(_) => unsafe { seq_value::free(word) },
+        }
+        r
     }
 }

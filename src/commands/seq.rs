@@ -1,4 +1,4 @@
-//! SEQ.NEXT / GET / MGET / SET / ADVANCE.
+//! SEQ.NEXT / GET / MGET / SET / ADVANCE, and SEQ.IDMPSET (the replicated form of IDMP).
 //!
 //! Replication (to replicas and the AOF) follows one rule: a write goes as called when replaying
 //! it reproduces the primary's effect exactly, else as its explicit effect `SEQ.SET key value`.
@@ -6,13 +6,20 @@
 //! for the never-reissue gap: a SEQ.NEXT that skipped the gap replicates `SEQ.SET`, every other
 //! one goes as called, and a SEQ.NEXT replayed from the primary or the AOF never applies the gap.
 //! Nothing is replicated when nothing changed.
+//!
+//! `SEQ.NEXT ... IDMP token` reads the clock (a token's expiry) and the configs (which tokens
+//! to drop), so it always replicates its explicit effect: `SEQ.IDMPSET key value token last
+//! expires fingerprint drop`, which sets the value, drops the `drop` oldest tokens and records
+//! the token with its absolute expiry. Replay never reads the replica's clock or configs; a
+//! duplicate changes nothing and replicates nothing.
 
-use crate::config::seq_gap;
+use crate::config::{seq_gap, seq_idmp_max, seq_idmp_ttl_ms};
+use crate::core::idmp::{fingerprint, Entry, Lookup};
 use crate::core::seq::{NextError, Seq, MAX_COUNT, MAX_VALUE};
 use crate::error::{err, Error, SYNTAX};
 use crate::glue::{Arg, Ctx};
 use crate::node::{self, SEQ_GAP_SKIPS, SEQ_ISSUED};
-use crate::seq_type::SeqKey;
+use crate::seq_type::{check_token, SeqKey};
 
 /// The `INFO imid` fields of this family, in order.
 pub(crate) fn info_fields() -> [(&'static str, u64); 6] {
@@ -45,37 +52,39 @@ pub(crate) fn int(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-/// SEQ.NEXT key [COUNT n]
+/// SEQ.NEXT key [COUNT n] [IDMP token]
 pub(crate) fn next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, key, opts @ ..] = args else {
         return Err(Error::WrongArity);
     };
     let mut count = 1;
+    let mut token = None;
     let mut rest = opts;
-    // The last COUNT wins, as in Redis's own option parsing.
+    // The last COUNT wins, as in Redis's own option parsing; IDMP names one request, so twice
+    // is refused.
     while let [name, tail @ ..] = rest {
         match tail {
             [n, tail @ ..] if name.is("COUNT") => {
                 count = n.int_in("COUNT", 1, MAX_COUNT as i64)?.unsigned_abs();
                 rest = tail;
             }
+            [t, tail @ ..] if name.is("IDMP") => {
+                if token.is_some() {
+                    return Err(err("IDMP given twice"));
+                }
+                check_token(t.bytes()).map_err(err)?;
+                token = Some(t);
+                rest = tail;
+            }
+            [] if name.is("IDMP") => return Err(err("IDMP needs a token (1..64 bytes)")),
             _ => return Err(SYNTAX),
         }
     }
-    let k = SeqKey::open(ctx, key, true)?;
-    let old = current(&k);
-    // Only a marked state can make replay differ, so only then is the context asked whether
-    // this call is itself a replay (a replica's and an AOF's keys are all marked).
-    let replay = old.needs_gap() && ctx.is_replay();
-    let n = if replay {
-        old.replay_next(count)
-    } else {
-        old.next(count, seq_gap())
+    if let Some(token) = token {
+        return next_idmp(ctx, key, count, token);
     }
-    .map_err(|e| match e {
-        NextError::Overflow => err("sequence overflow"),
-        NextError::ZeroCount => err("COUNT must be an integer in 1..1000000"),
-    })?;
+    let mut k = SeqKey::open(ctx, key, true)?;
+    let (n, replay) = reserve(ctx, &k, count)?;
     k.set(n.state)?;
     drop(k);
     if n.skipped_gap {
@@ -90,6 +99,116 @@ pub(crate) fn next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         SEQ_ISSUED.add(count);
     }
     ctx.reply_int(int(n.last));
+    Ok(())
+}
+
+/// One NEXT on an open key: the reservation, and whether the call is a replay.
+#[inline]
+fn reserve(ctx: &Ctx, k: &SeqKey, count: u64) -> Result<(crate::core::seq::Next, bool), Error> {
+    let old = current(k);
+    // Only a marked state can make replay differ, so only then is the context asked whether
+    // this call is itself a replay (a replica's and an AOF's keys are all marked).
+    let replay = old.needs_gap() && ctx.is_replay();
+    let n = if replay {
+        old.replay_next(count)
+    } else {
+        old.next(count, seq_gap())
+    }
+    .map_err(|e| match e {
+        NextError::Overflow => err("sequence overflow"),
+        NextError::ZeroCount => err("COUNT must be an integer in 1..1000000"),
+    })?;
+    Ok((n, replay))
+}
+
+/// SEQ.NEXT key [COUNT n] IDMP token: `[last, duplicate]`.
+fn next_idmp(ctx: &Ctx, key: &Arg, count: u64, token: &Arg) -> Result<(), Error> {
+    let now = node::now_ms();
+    let fp = fingerprint(b"", count);
+    // Looked up through a read handle: a duplicate must not touch the key (a handle opened
+    // for writing signals the key modified when closed, which would break a client's WATCH).
+    let lookup = SeqKey::open(ctx, key, false)?
+        .window()
+        .map_or(Lookup::Miss, |w| w.lookup(token.bytes(), fp, now));
+    match lookup {
+        Lookup::Hit(last) => {
+            reply_idmp(ctx, last, true);
+            return Ok(());
+        }
+        Lookup::Conflict => {
+            return Err(err(
+                "IDMP token already used on this key with another COUNT (a retry must repeat its request)",
+            ))
+        }
+        Lookup::Miss => {}
+    }
+    let mut k = SeqKey::open(ctx, key, true)?;
+    let (n, replay) = reserve(ctx, &k, count)?;
+    let dropped = k.window().map_or(0, |w| w.plan(now, seq_idmp_max()));
+    let entry = Entry {
+        token: token.bytes().into(),
+        last: n.last,
+        expires_ms: now.saturating_add(seq_idmp_ttl_ms()),
+        fingerprint: fp,
+    };
+    let expires = int(entry.expires_ms);
+    k.set_with_token(n.state, dropped, entry)?;
+    drop(k);
+    ctx.replicate_token(
+        c"SEQ.IDMPSET",
+        key,
+        int(n.last),
+        token,
+        [int(n.last), expires, fp as i64, int(dropped as u64)],
+    );
+    if n.skipped_gap {
+        SEQ_GAP_SKIPS.add(1);
+    }
+    ctx.notify(c"seq.next", key);
+    if !replay {
+        SEQ_ISSUED.add(count);
+    }
+    reply_idmp(ctx, n.last, false);
+    Ok(())
+}
+
+fn reply_idmp(ctx: &Ctx, last: u64, duplicate: bool) {
+    ctx.reply_array(2);
+    ctx.reply_int(int(last));
+    ctx.reply_int(i64::from(duplicate));
+}
+
+/// SEQ.IDMPSET key value token last expires fingerprint drop
+///
+/// The explicit effect of `SEQ.NEXT ... IDMP` (replicas, the AOF) and of an AOF rewrite: sets
+/// the value (marked when replayed, as SEQ.SET), drops the `drop` oldest tokens, and records
+/// `token` with the first call's `last`, its absolute expiry (unix ms) and the request's
+/// fingerprint. Internal: documented, but not for clients.
+pub(crate) fn idmpset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, key, value, token, last, expires, fp, dropped] = args else {
+        return Err(Error::WrongArity);
+    };
+    let value = value_arg(value)?;
+    check_token(token.bytes()).map_err(err)?;
+    let last = last
+        .int_in("last", 0, MAX_VALUE as i64)
+        .map(i64::unsigned_abs)?;
+    let expires = expires.int_in("expires", 0, i64::MAX)?.unsigned_abs();
+    let fp = fp
+        .int()
+        .ok_or_else(|| err("fingerprint must be an integer"))? as u64;
+    let dropped = usize::try_from(dropped.int_in("drop", 0, i64::MAX)?).unwrap_or(usize::MAX);
+    let new = Seq::new(value, ctx.is_replay()).ok_or_else(|| err("value out of range"))?;
+    let entry = Entry {
+        token: token.bytes().into(),
+        last,
+        expires_ms: expires,
+        fingerprint: fp,
+    };
+    SeqKey::open(ctx, key, true)?.set_with_token(new, dropped, entry)?;
+    ctx.replicate_verbatim();
+    ctx.notify(c"seq.idmpset", key);
+    ctx.reply_ok();
     Ok(())
 }
 

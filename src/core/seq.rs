@@ -9,6 +9,9 @@
 /// Largest value a sequence holds: values are RESP integers, so they stay within i64.
 pub const MAX_VALUE: u64 = i64::MAX as u64;
 
+/// Largest value the one-word encoding holds ([`Seq::to_word`]): 2^62-1.
+pub const MAX_INLINE: u64 = (1 << 62) - 1;
+
 /// Largest block SEQ.NEXT reserves at once.
 pub const MAX_COUNT: u64 = 1_000_000;
 
@@ -61,21 +64,24 @@ impl Seq {
         self.needs_gap
     }
 
-    /// The word stored as the module value "pointer", so a key costs no allocation of its own.
-    /// Shifted and offset by one so that no canonical state maps to zero (Redis treats a null
-    /// value as "no value"); the only state that would, (MAX_VALUE, gap), is not canonical.
-    pub const fn to_word(self) -> u64 {
-        ((self.value << 1) | self.needs_gap as u64).wrapping_add(1)
+    /// The word stored as the module value "pointer", so a key costs no allocation of its own:
+    /// `value << 2 | needs_gap << 1 | 1`, or `None` for a value above [`MAX_INLINE`]. The low
+    /// bit 1 tells it from a pointer (aligned, so its low bit is 0) to a boxed state, which
+    /// keys with IDMP tokens and the rare larger values use (`src/glue/seq_value.rs`); the
+    /// word is never zero, which Redis would read as no value.
+    pub const fn to_word(self) -> Option<u64> {
+        if self.value > MAX_INLINE {
+            return None;
+        }
+        Some((self.value << 2) | ((self.needs_gap as u64) << 1) | 1)
     }
 
-    /// Inverse of [`Seq::to_word`]. Total: every word decodes to a canonical state (the value
-    /// is at most 63 bits after the shift; zero, never produced, decodes to MAX_VALUE).
+    /// Inverse of [`Seq::to_word`] for a word with the low bit set. Total: the value is at most
+    /// 62 bits after the shift, so every word decodes to a canonical state.
     pub const fn from_word(word: u64) -> Seq {
-        let x = word.wrapping_sub(1);
-        let value = x >> 1;
         Seq {
-            value,
-            needs_gap: x & 1 == 1 && value < MAX_VALUE,
+            value: word >> 2,
+            needs_gap: word & 2 != 0,
         }
     }
 
@@ -238,35 +244,43 @@ mod tests {
 
     #[test]
     fn word_table() {
-        let cases: &[(u64, bool, u64)] = &[
-            (0, false, 1),
-            (0, true, 2),
-            (1, false, 3),
-            (MAX_VALUE, false, u64::MAX),
-            (MAX_VALUE - 1, true, u64::MAX - 1),
+        let cases: &[(u64, bool, Option<u64>)] = &[
+            (0, false, Some(1)),
+            (0, true, Some(3)),
+            (1, false, Some(5)),
+            (MAX_INLINE, true, Some(u64::MAX)),
+            (MAX_INLINE, false, Some(u64::MAX - 2)),
+            (MAX_INLINE + 1, false, None),
+            (MAX_VALUE, false, None),
         ];
         for &(value, gap_due, word) in cases {
             assert_eq!(seq(value, gap_due).to_word(), word, "{value} {gap_due}");
-            assert_eq!(Seq::from_word(word), seq(value, gap_due));
+            if let Some(w) = word {
+                assert_eq!(Seq::from_word(w), seq(value, gap_due));
+            }
         }
-        // The one non-canonical state is folded away instead of becoming a null pointer.
+        // The one non-canonical state is folded away.
         assert_eq!(seq(MAX_VALUE, true), seq(MAX_VALUE, false));
-        assert_eq!(Seq::from_word(0), seq(MAX_VALUE, false));
         assert_eq!(Seq::new(MAX_VALUE + 1, false), None);
     }
 
     proptest! {
         #[test]
-        fn word_roundtrips_and_is_never_null(value in 0..=MAX_VALUE, gap_due: bool) {
+        fn word_roundtrips_is_tagged_and_never_null(value in 0..=MAX_VALUE, gap_due: bool) {
             let s = seq(value, gap_due);
-            prop_assert_ne!(s.to_word(), 0);
-            prop_assert_eq!(Seq::from_word(s.to_word()), s);
+            match s.to_word() {
+                Some(w) => {
+                    prop_assert_eq!(w & 1, 1);
+                    prop_assert_eq!(Seq::from_word(w), s);
+                }
+                None => prop_assert!(value > MAX_INLINE),
+            }
         }
 
         #[test]
-        fn any_word_decodes_canonically(word: u64) {
-            let s = Seq::from_word(word);
-            prop_assert!(s.value() <= MAX_VALUE);
+        fn any_tagged_word_decodes_canonically(word: u64) {
+            let s = Seq::from_word(word | 1);
+            prop_assert!(s.value() <= MAX_INLINE);
             prop_assert_eq!(Seq::new(s.value(), s.needs_gap()), Some(s));
         }
 

@@ -62,19 +62,6 @@ fn map_type() -> ModuleType {
     ModuleType(RAW_TYPE.load(Ordering::Relaxed))
 }
 
-impl Rdb<'_> {
-    /// The next string buffer, copied; `None` when the payload ends or is not one.
-    pub(crate) fn load_bytes(&self) -> Option<Vec<u8>> {
-        raw::load_string_buffer(self.io)
-            .ok()
-            .map(|b| b.as_ref().to_vec())
-    }
-
-    pub(crate) fn save_bytes(&self, b: &[u8]) {
-        raw::save_slice(self.io, b);
-    }
-}
-
 impl AofKey<'_> {
     /// Writes `cmd <the key> arg...` (format "sv": the key, then a vector of strings), each
     /// argument made from bytes and freed after.

@@ -7,6 +7,7 @@
 //! - `registry`: command registration (CreateCommand, SetCommandInfo, ACL categories);
 //! - `config`: the string config callbacks and the Redis strings they hand out;
 //! - `types`: the data type's callbacks (RDB, AOF, digest, memory, copy, aux data);
+//! - `seq_value`: a sequence key's value word, inline or a pointer to a boxed state;
 //! - `cluster`: the cluster bus receiver, the lease timer and the command filter;
 //! - `events`: server event subscription and callbacks.
 //!
@@ -31,6 +32,7 @@ pub(crate) mod events;
 pub(crate) mod map_type;
 pub(crate) mod migration;
 pub(crate) mod registry;
+pub(crate) mod seq_value;
 pub(crate) mod types;
 
 use crate::error::{err, Error, INTERNAL, WRONGTYPE};
@@ -379,6 +381,37 @@ impl Ctx {
                     key.ptr,
                     arg.ptr,
                     value,
+                );
+            }
+        }
+    }
+
+    /// Replicates `cmd key value token last expires fingerprint drop` (format "slsllll"): the
+    /// explicit effect of an IDMP call (`commands::seq::idmpset`).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn replicate_token(
+        &self,
+        cmd: &CStr,
+        key: &Arg,
+        value: i64,
+        token: &Arg,
+        [last, expires, fingerprint, drop]: [i64; 4],
+    ) {
+        // SAFETY: as in replicate_key_int; "slsllll" consumes a RedisModuleString*, a long
+        // long, a RedisModuleString* and four long longs, all passed in that order.
+        unsafe {
+            if let Some(f) = raw::RedisModule_Replicate {
+                f(
+                    self.ptr,
+                    cmd.as_ptr(),
+                    c"slsllll".as_ptr(),
+                    key.ptr,
+                    value,
+                    token.ptr,
+                    last,
+                    expires,
+                    fingerprint,
+                    drop,
                 );
             }
         }

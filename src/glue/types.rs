@@ -1,13 +1,14 @@
 //! The sequence data type's raw callbacks (`imidseq01`): each decodes its arguments, runs the
 //! safe code of `seq_type` inside [`guard`], and hands the answer back to Redis.
 //!
-//! A key's value "pointer" is not a pointer: it is the word `Seq::to_word` encodes (see
-//! `seq_type`). Redis never dereferences module values; it only hands them back to these
-//! callbacks, which decode the word.
+//! A key's value "pointer" is the word `glue::seq_value` describes: the state itself, or a
+//! pointer to a boxed state with IDMP tokens. Redis never dereferences module values; it only
+//! hands them back to these callbacks, which decode the word.
 
+use super::seq_value::{self, Value};
 use super::{guard, Entry};
-use crate::core::seq::Seq;
-use crate::seq_type::{self, ENCODING_VERSION, TYPE_NAME};
+use crate::core::idmp;
+use crate::seq_type::{self, DigestItem, ENCODING_VERSION, TYPE_NAME};
 use redis_module::native_types::RedisType;
 use redis_module::raw;
 use std::ffi::{c_void, CStr};
@@ -94,13 +95,14 @@ pub(crate) fn seq_type() -> ModuleType {
     ModuleType(RAW_TYPE.load(Ordering::Relaxed))
 }
 
-fn word_to_ptr(s: Seq) -> *mut c_void {
-    // An integer smuggled through a pointer-typed slot that is never dereferenced.
-    s.to_word() as usize as *mut c_void
-}
-
-fn ptr_to_seq(p: *const c_void) -> Seq {
-    Seq::from_word(p as usize as u64)
+/// The value Redis handed to a callback.
+///
+/// # Safety
+/// `p` must be a value of our type that Redis passed to the running callback; the result must
+/// not outlive the callback.
+unsafe fn value<'a>(p: *const c_void) -> Value<'a> {
+    // SAFETY: the caller's contract; every value of our type is a word from `seq_value`.
+    unsafe { seq_value::read(p as usize as u64) }
 }
 
 /// The RDB (or DUMP payload) handle of the running load or save callback; it cannot outlive
@@ -118,6 +120,17 @@ impl Rdb<'_> {
 
     pub(crate) fn save_u64(&self, v: u64) {
         raw::save_unsigned(self.io, v);
+    }
+
+    /// The next string; `None` when the payload ends or is not one.
+    pub(crate) fn load_bytes(&self) -> Option<Vec<u8>> {
+        raw::load_string_buffer(self.io)
+            .ok()
+            .map(|b| b.as_ref().to_vec())
+    }
+
+    pub(crate) fn save_bytes(&self, b: &[u8]) {
+        raw::save_slice(self.io, b);
     }
 }
 
@@ -148,6 +161,33 @@ impl AofKey<'_> {
         unsafe {
             if let Some(f) = raw::RedisModule_EmitAOF {
                 f(self.io, cmd.as_ptr(), c"sl".as_ptr(), self.key, value);
+            }
+        }
+    }
+}
+
+impl AofKey<'_> {
+    /// Writes `cmd <the key> value token last expires fingerprint 0` (format "slbllll"): one
+    /// IDMP token restored as saved (see `commands::seq::idmpset`).
+    pub(crate) fn emit_token(&self, cmd: &CStr, value: i64, e: &idmp::Entry) {
+        // SAFETY: io and key are the live handles of the running aof_rewrite callback;
+        // "slbllll" consumes the key string, a long long, a buffer pointer with its length
+        // (size_t), and four long longs, all passed in that order.
+        unsafe {
+            if let Some(f) = raw::RedisModule_EmitAOF {
+                f(
+                    self.io,
+                    cmd.as_ptr(),
+                    c"slbllll".as_ptr(),
+                    self.key,
+                    value,
+                    e.token.as_ptr().cast::<std::os::raw::c_char>(),
+                    e.token.len(),
+                    e.last as i64,
+                    e.expires_ms as i64,
+                    e.fingerprint as i64,
+                    0i64,
+                );
             }
         }
     }
@@ -189,7 +229,8 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
         || seq_type::load(&io, encver),
     );
     match r {
-        Ok(s) => word_to_ptr(s),
+        // An integer (or, with tokens, a box) smuggled through a pointer-typed slot.
+        Ok(t) => seq_value::into_word(t) as usize as *mut c_void,
         Err(msg) => {
             log_io(rdb, &msg);
             std::ptr::null_mut()
@@ -197,7 +238,7 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
     }
 }
 
-unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
+unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, v: *mut c_void) {
     let io = Rdb {
         io: rdb,
         _call: PhantomData,
@@ -206,14 +247,15 @@ unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) 
         std::ptr::null_mut(),
         Entry::Named("rdb_save"),
         || (),
-        || seq_type::save(&io, ptr_to_seq(value)),
+        // SAFETY: Redis hands a value of our type to its rdb_save callback.
+        || seq_type::save(&io, &unsafe { value(v) }),
     );
 }
 
 unsafe extern "C" fn aof_rewrite(
     aof: *mut raw::RedisModuleIO,
     key: *mut raw::RedisModuleString,
-    value: *mut c_void,
+    v: *mut c_void,
 ) {
     let out = AofKey {
         io: aof,
@@ -224,55 +266,82 @@ unsafe extern "C" fn aof_rewrite(
         std::ptr::null_mut(),
         Entry::Named("aof_rewrite"),
         || (),
-        || seq_type::rewrite(&out, ptr_to_seq(value)),
+        // SAFETY: Redis hands a value of our type to its aof_rewrite callback.
+        || seq_type::rewrite(&out, &unsafe { value(v) }),
     );
 }
 
-unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
-    let v = guard(
+unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, v: *mut c_void) {
+    let add = |item: DigestItem| {
+        // SAFETY: md is the live digest handle of this callback; the functions are filled in
+        // at load; a buffer is passed with its length.
+        unsafe {
+            match item {
+                DigestItem::Int(i) => {
+                    if let Some(add) = raw::RedisModule_DigestAddLongLong {
+                        add(md, i);
+                    }
+                }
+                DigestItem::Bytes(b) => {
+                    if let Some(add) = raw::RedisModule_DigestAddStringBuffer {
+                        add(md, b.as_ptr().cast_mut().cast(), b.len());
+                    }
+                }
+            }
+        }
+    };
+    let mut add = add;
+    guard(
         std::ptr::null_mut(),
         Entry::Named("digest"),
-        || None,
-        || Some(seq_type::digest(ptr_to_seq(value))),
+        || (),
+        // SAFETY: Redis hands a value of our type to its digest callback.
+        || seq_type::digest(&unsafe { value(v) }, &mut add),
     );
-    let Some(v) = v else { return };
-    // SAFETY: md is the live digest handle of this callback; the functions are filled in at load.
+    // SAFETY: as above.
     unsafe {
-        if let (Some(add), Some(end)) = (
-            raw::RedisModule_DigestAddLongLong,
-            raw::RedisModule_DigestEndSequence,
-        ) {
-            add(md, v);
+        if let Some(end) = raw::RedisModule_DigestEndSequence {
             end(md);
         }
     }
 }
 
-unsafe extern "C" fn mem_usage(_value: *const c_void) -> usize {
+unsafe extern "C" fn mem_usage(v: *const c_void) -> usize {
     guard(
         std::ptr::null_mut(),
         Entry::Named("mem_usage"),
         || 0,
-        seq_type::mem_usage,
+        // SAFETY: Redis hands a value of our type to its mem_usage callback.
+        || seq_type::mem_usage(&unsafe { value(v) }),
     )
 }
 
-/// Nothing was allocated: the value is the word itself.
-unsafe extern "C" fn free(_value: *mut c_void) {
-    guard(std::ptr::null_mut(), Entry::Named("free"), || (), || ());
+/// An inline word owns nothing; a boxed state is dropped.
+unsafe extern "C" fn free(v: *mut c_void) {
+    guard(
+        std::ptr::null_mut(),
+        Entry::Named("free"),
+        || (),
+        // SAFETY: Redis frees each value of our type once, after no key holds it.
+        || unsafe { seq_value::free(v as usize as u64) },
+    );
 }
 
-/// The word is the whole value, so the copy is the same word.
+/// An inline word is the whole value, so the copy is the same word; a boxed state is cloned.
 unsafe extern "C" fn copy(
     _from: *mut raw::RedisModuleString,
     _to: *mut raw::RedisModuleString,
-    value: *const c_void,
+    v: *const c_void,
 ) -> *mut c_void {
     guard(
         std::ptr::null_mut(),
         Entry::Named("copy"),
         std::ptr::null_mut,
-        || value.cast_mut(),
+        // SAFETY: Redis hands a value of our type to its copy callback.
+        || match unsafe { value(v) } {
+            Value::Inline(_) => v.cast_mut(),
+            Value::Boxed(t) => seq_value::into_word(t.clone()) as usize as *mut c_void,
+        },
     )
 }
 

@@ -413,9 +413,10 @@ static void seq_aof_rewrite(RedisModuleIO *aof, RedisModuleString *key, void *va
 static void seq_free(void *value) { (void)value; }
 
 /* ------------------------------------------------------------------------------------------ */
-/* IDMP: SEQ.NEXT key [COUNT n] IDMP token. A key that used a token holds this struct.          */
+/* IDMP: SEQ.NEXT key [COUNT n] IDMP token. A key that used a token holds this struct; IDMP_MAX
+ * and IDMP_TTL_MS are the defaults of imid.seq-idmp-max and imid.seq-idmp-ttl. */
 
-#define IDMP_MAX 64
+#define IDMP_MAX 1000
 #define IDMP_TTL_MS (300 * 1000ULL)
 #define TOKEN_MAX 64
 static RedisModuleType *IdmpType;

@@ -60,19 +60,23 @@ TARGETS = [
 ]
 
 
-def row(command, imid, floor, keys=None, seeded=False, keyed=False, same="reply", new=False):
+def row(command, imid, floor, keys=None, seeded=False, keyed=False, same="reply", new=False,
+        warm=None):
     """One table row. imid / floor: argv (`__rand_int__` is redis-benchmark's random number,
     drawn per placeholder, keyspace `keys`). seeded: the server loads SEED_KEYS sequences of each
     kind and the MAP_FIELDS-field map and hash first (reads, map rows). keyed: imid runs with
     `imid.openid-keys` = BENCH_KEY. same: what the check requires of the two replies: "reply"
     equal, "shape" the same type and length. new: a syntax the module may not have yet (issue
-    19: IDMP, maps); an error reply from imid skips the row, and the skip is printed."""
+    19: IDMP, maps); an error reply from imid skips the row, and the skip is printed. warm:
+    (imid argv, floor argv) run before counting, their instructions not counted."""
     return {"command": command, "imid": imid, "floor": floor, "keys": keys, "seeded": seeded,
-            "keyed": keyed, "same": same, "new": new}
+            "keyed": keyed, "same": same, "new": new, "warm": warm}
 
 
 def rows(plain_openid, keyed_openid, uid, map_fields):
     field = "f:__rand_int__"
+    # every field of the loaded map once with SEQ.HNEXT (the floor's with floor.seq.hnext)
+    warm = (warm_up(map_fields, "SEQ.HNEXT", "sm"), warm_up(map_fields, "floor.seq.hnext", "fm"))
     return [
         row("MSGID.GEN", ["MSGID.GEN", "1", "conv:__rand_int__"],
             ["floor.msgid.gen", "1", "conv:__rand_int__"], keys=WRITE_KEYS, same="shape"),
@@ -97,18 +101,24 @@ def rows(plain_openid, keyed_openid, uid, map_fields):
         row("SEQ.NEXT IDMP (new token)", ["SEQ.NEXT", "s:__rand_int__", "IDMP", "t:__rand_int__"],
             ["floor.seq.next", "f:__rand_int__", "IDMP", "t:__rand_int__"], keys=WRITE_KEYS,
             new=True),
-        # One map of map_fields fields, a random field per call (f:<12 digits>, all present).
+        # One map of map_fields fields loaded from the RDB file, a random field per call
+        # (f:<12 digits>, all present), after every field had its first SEQ.HNEXT (warm).
         row("SEQ.HNEXT (map, random fields)", ["SEQ.HNEXT", "sm", field],
-            ["floor.seq.hnext", "fm", field], keys=map_fields, seeded=True),
+            ["floor.seq.hnext", "fm", field], keys=map_fields, seeded=True, warm=warm),
         row("SEQ.HGET (map, random fields)", ["SEQ.HGET", "sm", field],
-            ["floor.seq.hget", "fm", field], keys=map_fields, seeded=True),
-        # Fields hold at most map_fields: nearly every call raises its field (a write).
+            ["floor.seq.hget", "fm", field], keys=map_fields, seeded=True, warm=warm),
+        # Fields hold at most map_fields + 1: nearly every call raises its field (a write).
         row("SEQ.HADVANCE (map, random fields)", ["SEQ.HADVANCE", "sm", field, "1000000"],
-            ["floor.seq.hadvance", "fm", field, "1000000"], keys=map_fields, seeded=True),
+            ["floor.seq.hadvance", "fm", field, "1000000"], keys=map_fields, seeded=True,
+            warm=warm),
         row("SEQ.HADVANCE ... LIMIT (map, random fields)",
             ["SEQ.HADVANCE", "sm", field, "1000000", "LIMIT", "sl"],
             ["floor.seq.hadvance", "fm", field, "1000000", "LIMIT", "fl"], keys=map_fields,
-            seeded=True),
+            seeded=True, warm=warm),
+        # The same SEQ.HNEXT straight after the load: nearly every call is its field's first,
+        # which skips the gap and replicates `SEQ.HSET key field last` (a one-time cost).
+        row("SEQ.HNEXT (map, first call per field after a load)", ["SEQ.HNEXT", "sm", field],
+            ["floor.seq.hnext", "fm", field], keys=map_fields, seeded=True),
         row("OPENID.ENC (plain)", ["OPENID.ENC", MSGID, "1", "1"],
             ["floor.openid.enc", MSGID, "1", "1"]),
         row("OPENID.DEC (plain)", ["OPENID.DEC", plain_openid],
@@ -196,16 +206,17 @@ def extra_checks(plain_openid):
 
 
 def references(map_fields):
-    """(name, argv, keyspace, seeded): Redis's own commands, measured the same way."""
+    """(name, argv, keyspace, seeded, warm-up): Redis's own commands, measured the same way."""
+    warm = warm_up(map_fields, "HINCRBY", "h", "1")  # as the map rows' warm-up
     return [
-        ("PING", ["PING"], None, False),
-        ("ECHO (19-byte bulk reply)", ["ECHO", MSGID], None, False),
-        ("INCR (random keys)", ["INCR", "i:__rand_int__"], WRITE_KEYS, False),
-        ("floor.noop (a module command that only replies)", ["floor.noop"], None, False),
+        ("PING", ["PING"], None, False, None),
+        ("ECHO (19-byte bulk reply)", ["ECHO", MSGID], None, False, None),
+        ("INCR (random keys)", ["INCR", "i:__rand_int__"], WRITE_KEYS, False, None),
+        ("floor.noop (a module command that only replies)", ["floor.noop"], None, False, None),
         # The Redis hash `h` with the map's fields and values (a hashtable at this size).
         ("HINCRBY (hash, random fields)", ["HINCRBY", "h", "f:__rand_int__", "1"], map_fields,
-         True),
-        ("HGET (hash, random fields)", ["HGET", "h", "f:__rand_int__"], map_fields, True),
+         True, warm),
+        ("HGET (hash, random fields)", ["HGET", "h", "f:__rand_int__"], map_fields, True, warm),
     ]
 
 
@@ -477,8 +488,21 @@ def check_and_prepare(server, workdir, module, floor, map_fields):
     return todo, notes
 
 
-def count(server, workdir, module, floor, argv, n, keys, seeded, keyed, label):
-    """Instructions per call inside call() for n pipelined `argv`, on a fresh server."""
+# Each field of a loaded map once, before counting: the first SEQ.HNEXT of a field after a load
+# skips the never-reissue gap and replicates its explicit effect, once per field (README); the
+# warm rows measure the calls after that, the "first call" row that one-time cost.
+WARM = ("for i = 0, tonumber(ARGV[1]) - 1 do "
+        "redis.call(ARGV[2], ARGV[3], string.format('f:%012d', i), unpack(ARGV, 4)) end")
+
+
+def warm_up(map_fields, *argv):
+    """EVAL of `argv[0] argv[1] <field> argv[2:]...` for every field of a map."""
+    return ["EVAL", WARM, "0", str(map_fields), *argv]
+
+
+def count(server, workdir, module, floor, argv, n, keys, seeded, keyed, label, warm=None):
+    """Instructions per call inside call() for n pipelined `argv`, on a fresh server. warm: a
+    command run first, its instructions then zeroed (callgrind_control -z)."""
     out = os.path.join(workdir, f"{label}.cg")
     log = os.path.join(workdir, f"{label}.log")
     base = server_cmd(server, workdir, log, "seed.rdb" if seeded else "empty.rdb", module,
@@ -487,6 +511,17 @@ def count(server, workdir, module, floor, argv, n, keys, seeded, keyed, label):
                         "--toggle-collect=call", f"--callgrind-out-file={out}", *base(port)]
     proc, port = start(cmd, log, 180)
     try:
+        if warm:
+            c = Client(port)
+            c.sock.settimeout(600)  # every field of a map, under valgrind
+            r = c(*warm)
+            c.close()
+            if isinstance(r, Error):
+                raise RuntimeError(f"warm-up {warm[4:6]}: {r}")
+            res = subprocess.run(["callgrind_control", "-z", str(proc.pid)],
+                                 capture_output=True, text=True, timeout=120)
+            if res.returncode != 0 or "OK" not in res.stdout:
+                raise RuntimeError(f"callgrind_control -z: {res.stdout}{res.stderr}")
         bench = ["redis-benchmark", "-h", HOST, "-p", str(port), "-c", "1", "-P", str(PIPELINE),
                  "-n", str(n), "-q"]
         if keys:
@@ -540,6 +575,8 @@ def main():
                     help="commands per measurement (default 20000)")
     ap.add_argument("--map-fields", type=int, default=MAP_FIELDS,
                     help=f"fields of the map and hash the map rows address (default {MAP_FIELDS})")
+    ap.add_argument("--only", help="measure only the rows and references whose name contains "
+                    "one of these comma-separated texts (the checks still run on all)")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
 
@@ -547,7 +584,7 @@ def main():
     if not os.path.exists(module):
         sys.exit(f"{module} missing: run `make build` first")
     server = os.environ.get("REDIS_SERVER", "redis-server")
-    for tool in ("valgrind", "gcc", "redis-benchmark", server):
+    for tool in ("valgrind", "callgrind_control", "gcc", "redis-benchmark", server):
         if not shutil.which(tool):
             sys.exit(f"{tool} not found (scripts/deps.sh installs it)")
 
@@ -564,28 +601,37 @@ def main():
             todo, notes = check_and_prepare(server, workdir, module, floor, args.map_fields)
             for line in notes:
                 print(line, file=sys.stderr)
+            wanted = lambda name: not args.only or any(t in name for t in args.only.split(","))
+            todo = [r for r in todo if wanted(r["command"])]
             results, refs = [], []
             for i, r in enumerate(todo):
+                warm = r["warm"] or (None, None)
                 imid = count(server, workdir, module, floor, r["imid"], n, r["keys"],
-                             r["seeded"], r["keyed"], f"imid{i}")
+                             r["seeded"], r["keyed"], f"imid{i}", warm[0])
                 fl = None
                 if r["floor"]:
                     fl = count(server, workdir, module, floor, r["floor"], n, r["keys"],
-                               r["seeded"], r["keyed"], f"floor{i}")
+                               r["seeded"], r["keyed"], f"floor{i}", warm[1])
                 results.append({"command": r["command"], "imid": imid,
                                 "floor_command": r["floor"][0] if r["floor"] else None,
                                 "floor": fl})
                 print(f"  {r['command']:<42} imid {imid:>8,.0f}   floor "
                       f"{'-' if fl is None else f'{fl:,.0f}':>8}", file=sys.stderr, flush=True)
-            for i, (name, argv, keys, seeded) in enumerate(references(args.map_fields)):
-                v = count(server, workdir, module, floor, argv, n, keys, seeded, False, f"ref{i}")
+            for i, (name, argv, keys, seeded, warm) in enumerate(references(args.map_fields)):
+                if not wanted(name) and argv != ["floor.noop"]:
+                    continue
+                v = count(server, workdir, module, floor, argv, n, keys, seeded, False, f"ref{i}",
+                          warm)
                 refs.append({"command": name, "argv": argv, "instructions": v})
                 print(f"  {name:<42} {v:>8,.0f}", file=sys.stderr, flush=True)
         finally:
             stop_all()
 
     by_command = {r["command"]: r for r in results}
-    floor_of = {r["floor_command"]: r["floor"] for r in results if r["floor_command"]}
+    floor_of = {}
+    for r in results:  # a floor command's own row comes first (floor.seq.next: SEQ.NEXT's)
+        if r["floor_command"]:
+            floor_of.setdefault(r["floor_command"], r["floor"])
     floor_of["floor.noop"] = next(r["instructions"] for r in refs if r["argv"] == ["floor.noop"])
     # A target's baseline: a floor command, a reference row, or another imid row.
     base_of = dict(floor_of)

@@ -114,11 +114,12 @@ def maps_section(path):
         return out + ["Skipped in this run.", ""]
     d = json.load(open(path))
     out += [
-        "`bench/maps.py`: a fresh server per figure; `used_memory` after loading one key of N "
-        "counters minus before, divided by N: an imid sequence map (`SEQ.HSET`) against a Redis "
-        "hash (`HSET`) with the same 10-byte field names `f:00000000`.. and values "
-        f"{d['value_base']:,} + i (below 2^32). The figure includes the key itself (telling at "
-        "100 counters). RDB: `SAVE` timed from the client, load time as the server logs it, "
+        "`bench/maps.py`: a fresh server per figure; `used_memory` after loading "
+        f"{d['counters']:,} counters as keys of N counters each, minus before, divided by the "
+        "counters: imid sequence maps (`SEQ.HSET`) against Redis hashes (`HSET`) with the same "
+        "10-byte field names `f:00000000`.. and values "
+        f"{d['value_base']:,} + i (below 2^32). The figure includes the keys themselves and the "
+        "keyspace table. RDB: `SAVE` timed from the client, load time as the server logs it, "
         "medians of repeated runs; both move with the machine's load.",
         "",
     ]

@@ -41,8 +41,8 @@ if [ "$mode" = smoke ]; then
   python3 bench/instructions.py --module "$module" --requests 2000 --map-fields 1000 \
     --json "$tmp/floor.json"
   # One server, small maps, one save and load.
-  python3 bench/maps.py --module "$module" --servers redis7 --sizes 100,1000 --rdb-fields 1000 \
-    --rdb-rounds 1 --json "$tmp/maps.json"
+  python3 bench/maps.py --module "$module" --servers redis7 --sizes 100,1000 --counters 2000 \
+    --rdb-fields 1000 --rdb-rounds 1 --json "$tmp/maps.json"
 else
   out=bench/RESULTS.md
   cargo bench --features system-alloc --bench core
@@ -56,14 +56,15 @@ python3 bench/report.py --server-json "$tmp/server.json" --criterion target/crit
 # The smoke check proper: a table row for every command (server.py and instructions.py already
 # failed on any error reply, missing throughput or instruction count, or a reply unlike the
 # floor's), a floor-table row for each of the 19 MSGID, SEQ, OPENID and UID command lines and
-# the 5 of sequence maps and IDMP, and a memory row of maps against hashes per size.
+# the 6 of sequence maps and IDMP, and a memory row of maps against hashes per size.
 rows=$(grep -c '^| ' "$out")
 [ "$rows" -ge 50 ] || { echo "results table incomplete ($rows rows) in $out" >&2; exit 1; }
 floor_rows=$(grep -cE '^\| [A-Z].* \| (`floor\.|no floor)' "$out")
-[ "$floor_rows" -ge 24 ] || { echo "floor table incomplete ($floor_rows rows) in $out" >&2; exit 1; }
-for r in 'SEQ.NEXT IDMP' 'SEQ.HNEXT' 'SEQ.HGET' 'SEQ.HADVANCE (' 'SEQ.HADVANCE ... LIMIT'; do
+[ "$floor_rows" -ge 25 ] || { echo "floor table incomplete ($floor_rows rows) in $out" >&2; exit 1; }
+for r in 'SEQ.NEXT IDMP' 'SEQ.HNEXT (map, random' 'SEQ.HNEXT (map, first' 'SEQ.HGET' \
+  'SEQ.HADVANCE (' 'SEQ.HADVANCE ... LIMIT'; do
   grep -qF "| $r" "$out" || { echo "no floor row for $r in $out" >&2; exit 1; }
 done
-map_rows=$(grep -cE '^\| Redis server v=[0-9.]+ \| [0-9,]+ \| [0-9.]+ \|' "$out")
+map_rows=$(grep -cE '^\| Redis server v=[0-9.]+ \| [0-9,]+ \| [0-9,]+ \| [0-9.]+ \|' "$out")
 [ "$map_rows" -ge 2 ] || { echo "map memory table incomplete ($map_rows rows) in $out" >&2; exit 1; }
 echo "wrote $out"

@@ -97,8 +97,11 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     if opts.is_empty() {
         // The common call, one ID as an integer: its own path, with the run's length a
         // constant the compiler folds through the inlined generator.
-        let run = ids::issue_uid(ctx, slot(), 1)?;
-        ctx.reply_int(int(run.first()));
+        let id = match slot() {
+            None => ids::issue_one_uid(ctx)?,
+            slot => ids::issue_uid(ctx, slot, 1)?.first(),
+        };
+        ctx.reply_int(int(id));
         return Ok(());
     }
     let mut count = None;

@@ -1010,6 +1010,21 @@ pub struct UidGenerator {
     stats: UidStats,
     /// The latest clock reading seen by [`issue_bounded`](Self::issue_bounded).
     latest_now_ms: u64,
+    /// What [`issue_one`](Self::issue_one) needs to issue the next ID of the same time unit
+    /// without planning it again; `None` until a bounded issue of a fixed node has run.
+    repeat: Option<Repeat>,
+}
+
+/// The inputs of the last bounded issue (fixed node only) and the UID it ended with. A call
+/// with the same clock reading and floor plans exactly as that one did: its run starts at the
+/// lane's next index, in the same time unit while the seq field has room, so its UID is the
+/// last one plus one step of the seq field, and every check the plan made (exhaustion, the
+/// borrowing bound, the lease) still holds for that unit.
+#[derive(Clone, Copy, Debug)]
+struct Repeat {
+    now_ms: u64,
+    floor_ms: u64,
+    uid: u64,
 }
 
 impl UidGenerator {
@@ -1031,6 +1046,7 @@ impl UidGenerator {
             lanes: vec![NONE; lanes],
             stats: UidStats::default(),
             latest_now_ms: 0,
+            repeat: None,
         }
     }
 
@@ -1073,6 +1089,8 @@ impl UidGenerator {
         count: u32,
     ) -> Result<Run, Exhausted> {
         let plan = self.plan(slot, now_ms, floor_ms, count)?;
+        // Unbounded runs do not record what issue_one relies on.
+        self.repeat = None;
         Ok(self.commit(plan))
     }
 
@@ -1116,7 +1134,40 @@ impl UidGenerator {
                 per_run,
             }));
         }
-        Ok(self.commit(plan))
+        let run = self.commit(plan);
+        self.repeat = match self.mode {
+            NodeMode::Fixed(_) => Some(Repeat {
+                now_ms,
+                floor_ms,
+                uid: run.uid_at(run.last),
+            }),
+            NodeMode::Slot => None,
+        };
+        Ok(run)
+    }
+
+    /// One ID, exactly as `issue_bounded(_, now_ms, floor_ms, 1)` would issue it, when that is
+    /// the next ID of the previous bounded issue's time unit: a fixed node, the same clock
+    /// reading and floor as that issue, and room left in the seq field. `None` otherwise
+    /// (nothing changed): the caller plans with [`issue_bounded`](Self::issue_bounded). The
+    /// common case of a busy node (many IDs per clock tick) without the plan's arithmetic.
+    #[inline(always)]
+    pub fn issue_one(&mut self, now_ms: u64, floor_ms: u64) -> Option<u64> {
+        let r = self.repeat.as_mut()?;
+        if r.now_ms != now_ms || r.floor_ms != floor_ms {
+            return None;
+        }
+        // A fixed node has one lane (set by the issue `repeat` records).
+        let last = self.lanes.first_mut()?;
+        if *last & self.layout.seq_mask == self.layout.seq_mask {
+            // The unit is full: the next ID borrows the next unit, which the plan checks.
+            return None;
+        }
+        // The seq field has room: the index and the field go up by one, without a carry.
+        *last += 1;
+        r.uid += 1 << self.layout.seq_shift;
+        self.stats.generated = self.stats.generated.wrapping_add(1);
+        Some(r.uid)
     }
 
     /// Unix ms of the time unit of linear index `l` (a lane's `time << seq_bits | seq`).
@@ -2286,6 +2337,34 @@ mod tests {
     }
 
     #[test]
+    fn issue_one_takes_the_next_id_of_the_same_unit_only() {
+        let l = snowflake();
+        let mut g = gen_fixed(l, 5);
+        let now = EPOCH + 1_000;
+        // Nothing to repeat before a planned issue.
+        assert_eq!(g.issue_one(now, 0), None);
+        let first = g.issue_bounded(0, now, 0, 1).unwrap().first();
+        // Same clock reading and floor: the next seq, without planning.
+        assert_eq!(g.issue_one(now, 0), Some(first + 1));
+        assert_eq!(l.decode(first + 1).seq, 1);
+        // Another clock reading, or another floor: the caller must plan.
+        assert_eq!(g.issue_one(now + 1, 0), None);
+        assert_eq!(g.issue_one(now, 1), None);
+        // A full unit: the next ID borrows, which only the plan may decide.
+        let rest = g.issue_bounded(0, now, 0, 4094).unwrap();
+        assert_eq!(l.decode(rest.uids().last().unwrap()).seq, 4095);
+        assert_eq!(g.issue_one(now, 0), None);
+        // An unbounded issue records nothing to repeat.
+        g.issue(0, now, 0, 1).unwrap();
+        assert_eq!(g.issue_one(now, 0), None);
+        // Slot mode has a lane per slot: never repeated.
+        let c = Layout::new(Widths::CLUSTER, EPOCH, TimeUnit::Ms).unwrap();
+        let mut s = UidGenerator::new(c, NodeMode::Slot);
+        s.issue_bounded(7, now, 0, 1).unwrap();
+        assert_eq!(s.issue_one(now, 0), None);
+    }
+
+    #[test]
     fn usual_layouts_take_a_full_count_within_the_lead() {
         for (wd, unit) in [
             (Widths::SNOWFLAKE, TimeUnit::Ms),
@@ -2400,6 +2479,42 @@ mod tests {
                     if let Ok((uid, _)) = new.next(b"t", start / 2, max_time + 1) {
                         prop_assert!(uid > p);
                     }
+                }
+            }
+
+            /// `issue_one`, where it answers, issues exactly what `issue_bounded(.., 1)` would:
+            /// one generator takes every single ID through it (falling back as the node does),
+            /// a twin plans every ID; their IDs, errors and counters agree, under clocks that
+            /// mostly stand still (so the shortcut is taken), step, jump back, and floor raises.
+            #[test]
+            fn issue_one_is_issue_bounded_of_one(
+                l in any_layout(),
+                start in 0u64..4_000_000_000_000,
+                node in any::<u64>(),
+                steps in proptest::collection::vec(
+                    (
+                        prop_oneof![6 => Just(0i64), 3 => 1i64..3, 1 => -40_000i64..40_000],
+                        prop_oneof![19 => Just(0u64), 1 => 0u64..100_000],
+                        prop_oneof![9 => Just(1u32), 1 => 1u32..600],
+                    ),
+                    1..300,
+                ),
+            ) {
+                let mode = NodeMode::Fixed(node & l.node_max());
+                let (mut fast, mut twin) = (UidGenerator::new(l, mode), UidGenerator::new(l, mode));
+                let mut now = start;
+                let mut floor = 0u64;
+                for (dt, raise, count) in steps {
+                    now = now.saturating_add_signed(dt);
+                    floor = floor.max(now.saturating_add(raise).saturating_sub(50_000));
+                    let want = twin.issue_bounded(0, now, floor, count).map(|r| r.first());
+                    let shortcut = if count == 1 { fast.issue_one(now, floor) } else { None };
+                    let got = match shortcut {
+                        Some(uid) => Ok(uid),
+                        None => fast.issue_bounded(0, now, floor, count).map(|r| r.first()),
+                    };
+                    prop_assert_eq!(got, want);
+                    prop_assert_eq!(fast.stats(), twin.stats());
                 }
             }
 

@@ -43,10 +43,6 @@ use std::marker::PhantomData;
 use std::os::raw::{c_char, c_int, c_long, c_longlong};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-/// A handler: parse, compute, then reply through the context as its last step (so that a panic,
-/// caught by [`call`], never leaves a half-written reply behind).
-pub(crate) type Handler = fn(&Ctx, &[Arg]) -> Result<(), Error>;
-
 /// The context of the running command.
 pub(crate) struct Ctx {
     ptr: *mut raw::RedisModuleCtx,
@@ -114,14 +110,21 @@ pub(crate) fn guard<T>(
     }
 }
 
-/// From Redis into a handler: the argument slice, the guard, the error reply.
+/// From Redis into a handler: the argument slice, the guard, the error reply. A handler parses,
+/// computes, then replies through the context as its last step (so that a panic, caught here,
+/// never leaves a half-written reply behind).
 ///
 /// A panic becomes `ERR internal error` plus a log line naming the command.
+///
+/// Inlined into each command's C entry point with its handler, so that the handler is a direct
+/// call the compiler can inline too: one call frame per command instead of three (measured on
+/// UID.GEN's single-ID path).
+#[inline(always)]
 pub(crate) fn call(
     ctx: *mut raw::RedisModuleCtx,
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
-    handler: Handler,
+    handler: impl FnOnce(&Ctx, &[Arg]) -> Result<(), Error>,
 ) -> c_int {
     let c = Ctx { ptr: ctx };
     let args: &[Arg] = match usize::try_from(argc) {

@@ -111,6 +111,12 @@ pub(crate) fn set_uid_generator(g: UidGenerator) {
 /// touched.
 #[inline(always)]
 pub(crate) fn issue_uid(ctx: &Ctx, slot: Option<u16>, count: u32) -> Result<Run, Error> {
+    issue_uid_at(ctx, slot, count, super::now_ms())
+}
+
+/// [`issue_uid`] with the clock read by the caller.
+#[inline(always)]
+fn issue_uid_at(ctx: &Ctx, slot: Option<u16>, count: u32, now_ms: u64) -> Result<Run, Error> {
     let (run, renewed) = {
         let mut g = ids();
         let Ids { uid_lease, uid, .. } = &mut *g;
@@ -122,7 +128,7 @@ pub(crate) fn issue_uid(ctx: &Ctx, slot: Option<u16>, count: u32) -> Result<Run,
             let _ = uid_lease.raise_floor(peer.uid);
         }
         let run = uid
-            .issue_bounded(slot.unwrap_or(0), super::now_ms(), uid_lease.floor(), count)
+            .issue_bounded(slot.unwrap_or(0), now_ms, uid_lease.floor(), count)
             .map_err(err)?;
         (run, uid_lease.cover(run.time_ms).map(Renewal::Uid))
     };
@@ -131,6 +137,24 @@ pub(crate) fn issue_uid(ctx: &Ctx, slot: Option<u16>, count: u32) -> Result<Run,
         send_promise(ctx);
     }
     Ok(run)
+}
+
+/// One UID on a standalone node: [`issue_uid`]`(ctx, None, 1)`'s first ID, issued without
+/// planning when it is the next of the previous ID's time unit (same clock reading, same
+/// floor: the lease already covers that unit and nothing needs publishing).
+#[inline(always)]
+pub(crate) fn issue_one_uid(ctx: &Ctx) -> Result<u64, Error> {
+    let now_ms = super::now_ms();
+    let fast = {
+        let mut g = ids();
+        let Ids { uid_lease, uid, .. } = &mut *g;
+        let floor_ms = uid_lease.floor();
+        uid.as_mut().and_then(|u| u.issue_one(now_ms, floor_ms))
+    };
+    match fast {
+        Some(id) => Ok(id),
+        None => issue_uid_at(ctx, None, 1, now_ms).map(|run| run.first()),
+    }
 }
 
 /// The UID layout in force, once configured.

@@ -830,6 +830,9 @@ fn run_example(name: &str, s: &Server) -> String {
 fn walkthrough_example_runs() {
     let s = Server::start();
     let out = run_example("walkthrough", &s);
+    for line in ["IDMP alice|c1", "LIMIT"] {
+        assert!(out.contains(line), "walkthrough skipped {line}:\n{out}");
+    }
     for c in [
         "MSGID.GEN",
         "MSGID.DECODE",
@@ -841,6 +844,15 @@ fn walkthrough_example_runs() {
         "SEQ.MGET",
         "SEQ.SET",
         "SEQ.ADVANCE",
+        "SEQ.HNEXT",
+        "SEQ.HGET",
+        "SEQ.HMGET",
+        "SEQ.HGETALL",
+        "SEQ.HSCAN",
+        "SEQ.HSET",
+        "SEQ.HDEL",
+        "SEQ.HLEN",
+        "SEQ.HADVANCE",
         "OPENID.ENC",
         "OPENID.DEC",
         "UID.GEN",

@@ -94,7 +94,11 @@ def floor_section(path):
         "error replies, and where the reply is deterministic imid's and the floor's are equal. "
         f"Writes use random keys from a keyspace of {f['write_keys']:,} (nearly every call "
         f"creates its key); SEQ.GET and SEQ.MGET read {f['seed_keys']:,} existing keys loaded "
-        "from an RDB file. "
+        "from an RDB file. The map rows address random fields of one map of "
+        f"{f.get('map_fields', 0):,} fields loaded from the same file (the floor's map, and "
+        "Redis's hash of the same fields for HINCRBY and HGET), after one SEQ.HNEXT (HINCRBY) "
+        "of every field whose instructions are not counted, except in the \"first call per "
+        "field after a load\" row. "
         "Instruction counts do not move with the machine's load; rows on random keys vary by "
         "up to ~2% between runs (redis-benchmark draws other keys, so the keyspace grows "
         "differently).",

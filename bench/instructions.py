@@ -53,6 +53,7 @@ TARGETS = [
     ("SEQ.NEXT", "floor.seq.next", 1.10),
     ("MSGID.GEN", "floor.msgid.gen", 1.10),
     ("MSGID.HASH", "floor.noop", 1.10),
+    ("UID.GEN", "floor.uid.gen", 1.10),
     # issue 19: a map field costs at most 1.25 x Redis's own hash field; IDMP at most 1.5 x
     # the plain call.
     ("SEQ.HNEXT (map, random fields)", "HINCRBY (hash, random fields)", 1.25),

@@ -11,7 +11,7 @@
 //! | sonyflake     | sonyflake-py 1.3.0 (PyPI), Sonyflake v1's port                           |
 //! | sonyflake-v2  | sonyflake 2.0.3 (PyPI), Sonyflake v2's port                              |
 //! | mastodon      | Mastodon.py 2.3.3 (PyPI), `MaybeSnowflakeIdType` (whole seconds only)    |
-//! | uidgenerator  | none found on npm, PyPI or Debian (see the README)                       |
+//! | uidgenerator  | none on npm, PyPI or Debian; Baidu's own classes by hand: scripts/uidgenerator-check/ |
 //!
 //! scripts/deps.sh installs them (`npm ci` in tests/uid_reference, a venv under target/uid-ref);
 //! a missing one fails these tests, it never skips them. tests/uid_reference/ref.js and ref.py

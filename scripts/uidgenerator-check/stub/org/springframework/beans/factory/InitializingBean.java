@@ -1,0 +1,2 @@
+package org.springframework.beans.factory;
+public interface InitializingBean { void afterPropertiesSet() throws Exception; }

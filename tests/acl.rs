@@ -20,6 +20,10 @@ const WRITERS: &[&str] = &[
     "seq.next",
     "seq.set",
     "seq.advance",
+    "seq.hnext",
+    "seq.hset",
+    "seq.hdel",
+    "seq.hadvance",
 ];
 const READERS: &[&str] = &[
     "msgid.encode",
@@ -31,12 +35,22 @@ const READERS: &[&str] = &[
     "openid.dec",
     "seq.get",
     "seq.mget",
+    "seq.hget",
+    "seq.hmget",
+    "seq.hgetall",
+    "seq.hscan",
+    "seq.hlen",
 ];
+
+/// Readers that walk a whole map: `@slow`, as HGETALL and HSCAN are.
+const SLOW_READERS: &[&str] = &["seq.hgetall", "seq.hscan"];
 
 /// The categories COMMAND INFO must show on a server that has them.
 fn expected_categories(name: &str) -> Vec<&'static str> {
     let mut v = if WRITERS.contains(&name) {
         vec!["@write", "@fast", "@imid"]
+    } else if SLOW_READERS.contains(&name) {
+        vec!["@read", "@slow", "@imid"]
     } else {
         vec!["@read", "@fast", "@imid"]
     };
@@ -56,6 +70,15 @@ fn write_calls(now_ms: u64) -> Vec<(Vec<String>, Vec<String>)> {
         (s(&["a"]), s(&["SEQ.NEXT", "a"])),
         (s(&["a"]), s(&["SEQ.NEXT", "a", "COUNT", "5"])),
         (s(&["a"]), s(&["SEQ.ADVANCE", "a", "20"])),
+        (s(&["a", "b"]), s(&["SEQ.ADVANCE", "a", "20", "LIMIT", "b"])),
+        (s(&["m"]), s(&["SEQ.HNEXT", "m", "f"])),
+        (s(&["m"]), s(&["SEQ.HSET", "m", "f", "9", "g", "1"])),
+        (s(&["m"]), s(&["SEQ.HDEL", "m", "f"])),
+        (s(&["m"]), s(&["SEQ.HADVANCE", "m", "f", "20"])),
+        (
+            s(&["m", "a"]),
+            s(&["SEQ.HADVANCE", "m", "f", "20", "LIMIT", "a"]),
+        ),
         (s(&["x"]), s(&["MSGID.GEN", "1", "x"])),
         (s(&["x"]), s(&["UID.GEN", "x"])),
         (s(&["x"]), s(&["UID.GEN", "x", "COUNT", "5", "STRING"])),
@@ -74,6 +97,11 @@ fn read_calls() -> Vec<Vec<&'static str>> {
     vec![
         vec!["SEQ.GET", "a"],
         vec!["SEQ.MGET", "a", "b"],
+        vec!["SEQ.HGET", "m", "f"],
+        vec!["SEQ.HMGET", "m", "f", "g"],
+        vec!["SEQ.HGETALL", "m"],
+        vec!["SEQ.HSCAN", "m", "0", "COUNT", "5"],
+        vec!["SEQ.HLEN", "m"],
         vec!["MSGID.ENCODE", "0", "4094", "1", "2526662"],
         vec!["MSGID.DECODE", "0000-0000-7VS6-D3E6"],
         vec!["MSGID.HASH", "user1"],
@@ -112,6 +140,7 @@ fn assert_denied(e: &redis::RedisError, user: &str, name: &str, how: &str) {
 fn setup(s: &Server, user: &str, rules: &[&str]) -> Connection {
     let mut admin = s.client();
     let _: () = cmd(&mut admin, &["SEQ.SET", "a", "5"]).unwrap();
+    let _: i64 = cmd(&mut admin, &["SEQ.HSET", "m", "f", "5"]).unwrap();
     let lib = "#!lua name=acltest\n\
                redis.register_function('relay', function(keys, args) return redis.call(unpack(args)) end)";
     let _: String = cmd(&mut admin, &["FUNCTION", "LOAD", "REPLACE", lib]).unwrap();
@@ -158,6 +187,10 @@ fn assert_writers_denied(s: &Server, admin: &mut Connection, user: &str) {
     }
     let v: i64 = cmd(admin, &["SEQ.GET", "a"]).unwrap();
     assert_eq!(v, 5, "the sequence did not move");
+    let v: Vec<Value> = cmd(admin, &["SEQ.HGETALL", "m"]).unwrap();
+    assert_eq!(v.len(), 2, "the map did not change: {v:?}");
+    let v: i64 = cmd(admin, &["SEQ.HGET", "m", "f"]).unwrap();
+    assert_eq!(v, 5, "the map's field did not move");
     assert_eq!(
         s.imid_stat("msgid_high_water_ms"),
         hwm,
@@ -333,6 +366,10 @@ fn readme_recipe_denies_writers_by_name() {
             "-seq.next",
             "-seq.set",
             "-seq.advance",
+            "-seq.hnext",
+            "-seq.hset",
+            "-seq.hdel",
+            "-seq.hadvance",
         ],
     );
     assert_writers_denied(&s, &mut admin, "ro");
@@ -352,7 +389,49 @@ fn readme_recipe_denies_writers_by_name() {
             "+openid.dec",
             "+seq.get",
             "+seq.mget",
+            "+seq.hget",
+            "+seq.hmget",
+            "+seq.hgetall",
+            "+seq.hscan",
+            "+seq.hlen",
         ],
     );
     assert_readers_allowed(&s, "reader");
+}
+
+/// The LIMIT key is a read-only key: a user may clamp a cursor to a sequence it can read,
+/// not to one its key patterns keep from it, and read permission is enough.
+#[test]
+fn limit_key_follows_acl_key_patterns() {
+    let s = Server::start();
+    let mut admin = s.client();
+    let _: () = cmd(&mut admin, &["SEQ.SET", "max:1", "7"]).unwrap();
+    let _: () = cmd(&mut admin, &["SEQ.SET", "secret", "7"]).unwrap();
+    let _: String = cmd(
+        &mut admin,
+        &[
+            "ACL", "SETUSER", "cur", "on", ">pw", "+@all", "~cur:*", "%R~max:*",
+        ],
+    )
+    .unwrap();
+    let mut con = login(&s, "cur");
+    let v: i64 = cmd(&mut con, &["SEQ.ADVANCE", "cur:1", "9", "LIMIT", "max:1"]).unwrap();
+    assert_eq!(v, 7);
+    let v: i64 = cmd(
+        &mut con,
+        &["SEQ.HADVANCE", "cur:m", "u", "9", "LIMIT", "max:1"],
+    )
+    .unwrap();
+    assert_eq!(v, 7);
+    for call in [
+        &["SEQ.ADVANCE", "cur:2", "9", "LIMIT", "secret"][..],
+        &["SEQ.HADVANCE", "cur:m", "v", "9", "LIMIT", "secret"],
+        // read-only permission does not allow writing max:* itself
+        &["SEQ.ADVANCE", "max:1", "9"],
+    ] {
+        let e = cmd::<Value>(&mut con, call).unwrap_err();
+        assert!(err_text(&e).starts_with("NOPERM"), "{call:?}: {e}");
+    }
+    assert_eq!(int(&mut admin, &["EXISTS", "cur:2"]), 0, "nothing written");
+    assert_eq!(int(&mut admin, &["SEQ.HGET", "cur:m", "v"]), 0);
 }

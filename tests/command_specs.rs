@@ -35,12 +35,95 @@ const EXPECTED: &[(&str, i64, &str, [i64; 3], &str)] = &[
     ("seq.set", 3, "denyoom fast write", [1, 1, 1], "OW update"),
     (
         "seq.advance",
-        3,
+        -3,
+        "denyoom fast movablekeys write",
+        [1, 1, 1],
+        "RW access update",
+    ),
+    (
+        "seq.hnext",
+        -3,
         "denyoom fast write",
         [1, 1, 1],
         "RW access update",
     ),
+    ("seq.hget", 3, "fast readonly", [1, 1, 1], "RO access"),
+    ("seq.hmget", -3, "fast readonly", [1, 1, 1], "RO access"),
+    ("seq.hgetall", 2, "readonly", [1, 1, 1], "RO access"),
+    ("seq.hscan", -3, "readonly", [1, 1, 1], "RO access"),
+    (
+        "seq.hset",
+        -4,
+        "denyoom fast write",
+        [1, 1, 1],
+        "RW access update",
+    ),
+    ("seq.hdel", -3, "fast write", [1, 1, 1], "RW delete"),
+    ("seq.hlen", 2, "fast readonly", [1, 1, 1], "RO access"),
+    (
+        "seq.hadvance",
+        -4,
+        "denyoom fast movablekeys write",
+        [1, 1, 1],
+        "RW access update",
+    ),
 ];
+
+/// The LIMIT key of SEQ.ADVANCE and SEQ.HADVANCE: a second key spec, read-only, found after
+/// the keyword LIMIT (so COMMAND GETKEYS, Cluster and ACL key patterns see it); a field or
+/// value spelled "LIMIT" before it is not taken for the keyword.
+#[test]
+fn limit_key_is_a_second_read_only_key() {
+    let s = Server::start();
+    let mut con = s.client();
+    for (name, from) in [("seq.advance", 3), ("seq.hadvance", 4)] {
+        let info: Vec<Vec<Value>> = cmd(&mut con, &["COMMAND", "INFO", name]).unwrap();
+        let specs = match &info[0][8] {
+            Value::Array(v) => v.clone(),
+            other => panic!("{name}: {other:?}"),
+        };
+        assert_eq!(specs.len(), 2, "{name}: {specs:?}");
+        let Value::Array(kv) = &specs[1] else {
+            panic!("{name}: {specs:?}")
+        };
+        assert_eq!(strings(&kv[1]), ["RO", "access"], "{name}");
+        let text = format!("{kv:?}");
+        assert!(text.contains("LIMIT"), "{name}: {text}");
+        let Value::Array(bs) = &kv[3] else {
+            panic!("{name}: {kv:?}")
+        };
+        let Value::Array(spec) = &bs[3] else {
+            panic!("{name}: {bs:?}")
+        };
+        assert_eq!(int(&spec[3]), from, "{name} startfrom");
+    }
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["SEQ.ADVANCE", "k", "5"], &["k"]),
+        (&["SEQ.ADVANCE", "k", "5", "LIMIT", "max"], &["k", "max"]),
+        (&["SEQ.ADVANCE", "k", "5", "limit", "max"], &["k", "max"]),
+        (&["SEQ.HADVANCE", "m", "f", "5"], &["m"]),
+        (
+            &["SEQ.HADVANCE", "m", "f", "5", "LIMIT", "max"],
+            &["m", "max"],
+        ),
+        (
+            &["SEQ.HADVANCE", "m", "LIMIT", "5", "LIMIT", "max"],
+            &["m", "max"],
+        ),
+        (&["SEQ.HADVANCE", "m", "LIMIT", "5"], &["m"]),
+        (&["SEQ.HNEXT", "m", "f", "COUNT", "3"], &["m"]),
+        (&["SEQ.HMGET", "m", "a", "b"], &["m"]),
+        (&["SEQ.HSET", "m", "a", "1", "b", "2"], &["m"]),
+        (&["SEQ.HDEL", "m", "a", "b"], &["m"]),
+        (&["SEQ.HSCAN", "m", "0", "COUNT", "5"], &["m"]),
+    ];
+    for (call, keys) in cases {
+        let mut args = vec!["COMMAND", "GETKEYS"];
+        args.extend_from_slice(call);
+        let got: Vec<String> = cmd(&mut con, &args).unwrap();
+        assert_eq!(got, *keys, "{call:?}");
+    }
+}
 
 fn strings(v: &Value) -> Vec<String> {
     redis::from_redis_value(v.clone()).unwrap()

@@ -8,6 +8,7 @@
     clippy::panic
 )]
 mod common;
+use common::rdb::*;
 use common::*;
 
 fn ok(con: &mut Connection, args: &[&str]) {
@@ -32,24 +33,6 @@ fn workload(con: &mut Connection) -> Vec<String> {
     let mut keys: Vec<String> = (0..20).map(|i| format!("n{i}")).collect();
     keys.extend(["set", "max", "zero", "cursor"].map(String::from));
     keys
-}
-
-/// The base file of Redis 7's multi-part AOF.
-fn aof_base(s: &Server) -> (String, Vec<u8>) {
-    let dir = s.dir.join("appendonlydir");
-    let entry = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().contains(".base."))
-        .expect("an AOF base file");
-    (
-        entry.file_name().unwrap().to_string_lossy().into_owned(),
-        std::fs::read(&entry).unwrap(),
-    )
-}
-
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
 }
 
 #[test]
@@ -271,34 +254,6 @@ fn dump_restore_roundtrips() {
 
 // ---- crafted DUMP payloads -------------------------------------------------------------
 
-/// An RDB length: 6-bit, 14-bit, 32-bit or 64-bit form.
-fn rdb_len(v: u64) -> Vec<u8> {
-    if v < 64 {
-        vec![v as u8]
-    } else if v < 16384 {
-        vec![0x40 | (v >> 8) as u8, v as u8]
-    } else if v <= u64::from(u32::MAX) {
-        let mut b = vec![0x80];
-        b.extend_from_slice(&(v as u32).to_be_bytes());
-        b
-    } else {
-        let mut b = vec![0x81];
-        b.extend_from_slice(&v.to_be_bytes());
-        b
-    }
-}
-
-const OP_SINT: u64 = 1;
-const OP_UINT: u64 = 2;
-const OP_EOF: u64 = 0;
-
-/// A module value's saved field: opcode then value, as RedisModule_Save* writes it.
-fn field(op: u64, v: u64) -> Vec<u8> {
-    let mut b = rdb_len(op);
-    b.extend(rdb_len(v));
-    b
-}
-
 /// Parts of a real DUMP payload: the module id and the RDB version trailer.
 fn real_dump(con: &mut Connection) -> (u64, [u8; 2]) {
     ok(con, &["SEQ.SET", "template", "1007"]);
@@ -317,17 +272,6 @@ fn real_dump(con: &mut Connection) -> (u64, [u8; 2]) {
         "our CRC matches Redis's"
     );
     (id, [p[n - 10], p[n - 9]])
-}
-
-/// A payload with a correct checksum around `body` (everything after the module id).
-fn payload(id: u64, body: &[u8], version: [u8; 2]) -> Vec<u8> {
-    let mut p = vec![7];
-    p.extend(rdb_len(id));
-    p.extend_from_slice(body);
-    p.extend_from_slice(&version);
-    let crc = crc::Crc::<u64>::new(&crc::CRC_64_REDIS).checksum(&p);
-    p.extend_from_slice(&crc.to_le_bytes());
-    p
 }
 
 fn restore(con: &mut Connection, key: &str, p: &[u8]) -> redis::RedisResult<String> {
@@ -511,15 +455,6 @@ fn aux_record(id: u64, marks: &[u64]) -> Vec<u8> {
     }
     r.extend(rdb_len(OP_EOF));
     r
-}
-
-/// `rdb` with its CRC-64 trailer recomputed.
-fn with_crc(mut rdb: Vec<u8>) -> Vec<u8> {
-    let n = rdb.len();
-    rdb.truncate(n - 8);
-    let sum = crc::Crc::<u64>::new(&crc::CRC_64_REDIS).checksum(&rdb);
-    rdb.extend_from_slice(&sum.to_le_bytes());
-    rdb
 }
 
 /// The RDB file of `s` (saved now, holding the key `template` = 1007) with the imid aux record

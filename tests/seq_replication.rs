@@ -55,13 +55,7 @@ fn replica_ends_with_the_primarys_values() {
 
 /// How many times `name` ran on `s` (from INFO commandstats).
 fn calls(s: &Server, name: &str) -> i64 {
-    s.info_field("commandstats", &format!("cmdstat_{name}"))
-        .and_then(|v| {
-            v.split(',')
-                .find_map(|kv| kv.strip_prefix("calls="))
-                .and_then(|n| n.parse().ok())
-        })
-        .unwrap_or(0)
+    s.calls(name)
 }
 
 #[test]

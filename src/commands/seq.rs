@@ -284,11 +284,30 @@ pub(crate) fn advance_target(ctx: &Ctx, value: &Arg, opts: &[Arg]) -> Result<u64
     }
 }
 
+/// Answers Redis's keys position request for a command whose LIMIT key follows the keyword
+/// LIMIT at argument `from` or later (as its key spec says; see `glue::registry::limit_key`).
+pub(crate) fn limit_key_positions(ctx: &Ctx, args: &[Arg], from: usize) {
+    ctx.key_at(1);
+    let limit = args
+        .iter()
+        .enumerate()
+        .skip(from)
+        .find(|(_, a)| a.is("LIMIT"))
+        .map(|(i, _)| i + 1);
+    if let Some(i) = limit.filter(|&i| i < args.len()) {
+        ctx.key_at(i);
+    }
+}
+
 /// SEQ.ADVANCE key value [LIMIT seqkey]
 ///
 /// Keeps the gap mark: an acknowledged read position says nothing about values lost in a
 /// crash, so the next SEQ.NEXT must still skip.
 pub(crate) fn advance(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    if ctx.keys_position_request() {
+        limit_key_positions(ctx, args, 3);
+        return Ok(());
+    }
     let [_, key, value, opts @ ..] = args else {
         return Err(Error::WrongArity);
     };

@@ -10,7 +10,7 @@
 //! changes something: Redis signals every key opened for writing as modified when it is closed,
 //! which would break a client's WATCH on a no-op.
 
-use super::seq::{advance_target, int, value_arg};
+use super::seq::{advance_target, int, limit_key_positions, value_arg};
 use crate::config::seq_gap;
 use crate::core::seq::{NextError, Seq, MAX_COUNT};
 use crate::core::seqmap::{check_name, MapError, SeqMap, MAX_NAME};
@@ -309,6 +309,10 @@ pub(crate) fn hdel(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 /// to the SEQ key `seqkey` (see `seq::advance_target`). Keeps the field's gap mark, as
 /// SEQ.ADVANCE does.
 pub(crate) fn hadvance(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    if ctx.keys_position_request() {
+        limit_key_positions(ctx, args, 4);
+        return Ok(());
+    }
     let [_, key, field, value, opts @ ..] = args else {
         return Err(Error::WrongArity);
     };

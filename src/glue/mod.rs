@@ -247,6 +247,26 @@ impl Ctx {
         unsafe { raw::RedisModule_AvoidReplicaTraffic.is_some_and(|f| f() != 0) }
     }
 
+    /// Whether Redis asks for the keys of this call instead of running it (a `getkeys-api`
+    /// command: Redis 7.0's Cluster finds keys that way, not from the key specs).
+    pub(crate) fn keys_position_request(&self) -> bool {
+        // SAFETY: see the module comment.
+        unsafe { raw::RedisModule_IsKeysPositionRequest.is_some_and(|f| f(self.ptr) != 0) }
+    }
+
+    /// Answers a keys position request: argument `pos` is a key.
+    pub(crate) fn key_at(&self, pos: usize) {
+        let Ok(pos) = c_int::try_from(pos) else {
+            return;
+        };
+        // SAFETY: see the module comment.
+        unsafe {
+            if let Some(f) = raw::RedisModule_KeyAtPos {
+                f(self.ptr, pos);
+            }
+        }
+    }
+
     pub(crate) fn reply_int(&self, v: i64) {
         // SAFETY: see the module comment.
         unsafe {

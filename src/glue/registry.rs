@@ -170,7 +170,15 @@ pub(crate) fn register(ctx: &Context, table: &[Command]) -> Status {
 
 fn register_one(ctx: &Context, c: &Command) -> Result<(), ()> {
     let name = CString::new(c.name).map_err(|_| ())?;
-    let flags = CString::new(c.flags).map_err(|_| ())?;
+    // A keyword key is also reported through the getkeys API (the handler answers
+    // `Ctx::keys_position_request`): Redis 7.0's Cluster checks the slots of only the keys
+    // that API or the legacy range gives, not those of the key specs.
+    let flags = if c.keyword_key.is_some() {
+        CString::new(format!("{} getkeys-api", c.flags))
+    } else {
+        CString::new(c.flags)
+    }
+    .map_err(|_| ())?;
     let summary = CString::new(c.summary).map_err(|_| ())?;
     let (first, last) = c.keys.as_ref().map_or((0, 0), |k| {
         // The legacy range takes an absolute last key, or negative from the end; 0 in a key

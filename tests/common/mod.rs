@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 pub use redis::{Connection, Value};
 
 pub mod cluster;
+pub mod rdb;
 
 /// The module under test: `$IMID_MODULE`, else the release build in this checkout.
 pub fn module_path() -> PathBuf {
@@ -525,6 +526,17 @@ impl Server {
             l.strip_prefix(&format!("{field}:"))
                 .map(|v| v.trim().to_owned())
         })
+    }
+
+    /// How many times the server ran `name` (`INFO commandstats`; 0 when never).
+    pub fn calls(&self, name: &str) -> i64 {
+        self.info_field("commandstats", &format!("cmdstat_{name}"))
+            .and_then(|v| {
+                v.split(',')
+                    .find_map(|kv| kv.strip_prefix("calls="))
+                    .and_then(|n| n.parse().ok())
+            })
+            .unwrap_or(0)
     }
 
     /// An `imid_<name>` counter from `INFO imid`.

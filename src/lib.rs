@@ -158,7 +158,7 @@ const COMMANDS: &[registry::Command] = &[
     command!("seq.get", commands::seq::get, "readonly fast", "read fast", 2, keys(1, 0, RO_ACCESS), "The current value of a sequence (0 when missing)"),
     command!("seq.mget", commands::seq::mget, "readonly fast", "read fast", -2, keys(1, -1, RO_ACCESS), "The current values of several sequences (0 when missing)"),
     command!("seq.set", commands::seq::set, "write deny-oom fast", "write fast", 3, keys(1, 0, OW_UPDATE), "Sets a sequence to an exact value"),
-    command!("seq.idmpset", commands::seq::idmpset, "write deny-oom", "write dangerous", 8, keys(1, 0, RW_ACCESS_UPDATE), "Internal: records one IDMP token (the replicated form of SEQ.NEXT ... IDMP)"),
+    command!("seq.idmpset", commands::seq::idmpset, "write deny-oom", "write dangerous", 7, keys(1, 0, RW_ACCESS_UPDATE), "Internal: records one IDMP token (the replicated form of SEQ.NEXT ... IDMP)"),
     command!("seq.advance", commands::seq::advance, "write deny-oom fast", "write fast", -3, keys(1, 0, RW_ACCESS_UPDATE), "Raises a sequence to at least a value (a read cursor), at most to a LIMIT sequence", limit_key(3)),
     // Sequence maps (commands/seqmap.rs): many named sequences in one key.
     command!("seq.hnext", commands::seqmap::hnext, "write deny-oom fast", "write fast", -3, keys(1, 0, RW_ACCESS_UPDATE), "Reserves the next value (or a block of COUNT values) of a field of a sequence map"),
@@ -169,6 +169,7 @@ const COMMANDS: &[registry::Command] = &[
     command!("seq.hset", commands::seqmap::hset, "write deny-oom fast", "write fast", -4, keys(1, 0, RW_ACCESS_UPDATE), "Sets fields of a sequence map to exact values"),
     command!("seq.hdel", commands::seqmap::hdel, "write fast", "write fast", -3, keys(1, 0, RW_DELETE), "Removes fields of a sequence map (the key with its last field)"),
     command!("seq.hlen", commands::seqmap::hlen, "readonly fast", "read fast", 2, keys(1, 0, RO_ACCESS), "The number of fields of a sequence map"),
+    command!("seq.hidmpset", commands::seqmap::hidmpset, "write deny-oom", "write dangerous", -7, keys(1, 0, RW_ACCESS_UPDATE), "Internal: records one IDMP token of a sequence map (the replicated form of SEQ.HNEXT ... IDMP)"),
     command!("seq.hadvance", commands::seqmap::hadvance, "write deny-oom fast", "write fast", -4, keys(1, 0, RW_ACCESS_UPDATE), "Raises a field of a sequence map to at least a value, at most to a LIMIT sequence", limit_key(4)),
 ];
 

@@ -76,18 +76,39 @@ pub(crate) fn load(rdb: &Rdb, encver: c_int) -> Result<Tracked, String> {
         let count = rdb
             .load_u64()
             .ok_or_else(|| "truncated token count".to_owned())?;
-        if count == 0 || count > MAX_TOKENS {
-            return Err(format!("token count {count} outside 1..{MAX_TOKENS}"));
+        if count == 0 {
+            return Err("token count 0 with tokens flagged".to_owned());
         }
-        for _ in 0..count {
-            let e = load_entry(rdb)?;
-            if window.contains(&e.token) {
-                return Err("a token saved twice".to_owned());
-            }
-            window.apply(0, e);
-        }
+        window = load_tokens(rdb, count)?;
     }
     Ok(Tracked { seq, window })
+}
+
+/// `count` tokens as [`save_tokens`] wrote them (for sequence keys and maps alike).
+pub(crate) fn load_tokens(rdb: &Rdb, count: u64) -> Result<Window, String> {
+    if count > MAX_TOKENS {
+        return Err(format!("token count {count} above {MAX_TOKENS}"));
+    }
+    let mut window = Window::default();
+    for _ in 0..count {
+        let e = load_entry(rdb)?;
+        if window.contains(&e.token) {
+            return Err("a token saved twice".to_owned());
+        }
+        window.apply(0, e);
+    }
+    Ok(window)
+}
+
+/// Per token, oldest first: the token, the first call's last value, its expiry (unix ms), the
+/// request's fingerprint.
+pub(crate) fn save_tokens(rdb: &Rdb, w: &Window) {
+    for e in w.iter() {
+        rdb.save_bytes(&e.token);
+        rdb.save_u64(e.last);
+        rdb.save_u64(e.expires_ms);
+        rdb.save_u64(e.fingerprint);
+    }
 }
 
 fn load_entry(rdb: &Rdb) -> Result<Entry, String> {
@@ -138,18 +159,13 @@ pub(crate) fn save(rdb: &Rdb, v: &Value) {
         Some(w) => {
             rdb.save_u64(HAS_TOKENS);
             rdb.save_u64(w.len() as u64);
-            for e in w.iter() {
-                rdb.save_bytes(&e.token);
-                rdb.save_u64(e.last);
-                rdb.save_u64(e.expires_ms);
-                rdb.save_u64(e.fingerprint);
-            }
+            save_tokens(rdb, w);
         }
     }
 }
 
-/// `SEQ.SET key value`, then per token `SEQ.IDMPSET key value token last expires fingerprint 0`
-/// (oldest first), which rebuilds the window exactly.
+/// Per token, oldest first, `SEQ.IDMPSET key token last expires fingerprint 0`, then `SEQ.SET
+/// key value`: the window rebuilt exactly, then the value (each IDMPSET sets it to its `last`).
 pub(crate) fn rewrite(out: &AofKey, v: &Value) {
     // A rewrite without the RDB preamble has no aux data: the first key carries the marks,
     // message IDs' first (MSGID.FLOOR raises both floors), then UIDs' (at least as high).
@@ -162,12 +178,12 @@ pub(crate) fn rewrite(out: &AofKey, v: &Value) {
         }
     }
     let (s, window) = parts(v);
+    for e in window.into_iter().flat_map(Window::iter) {
+        out.emit_token(c"SEQ.IDMPSET", e);
+    }
     // The value is at most 2^63-1, so it fits an i64.
     let v = i64::try_from(s.value()).unwrap_or(i64::MAX);
     out.emit_key_int(c"SEQ.SET", v);
-    for e in window.into_iter().flat_map(Window::iter) {
-        out.emit_token(c"SEQ.IDMPSET", v, e);
-    }
 }
 
 /// The value, then each token with its last value, expiry and fingerprint: a replica's window
@@ -291,17 +307,22 @@ impl<'a> SeqKey<'a> {
     }
 
     /// Stores `s` (the key must have been opened for writing), keeping its TTL and tokens.
-    #[inline]
+    /// The hot path (a key without tokens, a value that fits the word) is one word stored, as
+    /// before tokens existed.
+    #[inline(always)]
     pub(crate) fn set(&mut self, s: Seq) -> Result<(), Error> {
         if let Some(t) = self.boxed_mut() {
             t.seq = s;
             return Ok(());
         }
-        let word = seq_value::into_word(Tracked {
-            seq: s,
-            window: Window::default(),
-        });
-        self.store(word)
+        match s.to_word() {
+            // Stored in place of an inline word or a missing key: nothing to free.
+            Some(word) => self.key.set(seq_type(), self.held, word),
+            None => self.store(seq_value::into_word(Tracked {
+                seq: s,
+                window: Window::default(),
+            })),
+        }
     }
 
     /// Stores `s` and records a token: the `drop` oldest tokens go, `e` is appended.
@@ -316,6 +337,7 @@ impl<'a> SeqKey<'a> {
         self.store(seq_value::into_word(Tracked { seq: s, window }))
     }
 
+    #[inline]
     fn boxed_mut(&mut self) -> Option<&mut Tracked> {
         match self.held {
             // SAFETY: the word is the key's current value; `&mut self` makes this the only
@@ -328,6 +350,7 @@ impl<'a> SeqKey<'a> {
 
     /// Stores a new word in place of a missing key's or an inline word's (neither owns
     /// anything, so nothing is freed).
+    #[inline(never)]
     fn store(&mut self, word: u64) -> Result<(), Error> {
         let r = self.key.set(seq_type(), self.held, word);
         match r {

@@ -2,9 +2,11 @@
 //! digest, memory usage and copy do with a map. The raw callbacks and the key view the SEQ.H*
 //! commands use are in `glue::map_type`; the structure itself is `core::seqmap`.
 
+use crate::core::idmp::Window;
 use crate::core::seqmap::SeqMap;
 use crate::glue::types::{AofKey, Rdb};
 use crate::node;
+use crate::seq_type::{load_tokens, save_tokens, DigestItem};
 use std::os::raw::c_int;
 
 /// Module type names are exactly 9 characters.
@@ -15,8 +17,8 @@ pub(crate) const TYPE_NAME: &str = "imidsmap1";
 /// - the fields, one string buffer (`SeqMap::encode`: per field the name's length minus one,
 ///   the name, the value as LEB128), so a map of a million fields is one write and one read;
 /// - reserved flags (unsigned), 0;
-/// - IDMP tokens: their count (unsigned), then the tokens. This build writes 0 and refuses
-///   a nonzero count (issue 19, item 3 fills it in).
+/// - IDMP tokens: their count (unsigned), then the tokens as `seq_type::save_tokens` writes
+///   them for a sequence key (SEQ.HNEXT ... IDMP).
 ///
 /// Every field loaded is marked for the never-reissue gap, like a loaded SEQ key.
 pub(crate) const ENCODING_VERSION: i32 = 1;
@@ -48,22 +50,35 @@ pub(crate) fn load(rdb: &Rdb, encver: c_int) -> Result<SeqMap, String> {
     let tokens = rdb
         .load_u64()
         .ok_or_else(|| "truncated sequence map token count".to_owned())?;
-    if tokens != 0 {
-        return Err(format!(
-            "sequence map holds {tokens} IDMP tokens, which this build does not read"
-        ));
-    }
+    let tokens = if tokens == 0 {
+        None
+    } else {
+        Some(Box::new(load_tokens(rdb, tokens)?))
+    };
     if count == 0 {
         return Err("sequence map with no field".to_owned());
     }
-    SeqMap::decode(&blob, count, true)
+    let mut m = SeqMap::decode(&blob, count, true)?;
+    m.tokens = tokens;
+    Ok(m)
+}
+
+/// The map's tokens, when it has any.
+fn tokens(m: &SeqMap) -> Option<&Window> {
+    m.tokens.as_deref().filter(|w| !w.is_empty())
 }
 
 pub(crate) fn save(rdb: &Rdb, m: &SeqMap) {
     rdb.save_u64(m.len() as u64);
     rdb.save_bytes(&m.encode());
     rdb.save_u64(0);
-    rdb.save_u64(0);
+    match tokens(m) {
+        None => rdb.save_u64(0),
+        Some(w) => {
+            rdb.save_u64(w.len() as u64);
+            save_tokens(rdb, w);
+        }
+    }
 }
 
 /// `SEQ.HSET key field value ...`, [`REWRITE_CHUNK`] fields per command. Replayed from the AOF,
@@ -83,6 +98,21 @@ pub(crate) fn rewrite(out: &AofKey, m: &SeqMap) {
     for chunk in fields.chunks(REWRITE_CHUNK) {
         let args: Vec<&[u8]> = chunk.iter().flat_map(|(n, v)| [*n, v.as_bytes()]).collect();
         out.emit_key_args(c"SEQ.HSET", &args);
+    }
+    // Then the tokens, oldest first, without a field: `SEQ.HIDMPSET key token last expires
+    // fingerprint 0` records a token and changes no field.
+    for e in tokens(m).into_iter().flat_map(Window::iter) {
+        out.emit_token(c"SEQ.HIDMPSET", e);
+    }
+}
+
+/// The tokens, in order, as one digest sequence (their order decides which go first).
+pub(crate) fn digest_tokens(m: &SeqMap, add: &mut dyn FnMut(DigestItem)) {
+    for e in tokens(m).into_iter().flat_map(Window::iter) {
+        add(DigestItem::Bytes(&e.token));
+        add(DigestItem::Int(e.last as i64));
+        add(DigestItem::Int(e.expires_ms as i64));
+        add(DigestItem::Int(e.fingerprint as i64));
     }
 }
 

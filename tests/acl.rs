@@ -20,6 +20,8 @@ const WRITERS: &[&str] = &[
     "seq.next",
     "seq.set",
     "seq.advance",
+    "seq.idmpset",
+    "seq.hidmpset",
     "seq.hnext",
     "seq.hset",
     "seq.hdel",
@@ -57,6 +59,11 @@ fn expected_categories(name: &str) -> Vec<&'static str> {
     if name == "msgid.floor" || name == "uid.floor" {
         v.push("@dangerous");
     }
+    // the internal replicated form of SEQ.NEXT ... IDMP: not fast, and dangerous
+    if name == "seq.idmpset" || name == "seq.hidmpset" {
+        v.retain(|c| *c != "@fast");
+        v.push("@dangerous");
+    }
     v.sort_unstable();
     v
 }
@@ -70,6 +77,13 @@ fn write_calls(now_ms: u64) -> Vec<(Vec<String>, Vec<String>)> {
         (s(&["a"]), s(&["SEQ.NEXT", "a"])),
         (s(&["a"]), s(&["SEQ.NEXT", "a", "COUNT", "5"])),
         (s(&["a"]), s(&["SEQ.ADVANCE", "a", "20"])),
+        (s(&["a"]), s(&["SEQ.NEXT", "a", "IDMP", "t"])),
+        (s(&["a"]), s(&["SEQ.IDMPSET", "a", "t", "9", "1", "1", "0"])),
+        (s(&["m"]), s(&["SEQ.HNEXT", "m", "f", "IDMP", "t"])),
+        (
+            s(&["m"]),
+            s(&["SEQ.HIDMPSET", "m", "t", "9", "1", "1", "0", "f"]),
+        ),
         (s(&["a", "b"]), s(&["SEQ.ADVANCE", "a", "20", "LIMIT", "b"])),
         (s(&["m"]), s(&["SEQ.HNEXT", "m", "f"])),
         (s(&["m"]), s(&["SEQ.HSET", "m", "f", "9", "g", "1"])),
@@ -366,6 +380,8 @@ fn readme_recipe_denies_writers_by_name() {
             "-seq.next",
             "-seq.set",
             "-seq.advance",
+            "-seq.idmpset",
+            "-seq.hidmpset",
             "-seq.hnext",
             "-seq.hset",
             "-seq.hdel",

@@ -327,6 +327,39 @@ fn sequences_arrive_marked_and_the_stream_replays_them_exactly() {
 }
 
 #[test]
+fn idmp_tokens_move_with_the_slot_in_the_snapshot_and_the_stream() {
+    let cluster = start();
+    let a = cluster.owner(0);
+    let b = (a + 1) % 3;
+    let tag = &tags_in(0..1, 1)[0];
+    let key = format!("{{{tag}}}:seq");
+    let mut c = cluster.client();
+    let idmp = |c: &mut redis::cluster::ClusterConnection, token: &str| -> Vec<i64> {
+        redis::cmd("SEQ.NEXT")
+            .arg(&key)
+            .arg("IDMP")
+            .arg(token)
+            .query(c)
+            .unwrap()
+    };
+    assert_eq!(idmp(&mut c, "in-snapshot"), [1, 0]);
+    let src = &cluster.nodes[a];
+    // the snapshot carries the first token; the second goes through the migration's stream
+    let before = start_held(&cluster, a, b, (0, 0));
+    assert_eq!(idmp(&mut c, "in-stream"), [2, 0]);
+    assert_eq!(idmp(&mut c, "in-stream"), [2, 1]);
+    ok(src, &["DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", "0"]);
+    wait_job(src, before.0, "success");
+    cluster.wait_settled();
+    assert_eq!(cluster.owner(0), b);
+    // retries reaching the new owner get the first answers
+    assert_eq!(idmp(&mut c, "in-snapshot"), [1, 1]);
+    assert_eq!(idmp(&mut c, "in-stream"), [2, 1]);
+    // and a new token there skips the gap, as any first NEXT on a moved key does
+    assert_eq!(idmp(&mut c, "after"), [1003, 0]);
+}
+
+#[test]
 fn the_new_owner_issues_above_the_old_owners_ids_each_way() {
     // One key-less slot moved a -> b -> a -> b, no load: each new owner's first message ID and
     // UID for the slot lie above the old owner's last, although b's clock is a minute behind

@@ -108,7 +108,15 @@ fn every_error_names_its_rule() {
         (&[b"SEQ.SET", b"k"], arity("seq.set")),
         (&[b"SEQ.SET", b"k", b"1", b"2"], arity("seq.set")),
         (&[b"SEQ.ADVANCE", b"k"], arity("seq.advance")),
-        (&[b"SEQ.ADVANCE", b"k", b"1", b"2"], arity("seq.advance")),
+        // a fourth argument can only start `LIMIT seqkey`
+        (
+            &[b"SEQ.ADVANCE", b"k", b"1", b"2"],
+            "ERR syntax error".into(),
+        ),
+        (
+            &[b"SEQ.ADVANCE", b"k", b"1", b"LIMIT"],
+            "ERR syntax error".into(),
+        ),
         (&[b"SEQ.NEXT", b"k", b"COUNT"], "ERR syntax error".into()),
         (
             &[b"SEQ.NEXT", b"k", b"COUNTS", b"2"],

@@ -11,10 +11,6 @@
 mod common;
 use common::*;
 
-fn digest(s: &Server) -> String {
-    cmd(&mut s.client(), &["DEBUG", "DIGEST"]).unwrap()
-}
-
 #[test]
 fn replica_ends_with_the_primarys_values() {
     let primary = Server::start();

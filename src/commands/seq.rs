@@ -8,14 +8,15 @@
 //! Nothing is replicated when nothing changed.
 //!
 //! `SEQ.NEXT ... IDMP token` reads the clock (a token's expiry) and the configs (which tokens
-//! to drop), so it always replicates its explicit effect: `SEQ.IDMPSET key value token last
-//! expires fingerprint drop`, which sets the value, drops the `drop` oldest tokens and records
-//! the token with its absolute expiry. Replay never reads the replica's clock or configs; a
+//! to drop), so it always replicates its explicit effect: `SEQ.IDMPSET key token last expires
+//! fingerprint dropped`, which sets the value to `last`, drops the `dropped` oldest tokens and
+//! records the token with its absolute expiry. (Five integers would cost RedisModule_Replicate
+//! an allocated string each; the count and the number dropped are small, so Redis shares them.) Replay never reads the replica's clock or configs; a
 //! duplicate changes nothing and replicates nothing.
 
 use crate::config::{seq_gap, seq_idmp_max, seq_idmp_ttl_ms};
 use crate::core::idmp::{fingerprint, Entry, Lookup};
-use crate::core::seq::{NextError, Seq, MAX_COUNT, MAX_VALUE};
+use crate::core::seq::{Next, NextError, Seq, MAX_COUNT, MAX_VALUE};
 use crate::error::{err, Error, SYNTAX};
 use crate::glue::{Arg, Ctx};
 use crate::node::{self, SEQ_GAP_SKIPS, SEQ_ISSUED};
@@ -69,14 +70,10 @@ pub(crate) fn next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
                 rest = tail;
             }
             [t, tail @ ..] if name.is("IDMP") => {
-                if token.is_some() {
-                    return Err(err("IDMP given twice"));
-                }
-                check_token(t.bytes()).map_err(err)?;
-                token = Some(t);
+                token = Some(idmp_token(t, token)?);
                 rest = tail;
             }
-            [] if name.is("IDMP") => return Err(err("IDMP needs a token (1..64 bytes)")),
+            [] if name.is("IDMP") => return Err(idmp_missing()),
             _ => return Err(SYNTAX),
         }
     }
@@ -103,9 +100,15 @@ pub(crate) fn next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 }
 
 /// One NEXT on an open key: the reservation, and whether the call is a replay.
-#[inline]
-fn reserve(ctx: &Ctx, k: &SeqKey, count: u64) -> Result<(crate::core::seq::Next, bool), Error> {
-    let old = current(k);
+#[inline(always)]
+fn reserve(ctx: &Ctx, k: &SeqKey, count: u64) -> Result<(Next, bool), Error> {
+    reserve_from(ctx, current(k), count)
+}
+
+/// One NEXT from the state `old` (a SEQ key's, a map field's): the reservation, and whether
+/// the call is a replay.
+#[inline(always)]
+pub(crate) fn reserve_from(ctx: &Ctx, old: Seq, count: u64) -> Result<(Next, bool), Error> {
     // Only a marked state can make replay differ, so only then is the context asked whether
     // this call is itself a replay (a replica's and an AOF's keys are all marked).
     let replay = old.needs_gap() && ctx.is_replay();
@@ -121,7 +124,9 @@ fn reserve(ctx: &Ctx, k: &SeqKey, count: u64) -> Result<(crate::core::seq::Next,
     Ok((n, replay))
 }
 
-/// SEQ.NEXT key [COUNT n] IDMP token: `[last, duplicate]`.
+/// SEQ.NEXT key [COUNT n] IDMP token: `[last, duplicate]`. Kept out of line so that plain
+/// SEQ.NEXT stays as it was.
+#[inline(never)]
 fn next_idmp(ctx: &Ctx, key: &Arg, count: u64, token: &Arg) -> Result<(), Error> {
     let now = node::now_ms();
     let fp = fingerprint(b"", count);
@@ -130,17 +135,8 @@ fn next_idmp(ctx: &Ctx, key: &Arg, count: u64, token: &Arg) -> Result<(), Error>
     let lookup = SeqKey::open(ctx, key, false)?
         .window()
         .map_or(Lookup::Miss, |w| w.lookup(token.bytes(), fp, now));
-    match lookup {
-        Lookup::Hit(last) => {
-            reply_idmp(ctx, last, true);
-            return Ok(());
-        }
-        Lookup::Conflict => {
-            return Err(err(
-                "IDMP token already used on this key with another COUNT (a retry must repeat its request)",
-            ))
-        }
-        Lookup::Miss => {}
+    if answered(ctx, lookup, "COUNT")? {
+        return Ok(());
     }
     let mut k = SeqKey::open(ctx, key, true)?;
     let (n, replay) = reserve(ctx, &k, count)?;
@@ -157,9 +153,9 @@ fn next_idmp(ctx: &Ctx, key: &Arg, count: u64, token: &Arg) -> Result<(), Error>
     ctx.replicate_token(
         c"SEQ.IDMPSET",
         key,
-        int(n.last),
         token,
         [int(n.last), expires, fp as i64, int(dropped as u64)],
+        None,
     );
     if n.skipped_gap {
         SEQ_GAP_SKIPS.add(1);
@@ -172,23 +168,43 @@ fn next_idmp(ctx: &Ctx, key: &Arg, count: u64, token: &Arg) -> Result<(), Error>
     Ok(())
 }
 
-fn reply_idmp(ctx: &Ctx, last: u64, duplicate: bool) {
-    ctx.reply_array(2);
-    ctx.reply_int(int(last));
-    ctx.reply_int(i64::from(duplicate));
+/// The token of an `IDMP token` option, refused when one was given already or it breaks the
+/// length rule (shared by SEQ.NEXT and SEQ.HNEXT).
+pub(crate) fn idmp_token<'a>(t: &'a Arg, given: Option<&Arg>) -> Result<&'a Arg, Error> {
+    if given.is_some() {
+        return Err(err("IDMP given twice"));
+    }
+    check_token(t.bytes()).map_err(err)?;
+    Ok(t)
 }
 
-/// SEQ.IDMPSET key value token last expires fingerprint drop
-///
-/// The explicit effect of `SEQ.NEXT ... IDMP` (replicas, the AOF) and of an AOF rewrite: sets
-/// the value (marked when replayed, as SEQ.SET), drops the `drop` oldest tokens, and records
-/// `token` with the first call's `last`, its absolute expiry (unix ms) and the request's
-/// fingerprint. Internal: documented, but not for clients.
-pub(crate) fn idmpset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
-    let [_, key, value, token, last, expires, fp, dropped] = args else {
+/// `IDMP` as the last argument.
+pub(crate) fn idmp_missing() -> Error {
+    err("IDMP needs a token (1..64 bytes)")
+}
+
+/// What a lookup decides before anything is reserved: a live token with the same request is
+/// answered here (`true`: the call is done); one used for another request is refused, the
+/// error naming what differs (`what`); a miss goes on to reserve (`false`).
+pub(crate) fn answered(ctx: &Ctx, lookup: Lookup, what: &str) -> Result<bool, Error> {
+    match lookup {
+        Lookup::Hit(last) => {
+            reply_idmp(ctx, last, true);
+            Ok(true)
+        }
+        Lookup::Conflict => Err(err(format_args!(
+            "IDMP token already used on this key with another {what} (a retry must repeat its request)"
+        ))),
+        Lookup::Miss => Ok(false),
+    }
+}
+
+/// The recorded token of SEQ.IDMPSET and SEQ.HIDMPSET, `token last expires fingerprint
+/// dropped`: the entry, and how many of the oldest tokens to drop first.
+pub(crate) fn token_record(args: &[Arg]) -> Result<(Entry, usize), Error> {
+    let [token, last, expires, fp, dropped] = args else {
         return Err(Error::WrongArity);
     };
-    let value = value_arg(value)?;
     check_token(token.bytes()).map_err(err)?;
     let last = last
         .int_in("last", 0, MAX_VALUE as i64)
@@ -197,14 +213,35 @@ pub(crate) fn idmpset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let fp = fp
         .int()
         .ok_or_else(|| err("fingerprint must be an integer"))? as u64;
-    let dropped = usize::try_from(dropped.int_in("drop", 0, i64::MAX)?).unwrap_or(usize::MAX);
-    let new = Seq::new(value, ctx.is_replay()).ok_or_else(|| err("value out of range"))?;
+    let dropped = usize::try_from(dropped.int_in("dropped", 0, i64::MAX)?).unwrap_or(usize::MAX);
     let entry = Entry {
         token: token.bytes().into(),
         last,
         expires_ms: expires,
         fingerprint: fp,
     };
+    Ok((entry, dropped))
+}
+
+/// `[last, duplicate]`.
+pub(crate) fn reply_idmp(ctx: &Ctx, last: u64, duplicate: bool) {
+    ctx.reply_array(2);
+    ctx.reply_int(int(last));
+    ctx.reply_int(i64::from(duplicate));
+}
+
+/// SEQ.IDMPSET key token last expires fingerprint dropped
+///
+/// The explicit effect of `SEQ.NEXT ... IDMP` (replicas, the AOF) and of an AOF rewrite: sets
+/// the value to `last` (marked when replayed, as SEQ.SET), drops the `dropped` oldest tokens,
+/// and records `token` with `last`, its absolute expiry (unix ms) and the request's
+/// fingerprint. Internal: documented, but not for clients.
+pub(crate) fn idmpset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, key, record @ ..] = args else {
+        return Err(Error::WrongArity);
+    };
+    let (entry, dropped) = token_record(record)?;
+    let new = Seq::new(entry.last, ctx.is_replay()).ok_or_else(|| err("last out of range"))?;
     SeqKey::open(ctx, key, true)?.set_with_token(new, dropped, entry)?;
     ctx.replicate_verbatim();
     ctx.notify(c"seq.idmpset", key);

@@ -6,13 +6,19 @@
 //!
 //! Replication follows the SEQ rule: as called when replay reproduces the effect exactly, else
 //! the explicit effect (a SEQ.HNEXT that skipped the gap replicates `SEQ.HSET key field last`);
-//! nothing when nothing changed. A write opens the key for writing only once it knows it
+//! nothing when nothing changed. `SEQ.HNEXT ... IDMP token` replicates its explicit effect,
+//! `SEQ.HIDMPSET key token last expires fingerprint dropped field` (see `commands::seq` for
+//! SEQ.NEXT's). A write opens the key for writing only once it knows it
 //! changes something: Redis signals every key opened for writing as modified when it is closed,
 //! which would break a client's WATCH on a no-op.
 
-use super::seq::{advance_target, int, limit_key_positions, value_arg};
-use crate::config::seq_gap;
-use crate::core::seq::{NextError, Seq, MAX_COUNT};
+use super::seq::{
+    advance_target, answered, idmp_missing, idmp_token, int, limit_key_positions, reply_idmp,
+    reserve_from, token_record, value_arg,
+};
+use crate::config::{seq_idmp_max, seq_idmp_ttl_ms};
+use crate::core::idmp::{fingerprint, Entry, Lookup, Window};
+use crate::core::seq::{Seq, MAX_COUNT};
 use crate::core::seqmap::{check_name, MapError, SeqMap, MAX_NAME};
 use crate::error::{err, Error, SYNTAX};
 use crate::glue::map_type::MapKey;
@@ -43,36 +49,35 @@ fn current(m: Option<&SeqMap>, field: &[u8]) -> Seq {
         .unwrap_or_else(|| Seq::new(0, node::inherited()).unwrap_or_default())
 }
 
-/// SEQ.HNEXT key field [COUNT n]
+/// SEQ.HNEXT key field [COUNT n] [IDMP token]
 pub(crate) fn hnext(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, key, field_a, opts @ ..] = args else {
         return Err(Error::WrongArity);
     };
     let field = field_arg(field_a)?;
     let mut count = 1;
+    let mut token = None;
     let mut rest = opts;
-    // The last COUNT wins, as for SEQ.NEXT.
+    // The last COUNT wins, as for SEQ.NEXT; IDMP names one request, so twice is refused.
     while let [name, tail @ ..] = rest {
         match tail {
             [n, tail @ ..] if name.is("COUNT") => {
                 count = n.int_in("COUNT", 1, MAX_COUNT as i64)?.unsigned_abs();
                 rest = tail;
             }
+            [t, tail @ ..] if name.is("IDMP") => {
+                token = Some(idmp_token(t, token)?);
+                rest = tail;
+            }
+            [] if name.is("IDMP") => return Err(idmp_missing()),
             _ => return Err(SYNTAX),
         }
     }
-    let mut k = MapKey::open(ctx, key, true)?;
-    let old = current(k.get(), field);
-    let replay = old.needs_gap() && ctx.is_replay();
-    let n = if replay {
-        old.replay_next(count)
-    } else {
-        old.next(count, seq_gap())
+    if let Some(token) = token {
+        return hnext_idmp(ctx, key, field_a, count, token);
     }
-    .map_err(|e| match e {
-        NextError::Overflow => err("sequence overflow"),
-        NextError::ZeroCount => err("COUNT must be an integer in 1..1000000"),
-    })?;
+    let mut k = MapKey::open(ctx, key, true)?;
+    let (n, replay) = reserve(ctx, k.get(), field, count)?;
     let m = k.get_or_create()?;
     if let Err(e) = m.set(field, n.state) {
         if m.is_empty() {
@@ -92,6 +97,106 @@ pub(crate) fn hnext(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         SEQ_ISSUED.add(count);
     }
     ctx.reply_int(int(n.last));
+    Ok(())
+}
+
+/// One NEXT of a field: the reservation, and whether the call is a replay.
+#[inline(always)]
+fn reserve(
+    ctx: &Ctx,
+    m: Option<&SeqMap>,
+    field: &[u8],
+    count: u64,
+) -> Result<(crate::core::seq::Next, bool), Error> {
+    reserve_from(ctx, current(m, field), count)
+}
+
+/// SEQ.HNEXT key field [COUNT n] IDMP token: `[last, duplicate]`. The request's fingerprint
+/// covers the field and the count, so a token reused for another field is refused.
+#[inline(never)]
+fn hnext_idmp(ctx: &Ctx, key: &Arg, field_a: &Arg, count: u64, token: &Arg) -> Result<(), Error> {
+    let field = field_a.bytes();
+    let now = node::now_ms();
+    let fp = fingerprint(field, count);
+    // Looked up through a read handle: a duplicate must not touch the key (see the module
+    // comment).
+    let lookup = MapKey::open(ctx, key, false)?
+        .get()
+        .and_then(|m| m.tokens.as_deref())
+        .map_or(Lookup::Miss, |w| w.lookup(token.bytes(), fp, now));
+    if answered(ctx, lookup, "field or COUNT")? {
+        return Ok(());
+    }
+    let mut k = MapKey::open(ctx, key, true)?;
+    let (n, replay) = reserve(ctx, k.get(), field, count)?;
+    let m = k.get_or_create()?;
+    if let Err(e) = m.set(field, n.state) {
+        if m.is_empty() {
+            k.delete();
+        }
+        return Err(map_error(e));
+    }
+    let window = m.tokens.get_or_insert_with(Box::default);
+    let dropped = window.plan(now, seq_idmp_max());
+    let entry = Entry {
+        token: token.bytes().into(),
+        last: n.last,
+        expires_ms: now.saturating_add(seq_idmp_ttl_ms()),
+        fingerprint: fp,
+    };
+    let expires = int(entry.expires_ms);
+    window.apply(dropped, entry);
+    drop(k);
+    ctx.replicate_token(
+        c"SEQ.HIDMPSET",
+        key,
+        token,
+        [int(n.last), expires, fp as i64, int(dropped as u64)],
+        Some(field_a),
+    );
+    if n.skipped_gap {
+        SEQ_GAP_SKIPS.add(1);
+    }
+    ctx.notify(c"seq.hnext", key);
+    if !replay {
+        SEQ_ISSUED.add(count);
+    }
+    reply_idmp(ctx, n.last, false);
+    Ok(())
+}
+
+/// SEQ.HIDMPSET key token last expires fingerprint dropped [field]
+///
+/// The explicit effect of `SEQ.HNEXT ... IDMP` (with the field: it is set to `last`, marked
+/// when replayed, as SEQ.HSET marks) and of an AOF rewrite (without: the fields came first).
+/// Drops the `dropped` oldest tokens and records `token`. Internal, as SEQ.IDMPSET.
+pub(crate) fn hidmpset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let (key, record, field) = match args {
+        [_, key, record @ ..] if record.len() == 5 => (key, record, None),
+        [_, key, record @ .., field] if record.len() == 5 => (key, record, Some(field_arg(field)?)),
+        _ => return Err(Error::WrongArity),
+    };
+    let (entry, dropped) = token_record(record)?;
+    let new = Seq::new(entry.last, ctx.is_replay()).ok_or_else(|| err("last out of range"))?;
+    let mut k = MapKey::open(ctx, key, true)?;
+    if field.is_none() && k.get().is_none() {
+        return Err(err("no such key (a token without a field needs the map)"));
+    }
+    let m = k.get_or_create()?;
+    if let Some(field) = field {
+        if let Err(e) = m.set(field, new) {
+            if m.is_empty() {
+                k.delete();
+            }
+            return Err(map_error(e));
+        }
+    }
+    let window: &mut Window = m.tokens.get_or_insert_with(Box::default);
+    window.apply(dropped, entry);
+    drop(k);
+    ctx.replicate_verbatim();
+    ctx.notify(c"seq.hidmpset", key);
+    ctx.reply_ok();
     Ok(())
 }
 

@@ -53,10 +53,9 @@ pub enum MapError {
     Full,
 }
 
-/// The IDMP token window of a map (issue 19, item 3; filled in by that work). A map that never
-/// used IDMP holds `None`: one word, no allocation.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Tokens {}
+/// The IDMP token window of a map (`core::idmp`; SEQ.HNEXT ... IDMP). A map that never used
+/// IDMP holds `None`: one word, no allocation.
+pub type Tokens = crate::core::idmp::Window;
 
 /// One map. See the module comment for the layout.
 #[derive(Debug, Default)]
@@ -531,7 +530,7 @@ impl SeqMap {
             + self
                 .tokens
                 .as_ref()
-                .map_or(0, |_| heap(std::mem::size_of::<Tokens>()))
+                .map_or(0, |t| heap(std::mem::size_of::<Tokens>()) + t.heap_bytes())
     }
 
     /// A copy sized like a freshly loaded map.

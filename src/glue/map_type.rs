@@ -9,6 +9,7 @@ use super::types::{log_io, AofKey, ModuleType, Rdb};
 use super::{guard, Arg, Ctx, Entry, Held, Key};
 use crate::core::seqmap::SeqMap;
 use crate::error::{Error, WRONGTYPE};
+use crate::seq_type::DigestItem;
 use crate::seqmap_type::{self, ENCODING_VERSION, TYPE_NAME};
 use redis_module::native_types::RedisType;
 use redis_module::raw;
@@ -60,6 +61,19 @@ pub(crate) fn create(ctx: &redis_module::Context) -> redis_module::Status {
 
 fn map_type() -> ModuleType {
     ModuleType(RAW_TYPE.load(Ordering::Relaxed))
+}
+
+impl Rdb<'_> {
+    /// The next string buffer, copied; `None` when the payload ends or is not one.
+    pub(crate) fn load_bytes(&self) -> Option<Vec<u8>> {
+        raw::load_string_buffer(self.io)
+            .ok()
+            .map(|b| b.as_ref().to_vec())
+    }
+
+    pub(crate) fn save_bytes(&self, b: &[u8]) {
+        raw::save_slice(self.io, b);
+    }
 }
 
 impl AofKey<'_> {
@@ -238,6 +252,17 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
                 for (name, v) in seqmap_type::digest_fields(m) {
                     add_buf(md, name.as_ptr().cast(), name.len());
                     add_int(md, v);
+                    end(md);
+                }
+                let mut any = false;
+                seqmap_type::digest_tokens(m, &mut |item| {
+                    any = true;
+                    match item {
+                        DigestItem::Int(i) => add_int(md, i),
+                        DigestItem::Bytes(b) => add_buf(md, b.as_ptr().cast_mut().cast(), b.len()),
+                    }
+                });
+                if any {
                     end(md);
                 }
             }

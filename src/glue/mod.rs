@@ -391,6 +391,51 @@ impl Ctx {
         }
     }
 
+    /// Replicates `cmd key token last expires fingerprint dropped [field]` (format "ssllll", or
+    /// "sslllls" with the field): the explicit effect of an IDMP call (`commands::seq::idmpset`,
+    /// `commands::seqmap::hidmpset`).
+    pub(crate) fn replicate_token(
+        &self,
+        cmd: &CStr,
+        key: &Arg,
+        token: &Arg,
+        [last, expires, fingerprint, drop]: [i64; 4],
+        field: Option<&Arg>,
+    ) {
+        // SAFETY: as in replicate_key_int; "ssllll" consumes two RedisModuleString* and four
+        // long longs, "sslllls" one RedisModuleString* more, all passed in that order.
+        unsafe {
+            if let Some(f) = raw::RedisModule_Replicate {
+                let (k, t) = (key.ptr, token.ptr);
+                match field {
+                    None => f(
+                        self.ptr,
+                        cmd.as_ptr(),
+                        c"ssllll".as_ptr(),
+                        k,
+                        t,
+                        last,
+                        expires,
+                        fingerprint,
+                        drop,
+                    ),
+                    Some(a) => f(
+                        self.ptr,
+                        cmd.as_ptr(),
+                        c"sslllls".as_ptr(),
+                        k,
+                        t,
+                        last,
+                        expires,
+                        fingerprint,
+                        drop,
+                        a.ptr,
+                    ),
+                };
+            }
+        }
+    }
+
     /// Replicates `cmd key arg value` (format "ssl"), e.g. `SEQ.HSET key field 42`.
     pub(crate) fn replicate_key_arg_int(&self, cmd: &CStr, key: &Arg, arg: &Arg, value: i64) {
         // SAFETY: as in replicate_key_int; "ssl" consumes two RedisModuleString* and one long
@@ -404,37 +449,6 @@ impl Ctx {
                     key.ptr,
                     arg.ptr,
                     value,
-                );
-            }
-        }
-    }
-
-    /// Replicates `cmd key value token last expires fingerprint drop` (format "slsllll"): the
-    /// explicit effect of an IDMP call (`commands::seq::idmpset`).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn replicate_token(
-        &self,
-        cmd: &CStr,
-        key: &Arg,
-        value: i64,
-        token: &Arg,
-        [last, expires, fingerprint, drop]: [i64; 4],
-    ) {
-        // SAFETY: as in replicate_key_int; "slsllll" consumes a RedisModuleString*, a long
-        // long, a RedisModuleString* and four long longs, all passed in that order.
-        unsafe {
-            if let Some(f) = raw::RedisModule_Replicate {
-                f(
-                    self.ptr,
-                    cmd.as_ptr(),
-                    c"slsllll".as_ptr(),
-                    key.ptr,
-                    value,
-                    token.ptr,
-                    last,
-                    expires,
-                    fingerprint,
-                    drop,
                 );
             }
         }

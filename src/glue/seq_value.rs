@@ -47,6 +47,7 @@ pub(crate) unsafe fn read<'a>(word: u64) -> Value<'a> {
 ///
 /// # Safety
 /// As [`read`], and no other reference to the same state may be alive while this one is.
+#[inline]
 pub(crate) unsafe fn boxed_mut<'a>(word: u64) -> Option<&'a mut Tracked> {
     if word & 1 == 1 {
         return None;

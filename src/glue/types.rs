@@ -121,17 +121,6 @@ impl Rdb<'_> {
     pub(crate) fn save_u64(&self, v: u64) {
         raw::save_unsigned(self.io, v);
     }
-
-    /// The next string; `None` when the payload ends or is not one.
-    pub(crate) fn load_bytes(&self) -> Option<Vec<u8>> {
-        raw::load_string_buffer(self.io)
-            .ok()
-            .map(|b| b.as_ref().to_vec())
-    }
-
-    pub(crate) fn save_bytes(&self, b: &[u8]) {
-        raw::save_slice(self.io, b);
-    }
 }
 
 /// The IO handle of an AOF rewrite callback, with the key being rewritten; it cannot outlive
@@ -167,20 +156,19 @@ impl AofKey<'_> {
 }
 
 impl AofKey<'_> {
-    /// Writes `cmd <the key> value token last expires fingerprint 0` (format "slbllll"): one
-    /// IDMP token restored as saved (see `commands::seq::idmpset`).
-    pub(crate) fn emit_token(&self, cmd: &CStr, value: i64, e: &idmp::Entry) {
+    /// Writes `cmd <the key> token last expires fingerprint 0` (format "sbllll"): one IDMP
+    /// token restored as saved (see `commands::seq::idmpset`).
+    pub(crate) fn emit_token(&self, cmd: &CStr, e: &idmp::Entry) {
         // SAFETY: io and key are the live handles of the running aof_rewrite callback;
-        // "slbllll" consumes the key string, a long long, a buffer pointer with its length
-        // (size_t), and four long longs, all passed in that order.
+        // "sbllll" consumes the key string, a buffer pointer with its length (size_t), and four
+        // long longs, all passed in that order.
         unsafe {
             if let Some(f) = raw::RedisModule_EmitAOF {
                 f(
                     self.io,
                     cmd.as_ptr(),
-                    c"slbllll".as_ptr(),
+                    c"sbllll".as_ptr(),
                     self.key,
-                    value,
                     e.token.as_ptr().cast::<std::os::raw::c_char>(),
                     e.token.len(),
                     e.last as i64,

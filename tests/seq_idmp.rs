@@ -1,0 +1,680 @@
+//! Idempotent allocation, `SEQ.NEXT key [COUNT n] IDMP token`: replies, errors, concurrent
+//! retries, expiry by count and by time, and a retry that still gets `duplicate 1` after every
+//! way the key can move or be rebuilt: DEBUG RELOAD, RDB and AOF restarts (with and without the
+//! RDB preamble), kill -9 with AOF everysec, DUMP/RESTORE and COPY, a failover, a slot moved in
+//! a cluster. Replicas and AOF replay reach the primary's exact state (DEBUG DIGEST, tokens
+//! included).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+mod common;
+use common::*;
+use std::time::Duration;
+
+/// `SEQ.NEXT key COUNT count IDMP token` -> (last, duplicate).
+fn idmp(con: &mut Connection, key: &str, token: &str, count: u64) -> (i64, i64) {
+    let r: Vec<i64> = cmd(
+        con,
+        &["SEQ.NEXT", key, "COUNT", &count.to_string(), "IDMP", token],
+    )
+    .unwrap_or_else(|e| panic!("SEQ.NEXT {key} IDMP {token}: {e}"));
+    assert_eq!(r.len(), 2, "{r:?}");
+    (r[0], r[1])
+}
+
+fn ok(con: &mut Connection, args: &[&str]) {
+    let r: String = cmd(con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert_eq!(r, "OK", "{args:?}");
+}
+
+fn config_set(con: &mut Connection, name: &str, value: &str) {
+    ok(con, &["CONFIG", "SET", name, value]);
+}
+
+#[test]
+fn the_first_call_reserves_and_a_retry_gets_its_answer() {
+    let s = Server::start();
+    let mut con = s.client();
+    assert_eq!(idmp(&mut con, "k", "m1", 1), (1, 0));
+    assert_eq!(idmp(&mut con, "k", "m1", 1), (1, 1));
+    assert_eq!(idmp(&mut con, "k", "m2", 5), (6, 0));
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "k"]), 7, "plain NEXT unchanged");
+    assert_eq!(idmp(&mut con, "k", "m2", 5), (6, 1));
+    assert_eq!(idmp(&mut con, "k", "m1", 1), (1, 1));
+    assert_eq!(
+        int(&mut con, &["SEQ.GET", "k"]),
+        7,
+        "retries reserve nothing"
+    );
+    // tokens are per key and binary-safe; the longest is 64 bytes
+    assert_eq!(idmp(&mut con, "other", "m1", 1), (1, 0));
+    let long = "x".repeat(64);
+    assert_eq!(idmp(&mut con, "k", &long, 1), (8, 0));
+    let bin: Vec<i64> = redis::cmd("SEQ.NEXT")
+        .arg("k")
+        .arg("IDMP")
+        .arg(&[0u8, 255, 10][..])
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(bin, [9, 0]);
+    // option order and case do not matter; the last COUNT wins as for plain NEXT
+    let r: Vec<i64> = cmd(&mut con, &["seq.next", "k", "idmp", "m3", "count", "2"]).unwrap();
+    assert_eq!(r, [11, 0]);
+    let r: Vec<i64> = cmd(
+        &mut con,
+        &["SEQ.NEXT", "k", "COUNT", "9", "IDMP", "m3", "COUNT", "2"],
+    )
+    .unwrap();
+    assert_eq!(r, [11, 1]);
+    // RESP3: the same two integers
+    let mut r3 = s.client_resp3();
+    let r: Vec<i64> = cmd(&mut r3, &["SEQ.NEXT", "k", "IDMP", "m1"]).unwrap();
+    assert_eq!(r, [1, 1]);
+    // a plain SET keeps the tokens (and the answers they gave)
+    ok(&mut con, &["SEQ.SET", "k", "100"]);
+    assert_eq!(idmp(&mut con, "k", "m2", 5), (6, 1));
+    assert_eq!(idmp(&mut con, "k", "m4", 1), (101, 0));
+}
+
+#[test]
+fn map_fields_take_tokens_too() {
+    let s = Server::start();
+    let mut con = s.client();
+    assert_eq!(hidmp(&mut con, "m", "friendship", "t1", 1), (1, 0));
+    assert_eq!(hidmp(&mut con, "m", "friendship", "t1", 1), (1, 1));
+    assert_eq!(hidmp(&mut con, "m", "group", "t2", 3), (3, 0));
+    assert_eq!(
+        int(&mut con, &["SEQ.HNEXT", "m", "group"]),
+        4,
+        "plain HNEXT unchanged"
+    );
+    assert_eq!(hidmp(&mut con, "m", "group", "t2", 3), (3, 1));
+    assert_eq!(int(&mut con, &["SEQ.HGET", "m", "group"]), 4);
+    // the token names one request: another field or count is refused
+    for args in [
+        &["SEQ.HNEXT", "m", "group", "IDMP", "t1"][..],
+        &["SEQ.HNEXT", "m", "friendship", "COUNT", "2", "IDMP", "t1"],
+    ] {
+        let a: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        let e = expect_err(&mut con, &a);
+        assert!(
+            e.starts_with("ERR IDMP token already used on this key with another field or COUNT"),
+            "{e}"
+        );
+    }
+    for (args, want) in [
+        (
+            &["SEQ.HNEXT", "m", "f", "IDMP"][..],
+            "ERR IDMP needs a token",
+        ),
+        (
+            &["SEQ.HNEXT", "m", "f", "IDMP", "a", "IDMP", "b"],
+            "ERR IDMP given twice",
+        ),
+        (
+            &["SEQ.HNEXT", "m", "f", "IDMP", ""],
+            "ERR IDMP token must be 1..64 bytes",
+        ),
+        (
+            &["SEQ.HIDMPSET", "nokey", "t", "1", "1", "1", "0"],
+            "ERR no such key",
+        ),
+    ] {
+        let a: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        let e = expect_err(&mut con, &a);
+        assert!(e.starts_with(want), "{args:?}: {e}");
+    }
+    assert_eq!(int(&mut con, &["SEQ.HLEN", "m"]), 2, "nothing created");
+    // tokens of a map and of a sequence key are separate
+    assert_eq!(idmp(&mut con, "s", "t1", 1), (1, 0));
+    // deleting the last field deletes the key, tokens with it
+    assert_eq!(int(&mut con, &["SEQ.HDEL", "m", "friendship", "group"]), 2);
+    assert_eq!(hidmp(&mut con, "m", "friendship", "t1", 1), (1, 0));
+}
+
+#[test]
+fn bad_calls_are_refused_and_change_nothing() {
+    let s = Server::start();
+    let mut con = s.client();
+    assert_eq!(idmp(&mut con, "k", "m1", 2), (2, 0));
+    let long = "x".repeat(65);
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["SEQ.NEXT", "k", "IDMP", ""],
+            "ERR IDMP token must be 1..64 bytes",
+        ),
+        (
+            &["SEQ.NEXT", "k", "IDMP", &long],
+            "ERR IDMP token must be 1..64 bytes",
+        ),
+        (
+            &["SEQ.NEXT", "k", "IDMP"],
+            "ERR IDMP needs a token (1..64 bytes)",
+        ),
+        (
+            &["SEQ.NEXT", "k", "COUNT", "2", "IDMP"],
+            "ERR IDMP needs a token",
+        ),
+        (
+            &["SEQ.NEXT", "k", "IDMP", "a", "IDMP", "b"],
+            "ERR IDMP given twice",
+        ),
+        (
+            &["SEQ.NEXT", "k", "IDMP", "a", "IDMP", "a"],
+            "ERR IDMP given twice",
+        ),
+        (
+            &["SEQ.NEXT", "k", "IDMP", "a", "COUNT", "0"],
+            "ERR COUNT must be an integer in 1..1000000",
+        ),
+        (&["SEQ.NEXT", "k", "IDMP", "a", "NOPE"], "ERR syntax error"),
+        (
+            &["SEQ.NEXT", "k", "COUNT", "3", "IDMP", "m1"],
+            "ERR IDMP token already used on this key with another COUNT",
+        ),
+        (
+            &["SEQ.NEXT", "k", "IDMP", "m1"],
+            "ERR IDMP token already used on this key with another COUNT",
+        ),
+    ];
+    for (args, want) in cases {
+        let a: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        let e = expect_err(&mut con, &a);
+        assert!(e.starts_with(want), "{args:?}: {e}");
+    }
+    assert_eq!(int(&mut con, &["SEQ.GET", "k"]), 2, "nothing reserved");
+    assert_eq!(
+        idmp(&mut con, "k", "a", 1),
+        (3, 0),
+        "no refused call left its token"
+    );
+    let _: String = cmd(&mut con, &["SET", "str", "x"]).unwrap();
+    let e = expect_err(&mut con, &[b"SEQ.NEXT", b"str", b"IDMP", b"a"]);
+    assert!(e.starts_with("WRONGTYPE"), "{e}");
+    // the internal command checks what it restores
+    for (args, want) in [
+        (
+            vec!["SEQ.IDMPSET", "k", "", "1", "1", "1", "0"],
+            "ERR IDMP token must be 1..64 bytes",
+        ),
+        (
+            vec!["SEQ.IDMPSET", "k", "t", "-1", "1", "1", "0"],
+            "ERR last must be an integer in 0..9223372036854775807",
+        ),
+        (
+            vec!["SEQ.IDMPSET", "k", "t", "1", "-1", "1", "0"],
+            "ERR expires must be an integer",
+        ),
+        (
+            vec!["SEQ.IDMPSET", "k", "t", "1", "1", "x", "0"],
+            "ERR fingerprint must be an integer",
+        ),
+        (
+            vec!["SEQ.IDMPSET", "k", "t", "1", "1", "1", "-1"],
+            "ERR dropped must be an integer",
+        ),
+    ] {
+        let a: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        let e = expect_err(&mut con, &a);
+        assert!(e.starts_with(want), "{args:?}: {e}");
+    }
+    assert_eq!(int(&mut con, &["SEQ.GET", "k"]), 3);
+}
+
+#[test]
+fn a_duplicate_touches_nothing() {
+    let s = Server::start();
+    let mut con = s.client();
+    assert_eq!(idmp(&mut con, "k", "m1", 1), (1, 0));
+    // WATCH sees no change from a retry: the transaction runs
+    let mut other = s.client();
+    let _: String = cmd(&mut con, &["WATCH", "k"]).unwrap();
+    assert_eq!(idmp(&mut other, "k", "m1", 1), (1, 1));
+    let _: String = cmd(&mut con, &["MULTI"]).unwrap();
+    let _: String = cmd(&mut con, &["SEQ.GET", "k"]).unwrap();
+    let r: Value = cmd(&mut con, &["EXEC"]).unwrap();
+    assert_eq!(r, Value::Array(vec![Value::Int(1)]), "EXEC ran");
+    // ... and a new token is a change
+    let _: String = cmd(&mut con, &["WATCH", "k"]).unwrap();
+    assert_eq!(idmp(&mut other, "k", "m2", 1), (2, 0));
+    let _: String = cmd(&mut con, &["MULTI"]).unwrap();
+    let _: String = cmd(&mut con, &["SEQ.GET", "k"]).unwrap();
+    let r: Value = cmd(&mut con, &["EXEC"]).unwrap();
+    assert_eq!(r, Value::Nil, "EXEC aborted");
+}
+
+#[test]
+fn concurrent_retries_of_one_token_reserve_once() {
+    let s = Server::start();
+    let url = s.url();
+    let threads: Vec<_> = (0..16)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+                (0..50)
+                    .map(|i| {
+                        let a = idmp(&mut con, "conv", "the-message", 3);
+                        // interleaved with other messages of the same conversation
+                        let b = idmp(&mut con, "conv", &format!("m{}", i % 5), 1);
+                        (a, b)
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let replies: Vec<((i64, i64), (i64, i64))> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    let firsts: Vec<_> = replies.iter().filter(|(a, _)| a.1 == 0).collect();
+    assert_eq!(firsts.len(), 1, "one reservation for the token");
+    let last = firsts[0].0 .0;
+    assert!(
+        replies.iter().all(|(a, _)| a.0 == last),
+        "every retry got {last}"
+    );
+    let mut fresh: Vec<i64> = replies
+        .iter()
+        .map(|(_, b)| b)
+        .filter(|b| b.1 == 0)
+        .map(|b| b.0)
+        .collect();
+    fresh.sort_unstable();
+    assert_eq!(fresh.len(), 5, "one reservation per other token: {fresh:?}");
+    let mut con = s.client();
+    assert_eq!(
+        int(&mut con, &["SEQ.GET", "conv"]),
+        3 + 5,
+        "exactly 8 values reserved"
+    );
+}
+
+#[test]
+fn tokens_expire_by_count_oldest_first() {
+    let s = Server::build().args(&["--imid.seq-idmp-max", "3"]).start();
+    let mut con = s.client();
+    for (i, t) in ["a", "b", "c"].iter().enumerate() {
+        assert_eq!(idmp(&mut con, "k", t, 1), (i as i64 + 1, 0));
+    }
+    assert_eq!(idmp(&mut con, "k", "a", 1), (1, 1));
+    assert_eq!(idmp(&mut con, "k", "d", 1), (4, 0), "a goes");
+    assert_eq!(idmp(&mut con, "k", "b", 1), (2, 1));
+    assert_eq!(
+        idmp(&mut con, "k", "a", 1),
+        (5, 0),
+        "forgotten: a new reservation"
+    );
+    // now c, d, a: b went when a came back
+    assert_eq!(idmp(&mut con, "k", "c", 1), (3, 1));
+    assert_eq!(idmp(&mut con, "k", "b", 1), (6, 0));
+    // a smaller maximum applies at the next new token
+    config_set(&mut con, "imid.seq-idmp-max", "1");
+    assert_eq!(
+        idmp(&mut con, "k", "d", 1),
+        (4, 1),
+        "still there until a write"
+    );
+    assert_eq!(idmp(&mut con, "k", "e", 1), (7, 0));
+    for t in ["c", "d", "a", "b"] {
+        assert_eq!(idmp(&mut con, "k", t, 1).1, 0, "{t} dropped");
+    }
+}
+
+/// The hooked build's clock, frozen at `ms`.
+fn freeze(con: &mut Connection, ms: u64) {
+    ok(con, &["IMID.TEST-CLOCK", "FREEZE", &ms.to_string()]);
+}
+
+#[test]
+fn tokens_expire_by_time_and_the_next_write_drops_them_everywhere() {
+    let primary = Server::build()
+        .hooked()
+        .args(&["--imid.seq-idmp-ttl", "10"])
+        .start();
+    let port = primary.port.to_string();
+    let replica = Server::build()
+        .hooked()
+        .args(&["--replicaof", "127.0.0.1", &port])
+        .start();
+    replica.wait_link_up();
+    let mut p = primary.client();
+    let t0 = 1_800_000_000_000u64;
+    freeze(&mut p, t0);
+    assert_eq!(idmp(&mut p, "k", "a", 1), (1, 0));
+    freeze(&mut p, t0 + 5_000);
+    assert_eq!(idmp(&mut p, "k", "b", 1), (2, 0));
+    freeze(&mut p, t0 + 9_999);
+    assert_eq!(idmp(&mut p, "k", "a", 1), (1, 1));
+    freeze(&mut p, t0 + 10_000);
+    assert_eq!(idmp(&mut p, "k", "b", 1), (2, 1));
+    primary.wait_replica(&replica);
+    let with_a = digest(&primary);
+    assert_eq!(digest(&replica), with_a);
+    // a expired: a lookup ignores it, and the write that follows drops it (on the replica
+    // too, by the primary's decision)
+    assert_eq!(idmp(&mut p, "k", "a", 1), (3, 0));
+    primary.wait_replica(&replica);
+    assert_ne!(digest(&primary), with_a);
+    assert_eq!(digest(&replica), digest(&primary));
+    // the replica's own clock plays no part: far in the future, its window is the primary's
+    let mut r = replica.client();
+    freeze(&mut r, t0 + 1_000_000_000);
+    freeze(&mut p, t0 + 30_000);
+    assert_eq!(
+        idmp(&mut p, "k", "c", 1),
+        (4, 0),
+        "a and b expired: dropped"
+    );
+    primary.wait_replica(&replica);
+    assert_eq!(digest(&replica), digest(&primary));
+    // a longer TTL applies to new tokens only
+    config_set(&mut p, "imid.seq-idmp-ttl", "100");
+    assert_eq!(idmp(&mut p, "k", "d", 1), (5, 0));
+    freeze(&mut p, t0 + 30_000 + 99_999);
+    assert_eq!(idmp(&mut p, "k", "d", 1), (5, 1));
+    assert_eq!(idmp(&mut p, "k", "c", 1), (6, 0), "c kept its 10 s");
+}
+
+/// One IDMP call made: key, field (for a map), token, count, the reply's last.
+type Made = (String, Option<String>, String, u64, i64);
+
+/// `SEQ.HNEXT key field COUNT count IDMP token` -> (last, duplicate).
+fn hidmp(con: &mut Connection, key: &str, field: &str, token: &str, count: u64) -> (i64, i64) {
+    let r: Vec<i64> = cmd(
+        con,
+        &[
+            "SEQ.HNEXT",
+            key,
+            field,
+            "COUNT",
+            &count.to_string(),
+            "IDMP",
+            token,
+        ],
+    )
+    .unwrap_or_else(|e| panic!("SEQ.HNEXT {key} {field} IDMP {token}: {e}"));
+    assert_eq!(r.len(), 2, "{r:?}");
+    (r[0], r[1])
+}
+
+/// The call `m` describes, again.
+fn again(con: &mut Connection, m: &Made) -> (i64, i64) {
+    match &m.1 {
+        None => idmp(con, &m.0, &m.2, m.3),
+        Some(f) => hidmp(con, &m.0, f, &m.2, m.3),
+    }
+}
+
+/// The keys `mixed` writes: sequences k0..k3, maps m0 and m1.
+const MIXED_KEYS: [&str; 6] = ["k0", "k1", "k2", "k3", "m0", "m1"];
+
+/// A workload of IDMP calls with retries, plain NEXTs and SETs over a few sequence keys, and
+/// IDMP calls over the fields of two maps, with a small window so that tokens are dropped;
+/// returns the IDMP calls made.
+fn mixed(con: &mut Connection, round: usize) -> Vec<Made> {
+    let mut made: Vec<Made> = Vec::new();
+    for i in 0..60 {
+        let k = format!("k{}", i % 4);
+        let count = (i % 3 + 1) as u64;
+        match i % 6 {
+            4 => {
+                int(con, &["SEQ.NEXT", &k, "COUNT", "2"]);
+            }
+            5 if i % 12 == 5 => ok(con, &["SEQ.SET", &k, &(1000 * round + i).to_string()]),
+            _ => {
+                let t = format!("r{round}-t{i}");
+                let (last, dup) = idmp(con, &k, &t, count);
+                assert_eq!(dup, 0);
+                assert_eq!(idmp(con, &k, &t, count), (last, 1));
+                made.push((k, None, t, count, last));
+            }
+        }
+        // a map: fields f0..f2, plain HNEXTs between the IDMP calls
+        let m = format!("m{}", i % 2);
+        let f = format!("f{}", i % 3);
+        if i % 5 == 0 {
+            int(con, &["SEQ.HNEXT", &m, &f]);
+        }
+        let t = format!("r{round}-h{i}");
+        let (last, dup) = hidmp(con, &m, &f, &t, count);
+        assert_eq!(dup, 0);
+        assert_eq!(hidmp(con, &m, &f, &t, count), (last, 1));
+        made.push((m, Some(f), t, count, last));
+    }
+    made
+}
+
+/// Of `made`, those the window still holds (the last `max` per key) get duplicate 1.
+fn retries_are_duplicates(con: &mut Connection, made: &[Made], max: usize) {
+    for key in MIXED_KEYS {
+        let of_key: Vec<_> = made.iter().filter(|m| m.0 == key).collect();
+        assert!(!of_key.is_empty(), "{key}");
+        for m in of_key.iter().rev().take(max) {
+            assert_eq!(again(con, m), (m.4, 1), "{m:?}");
+        }
+    }
+}
+
+fn replica_and_aof_replay_reach_the_primarys_state(preamble: &str) {
+    let args = [
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--aof-use-rdb-preamble",
+        preamble,
+        "--imid.seq-idmp-max",
+        "5",
+    ];
+    let mut primary = Server::build().args(&args).start();
+    let mut p = primary.client();
+    let first = mixed(&mut p, 0);
+    // attached now: the first round travels in the full sync's RDB, the second as SEQ.IDMPSET
+    let replica = primary.replica(&[]);
+    let second = mixed(&mut p, 1);
+    primary.wait_replica(&replica);
+    let want = digest(&primary);
+    assert_eq!(digest(&replica), want);
+    let r_info: String = cmd(&mut replica.client(), &["INFO", "commandstats"]).unwrap();
+    for c in ["cmdstat_seq.idmpset", "cmdstat_seq.hidmpset"] {
+        assert!(r_info.contains(c), "replicated as the explicit effect: {c}");
+    }
+    assert!(!first.is_empty());
+    drop(replica);
+
+    // replayed from the AOF
+    primary.kill();
+    primary.restart();
+    assert_eq!(digest(&primary), want, "AOF replay");
+    // rewritten (without the preamble, the rewrite callback writes SEQ.IDMPSET), then replayed
+    let mut p = primary.client();
+    let _: String = cmd(&mut p, &["BGREWRITEAOF"]).unwrap();
+    primary.wait_for_aof_rewrite();
+    let (_, base) = aof_base(&primary);
+    for c in [&b"SEQ.IDMPSET"[..], b"SEQ.HIDMPSET"] {
+        assert_eq!(preamble == "no", contains(&base, c), "{preamble}");
+    }
+    primary.kill();
+    primary.restart();
+    assert_eq!(digest(&primary), want, "rewritten AOF replay");
+    let mut p = primary.client();
+    retries_are_duplicates(&mut p, &second, 5);
+    assert_eq!(digest(&primary), want, "retries change nothing");
+}
+
+#[test]
+fn replica_and_aof_replay_reach_the_primarys_state_with_preamble() {
+    replica_and_aof_replay_reach_the_primarys_state("yes");
+}
+
+#[test]
+fn replica_and_aof_replay_reach_the_primarys_state_without_preamble() {
+    replica_and_aof_replay_reach_the_primarys_state("no");
+}
+
+#[test]
+fn tokens_survive_reload_restart_restore_and_copy() {
+    let mut s = Server::build().args(&["--save", "3600 1"]).start();
+    let mut con = s.client();
+    let made = mixed(&mut con, 0);
+    let want = digest(&s);
+    ok(&mut con, &["DEBUG", "RELOAD"]);
+    assert_eq!(digest(&s), want, "DEBUG RELOAD");
+    retries_are_duplicates(&mut con, &made, 1000);
+    s.shutdown(true);
+    s.restart();
+    let mut con = s.client();
+    assert_eq!(digest(&s), want, "RDB restart");
+    retries_are_duplicates(&mut con, &made, 1000);
+    // loaded, so marked: a new token skips the gap, and its retry is a duplicate
+    let before = int(&mut con, &["SEQ.GET", "k0"]);
+    assert_eq!(idmp(&mut con, "k0", "new", 1), (before + 1001, 0));
+    assert_eq!(idmp(&mut con, "k0", "new", 1), (before + 1001, 1));
+
+    // DUMP/RESTORE (what MIGRATE sends) and COPY carry the tokens
+    let dump: Vec<u8> = redis::cmd("DUMP").arg("k1").query(&mut con).unwrap();
+    let r: String = redis::cmd("RESTORE")
+        .arg("k1r")
+        .arg(0)
+        .arg(&dump)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(r, "OK");
+    assert_eq!(int(&mut con, &["COPY", "k1", "k1c"]), 1);
+    let (_, _, t, count, last) = made.iter().rev().find(|m| m.0 == "k1").unwrap();
+    for k in ["k1r", "k1c"] {
+        assert_eq!(idmp(&mut con, k, t, *count), (*last, 1), "{k}");
+    }
+    // and a map's
+    let dump: Vec<u8> = redis::cmd("DUMP").arg("m1").query(&mut con).unwrap();
+    let r: String = redis::cmd("RESTORE")
+        .arg("m1r")
+        .arg(0)
+        .arg(&dump)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(r, "OK");
+    assert_eq!(int(&mut con, &["COPY", "m1", "m1c"]), 1);
+    let m = made.iter().rev().find(|m| m.0 == "m1").unwrap();
+    for k in ["m1r", "m1c"] {
+        let f = m.1.as_deref().unwrap();
+        assert_eq!(hidmp(&mut con, k, f, &m.2, m.3), (m.4, 1), "{k}");
+    }
+    let d: Vec<Vec<String>> = ["k1", "k1r", "k1c"]
+        .iter()
+        .map(|k| cmd(&mut con, &["DEBUG", "DIGEST-VALUE", k]).unwrap())
+        .collect();
+    assert!(d[0] == d[1] && d[1] == d[2], "{d:?}");
+    // the copy is independent
+    assert_eq!(idmp(&mut con, "k1c", "only-in-copy", 1).1, 0);
+    assert_eq!(idmp(&mut con, "k1", "only-in-copy", 1).1, 0);
+    ok(&mut con, &["FLUSHALL"]);
+    assert_eq!(int(&mut con, &["DBSIZE"]), 0);
+}
+
+#[test]
+fn a_retry_after_kill_9_with_aof_everysec_is_a_duplicate() {
+    let args = ["--appendonly", "yes", "--appendfsync", "everysec"];
+    let mut s = Server::build().args(&args).start();
+    let mut con = s.client();
+    let mut made = Vec::new();
+    for i in 0..200 {
+        let t = format!("msg-{i}");
+        made.push((t.clone(), idmp(&mut con, "conv", &t, 1)));
+    }
+    let field = hidmp(&mut con, "sync", "group", "msg-0", 1);
+    // the last reply, then one second for the fsync
+    std::thread::sleep(Duration::from_millis(1100));
+    s.kill();
+    s.restart();
+    let mut con = s.client();
+    for (t, (last, dup)) in made.iter().rev().take(100) {
+        assert_eq!(*dup, 0);
+        assert_eq!(idmp(&mut con, "conv", t, 1), (*last, 1), "{t}");
+    }
+    assert_eq!(hidmp(&mut con, "sync", "group", "msg-0", 1), (field.0, 1));
+    let (last, dup) = idmp(&mut con, "conv", "after", 1);
+    assert_eq!(dup, 0);
+    assert_eq!(last, 200 + 1001, "skipped the gap");
+}
+
+#[test]
+fn a_retry_after_failover_is_a_duplicate() {
+    let primary = Server::start();
+    let replica = primary.replica(&[]);
+    let mut p = primary.client();
+    let first = idmp(&mut p, "conv", "m1", 2);
+    let second = idmp(&mut p, "conv", "m2", 1);
+    let field = hidmp(&mut p, "sync", "friendship", "m1", 1);
+    let n: i64 = cmd(&mut p, &["WAIT", "1", "5000"]).unwrap();
+    assert_eq!(n, 1);
+    drop(primary);
+    let mut r = replica.client();
+    ok(&mut r, &["REPLICAOF", "NO", "ONE"]);
+    assert_eq!(idmp(&mut r, "conv", "m1", 2), (first.0, 1));
+    assert_eq!(idmp(&mut r, "conv", "m2", 1), (second.0, 1));
+    assert_eq!(hidmp(&mut r, "sync", "friendship", "m1", 1), (field.0, 1));
+    let (last, dup) = idmp(&mut r, "conv", "m3", 1);
+    assert_eq!(
+        (last, dup),
+        (second.0 + 1001, 0),
+        "the promoted replica skips the gap"
+    );
+}
+
+#[test]
+fn a_retry_after_a_slot_move_is_a_duplicate() {
+    let slot_of = slot("{conv}");
+    let c = common::cluster::Cluster::start(None, &[], slot_of..slot_of + 1);
+    let from = c.owner(slot_of);
+    let to = (from + 1) % 3;
+    let mut con = c.client();
+    let call = |con: &mut redis::cluster::ClusterConnection, t: &str| -> Vec<i64> {
+        redis::cmd("SEQ.NEXT")
+            .arg("{conv}")
+            .arg("IDMP")
+            .arg(t)
+            .query(con)
+            .unwrap()
+    };
+    let first = call(&mut con, "m1");
+    assert_eq!(first[1], 0);
+    c.migrate_by_hand(slot_of, from, to);
+    assert_eq!(c.owner(slot_of), to);
+    let mut con = c.client();
+    assert_eq!(call(&mut con, "m1"), [first[0], 1]);
+    let next = call(&mut con, "m2");
+    assert_eq!(next[1], 0);
+    assert!(next[0] > first[0]);
+}
+
+#[test]
+fn a_key_without_tokens_costs_no_more_than_before() {
+    let s = Server::start();
+    let mut con = s.client();
+    int(&mut con, &["SEQ.NEXT", "plain"]);
+    int(&mut con, &["INCR", "count"]);
+    idmp(&mut con, "token", "m1", 1);
+    let plain = int(&mut con, &["MEMORY", "USAGE", "plain"]);
+    let string = int(&mut con, &["MEMORY", "USAGE", "count"]);
+    let with_token = int(&mut con, &["MEMORY", "USAGE", "token"]);
+    println!("MEMORY USAGE: plain {plain}, INCR {string}, with one token {with_token}");
+    // the one-word value: at most the 16-byte module wrapper above an INCR counter (as
+    // before IDMP existed), and no box behind it
+    assert!(plain <= string + 16, "{plain} vs {string}");
+    assert!(with_token > plain + 64, "{with_token} vs {plain}");
+    // a value too large for the word is boxed, and behaves the same
+    ok(&mut con, &["SEQ.SET", "big", "4611686018427387904"]);
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "big"]), 4611686018427387905);
+    ok(&mut con, &["DEBUG", "RELOAD"]);
+    assert_eq!(int(&mut con, &["SEQ.GET", "big"]), 4611686018427387905);
+    assert_eq!(int(&mut con, &["COPY", "big", "big2"]), 1);
+    assert_eq!(int(&mut con, &["SEQ.GET", "big2"]), 4611686018427387905);
+    ok(&mut con, &["SEQ.SET", "big", "5"]);
+    assert_eq!(int(&mut con, &["SEQ.GET", "big2"]), 4611686018427387905);
+    assert_eq!(int(&mut con, &["SEQ.GET", "big"]), 5);
+}

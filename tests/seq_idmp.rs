@@ -11,6 +11,7 @@
     clippy::panic
 )]
 mod common;
+use common::rdb::{aof_base, contains};
 use common::*;
 use std::time::Duration;
 

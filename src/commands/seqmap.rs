@@ -77,9 +77,20 @@ pub(crate) fn hnext(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         return hnext_idmp(ctx, key, field_a, count, token);
     }
     let mut k = MapKey::open(ctx, key, true)?;
-    let (n, replay) = reserve(ctx, k.get(), field, count)?;
+    // One hash and one probe for the read and the write.
+    let at = k.get().map(|m| m.locate(field));
+    let old = k
+        .get()
+        .zip(at.as_ref())
+        .and_then(|(m, at)| m.state(at))
+        .unwrap_or_else(|| Seq::new(0, node::inherited()).unwrap_or_default());
+    let (n, replay) = reserve_from(ctx, old, count)?;
     let m = k.get_or_create()?;
-    if let Err(e) = m.set(field, n.state) {
+    let stored = match at {
+        Some(at) => m.store(field, at, n.state),
+        None => m.set(field, n.state),
+    };
+    if let Err(e) = stored {
         if m.is_empty() {
             k.delete();
         }

@@ -225,6 +225,37 @@ impl SeqMap {
         self.slot_entry(i).map(|e| e.seq())
     }
 
+    /// Where `name` is (or would go): one hash and one probe, for a read followed by a write of
+    /// the same field ([`SeqMap::state`], then [`SeqMap::store`]) with no change in between.
+    pub fn locate(&self, name: &[u8]) -> Located {
+        let hash = hash(name);
+        Located {
+            hash,
+            slot: self.find(name, hash),
+        }
+    }
+
+    /// The state of a located field, or `None` when it is missing.
+    pub fn state(&self, at: &Located) -> Option<Seq> {
+        at.slot.and_then(|i| self.slot_entry(i)).map(|e| e.seq())
+    }
+
+    /// [`SeqMap::set`] at a place [`SeqMap::locate`] found for `name` in this map, unchanged
+    /// since.
+    pub fn store(&mut self, name: &[u8], at: Located, s: Seq) -> Result<bool, MapError> {
+        check_name(name)?;
+        match at.slot {
+            Some(i) => {
+                self.update(i, name, s)?;
+                Ok(false)
+            }
+            None => {
+                self.insert(name, at.hash, s)?;
+                Ok(true)
+            }
+        }
+    }
+
     /// Stores `s` as the state of `name`. `Ok(true)` when the field was added.
     pub fn set(&mut self, name: &[u8], s: Seq) -> Result<bool, MapError> {
         check_name(name)?;
@@ -724,6 +755,13 @@ impl SeqMap {
     }
 }
 
+/// A field's place in a map, from [`SeqMap::locate`]: valid until the map changes.
+#[derive(Clone, Copy, Debug)]
+pub struct Located {
+    hash: u64,
+    slot: Option<usize>,
+}
+
 /// Why [`SeqMap::build`] refused its fields.
 #[derive(Debug, PartialEq, Eq)]
 pub enum BuildError {
@@ -817,6 +855,23 @@ mod tests {
             m.len
         );
         assert!(per < 24.0, "{per} bytes per field");
+    }
+
+    #[test]
+    fn locate_then_store_is_set() {
+        let mut m = SeqMap::new();
+        for i in 0..500u64 {
+            let name = format!("l{i}");
+            let at = m.locate(name.as_bytes());
+            assert_eq!(m.state(&at), None);
+            assert_eq!(m.store(name.as_bytes(), at, seq(i, false)), Ok(true));
+            let at = m.locate(name.as_bytes());
+            assert_eq!(m.state(&at), Some(seq(i, false)));
+            assert_eq!(m.store(name.as_bytes(), at, seq(i << 33, true)), Ok(false));
+            assert_eq!(m.get(name.as_bytes()), Some(seq(i << 33, true)));
+        }
+        m.check();
+        assert_eq!(m.len(), 500);
     }
 
     #[test]

@@ -619,24 +619,6 @@ pub fn digest(s: &Server) -> String {
     cmd(&mut s.client(), &["DEBUG", "DIGEST"]).unwrap()
 }
 
-/// The base file of Redis 7's multi-part AOF: its name and bytes.
-pub fn aof_base(s: &Server) -> (String, Vec<u8>) {
-    let dir = s.dir.join("appendonlydir");
-    let entry = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().contains(".base."))
-        .expect("an AOF base file");
-    (
-        entry.file_name().unwrap().to_string_lossy().into_owned(),
-        std::fs::read(&entry).unwrap(),
-    )
-}
-
-pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
-}
-
 /// How to start a [`Server`], for what the `start_*` shortcuts do not cover. Defaults: the
 /// release module, `redis_server_bin()`, a fresh temp directory, no extra arguments.
 pub struct Launch {

@@ -131,6 +131,63 @@ fn run(url: &str) -> Result<(), Box<dyn std::error::Error>> {
         "an exact value, e.g. when migrating from an INCR counter",
     )?;
     show(con, &["TYPE", &seq], "the module's data type")?;
+    show(
+        con,
+        &["SEQ.NEXT", &seq, "IDMP", "alice|c1"],
+        "at most once per token: [last, duplicate 0] the first time ...",
+    )?;
+    show(
+        con,
+        &["SEQ.NEXT", &seq, "IDMP", "alice|c1"],
+        "... and [the same last, duplicate 1] on a retry, which reserves nothing",
+    )?;
+    show(
+        con,
+        &["SEQ.ADVANCE", &cursor, "999999", "LIMIT", &seq],
+        "a cursor clamped to another sequence: never past the conversation's last value",
+    )?;
+
+    println!("\n## SEQ.H*: many sequences in one key (a sequence map)");
+    let reads = format!("{conv}:read");
+    show(
+        con,
+        &["SEQ.HNEXT", &reads, "bob"],
+        "a field is a sequence of its own: 0 when missing, so its first value is 1",
+    )?;
+    show(
+        con,
+        &["SEQ.HNEXT", &reads, "bob", "COUNT", "10"],
+        "a block of 10 of that field",
+    )?;
+    show(
+        con,
+        &["SEQ.HADVANCE", &reads, "carol", "999999", "LIMIT", &seq],
+        "a read cursor per member, clamped to the conversation's seq",
+    )?;
+    show(
+        con,
+        &["SEQ.HGET", &reads, "carol"],
+        "one field (0 when missing)",
+    )?;
+    show(
+        con,
+        &["SEQ.HMGET", &reads, "bob", "carol", "dave"],
+        "several fields at once",
+    )?;
+    show(
+        con,
+        &["SEQ.HSET", &reads, "dave", "7", "erin", "3"],
+        "exact values, e.g. an import from an existing hash",
+    )?;
+    show(con, &["SEQ.HLEN", &reads], "the number of fields")?;
+    show(con, &["SEQ.HDEL", &reads, "erin"], "fields removed")?;
+    show(con, &["SEQ.HGETALL", &reads], "every field with its value")?;
+    show(
+        con,
+        &["SEQ.HSCAN", &reads, "0", "COUNT", "2"],
+        "the same in pages: [next cursor, fields] (0 when done)",
+    )?;
+    show(con, &["TYPE", &reads], "the sequence map's data type")?;
 
     println!("\n## OPENID: public message IDs");
     let open = text(show(

@@ -20,12 +20,32 @@
  *   floor.seq.next key [COUNT n]                  one-word value in the pointer, verbatim replication
  *   floor.seq.get key / floor.seq.mget key...     read; 0 when missing
  *   floor.seq.set key value / floor.seq.advance   write only on a change
+ *   floor.seq.next key [COUNT n] IDMP token       the same, at most once per token: [last, dup]
+ *   floor.seq.hnext key field [COUNT n]           a field of a sequence map, 0 when missing
+ *   floor.seq.hget key field                      read one field; 0 when missing
+ *   floor.seq.hadvance key field value [LIMIT seqkey]   max(current, min(value, seqkey))
+ *   floor.seq.hset key field value [field value ...]   seeding; write only on a change
  *   floor.openid.enc msgid type dir               plain format (MurmurHash2 check, XOR, base64url)
  *   floor.openid.dec openid                       plain format, 4 named fields
  *   floor.openid.enck / floor.openid.deck         keyed format (AES-128 Feistel, keyed check), with
  *                                                 AES-NI; only registered when the CPU has it
  *   floor.uid.gen target [COUNT n]                Snowflake 41,10,12 from 2026-01-01, node 0
  *   floor.uid.decode uid / floor.uid.encode t n s
+ *
+ * Sequence maps (SEQ.H*): the floor keeps a plain open-addressing hash table in a module type of
+ * its own (FNV-1a of the field, linear probing, grown at 3/4 load; each slot holds the hash, a
+ * pointer to a length-prefixed copy of the field and the value), the cheapest native way C has
+ * to reach a field in O(1). A Redis hash driven through RedisModule_HashGet/HashSet would be
+ * plainer to write but slower (it creates string objects per call), and HINCRBY/HGET, Redis's
+ * own hash commands, are measured beside it as references (server-bench/instructions.py). Compactness
+ * is not the floor's business: server-bench/maps.py measures imid's memory against Redis's hash.
+ *
+ * IDMP (SEQ.NEXT ... IDMP token): a key that used a token holds a struct instead of the bare
+ * word: the value and a ring of the last IDMP_MAX tokens (length, bytes, expiry time, the
+ * reply's last), looked up by a linear scan. Tokens older than IDMP_TTL_MS are dropped when the
+ * key is next used; the newest IDMP_MAX are kept. Not reproduced: their persistence (the rows
+ * measure calls, not RDB files) and an exact replication of expiry (the floor replicates as
+ * called).
  *
  * Load: --loadmodule floor.so [32-hex-digit key for the keyed commands; default 000102..0f]
  * Build: gcc -O2 -fPIC -shared -I<dir of the redis-module crate's redismodule.h> floor.c */
@@ -284,8 +304,22 @@ static void seq_write(RedisModuleCtx *ctx, RedisModuleString *name, RedisModuleK
     RedisModule_ReplicateVerbatim(ctx);
 }
 
+static int seq_next_idmp(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, long long count, RedisModuleString *token);
+
 static int seq_next(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     long long count = 1;
+    if (argc == 4 || argc == 6) { /* [COUNT n] IDMP token: the options in either order */
+        size_t olen;
+        const char *opt = RedisModule_StringPtrLen(argv[argc - 2], &olen);
+        if (olen == 4 && strncasecmp(opt, "IDMP", 4) == 0) {
+            if (argc == 6) {
+                opt = RedisModule_StringPtrLen(argv[2], &olen);
+                if (olen != 5 || strncasecmp(opt, "COUNT", 5) != 0) return RedisModule_ReplyWithError(ctx, "ERR syntax error");
+                if (!int_arg(argv[3], 1, 1000000, &count)) return RedisModule_ReplyWithError(ctx, "ERR COUNT must be an integer in 1..1000000");
+            }
+            return seq_next_idmp(ctx, argv, argc, count, argv[argc - 1]);
+        }
+    }
     if (argc == 4) {
         size_t olen;
         const char *opt = RedisModule_StringPtrLen(argv[2], &olen);
@@ -377,6 +411,381 @@ static void seq_aof_rewrite(RedisModuleIO *aof, RedisModuleString *key, void *va
     RedisModule_EmitAOF(aof, "floor.seq.set", "sl", key, (long long)seq_of(value));
 }
 static void seq_free(void *value) { (void)value; }
+
+/* ------------------------------------------------------------------------------------------ */
+/* IDMP: SEQ.NEXT key [COUNT n] IDMP token. A key that used a token holds this struct; IDMP_MAX
+ * and IDMP_TTL_MS are the defaults of imid.seq-idmp-max and imid.seq-idmp-ttl. */
+
+#define IDMP_MAX 1000
+#define IDMP_TTL_MS (300 * 1000ULL)
+#define TOKEN_MAX 64
+static RedisModuleType *IdmpType;
+
+typedef struct {
+    uint64_t expires, last;
+    uint8_t len;
+    char tok[TOKEN_MAX];
+} idmp_token;
+
+typedef struct {
+    uint64_t value;
+    uint32_t head, n, cap; /* ring of cap slots, n used, oldest at head */
+    idmp_token *ring;
+} idmp_seq;
+
+static void idmp_free(void *p) {
+    idmp_seq *s = p;
+    RedisModule_Free(s->ring);
+    RedisModule_Free(s);
+}
+
+static int seq_next_idmp(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, long long count, RedisModuleString *token) {
+    (void)argc;
+    size_t tlen;
+    const char *tok = RedisModule_StringPtrLen(token, &tlen);
+    if (tlen < 1 || tlen > TOKEN_MAX) return RedisModule_ReplyWithError(ctx, "ERR IDMP token must be 1..64 bytes");
+    RedisModuleKey *k = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    int t = RedisModule_KeyType(k);
+    idmp_seq *s = NULL;
+    int fresh = 0;
+    if (t == REDISMODULE_KEYTYPE_MODULE && RedisModule_ModuleTypeGetType(k) == IdmpType) {
+        s = RedisModule_ModuleTypeGetValue(k);
+    } else if (t == REDISMODULE_KEYTYPE_EMPTY ||
+               (t == REDISMODULE_KEYTYPE_MODULE && RedisModule_ModuleTypeGetType(k) == SeqType)) {
+        s = RedisModule_Calloc(1, sizeof *s);
+        if (t != REDISMODULE_KEYTYPE_EMPTY) s->value = seq_of(RedisModule_ModuleTypeGetValue(k));
+        fresh = 1;
+    } else {
+        RedisModule_CloseKey(k);
+        return RedisModule_ReplyWithError(ctx, ERR_WRONGTYPE);
+    }
+    uint64_t now = now_ms();
+    while (s->n && s->ring[s->head].expires <= now) { /* expired: the oldest first */
+        s->head = (s->head + 1) % s->cap;
+        s->n--;
+    }
+    for (uint32_t i = 0; i < s->n; i++) {
+        idmp_token *e = &s->ring[(s->head + i) % s->cap];
+        if (e->len == tlen && memcmp(e->tok, tok, tlen) == 0) {
+            uint64_t last = e->last;
+            RedisModule_CloseKey(k);
+            RedisModule_ReplyWithArray(ctx, 2);
+            RedisModule_ReplyWithLongLong(ctx, (long long)last);
+            return RedisModule_ReplyWithLongLong(ctx, 1);
+        }
+    }
+    if (SEQ_MAX - s->value < (uint64_t)count) {
+        if (fresh) RedisModule_Free(s);
+        RedisModule_CloseKey(k);
+        return RedisModule_ReplyWithError(ctx, "ERR sequence overflow");
+    }
+    s->value += (uint64_t)count;
+    if (s->n == s->cap && s->cap < IDMP_MAX) { /* grow the ring, oldest first at 0 */
+        uint32_t cap = s->cap ? s->cap * 2 : 1;
+        if (cap > IDMP_MAX) cap = IDMP_MAX;
+        idmp_token *ring = RedisModule_Alloc(sizeof *ring * cap);
+        for (uint32_t i = 0; i < s->n; i++) ring[i] = s->ring[(s->head + i) % s->cap];
+        RedisModule_Free(s->ring);
+        s->ring = ring;
+        s->head = 0;
+        s->cap = cap;
+    }
+    if (s->n == s->cap) { /* full at IDMP_MAX: the oldest goes */
+        s->head = (s->head + 1) % s->cap;
+        s->n--;
+    }
+    idmp_token *e = &s->ring[(s->head + s->n) % s->cap];
+    e->expires = now + IDMP_TTL_MS;
+    e->last = s->value;
+    e->len = (uint8_t)tlen;
+    memcpy(e->tok, tok, tlen);
+    s->n++;
+    uint64_t v = s->value;
+    if (fresh) {
+        if (t == REDISMODULE_KEYTYPE_EMPTY) RedisModule_ModuleTypeSetValue(k, IdmpType, s);
+        else RedisModule_ModuleTypeReplaceValue(k, IdmpType, s, NULL);
+    }
+    RedisModule_CloseKey(k);
+    RedisModule_SignalModifiedKey(ctx, argv[1]);
+    RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_MODULE, "seq.next", argv[1]);
+    RedisModule_ReplicateVerbatim(ctx);
+    RedisModule_ReplyWithArray(ctx, 2);
+    RedisModule_ReplyWithLongLong(ctx, (long long)v);
+    return RedisModule_ReplyWithLongLong(ctx, 0);
+}
+
+/* The value only: the tokens are not persisted (see the comment at the top). */
+static void *idmp_rdb_load(RedisModuleIO *rdb, int encver) {
+    if (encver != 1) return NULL;
+    uint64_t v = RedisModule_LoadUnsigned(rdb);
+    if (v > SEQ_MAX) return NULL;
+    idmp_seq *s = RedisModule_Calloc(1, sizeof *s);
+    s->value = v;
+    return s;
+}
+static void idmp_rdb_save(RedisModuleIO *rdb, void *value) { RedisModule_SaveUnsigned(rdb, ((idmp_seq *)value)->value); }
+static void seq_aof_rewrite_idmp(RedisModuleIO *aof, RedisModuleString *key, void *value) {
+    RedisModule_EmitAOF(aof, "floor.seq.set", "sl", key, (long long)((idmp_seq *)value)->value);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Sequence maps: an open-addressing table of (hash, field, value).                            */
+
+#define FIELD_MAX 256
+static RedisModuleType *MapType;
+
+typedef struct {
+    uint64_t hash; /* 0 = empty slot */
+    uint8_t *field; /* 2-byte length, then the bytes */
+    uint64_t value;
+} map_slot;
+
+typedef struct {
+    map_slot *slots;
+    size_t cap, used; /* cap: a power of two */
+} seq_map;
+
+static uint64_t fnv1a(const char *p, size_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)p[i]) * 1099511628211ULL;
+    return h | 1; /* never 0 */
+}
+
+static map_slot *map_find(seq_map *m, const char *f, size_t n, uint64_t h) {
+    size_t mask = m->cap - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+        map_slot *s = &m->slots[i];
+        if (s->hash == 0) return s;
+        if (s->hash == h && (size_t)(s->field[0] | s->field[1] << 8) == n && memcmp(s->field + 2, f, n) == 0) return s;
+    }
+}
+
+static seq_map *map_new(void) {
+    seq_map *m = RedisModule_Alloc(sizeof *m);
+    m->cap = 8;
+    m->used = 0;
+    m->slots = RedisModule_Calloc(m->cap, sizeof(map_slot));
+    return m;
+}
+
+static void map_grow(seq_map *m) {
+    map_slot *old = m->slots;
+    size_t cap = m->cap;
+    m->cap *= 2;
+    m->slots = RedisModule_Calloc(m->cap, sizeof(map_slot));
+    for (size_t i = 0; i < cap; i++) {
+        if (!old[i].hash) continue;
+        size_t mask = m->cap - 1, j = old[i].hash & mask;
+        while (m->slots[j].hash) j = (j + 1) & mask;
+        m->slots[j] = old[i];
+    }
+    RedisModule_Free(old);
+}
+
+/* The slot of field f, inserted with value 0 when missing. */
+static map_slot *map_upsert(seq_map *m, const char *f, size_t n) {
+    uint64_t h = fnv1a(f, n);
+    map_slot *s = map_find(m, f, n, h);
+    if (s->hash) return s;
+    if ((m->used + 1) * 4 > m->cap * 3) {
+        map_grow(m);
+        s = map_find(m, f, n, h);
+    }
+    s->hash = h;
+    s->field = RedisModule_Alloc(n + 2);
+    s->field[0] = (uint8_t)n;
+    s->field[1] = (uint8_t)(n >> 8);
+    memcpy(s->field + 2, f, n);
+    s->value = 0;
+    m->used++;
+    return s;
+}
+
+static void map_free(void *p) {
+    seq_map *m = p;
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->slots[i].hash) RedisModule_Free(m->slots[i].field);
+    RedisModule_Free(m->slots);
+    RedisModule_Free(m);
+}
+
+/* Opens a map: 1 = found (*m set), 0 = missing (*m = NULL), -1 = another type (key closed). */
+static int map_open(RedisModuleCtx *ctx, RedisModuleString *name, int mode, RedisModuleKey **k, seq_map **m) {
+    *k = RedisModule_OpenKey(ctx, name, mode);
+    int t = RedisModule_KeyType(*k);
+    *m = NULL;
+    if (t == REDISMODULE_KEYTYPE_EMPTY) return 0;
+    if (t != REDISMODULE_KEYTYPE_MODULE || RedisModule_ModuleTypeGetType(*k) != MapType) {
+        RedisModule_CloseKey(*k);
+        return -1;
+    }
+    *m = RedisModule_ModuleTypeGetValue(*k);
+    return 1;
+}
+
+static const char *field_arg(RedisModuleString *s, size_t *n) {
+    const char *f = RedisModule_StringPtrLen(s, n);
+    return *n >= 1 && *n <= FIELD_MAX ? f : NULL;
+}
+
+/* After a change: the new map stored if the key was empty, then what seq_write does. */
+static void map_changed(RedisModuleCtx *ctx, RedisModuleString *name, RedisModuleKey *k, seq_map *m, int existed, const char *event) {
+    if (!existed) RedisModule_ModuleTypeSetValue(k, MapType, m);
+    RedisModule_CloseKey(k);
+    RedisModule_SignalModifiedKey(ctx, name);
+    RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_MODULE, event, name);
+    RedisModule_ReplicateVerbatim(ctx);
+}
+
+static int seq_hnext(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    long long count = 1;
+    if (argc == 5) {
+        size_t olen;
+        const char *opt = RedisModule_StringPtrLen(argv[3], &olen);
+        if (olen != 5 || strncasecmp(opt, "COUNT", 5) != 0) return RedisModule_ReplyWithError(ctx, "ERR syntax error");
+        if (!int_arg(argv[4], 1, 1000000, &count)) return RedisModule_ReplyWithError(ctx, "ERR COUNT must be an integer in 1..1000000");
+    } else if (argc != 3) {
+        return argc < 3 ? RedisModule_WrongArity(ctx) : RedisModule_ReplyWithError(ctx, "ERR syntax error");
+    }
+    size_t n;
+    const char *f = field_arg(argv[2], &n);
+    if (!f) return RedisModule_ReplyWithError(ctx, "ERR field must be 1..256 bytes");
+    RedisModuleKey *k;
+    seq_map *m;
+    int found = map_open(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, &k, &m);
+    if (found < 0) return RedisModule_ReplyWithError(ctx, ERR_WRONGTYPE);
+    if (!m) m = map_new();
+    map_slot *s = map_upsert(m, f, n);
+    if (SEQ_MAX - s->value < (uint64_t)count) {
+        /* only a field at the maximum fails, and it exists: nothing was inserted */
+        RedisModule_CloseKey(k);
+        return RedisModule_ReplyWithError(ctx, "ERR sequence overflow");
+    }
+    s->value += (uint64_t)count;
+    uint64_t v = s->value;
+    map_changed(ctx, argv[1], k, m, found, "seq.hnext");
+    return RedisModule_ReplyWithLongLong(ctx, (long long)v);
+}
+
+static int seq_hget(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3) return RedisModule_WrongArity(ctx);
+    size_t n;
+    const char *f = field_arg(argv[2], &n);
+    if (!f) return RedisModule_ReplyWithError(ctx, "ERR field must be 1..256 bytes");
+    RedisModuleKey *k;
+    seq_map *m;
+    if (map_open(ctx, argv[1], REDISMODULE_READ, &k, &m) < 0) return RedisModule_ReplyWithError(ctx, ERR_WRONGTYPE);
+    uint64_t v = 0;
+    if (m) {
+        map_slot *s = map_find(m, f, n, fnv1a(f, n));
+        v = s->hash ? s->value : 0;
+    }
+    RedisModule_CloseKey(k);
+    return RedisModule_ReplyWithLongLong(ctx, (long long)v);
+}
+
+static int seq_hadvance(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 4 && argc != 6) return argc < 4 ? RedisModule_WrongArity(ctx) : RedisModule_ReplyWithError(ctx, "ERR syntax error");
+    size_t n;
+    const char *f = field_arg(argv[2], &n);
+    if (!f) return RedisModule_ReplyWithError(ctx, "ERR field must be 1..256 bytes");
+    long long value;
+    if (!int_arg(argv[3], 0, INT64_MAX, &value)) return RedisModule_ReplyWithError(ctx, "ERR value must be an integer in 0..9223372036854775807");
+    if (argc == 6) {
+        size_t olen;
+        const char *opt = RedisModule_StringPtrLen(argv[4], &olen);
+        if (olen != 5 || strncasecmp(opt, "LIMIT", 5) != 0) return RedisModule_ReplyWithError(ctx, "ERR syntax error");
+        RedisModuleKey *lk;
+        uint64_t limit;
+        if (seq_open(ctx, argv[5], REDISMODULE_READ, &lk, &limit) < 0) return RedisModule_ReplyWithError(ctx, ERR_WRONGTYPE);
+        RedisModule_CloseKey(lk);
+        if ((uint64_t)value > limit) value = (long long)limit;
+    }
+    RedisModuleKey *k;
+    seq_map *m;
+    int found = map_open(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, &k, &m);
+    if (found < 0) return RedisModule_ReplyWithError(ctx, ERR_WRONGTYPE);
+    uint64_t h = fnv1a(f, n), v = 0;
+    map_slot *s = m ? map_find(m, f, n, h) : NULL;
+    if (s && s->hash) v = s->value;
+    if ((uint64_t)value > v) {
+        if (!m) m = map_new();
+        if (!s || !s->hash) s = map_upsert(m, f, n);
+        s->value = v = (uint64_t)value;
+        map_changed(ctx, argv[1], k, m, found, "seq.hadvance");
+    } else {
+        RedisModule_CloseKey(k);
+    }
+    return RedisModule_ReplyWithLongLong(ctx, (long long)v);
+}
+
+static int seq_hset(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 4 || argc % 2) return RedisModule_WrongArity(ctx);
+    for (int i = 2; i < argc; i += 2) { /* all checked before anything is written */
+        size_t n;
+        long long v;
+        if (!field_arg(argv[i], &n)) return RedisModule_ReplyWithError(ctx, "ERR field must be 1..256 bytes");
+        if (!int_arg(argv[i + 1], 0, INT64_MAX, &v)) return RedisModule_ReplyWithError(ctx, "ERR value must be an integer in 0..9223372036854775807");
+    }
+    RedisModuleKey *k;
+    seq_map *m;
+    int found = map_open(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE, &k, &m);
+    if (found < 0) return RedisModule_ReplyWithError(ctx, ERR_WRONGTYPE);
+    if (!m) m = map_new();
+    int changed = !found;
+    for (int i = 2; i < argc; i += 2) {
+        size_t n;
+        long long v = 0;
+        const char *f = field_arg(argv[i], &n);
+        int_arg(argv[i + 1], 0, INT64_MAX, &v);
+        map_slot *s = map_upsert(m, f, n);
+        if (s->value != (uint64_t)v) changed = 1;
+        s->value = (uint64_t)v;
+    }
+    if (changed) map_changed(ctx, argv[1], k, m, found, "seq.hset");
+    else RedisModule_CloseKey(k);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+static void *map_rdb_load(RedisModuleIO *rdb, int encver) {
+    if (encver != 1) return NULL;
+    uint64_t used = RedisModule_LoadUnsigned(rdb);
+    seq_map *m = map_new();
+    for (uint64_t i = 0; i < used; i++) {
+        size_t n;
+        char *f = RedisModule_LoadStringBuffer(rdb, &n);
+        uint64_t v = RedisModule_LoadUnsigned(rdb);
+        if (n < 1 || n > FIELD_MAX || v > SEQ_MAX) {
+            RedisModule_Free(f);
+            map_free(m);
+            return NULL;
+        }
+        map_upsert(m, f, n)->value = v;
+        RedisModule_Free(f);
+    }
+    return m;
+}
+
+static void map_rdb_save(RedisModuleIO *rdb, void *value) {
+    seq_map *m = value;
+    RedisModule_SaveUnsigned(rdb, m->used);
+    for (size_t i = 0; i < m->cap; i++) {
+        map_slot *s = &m->slots[i];
+        if (!s->hash) continue;
+        RedisModule_SaveStringBuffer(rdb, (const char *)s->field + 2, (size_t)(s->field[0] | s->field[1] << 8));
+        RedisModule_SaveUnsigned(rdb, s->value);
+    }
+}
+
+static void map_aof_rewrite(RedisModuleIO *aof, RedisModuleString *key, void *value) {
+    seq_map *m = value;
+    for (size_t i = 0; i < m->cap; i++) {
+        map_slot *s = &m->slots[i];
+        if (!s->hash) continue;
+        RedisModule_EmitAOF(aof, "floor.seq.hset", "sbl", key, (const char *)s->field + 2,
+                            (size_t)(s->field[0] | s->field[1] << 8), (long long)s->value);
+    }
+}
 
 /* ------------------------------------------------------------------------------------------ */
 /* Public message IDs: 14 bytes = check(2) || msgid(10) || type || direction, base64url, 19 chars. */
@@ -702,6 +1111,24 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     };
     SeqType = RedisModule_CreateDataType(ctx, "imidfloor", 1, &tm);
     if (!SeqType) return REDISMODULE_ERR;
+    RedisModuleTypeMethods mm = {
+        .version = REDISMODULE_TYPE_METHOD_VERSION,
+        .rdb_load = map_rdb_load,
+        .rdb_save = map_rdb_save,
+        .aof_rewrite = map_aof_rewrite,
+        .free = map_free,
+    };
+    MapType = RedisModule_CreateDataType(ctx, "imidflmap", 1, &mm);
+    if (!MapType) return REDISMODULE_ERR;
+    RedisModuleTypeMethods im = {
+        .version = REDISMODULE_TYPE_METHOD_VERSION,
+        .rdb_load = idmp_rdb_load,
+        .rdb_save = idmp_rdb_save,
+        .aof_rewrite = seq_aof_rewrite_idmp,
+        .free = idmp_free,
+    };
+    IdmpType = RedisModule_CreateDataType(ctx, "imidflidp", 1, &im);
+    if (!IdmpType) return REDISMODULE_ERR;
 
     CMD("floor.noop", noop, "readonly fast", 0, 0);
     CMD("floor.msgid.gen", msgid_gen, "write fast", 2, 2);
@@ -714,6 +1141,12 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     CMD("floor.seq.mget", seq_mget, "readonly fast", 1, -1);
     CMD("floor.seq.set", seq_set, "write deny-oom fast", 1, 1);
     CMD("floor.seq.advance", seq_advance, "write deny-oom fast", 1, 1);
+    CMD("floor.seq.hnext", seq_hnext, "write deny-oom fast", 1, 1);
+    CMD("floor.seq.hget", seq_hget, "readonly fast", 1, 1);
+    CMD("floor.seq.hset", seq_hset, "write deny-oom", 1, 1);
+    /* Declares key 1 only: the LIMIT key (the sixth argument, when given) would need key specs,
+     * which cost nothing per call. */
+    CMD("floor.seq.hadvance", seq_hadvance, "write deny-oom fast", 1, 1);
     CMD("floor.openid.enc", openid_enc, "readonly fast", 0, 0);
     CMD("floor.openid.dec", openid_dec, "readonly fast", 0, 0);
 #ifdef FLOOR_HAVE_AESNI

@@ -42,26 +42,42 @@ BENCH_KEY = "000102030405060708090a0b0c0d0e0f"
 PIPELINE = 16
 WRITE_KEYS = 100_000  # random keys for writes (-r): nearly every call creates its key
 SEED_KEYS = 1_000  # sequence keys loaded from an RDB file for the reads, imid's and the floor's
+# Fields of the one sequence map (imid's `sm`, the floor's `fm`) and of the Redis hash `h` that
+# the map rows address at random: f:<12 digits> = i + 1, loaded from the same RDB file.
+MAP_FIELDS = 100_000
+LIMIT_VALUE = 1_000_000_000  # the LIMIT keys `sl` (imid) and `fl` (floor): high enough not to clamp
 
 # Targets: (imid command, floor command, most imid may cost as a multiple of it).
+# The second element is a floor command, a reference row or another imid row.
 TARGETS = [
     ("SEQ.NEXT", "floor.seq.next", 1.10),
     ("MSGID.GEN", "floor.msgid.gen", 1.10),
     ("MSGID.HASH", "floor.noop", 1.10),
     ("UID.GEN", "floor.uid.gen", 1.10),
+    # issue 19: a map field costs at most 1.25 x Redis's own hash field; IDMP at most 1.5 x
+    # the plain call.
+    ("SEQ.HNEXT (map, random fields)", "HINCRBY (hash, random fields)", 1.25),
+    ("SEQ.NEXT IDMP (new token)", "SEQ.NEXT", 1.50),
 ]
 
 
-def row(command, imid, floor, keys=None, seeded=False, keyed=False, same="reply"):
+def row(command, imid, floor, keys=None, seeded=False, keyed=False, same="reply", new=False,
+        warm=None):
     """One table row. imid / floor: argv (`__rand_int__` is redis-benchmark's random number,
     drawn per placeholder, keyspace `keys`). seeded: the server loads SEED_KEYS sequences of each
-    kind first (reads). keyed: imid runs with `imid.openid-keys` = BENCH_KEY. same: what the
-    check requires of the two replies: "reply" equal, "shape" the same type and length."""
+    kind and the MAP_FIELDS-field map and hash first (reads, map rows). keyed: imid runs with
+    `imid.openid-keys` = BENCH_KEY. same: what the check requires of the two replies: "reply"
+    equal, "shape" the same type and length. new: a syntax the module may not have yet (issue
+    19: IDMP, maps); an error reply from imid skips the row, and the skip is printed. warm:
+    (imid argv, floor argv) run before counting, their instructions not counted."""
     return {"command": command, "imid": imid, "floor": floor, "keys": keys, "seeded": seeded,
-            "keyed": keyed, "same": same}
+            "keyed": keyed, "same": same, "new": new, "warm": warm}
 
 
-def rows(plain_openid, keyed_openid, uid):
+def rows(plain_openid, keyed_openid, uid, map_fields):
+    field = "f:__rand_int__"
+    # every field of the loaded map once with SEQ.HNEXT (the floor's with floor.seq.hnext)
+    warm = (warm_up(map_fields, "SEQ.HNEXT", "sm"), warm_up(map_fields, "floor.seq.hnext", "fm"))
     return [
         row("MSGID.GEN", ["MSGID.GEN", "1", "conv:__rand_int__"],
             ["floor.msgid.gen", "1", "conv:__rand_int__"], keys=WRITE_KEYS, same="shape"),
@@ -81,6 +97,29 @@ def rows(plain_openid, keyed_openid, uid):
             ["floor.seq.set", "f:__rand_int__", "1000"], keys=WRITE_KEYS),
         row("SEQ.ADVANCE", ["SEQ.ADVANCE", "s:__rand_int__", "1000"],
             ["floor.seq.advance", "f:__rand_int__", "1000"], keys=WRITE_KEYS),
+        # A fresh token per call (random keys, nearly each created by the call): the cost of
+        # keeping a token, against plain SEQ.NEXT above.
+        row("SEQ.NEXT IDMP (new token)", ["SEQ.NEXT", "s:__rand_int__", "IDMP", "t:__rand_int__"],
+            ["floor.seq.next", "f:__rand_int__", "IDMP", "t:__rand_int__"], keys=WRITE_KEYS,
+            new=True),
+        # One map of map_fields fields loaded from the RDB file, a random field per call
+        # (f:<12 digits>, all present), after every field had its first SEQ.HNEXT (warm).
+        row("SEQ.HNEXT (map, random fields)", ["SEQ.HNEXT", "sm", field],
+            ["floor.seq.hnext", "fm", field], keys=map_fields, seeded=True, warm=warm),
+        row("SEQ.HGET (map, random fields)", ["SEQ.HGET", "sm", field],
+            ["floor.seq.hget", "fm", field], keys=map_fields, seeded=True, warm=warm),
+        # Fields hold at most map_fields + 1: nearly every call raises its field (a write).
+        row("SEQ.HADVANCE (map, random fields)", ["SEQ.HADVANCE", "sm", field, "1000000"],
+            ["floor.seq.hadvance", "fm", field, "1000000"], keys=map_fields, seeded=True,
+            warm=warm),
+        row("SEQ.HADVANCE ... LIMIT (map, random fields)",
+            ["SEQ.HADVANCE", "sm", field, "1000000", "LIMIT", "sl"],
+            ["floor.seq.hadvance", "fm", field, "1000000", "LIMIT", "fl"], keys=map_fields,
+            seeded=True, warm=warm),
+        # The same SEQ.HNEXT straight after the load: nearly every call is its field's first,
+        # which skips the gap and replicates `SEQ.HSET key field last` (a one-time cost).
+        row("SEQ.HNEXT (map, first call per field after a load)", ["SEQ.HNEXT", "sm", field],
+            ["floor.seq.hnext", "fm", field], keys=map_fields, seeded=True),
         row("OPENID.ENC (plain)", ["OPENID.ENC", MSGID, "1", "1"],
             ["floor.openid.enc", MSGID, "1", "1"]),
         row("OPENID.DEC (plain)", ["OPENID.DEC", plain_openid],
@@ -136,23 +175,50 @@ def extra_checks(plain_openid):
         (["SEQ.NEXT", "{p}:max"], "errors"),
         (["SEQ.GET", "{p}:max"], "equal"),
     ]
+    # issue 19, checked when imid has them: (argv, want, the row whose skip skips them too)
+    new = [
+        (["SEQ.HNEXT", "{p}:m", "a", "COUNT", "5"], "equal", "SEQ.HNEXT (map, random fields)"),
+        (["SEQ.HNEXT", "{p}:m", ""], "errors", "SEQ.HNEXT (map, random fields)"),
+        (["SEQ.HNEXT", "{p}:m", "x" * 257], "errors", "SEQ.HNEXT (map, random fields)"),
+        (["SEQ.HNEXT", "{p}:m", "x" * 256], "equal", "SEQ.HNEXT (map, random fields)"),
+        (["SEQ.HADVANCE", "{p}:m", "a", "3"], "equal", "SEQ.HADVANCE (map, random fields)"),
+        (["SEQ.HADVANCE", "{p}:m", "b", "7", "LIMIT", "{p}:cnt"], "equal",
+         "SEQ.HADVANCE ... LIMIT (map, random fields)"),
+        (["SEQ.HADVANCE", "{p}:m", "b", "-1"], "errors", "SEQ.HADVANCE (map, random fields)"),
+        (["SEQ.HGET", "{p}:m", "b"], "equal", "SEQ.HGET (map, random fields)"),
+        (["SEQ.HGET", "{p}:m", "none"], "equal", "SEQ.HGET (map, random fields)"),
+        (["SEQ.HGET", "str", "b"], "errors", "SEQ.HGET (map, random fields)"),
+        (["SEQ.NEXT", "{p}:idmp", "IDMP", "tok"], "equal", "SEQ.NEXT IDMP (new token)"),
+        (["SEQ.NEXT", "{p}:idmp", "IDMP", "tok"], "equal", "SEQ.NEXT IDMP (new token)"),
+        (["SEQ.NEXT", "{p}:idmp", "COUNT", "3", "IDMP", "tok2"], "equal",
+         "SEQ.NEXT IDMP (new token)"),
+        (["SEQ.NEXT", "{p}:idmp", "IDMP", "tok"], "equal", "SEQ.NEXT IDMP (new token)"),
+        (["SEQ.NEXT", "{p}:idmp", "IDMP", "x" * 65], "errors", "SEQ.NEXT IDMP (new token)"),
+    ]
     out = []
-    for argv, want in pairs:
+    for argv, want, *row in [p + (None,) for p in pairs] + new:
         floor = ["floor." + argv[0].lower()] + [
             a.format(p="f") if isinstance(a, str) else a for a in argv[1:]]
         imid = [a.format(p="s") if isinstance(a, str) else a for a in argv]
-        out.append((imid, floor, False, want))
+        out.append((imid, floor, False, want, row[0]))
     out.append((["OPENID.DEC", plain_openid], ["floor.openid.deck", plain_openid], True,
-                "errors"))
+                "errors", None))
     return out
 
 
-REFERENCES = [
-    ("PING", ["PING"], None),
-    ("ECHO (19-byte bulk reply)", ["ECHO", MSGID], None),
-    ("INCR (random keys)", ["INCR", "i:__rand_int__"], WRITE_KEYS),
-    ("floor.noop (a module command that only replies)", ["floor.noop"], None),
-]
+def references(map_fields):
+    """(name, argv, keyspace, seeded, warm-up): Redis's own commands, measured the same way."""
+    warm = warm_up(map_fields, "HINCRBY", "h", "1")  # as the map rows' warm-up
+    return [
+        ("PING", ["PING"], None, False, None),
+        ("ECHO (19-byte bulk reply)", ["ECHO", MSGID], None, False, None),
+        ("INCR (random keys)", ["INCR", "i:__rand_int__"], WRITE_KEYS, False, None),
+        ("floor.noop (a module command that only replies)", ["floor.noop"], None, False, None),
+        # The Redis hash `h` with the map's fields and values (a hashtable at this size).
+        ("HINCRBY (hash, random fields)", ["HINCRBY", "h", "f:__rand_int__", "1"], map_fields,
+         True, warm),
+        ("HGET (hash, random fields)", ["HGET", "h", "f:__rand_int__"], map_fields, True, warm),
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -322,7 +388,7 @@ def shape(reply):
     return (type(reply).__name__,)
 
 
-def check_and_prepare(server, workdir, module, floor):
+def check_and_prepare(server, workdir, module, floor, map_fields):
     """Seeds the RDB for the reads, checks every command line on an ordinary server, and returns
     (rows to measure, lines saying what was skipped or differs, floor commands present)."""
     notes = []
@@ -338,12 +404,26 @@ def check_and_prepare(server, workdir, module, floor):
             r = c("EVAL", seed, "0", str(SEED_KEYS), cmd, prefix)
             if isinstance(r, Error):
                 raise RuntimeError(f"seeding with {cmd}: {r}")
-        if c("SAVE") != "OK":
-            raise RuntimeError("SAVE failed")
 
         def has(name):
             info = c("COMMAND", "INFO", name)
             return isinstance(info, list) and info and info[0] is not None
+
+        # The map rows' map (imid's, if it has maps), the floor's and Redis's hash: fields
+        # f:<12 digits> = i + 1, as redis-benchmark draws them; and the LIMIT keys.
+        fill = ("for i = 0, tonumber(ARGV[1]) - 1 do "
+                "redis.call(ARGV[2], ARGV[3], string.format('f:%012d', i), i + 1) end")
+        maps = [("floor.seq.hset", "fm"), ("HSET", "h")]
+        if has("seq.hset"):
+            maps.insert(0, ("SEQ.HSET", "sm"))
+        for cmd, key in maps:
+            r = c("EVAL", fill, "0", str(map_fields), cmd, key)
+            if isinstance(r, Error):
+                raise RuntimeError(f"seeding {key} with {cmd}: {r}")
+        for cmd, key in (("SEQ.SET", "sl"), ("floor.seq.set", "fl")):
+            c(cmd, key, str(LIMIT_VALUE))
+        if c("SAVE") != "OK":
+            raise RuntimeError("SAVE failed")
 
         plain_openid = c("OPENID.ENC", MSGID, "1", "1")
         uid = c("UID.ENCODE", "1767225600123", "3", "7") if has("uid.encode") else None
@@ -357,7 +437,7 @@ def check_and_prepare(server, workdir, module, floor):
                 raise RuntimeError(f"OPENID.ENC replied {v!r}")
 
         todo = []
-        for r in rows(plain_openid, keyed_openid, str(uid)):
+        for r in rows(plain_openid, keyed_openid, str(uid), map_fields):
             if not has(r["imid"][0]):
                 notes.append(f"skipped {r['command']}: the module has no {r['imid'][0]} command")
                 continue
@@ -371,6 +451,9 @@ def check_and_prepare(server, workdir, module, floor):
             b = c(*sample(r["floor"])) if r["floor"] else None
             if r["keyed"]:
                 c("CONFIG", "SET", "imid.openid-keys", "")
+            if r["new"] and isinstance(a, Error):
+                notes.append(f"skipped {r['command']}: imid replied {a}")
+                continue
             for who, reply in (("imid", a), ("floor", b)):
                 if isinstance(reply, Error):
                     raise RuntimeError(f"{r['command']}: {who} replied an error: {reply}")
@@ -387,8 +470,9 @@ def check_and_prepare(server, workdir, module, floor):
                                        "the floor does not do the same work")
             todo.append(r)
         c("SET", "str", "x")
-        for imid, floor_argv, keyed, want in extra_checks(plain_openid):
-            if not has(floor_argv[0]):
+        measured = {r["command"] for r in todo}
+        for imid, floor_argv, keyed, want, needs in extra_checks(plain_openid):
+            if not has(floor_argv[0]) or (needs and needs not in measured):
                 continue
             if keyed:
                 c("CONFIG", "SET", "imid.openid-keys", BENCH_KEY)
@@ -405,8 +489,21 @@ def check_and_prepare(server, workdir, module, floor):
     return todo, notes
 
 
-def count(server, workdir, module, floor, argv, n, keys, seeded, keyed, label):
-    """Instructions per call inside call() for n pipelined `argv`, on a fresh server."""
+# Each field of a loaded map once, before counting: the first SEQ.HNEXT of a field after a load
+# skips the never-reissue gap and replicates its explicit effect, once per field (README); the
+# warm rows measure the calls after that, the "first call" row that one-time cost.
+WARM = ("for i = 0, tonumber(ARGV[1]) - 1 do "
+        "redis.call(ARGV[2], ARGV[3], string.format('f:%012d', i), unpack(ARGV, 4)) end")
+
+
+def warm_up(map_fields, *argv):
+    """EVAL of `argv[0] argv[1] <field> argv[2:]...` for every field of a map."""
+    return ["EVAL", WARM, "0", str(map_fields), *argv]
+
+
+def count(server, workdir, module, floor, argv, n, keys, seeded, keyed, label, warm=None):
+    """Instructions per call inside call() for n pipelined `argv`, on a fresh server. warm: a
+    command run first, its instructions then zeroed (callgrind_control -z)."""
     out = os.path.join(workdir, f"{label}.cg")
     log = os.path.join(workdir, f"{label}.log")
     base = server_cmd(server, workdir, log, "seed.rdb" if seeded else "empty.rdb", module,
@@ -415,6 +512,17 @@ def count(server, workdir, module, floor, argv, n, keys, seeded, keyed, label):
                         "--toggle-collect=call", f"--callgrind-out-file={out}", *base(port)]
     proc, port = start(cmd, log, 180)
     try:
+        if warm:
+            c = Client(port)
+            c.sock.settimeout(600)  # every field of a map, under valgrind
+            r = c(*warm)
+            c.close()
+            if isinstance(r, Error):
+                raise RuntimeError(f"warm-up {warm[4:6]}: {r}")
+            res = subprocess.run(["callgrind_control", "-z", str(proc.pid)],
+                                 capture_output=True, text=True, timeout=120)
+            if res.returncode != 0 or "OK" not in res.stdout:
+                raise RuntimeError(f"callgrind_control -z: {res.stdout}{res.stderr}")
         bench = ["redis-benchmark", "-h", HOST, "-p", str(port), "-c", "1", "-P", str(PIPELINE),
                  "-n", str(n), "-q"]
         if keys:
@@ -451,12 +559,13 @@ def render(data):
                    f"{'' if rt is None else f'{rt:.2f}'} |")
     for r in data["references"]:
         out.append(f"| reference: {r['command']} | {r['instructions']:,.0f} | | | |")
-    out += ["", "| target | imid / floor | status |", "| --- | ---: | --- |"]
+    out += ["", "| target | ratio | status |", "| --- | ---: | --- |"]
     for t in data["targets"]:
         status = "not measured" if t["ratio"] is None else (
             "met" if t["ratio"] <= t["max"] else "short")
         shown = "" if t["ratio"] is None else f"{t['ratio']:.2f}"
-        out.append(f"| {t['imid']} ≤ {t['max']:.2f} × `{t['floor']}` | {shown} | {status} |")
+        base = f"`{t['floor']}`" if t["floor"].startswith("floor.") else t["floor"]
+        out.append(f"| {t['imid']} ≤ {t['max']:.2f} × {base} | {shown} | {status} |")
     return out
 
 
@@ -465,6 +574,10 @@ def main():
     ap.add_argument("--module", default=os.path.join(ROOT, "target/release/libimid.so"))
     ap.add_argument("--requests", type=int, default=20_000,
                     help="commands per measurement (default 20000)")
+    ap.add_argument("--map-fields", type=int, default=MAP_FIELDS,
+                    help=f"fields of the map and hash the map rows address (default {MAP_FIELDS})")
+    ap.add_argument("--only", help="measure only the rows and references whose name contains "
+                    "one of these comma-separated texts (the checks still run on all)")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
 
@@ -472,7 +585,7 @@ def main():
     if not os.path.exists(module):
         sys.exit(f"{module} missing: run `make build` first")
     server = os.environ.get("REDIS_SERVER", "redis-server")
-    for tool in ("valgrind", "gcc", "redis-benchmark", server):
+    for tool in ("valgrind", "callgrind_control", "gcc", "redis-benchmark", server):
         if not shutil.which(tool):
             sys.exit(f"{tool} not found (scripts/deps.sh installs it)")
 
@@ -486,43 +599,57 @@ def main():
     with tempfile.TemporaryDirectory(prefix="imid-floor-") as workdir:
         try:
             floor = build_floor(workdir)
-            todo, notes = check_and_prepare(server, workdir, module, floor)
+            todo, notes = check_and_prepare(server, workdir, module, floor, args.map_fields)
             for line in notes:
                 print(line, file=sys.stderr)
+            wanted = lambda name: not args.only or any(t in name for t in args.only.split(","))
+            todo = [r for r in todo if wanted(r["command"])]
             results, refs = [], []
             for i, r in enumerate(todo):
+                warm = r["warm"] or (None, None)
                 imid = count(server, workdir, module, floor, r["imid"], n, r["keys"],
-                             r["seeded"], r["keyed"], f"imid{i}")
+                             r["seeded"], r["keyed"], f"imid{i}", warm[0])
                 fl = None
                 if r["floor"]:
                     fl = count(server, workdir, module, floor, r["floor"], n, r["keys"],
-                               r["seeded"], r["keyed"], f"floor{i}")
+                               r["seeded"], r["keyed"], f"floor{i}", warm[1])
                 results.append({"command": r["command"], "imid": imid,
                                 "floor_command": r["floor"][0] if r["floor"] else None,
                                 "floor": fl})
-                print(f"  {r['command']:<22} imid {imid:>8,.0f}   floor "
+                print(f"  {r['command']:<42} imid {imid:>8,.0f}   floor "
                       f"{'-' if fl is None else f'{fl:,.0f}':>8}", file=sys.stderr, flush=True)
-            for i, (name, argv, keys) in enumerate(REFERENCES):
-                v = count(server, workdir, module, floor, argv, n, keys, False, False, f"ref{i}")
+            for i, (name, argv, keys, seeded, warm) in enumerate(references(args.map_fields)):
+                if not wanted(name) and argv != ["floor.noop"]:
+                    continue
+                v = count(server, workdir, module, floor, argv, n, keys, seeded, False, f"ref{i}",
+                          warm)
                 refs.append({"command": name, "argv": argv, "instructions": v})
-                print(f"  {name:<22} {v:>8,.0f}", file=sys.stderr, flush=True)
+                print(f"  {name:<42} {v:>8,.0f}", file=sys.stderr, flush=True)
         finally:
             stop_all()
 
     by_command = {r["command"]: r for r in results}
-    floor_of = {r["floor_command"]: r["floor"] for r in results if r["floor_command"]}
+    floor_of = {}
+    for r in results:  # a floor command's own row comes first (floor.seq.next: SEQ.NEXT's)
+        if r["floor_command"]:
+            floor_of.setdefault(r["floor_command"], r["floor"])
     floor_of["floor.noop"] = next(r["instructions"] for r in refs if r["argv"] == ["floor.noop"])
+    # A target's baseline: a floor command, a reference row, or another imid row.
+    base_of = dict(floor_of)
+    base_of.update({r["command"]: r["instructions"] for r in refs})
+    base_of.update({r["command"]: r["imid"] for r in results})
     targets = []
     for cmd, fcmd, mx in TARGETS:
         imid = by_command.get(cmd, {}).get("imid")
         targets.append({"imid": cmd, "floor": fcmd, "max": mx,
-                        "ratio": ratio(imid, floor_of.get(fcmd))})
+                        "ratio": ratio(imid, base_of.get(fcmd))})
     version = subprocess.run([server, "--version"], capture_output=True, text=True).stdout
     data = {
         "requests": n,
         "pipeline": PIPELINE,
         "write_keys": WRITE_KEYS,
         "seed_keys": SEED_KEYS,
+        "map_fields": args.map_fields,
         "server": version.strip(),
         "rows": results,
         "references": refs,

@@ -15,6 +15,7 @@ import sys
 sys.dont_write_bytecode = True  # no __pycache__ in server-bench/ from the import below
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from instructions import render as render_floor  # noqa: E402  (the script's own directory)
+from maps import render as render_maps  # noqa: E402
 
 MARKER = "<!-- analysis: hand-written below this line; server-bench/report.py keeps it -->"
 
@@ -93,7 +94,11 @@ def floor_section(path):
         "error replies, and where the reply is deterministic imid's and the floor's are equal. "
         f"Writes use random keys from a keyspace of {f['write_keys']:,} (nearly every call "
         f"creates its key); SEQ.GET and SEQ.MGET read {f['seed_keys']:,} existing keys loaded "
-        "from an RDB file. "
+        "from an RDB file. The map rows address random fields of one map of "
+        f"{f.get('map_fields', 0):,} fields loaded from the same file (the floor's map, and "
+        "Redis's hash of the same fields for HINCRBY and HGET), after one SEQ.HNEXT (HINCRBY) "
+        "of every field whose instructions are not counted, except in the \"first call per "
+        "field after a load\" row. "
         "Instruction counts do not move with the machine's load; rows on random keys vary by "
         "up to ~2% between runs (redis-benchmark draws other keys, so the keyspace grows "
         "differently).",
@@ -106,6 +111,25 @@ def floor_section(path):
     return out
 
 
+def maps_section(path):
+    """Sequence maps against Redis hashes (server-bench/maps.py)."""
+    out = ["## Sequence maps: memory per counter, RDB save and load", ""]
+    if not path:
+        return out + ["Skipped in this run.", ""]
+    d = json.load(open(path))
+    out += [
+        "`server-bench/maps.py`: a fresh server per figure; `used_memory` after loading "
+        f"{d['counters']:,} counters as keys of N counters each, minus before, divided by the "
+        "counters: imid sequence maps (`SEQ.HSET`) against Redis hashes (`HSET`) with the same "
+        "10-byte field names `f:00000000`.. and values "
+        f"{d['value_base']:,} + i (below 2^32). The figure includes the keys themselves and the "
+        "keyspace table. RDB: `SAVE` timed from the client, load time as the server logs it, "
+        "medians of repeated runs; both move with the machine's load.",
+        "",
+    ]
+    return out + render_maps(d) + [""]
+
+
 def fmt_rps(v):
     return f"{v:,.0f}"
 
@@ -115,6 +139,7 @@ def main():
     ap.add_argument("--server-json", required=True)
     ap.add_argument("--criterion", help="criterion output dir (target/criterion); omit to skip")
     ap.add_argument("--floor-json", help="server-bench/instructions.py's JSON; omit to skip")
+    ap.add_argument("--maps-json", help="server-bench/maps.py's JSON; omit to skip")
     ap.add_argument("--out", required=True)
     ap.add_argument("--title", default="imid benchmark results")
     args = ap.parse_args()
@@ -148,6 +173,7 @@ def main():
         "",
     ]
     out += floor_section(args.floor_json)
+    out += maps_section(args.maps_json)
     out += [
         "## Throughput (redis-benchmark, loopback, 50 clients)",
         "",

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make bench` / `make bench-smoke`: criterion benches of the core, then server-level throughput
 # and memory (server-bench/server.py), then instructions per command against the floor module
-# (server-bench/instructions.py, server-bench/floor.c), then the results page (server-bench/report.py).
+# (server-bench/instructions.py, server-bench/floor.c), then sequence maps against Redis hashes on every server
+# of the matrix (server-bench/maps.py: memory per counter, RDB save/load), then the results page
+# (server-bench/report.py).
 #
 #   server-bench/run.sh          full run, writes server-bench/RESULTS.md (minutes; run on a quiet machine)
 #   server-bench/run.sh --smoke  tiny run that only proves every command works and the table is built;
@@ -35,21 +37,34 @@ if [ "$mode" = smoke ]; then
     --memory-keys 10000 --json "$tmp/server.json"
   # 2,000 commands per figure instead of 20,000: every command and its floor still run under
   # callgrind, after the same checks (no error reply, the same reply as the floor).
-  python3 server-bench/instructions.py --module "$module" --requests 2000 --json "$tmp/floor.json"
+  # A map and hash of 1,000 fields instead of 100,000 for the map rows.
+  python3 server-bench/instructions.py --module "$module" --requests 2000 --map-fields 1000 \
+    --json "$tmp/floor.json"
+  # One server, small maps, one save and load.
+  python3 server-bench/maps.py --module "$module" --servers redis7 --sizes 100,1000 --counters 2000 \
+    --rdb-fields 1000 --rdb-rounds 1 --json "$tmp/maps.json"
 else
   out=server-bench/RESULTS.md
   cargo bench --features system-alloc --bench core
   python3 server-bench/server.py --module "$module" --json "$tmp/server.json"
   python3 server-bench/instructions.py --module "$module" --json "$tmp/floor.json"
+  python3 server-bench/maps.py --module "$module" --json "$tmp/maps.json"
 fi
 
 python3 server-bench/report.py --server-json "$tmp/server.json" --criterion target/criterion \
-  --floor-json "$tmp/floor.json" --out "$out"
+  --floor-json "$tmp/floor.json" --maps-json "$tmp/maps.json" --out "$out"
 # The smoke check proper: a table row for every command (server.py and instructions.py already
 # failed on any error reply, missing throughput or instruction count, or a reply unlike the
-# floor's), and a floor-table row for each of the 17 MSGID, SEQ, OPENID and UID commands.
+# floor's), a floor-table row for each of the 19 MSGID, SEQ, OPENID and UID command lines and
+# the 6 of sequence maps and IDMP, and a memory row of maps against hashes per size.
 rows=$(grep -c '^| ' "$out")
 [ "$rows" -ge 50 ] || { echo "results table incomplete ($rows rows) in $out" >&2; exit 1; }
 floor_rows=$(grep -cE '^\| [A-Z].* \| (`floor\.|no floor)' "$out")
-[ "$floor_rows" -ge 17 ] || { echo "floor table incomplete ($floor_rows rows) in $out" >&2; exit 1; }
+[ "$floor_rows" -ge 25 ] || { echo "floor table incomplete ($floor_rows rows) in $out" >&2; exit 1; }
+for r in 'SEQ.NEXT IDMP' 'SEQ.HNEXT (map, random' 'SEQ.HNEXT (map, first' 'SEQ.HGET' \
+  'SEQ.HADVANCE (' 'SEQ.HADVANCE ... LIMIT'; do
+  grep -qF "| $r" "$out" || { echo "no floor row for $r in $out" >&2; exit 1; }
+done
+map_rows=$(grep -cE '^\| Redis server v=[0-9.]+ \| [0-9,]+ \| [0-9,]+ \| [0-9.]+ \|' "$out")
+[ "$map_rows" -ge 2 ] || { echo "map memory table incomplete ($map_rows rows) in $out" >&2; exit 1; }
 echo "wrote $out"

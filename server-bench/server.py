@@ -69,10 +69,13 @@ return {seq, tostring(seq)}
 
 
 class Server:
-    """One redis-server with the module, persistence off, pinned to `cpu` if given."""
+    """One redis-server with the module, persistence off, pinned to `cpu` if given. `bin`: another
+    server binary (server-bench/maps.py runs the matrix); `data_dir`: start on the files of an earlier
+    server (its dump.rdb is loaded)."""
 
-    def __init__(self, module, workdir, cpu=None, extra=()):
-        self.dir = tempfile.mkdtemp(prefix="srv-", dir=workdir)
+    def __init__(self, module, workdir, cpu=None, extra=(), bin="redis-server", data_dir=None):
+        self.bin = bin
+        self.dir = data_dir or tempfile.mkdtemp(prefix="srv-", dir=workdir)
         # A port picked free can still be taken before redis-server binds it: then the server
         # exits at once, and another port is tried.
         for attempt in range(5):
@@ -82,7 +85,7 @@ class Server:
 
     def _spawn(self, module, cpu, extra, last):
         cmd = [
-            "redis-server",
+            self.bin,
             "--port", str(self.port),
             "--bind", HOST,
             "--dir", self.dir,
@@ -95,7 +98,8 @@ class Server:
         if cpu is not None:
             cmd = ["taskset", "-c", str(cpu)] + cmd
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
+        # Loading a big RDB file takes a while (PING answers LOADING until it is done).
+        deadline = time.monotonic() + 120
         while True:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()

@@ -34,7 +34,7 @@ impl Conv {
     pub fn seq(&self) -> String {
         format!("{}:seq", self.tag())
     }
-    /// A recipient's inbox: ZSET, score = seq, member = `msgid|sender|body`.
+    /// A recipient's inbox: ZSET, score = seq, member = `msgid|uid|sender|body`.
     pub fn inbox(&self, user: &str) -> String {
         format!("{}:inbox:{user}", self.tag())
     }
@@ -42,14 +42,10 @@ impl Conv {
     pub fn trimmed(&self, user: &str) -> String {
         format!("{}:trimmed:{user}", self.tag())
     }
-    /// `user`'s read cursor (SEQ type, moved only forward by SEQ.ADVANCE).
-    pub fn read(&self, user: &str) -> String {
-        format!("{}:read:{user}", self.tag())
-    }
-    /// The dedup record of one send (string `seq msgid` with a TTL). The sender is part of the
-    /// name because client message ids are only unique per sending client.
-    pub fn dedup(&self, sender: &str, client_msg_id: &str) -> String {
-        format!("{}:dedup:{sender}:{client_msg_id}", self.tag())
+    /// Every member's read cursor: one sequence map, field = user, moved only forward and
+    /// never past the conversation's seq (SEQ.HADVANCE ... LIMIT).
+    pub fn read(&self) -> String {
+        format!("{}:read", self.tag())
     }
 }
 
@@ -156,11 +152,16 @@ enum Which {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Sent {
     pub seq: i64,
-    pub msgid: String,
-    /// A retry of a send already stored: `seq`, `msgid` and `uid` are the original ones.
+    /// Always there for a new message; for a duplicate, read back from the first inbox of the
+    /// retry that still holds the message (None when none does: the cap dropped it, or the
+    /// retry names other recipients).
+    pub msgid: Option<String>,
+    /// A retry of a send already stored (SEQ.NEXT ... IDMP): nothing was written, `seq`,
+    /// `msgid` and `uid` are the original ones.
     pub duplicate: bool,
-    /// The message's 64-bit UID (UID.GEN), e.g. the BIGINT primary key of its database row.
-    pub uid: i64,
+    /// The message's 64-bit UID (UID.GEN), e.g. the BIGINT primary key of its database row;
+    /// None in the same case as `msgid`.
+    pub uid: Option<i64>,
 }
 
 /// One message as stored in an inbox.
@@ -201,14 +202,14 @@ pub struct Im {
     pub via: Via,
     /// Each inbox keeps the newest `inbox_cap` messages.
     pub inbox_cap: u64,
-    /// How long a client message id is remembered for dropping duplicate sends.
-    pub dedup_ttl_secs: u64,
 }
 
 impl Im {
     /// Sends `body` from `sender` to each of `recipients` (include the sender to give the
     /// sender's other devices a copy). `client_msg_id` is the id the sending client made up
-    /// for this message and reuses on retries.
+    /// for this message and reuses on retries: a retry while the conversation's sequence key
+    /// still holds its IDMP token (imid.seq-idmp-ttl, imid.seq-idmp-max) stores nothing and
+    /// replies the original message.
     pub fn send(
         &self,
         con: &mut Connection,
@@ -218,7 +219,7 @@ impl Im {
         client_msg_id: &str,
         body: &str,
     ) -> RedisResult<Sent> {
-        let mut keys = vec![conv.tag(), conv.seq(), conv.dedup(sender, client_msg_id)];
+        let mut keys = vec![conv.tag(), conv.seq()];
         for r in recipients {
             keys.push(conv.inbox(r));
             keys.push(conv.trimmed(r));
@@ -226,18 +227,19 @@ impl Im {
         let args = [
             conv.channel_type.to_string(),
             sender.to_owned(),
+            client_msg_id.to_owned(),
             body.to_owned(),
             self.inbox_cap.to_string(),
-            self.dedup_ttl_secs.to_string(),
         ];
         let v = self.via.call(con, Which::Send, &keys, &args)?;
         // The script replies the UID as decimal text (exact through Lua); parsed here.
-        let (seq, msgid, dup, uid): (i64, String, i64, String) = redis::from_redis_value(v)?;
+        let (seq, msgid, dup, uid): (i64, Option<String>, i64, Option<String>) =
+            redis::from_redis_value(v)?;
         Ok(Sent {
             seq,
             msgid,
             duplicate: dup == 1,
-            uid: parse_uid(&uid)?,
+            uid: uid.as_deref().map(parse_uid).transpose()?,
         })
     }
 
@@ -271,7 +273,8 @@ impl Im {
         })
     }
 
-    /// `user` has read up to `seq`; replies the cursor after the call and the unread count.
+    /// `user` has read up to `seq`; replies the cursor after the call (never back, never past
+    /// the conversation's seq) and the unread count.
     pub fn read(
         &self,
         con: &mut Connection,
@@ -279,8 +282,9 @@ impl Im {
         user: &str,
         seq: i64,
     ) -> RedisResult<ReadState> {
-        let keys = [conv.read(user), conv.inbox(user), conv.seq()];
-        let v = self.via.call(con, Which::Read, &keys, &[seq.to_string()])?;
+        let keys = [conv.read(), conv.inbox(user), conv.seq()];
+        let args = [user.to_owned(), seq.to_string()];
+        let v = self.via.call(con, Which::Read, &keys, &args)?;
         let (cursor, unread): (i64, i64) = redis::from_redis_value(v)?;
         Ok(ReadState { cursor, unread })
     }

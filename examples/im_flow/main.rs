@@ -31,11 +31,7 @@ fn run(url: &str) -> Result<(), Box<dyn std::error::Error>> {
     // A conversation id of its own per run, so repeated runs against one server do not mix.
     let run_id = std::process::id();
     for via in [Via::load_scripts(&mut con)?, Via::load_functions(&mut con)?] {
-        let im = Im {
-            via,
-            inbox_cap: 5,
-            dedup_ttl_secs: 60,
-        };
+        let im = Im { via, inbox_cap: 5 };
         let conv = Conv::new(&format!("alice:bob:{run_id}:{}", im.via.name()), 1);
         println!("== via {} in {}", im.via.name(), conv.tag());
         flow(&im, &mut con, &conv)?;
@@ -49,7 +45,7 @@ fn flow(
     conv: &Conv,
 ) -> Result<(), Box<dyn std::error::Error>> {
     // alice sends 7 messages to bob and to herself (her other devices); inboxes keep 5.
-    let mut first = None;
+    let mut newest = None;
     for i in 1..=7 {
         let sent = im.send(
             con,
@@ -61,23 +57,42 @@ fn flow(
         )?;
         println!(
             "send c{i}: seq {} msgid {} uid {}",
-            sent.seq, sent.msgid, sent.uid
+            sent.seq,
+            shown(&sent.msgid),
+            shown(&sent.uid)
         );
-        first.get_or_insert(sent);
+        newest = Some(sent);
     }
-    // A client that timed out retries c1: same seq, msgid and uid, nothing stored again.
-    let retry = im.send(con, conv, "alice", &["bob", "alice"], "c1", "hello 1")?;
+    // A client that timed out retries c7: same seq, msgid and uid (SEQ.NEXT ... IDMP knows
+    // the token, the IDs are read back from the inbox), nothing stored again.
+    let retry = im.send(con, conv, "alice", &["bob", "alice"], "c7", "hello 7")?;
     println!(
-        "retry c1: seq {} msgid {} uid {} duplicate {}",
-        retry.seq, retry.msgid, retry.uid, retry.duplicate
+        "retry c7: seq {} msgid {} uid {} duplicate {}",
+        retry.seq,
+        shown(&retry.msgid),
+        shown(&retry.uid),
+        retry.duplicate
     );
-    let first = first.ok_or("no message sent")?;
+    let first = newest.ok_or("no message sent")?;
     if !retry.duplicate
         || retry.seq != first.seq
         || retry.msgid != first.msgid
         || retry.uid != first.uid
     {
         return Err(format!("retry was not deduplicated: {retry:?} vs {first:?}").into());
+    }
+    // c1 is still known as sent, but the cap (5) dropped it from the inboxes: the retry gets
+    // its seq only.
+    let old = im.send(con, conv, "alice", &["bob", "alice"], "c1", "hello 1")?;
+    println!(
+        "retry c1: seq {} msgid {} uid {} duplicate {} (the inbox cap dropped it)",
+        old.seq,
+        shown(&old.msgid),
+        shown(&old.uid),
+        old.duplicate
+    );
+    if !old.duplicate || old.seq != 1 || old.msgid.is_some() {
+        return Err(format!("retry of a dropped message: {old:?}").into());
     }
 
     // bob had nothing; he pulls in pages of 2.
@@ -106,13 +121,26 @@ fn flow(
         }
     }
 
-    // bob reads up to seq 5, then a late ack for seq 3 arrives: the cursor stays.
+    // bob reads up to seq 5, then a late ack for seq 3 arrives: the cursor stays. An ack past
+    // the conversation's seq is clamped to it.
     let r = im.read(con, conv, "bob", 5)?;
     println!("read 5: cursor {} unread {}", r.cursor, r.unread);
     let r = im.read(con, conv, "bob", 3)?;
     println!("late read 3: cursor {} unread {}", r.cursor, r.unread);
-    let r = im.read(con, conv, "bob", last)?;
-    println!("read {last}: cursor {} unread {}", r.cursor, r.unread);
+    let r = im.read(con, conv, "bob", last + 100)?;
+    println!(
+        "read {}: cursor {} unread {}",
+        last + 100,
+        r.cursor,
+        r.unread
+    );
+    if r.cursor != last {
+        return Err(format!(
+            "an ack past the max seq {last} set the cursor to {}",
+            r.cursor
+        )
+        .into());
+    }
     if r.unread != 0 {
         return Err(format!("bob read everything but has {} unread", r.unread).into());
     }
@@ -128,4 +156,9 @@ fn flow(
         println!("OPENID.ENC {} 1 1 -> {open}", m.msgid);
     }
     Ok(())
+}
+
+/// An ID of a reply, or `?` where the script could not read it back.
+fn shown<T: std::fmt::Display>(v: &Option<T>) -> String {
+    v.as_ref().map_or_else(|| "?".to_owned(), T::to_string)
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // The imid IM flow from Node.js with ioredis, against one server or a Redis Cluster: send a few
-// messages (one retried), sync them in pages, mark them read, through the imid_im Functions
-// library (FCALL / FCALL_RO) and through the Lua scripts (EVALSHA, which ioredis reloads on
-// NOSCRIPT); then the keyless commands (MSGID.DECODE, MSGID.HASH, UID.DECODE/ENCODE,
+// messages (one retried: SEQ.NEXT ... IDMP), sync them in pages, mark them read (one cursor map
+// per conversation, clamped to its seq), pull a user's changed kinds of data (the incremental
+// pull over one sequence map), through the imid_im Functions library (FCALL / FCALL_RO) and
+// through the Lua scripts (EVALSHA, which ioredis reloads on NOSCRIPT); then the keyless commands (MSGID.DECODE, MSGID.HASH, UID.DECODE/ENCODE,
 // OPENID.ENC/DEC).
 //
 //   node examples/node/im_flow.js [--host H] [--port P]        (or IMID_HOST / IMID_PORT)
@@ -28,8 +29,19 @@ class Conv {
   }
   inbox(user) { return `${this.tag}:inbox:${user}`; }
   trimmed(user) { return `${this.tag}:trimmed:${user}`; }
-  readKey(user) { return `${this.tag}:read:${user}`; }
-  dedup(sender, clientMsgId) { return `${this.tag}:dedup:${sender}:${clientMsgId}`; }
+  // every member's read cursor: one sequence map, field = user
+  readKey() { return `${this.tag}:read`; }
+}
+
+// One user's sync sequences (a sequence map, field = kind of data), the per-kind change logs
+// and what their cap dropped; every key carries the hash tag {<user>}.
+class User {
+  constructor(id) {
+    this.seqs = `app:seq:{${id}}`;
+    this.trimmed = `app:trimmed:{${id}}`;
+    this.id = id;
+  }
+  log(kind) { return `app:log:{${this.id}}:${kind}`; }
 }
 
 // Two ways to run the same three operations. Both take (numkeys, ...keys, ...args).
@@ -39,6 +51,8 @@ const viaFunctions = {
   // imid_sync is flagged no-writes: FCALL_RO, which replicas serve too.
   sync: (r, n, ...a) => r.fcall_ro("imid_sync", n, ...a),
   read: (r, n, ...a) => r.fcall("imid_read", n, ...a),
+  change: (r, n, ...a) => r.fcall("imid_change", n, ...a),
+  pull: (r, n, ...a) => r.fcall_ro("imid_pull", n, ...a),
 };
 const viaScripts = {
   name: "EVALSHA",
@@ -47,16 +61,20 @@ const viaScripts = {
   send: (r, n, ...a) => r.imidSend(n, ...a),
   sync: (r, n, ...a) => r.imidSync(n, ...a),
   read: (r, n, ...a) => r.imidRead(n, ...a),
+  change: (r, n, ...a) => r.imidChange(n, ...a),
+  pull: (r, n, ...a) => r.imidPull(n, ...a),
 };
 
-async function send(via, r, conv, sender, recipients, clientMsgId, body, cap = 100, ttl = 3600) {
-  const keys = [conv.tag, conv.seq, conv.dedup(sender, clientMsgId)];
+async function send(via, r, conv, sender, recipients, clientMsgId, body, cap = 100) {
+  const keys = [conv.tag, conv.seq];
   for (const u of recipients) keys.push(conv.inbox(u), conv.trimmed(u));
   // uid: the message's 64-bit UID as decimal text (exact through Lua, whose numbers are
-  // doubles); a BigInt here, for the same reason.
+  // doubles); a BigInt here, for the same reason. A retry (duplicate) replies the original
+  // seq and the IDs read back from an inbox (null when no inbox named holds it any more).
   const [seq, msgid, dup, uid] = await via.send(r, keys.length, ...keys,
-    conv.channelType, sender, body, cap, ttl);
-  return { seq: Number(seq), msgid, duplicate: Number(dup) === 1, uid: BigInt(uid) };
+    conv.channelType, sender, clientMsgId, body, cap);
+  return { seq: Number(seq), msgid, duplicate: Number(dup) === 1,
+    uid: uid === null ? null : BigInt(uid) };
 }
 
 async function sync(via, r, conv, user, lastSeq, limit) {
@@ -74,9 +92,32 @@ async function sync(via, r, conv, user, lastSeq, limit) {
 }
 
 async function read(via, r, conv, user, seq) {
-  const keys = [conv.readKey(user), conv.inbox(user), conv.seq];
-  const [cursor, unread] = await via.read(r, keys.length, ...keys, seq);
+  const keys = [conv.readKey(), conv.inbox(user), conv.seq];
+  const [cursor, unread] = await via.read(r, keys.length, ...keys, user, seq);
   return { cursor: Number(cursor), unread: Number(unread) };
+}
+
+// Records a change of one kind of the user's data; its seq (SEQ.HNEXT).
+async function change(via, r, user, kind, text, cap = 100) {
+  const keys = [user.seqs, user.trimmed, user.log(kind)];
+  return Number(await via.change(r, keys.length, ...keys, kind, text, cap));
+}
+
+// The kinds whose seq is above the one held ({kind: seq}): {kind: {seq, reset, changes}};
+// the other kinds are not in the reply.
+async function pull(via, r, user, held) {
+  const kinds = Object.keys(held).sort();
+  const keys = [user.seqs, user.trimmed, ...kinds.map((k) => user.log(k))];
+  const flat = await via.pull(r, keys.length, ...keys, ...kinds.flatMap((k) => [k, held[k]]));
+  const out = {};
+  for (let i = 0; i < flat.length; i += 4) {
+    const changes = [];
+    for (let j = 0; j < flat[i + 3].length; j += 2) {
+      changes.push([Number(flat[i + 3][j]), flat[i + 3][j + 1]]);
+    }
+    out[flat[i]] = { seq: Number(flat[i + 1]), reset: Number(flat[i + 2]) === 1, changes };
+  }
+  return out;
 }
 
 function check(ok, what) {
@@ -105,6 +146,7 @@ async function flow(via, r, clusterMode) {
   console.log(`retry c1: seq ${again.seq} msgid ${again.msgid} uid ${again.uid} duplicate ${again.duplicate}`);
   check(again.duplicate && again.seq === sent[0].seq && again.msgid === sent[0].msgid &&
     again.uid === sent[0].uid, "the retried send was not deduplicated");
+  check(Number(await r.zcard(conv.inbox("bob"))) === 5, "the retry stored the message again");
 
   let last = 0;
   const got = [];
@@ -129,9 +171,32 @@ async function flow(via, r, clusterMode) {
   rd = await read(via, r, conv, "bob", sent[0].seq);
   console.log(`late read ${sent[0].seq}: cursor ${rd.cursor} unread ${rd.unread}`);
   check(rd.cursor === sent[2].seq, "a late read moved the cursor back");
-  rd = await read(via, r, conv, "bob", last);
-  console.log(`read ${last}: cursor ${rd.cursor} unread ${rd.unread}`);
-  check(rd.unread === 0, `bob read everything but has ${rd.unread} unread`);
+  rd = await read(via, r, conv, "bob", last + 100);
+  console.log(`read ${last + 100}: cursor ${rd.cursor} unread ${rd.unread}`);
+  check(rd.cursor === last && rd.unread === 0,
+    `an ack past the max seq ${last} gave cursor ${rd.cursor}, ${rd.unread} unread`);
+
+  // The incremental pull: the phone holds a seq per kind and pulls only what moved.
+  const user = new User(`node-${process.pid}-${via.name}`);
+  const phone = { friendship: 0, group: 0, conversation: 0, profile: 0 };
+  for (const [kind, text] of [["friendship", "+bob"], ["friendship", "+carol"], ["group", "join g1"]]) {
+    console.log(`change ${kind} ${JSON.stringify(text)}: seq ${await change(via, r, user, kind, text)}`);
+  }
+  for (const want of [["friendship", "group"], []]) {
+    const got = await pull(via, r, user, phone);
+    const kinds = Object.keys(got).sort();
+    console.log(`pull: ${kinds.length} kind(s) changed [${kinds}]`);
+    for (const k of kinds) {
+      console.log(`  ${k} -> seq ${got[k].seq}: ${JSON.stringify(got[k].changes)}`);
+      phone[k] = got[k].seq;
+    }
+    check(JSON.stringify(kinds) === JSON.stringify(want), `pulled [${kinds}], expected [${want}]`);
+  }
+  const server = fields(await r.call("SEQ.HGETALL", user.seqs));
+  console.log(`SEQ.HGETALL ${user.seqs}: ${JSON.stringify(server)}`);
+  for (const k of Object.keys(phone)) {
+    check(Number(server[k] || 0) === phone[k], `${k}: the phone holds ${phone[k]}, the server ${server[k]}`);
+  }
 
   // Keyless commands: `call` sends a command ioredis does not know by name. A command it
   // finds no key in goes to a random primary of the cluster: right for these pure commands,
@@ -210,7 +275,8 @@ async function main() {
     // replication). FCALL then routes by its keys like any keyed command.
     const lib = fs.readFileSync(path.join(EXAMPLES, "functions", "imid_im.lua"), "utf8");
     for (const p of primaries) console.log("FUNCTION LOAD:", await p.function("LOAD", "REPLACE", lib));
-    for (const [name, file] of [["imidSend", "send"], ["imidSync", "sync"], ["imidRead", "read"]]) {
+    for (const [name, file] of [["imidSend", "send"], ["imidSync", "sync"], ["imidRead", "read"],
+      ["imidChange", "change"], ["imidPull", "pull"]]) {
       r.defineCommand(name, { lua: fs.readFileSync(path.join(EXAMPLES, "lua", `${file}.lua`), "utf8") });
     }
     for (const via of [viaFunctions, viaScripts]) await flow(via, r, Boolean(opt.cluster));

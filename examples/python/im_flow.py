@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The imid IM flow from Python (redis-py): load the imid_im Functions library, send a few
-messages (one retried), sync them in pages, mark them read, then the keyless commands
-(MSGID.DECODE, MSGID.HASH, OPENID.ENC/DEC), against one server or a Redis Cluster.
+messages (one retried: SEQ.NEXT ... IDMP), sync them in pages, mark them read (one cursor map
+per conversation, clamped to its seq), pull a user's changed kinds of data (the incremental
+pull over one sequence map), then the keyless commands (MSGID.DECODE, MSGID.HASH,
+OPENID.ENC/DEC), against one server or a Redis Cluster.
 
     python3 examples/python/im_flow.py [--host H] [--port P]
     (or IMID_HOST / IMID_PORT; default 127.0.0.1:6379)
@@ -35,11 +37,21 @@ class Conv:
     def trimmed(self, user):
         return "%s:trimmed:%s" % (self.tag, user)
 
-    def read_key(self, user):
-        return "%s:read:%s" % (self.tag, user)
+    def read_key(self):
+        # every member's read cursor: one sequence map, field = user
+        return self.tag + ":read"
 
-    def dedup(self, sender, client_msg_id):
-        return "%s:dedup:%s:%s" % (self.tag, sender, client_msg_id)
+
+class User:
+    """One user's sync sequences (a sequence map, field = kind of data), the per-kind change
+    logs and what their cap dropped; every key carries the hash tag {<user>}."""
+
+    def __init__(self, user_id):
+        self.seqs = "app:seq:{%s}" % user_id
+        self.trimmed = "app:trimmed:{%s}" % user_id
+
+    def log(self, kind):
+        return self.seqs.replace("app:seq:", "app:log:") + ":" + kind
 
 
 # imid's keyless commands: pure functions of their arguments, answered alike by every node.
@@ -76,13 +88,16 @@ def fields(reply):
     return dict(zip(reply[::2], reply[1::2]))
 
 
-def send(r, conv, sender, recipients, client_msg_id, body, cap=100, ttl=3600):
-    keys = [conv.tag, conv.seq, conv.dedup(sender, client_msg_id)]
+def send(r, conv, sender, recipients, client_msg_id, body, cap=100):
+    keys = [conv.tag, conv.seq]
     for user in recipients:
         keys += [conv.inbox(user), conv.trimmed(user)]
-    # uid: the message's 64-bit UID, as decimal text (exact through Lua, whose numbers are doubles)
-    seq, msgid, dup, uid = r.fcall("imid_send", len(keys), *keys, conv.channel_type, sender, body, cap, ttl)
-    return seq, msgid, dup == 1, int(uid)
+    # uid: the message's 64-bit UID, as decimal text (exact through Lua, whose numbers are
+    # doubles). A retry (dup) replies the original seq, and the IDs read back from an inbox
+    # (None when no inbox named holds the message any more).
+    seq, msgid, dup, uid = r.fcall("imid_send", len(keys), *keys, conv.channel_type, sender,
+                                   client_msg_id, body, cap)
+    return seq, msgid, dup == 1, None if uid is None else int(uid)
 
 
 def sync(r, conv, user, last_seq, limit):
@@ -97,9 +112,29 @@ def sync(r, conv, user, last_seq, limit):
 
 
 def read(r, conv, user, seq):
-    keys = [conv.read_key(user), conv.inbox(user), conv.seq]
-    cursor, unread = r.fcall("imid_read", len(keys), *keys, seq)
+    keys = [conv.read_key(), conv.inbox(user), conv.seq]
+    cursor, unread = r.fcall("imid_read", len(keys), *keys, user, seq)
     return cursor, unread
+
+
+def change(r, user, kind, text, cap=100):
+    """Records a change of one kind of the user's data; returns its seq (SEQ.HNEXT)."""
+    keys = [user.seqs, user.trimmed, user.log(kind)]
+    return r.fcall("imid_change", len(keys), *keys, kind, text, cap)
+
+
+def pull(r, user, held):
+    """The kinds whose seq is above the one held ({kind: seq}), each as
+    (seq now, reset, [(seq, change), ...]); the other kinds are not in the reply."""
+    kinds = sorted(held)
+    keys = [user.seqs, user.trimmed] + [user.log(k) for k in kinds]
+    args = [x for k in kinds for x in (k, held[k])]
+    flat = r.fcall_ro("imid_pull", len(keys), *keys, *args)
+    out = {}
+    for i in range(0, len(flat), 4):
+        kind, seq, reset, changes = flat[i:i + 4]
+        out[kind] = (seq, reset == 1, list(zip(changes[::2], changes[1::2])))
+    return out
 
 
 def main():
@@ -127,6 +162,8 @@ def main():
     print("retry c1: seq %d msgid %s uid %d duplicate %s" % (seq, msgid, uid, dup))
     if not dup or (seq, msgid, uid) != sent[0]:
         sys.exit("the retried send was not deduplicated")
+    if r.zcard(conv.inbox("bob")) != 5:
+        sys.exit("the retry stored the message again")
 
     last, got = 0, []
     while True:
@@ -143,10 +180,28 @@ def main():
     third, first = sent[2][0], sent[0][0]
     print("read %d: cursor %d unread %d" % ((third,) + read(r, conv, "bob", third)))
     print("late read %d: cursor %d unread %d" % ((first,) + read(r, conv, "bob", first)))
-    cursor, unread = read(r, conv, "bob", last)
-    print("read %d: cursor %d unread %d" % (last, cursor, unread))
-    if unread != 0:
-        sys.exit("bob read everything but has %d unread" % unread)
+    cursor, unread = read(r, conv, "bob", last + 100)
+    print("read %d: cursor %d unread %d" % (last + 100, cursor, unread))
+    if (cursor, unread) != (last, 0):
+        sys.exit("an ack past the max seq %d gave cursor %d, %d unread" % (last, cursor, unread))
+
+    # The incremental pull: the phone holds a seq per kind and pulls only what moved.
+    user = User("py-%d" % os.getpid())
+    phone = {k: 0 for k in ("friendship", "group", "conversation", "profile")}
+    for kind, text in (("friendship", "+bob"), ("friendship", "+carol"), ("group", "join g1")):
+        print("change %s %r: seq %d" % (kind, text, change(r, user, kind, text)))
+    for want in (["friendship", "group"], []):
+        got = pull(r, user, phone)
+        print("pull: %d kind(s) changed %s" % (len(got), sorted(got)))
+        for kind, (seq, reset, changes) in sorted(got.items()):
+            print("  %s -> seq %d: %s" % (kind, seq, changes))
+            phone[kind] = seq
+        if sorted(got) != want:
+            sys.exit("pulled %s, expected %s" % (sorted(got), want))
+    server = fields(r.execute_command("SEQ.HGETALL", user.seqs))
+    print("SEQ.HGETALL %s: %s" % (user.seqs, server))
+    if server != {k: v for k, v in phone.items() if v}:
+        sys.exit("the phone holds %s, the server %s" % (phone, server))
 
     # Keyless commands: on a cluster they go where cluster_client routes them.
     msgid = sent[0][1]

@@ -272,12 +272,7 @@ fn floors_from_the_primary_and_the_aof_are_taken_however_far_ahead() {
         .args(&["--appendonly", "yes", "--appendfsync", "always"])
         .start();
     let mut pcon = primary.client();
-    let port = primary.port.to_string();
-    let replica = Server::build()
-        .hooked()
-        .args(&["--replicaof", "127.0.0.1", &port])
-        .start();
-    replica.wait_link_up();
+    let replica = primary.hooked_replica(&[]);
     set_clock(&mut pcon, &["OFFSET", "600000"]);
     let old = msgids(&mut pcon, 1_000, "t");
     let ahead = msgid_time_of(&mut pcon, old.last().unwrap());

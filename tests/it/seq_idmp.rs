@@ -330,12 +330,7 @@ fn tokens_expire_by_time_and_the_next_write_drops_them_everywhere() {
         .hooked()
         .args(&["--imid.seq-idmp-ttl", "10"])
         .start();
-    let port = primary.port.to_string();
-    let replica = Server::build()
-        .hooked()
-        .args(&["--replicaof", "127.0.0.1", &port])
-        .start();
-    replica.wait_link_up();
+    let replica = primary.hooked_replica(&[]);
     let mut p = primary.client();
     let t0 = 1_800_000_000_000u64;
     freeze(&mut p, t0);

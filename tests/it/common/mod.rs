@@ -666,10 +666,19 @@ impl Server {
     /// A replica of this server (`--replicaof`, plus `extra` arguments), returned once its
     /// link to the primary is up.
     pub fn replica(&self, extra: &[&str]) -> Server {
+        self.replica_of(Server::build(), extra)
+    }
+
+    /// [`Server::replica`] of the test-hooks build (IMID.TEST-CLOCK and the other hooks).
+    pub fn hooked_replica(&self, extra: &[&str]) -> Server {
+        self.replica_of(Server::build().hooked(), extra)
+    }
+
+    fn replica_of(&self, launch: Launch, extra: &[&str]) -> Server {
         let port = self.port.to_string();
         let mut args = vec!["--replicaof", "127.0.0.1", port.as_str()];
         args.extend_from_slice(extra);
-        let replica = Server::build().args(&args).start();
+        let replica = launch.args(&args).start();
         replica.wait_link_up();
         replica
     }

@@ -58,25 +58,7 @@ pub(crate) fn next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, key, opts @ ..] = args else {
         return Err(Error::WrongArity);
     };
-    let mut count = 1;
-    let mut token = None;
-    let mut rest = opts;
-    // The last COUNT wins, as in Redis's own option parsing; IDMP names one request, so twice
-    // is refused.
-    while let [name, tail @ ..] = rest {
-        match tail {
-            [n, tail @ ..] if name.is("COUNT") => {
-                count = n.int_in("COUNT", 1, MAX_BLOCK as i64)?.unsigned_abs();
-                rest = tail;
-            }
-            [t, tail @ ..] if name.is("IDMP") => {
-                token = Some(idmp_token(t, token)?);
-                rest = tail;
-            }
-            [] if name.is("IDMP") => return Err(idmp_missing()),
-            _ => return Err(SYNTAX),
-        }
-    }
+    let (count, token) = next_options(opts)?;
     if let Some(token) = token {
         return next_idmp(ctx, key, count, token);
     }
@@ -168,9 +150,33 @@ fn next_idmp(ctx: &Ctx, key: &Arg, count: u64, token: &Arg) -> Result<(), Error>
     Ok(())
 }
 
+/// `[COUNT n] [IDMP token]` of SEQ.NEXT and SEQ.HNEXT: the block size (1 without COUNT) and the
+/// token. The last COUNT wins, as in Redis's own option parsing; IDMP names one request, so
+/// twice is refused.
+pub(crate) fn next_options(opts: &[Arg]) -> Result<(u64, Option<&Arg>), Error> {
+    let mut count = 1;
+    let mut token = None;
+    let mut rest = opts;
+    while let [name, tail @ ..] = rest {
+        match tail {
+            [n, tail @ ..] if name.is("COUNT") => {
+                count = n.int_in("COUNT", 1, MAX_BLOCK as i64)?.unsigned_abs();
+                rest = tail;
+            }
+            [t, tail @ ..] if name.is("IDMP") => {
+                token = Some(idmp_token(t, token)?);
+                rest = tail;
+            }
+            [] if name.is("IDMP") => return Err(idmp_missing()),
+            _ => return Err(SYNTAX),
+        }
+    }
+    Ok((count, token))
+}
+
 /// The token of an `IDMP token` option, refused when one was given already or it breaks the
 /// length rule (shared by SEQ.NEXT and SEQ.HNEXT).
-pub(crate) fn idmp_token<'a>(t: &'a Arg, given: Option<&Arg>) -> Result<&'a Arg, Error> {
+fn idmp_token<'a>(t: &'a Arg, given: Option<&Arg>) -> Result<&'a Arg, Error> {
     if given.is_some() {
         return Err(err("IDMP given twice"));
     }
@@ -179,7 +185,7 @@ pub(crate) fn idmp_token<'a>(t: &'a Arg, given: Option<&Arg>) -> Result<&'a Arg,
 }
 
 /// `IDMP` as the last argument.
-pub(crate) fn idmp_missing() -> Error {
+fn idmp_missing() -> Error {
     err("IDMP needs a token (1..64 bytes)")
 }
 

@@ -13,12 +13,12 @@
 //! which would break a client's WATCH on a no-op.
 
 use super::seq::{
-    advance_target, answered, idmp_missing, idmp_token, int, limit_key_positions, reply_idmp,
-    reserve_from, token_record, value_arg,
+    advance_target, answered, int, limit_key_positions, next_options, reply_idmp, reserve_from,
+    token_record, value_arg,
 };
 use crate::config::{seq_idmp_max, seq_idmp_ttl_ms};
 use crate::core::idmp::{fingerprint, Entry, Lookup, Window};
-use crate::core::seq::{Seq, MAX_BLOCK};
+use crate::core::seq::Seq;
 use crate::core::seqmap::{check_name, MapError, SeqMap, MAX_NAME};
 use crate::error::{err, Error, SYNTAX};
 use crate::glue::map_type::MapKey;
@@ -55,24 +55,7 @@ pub(crate) fn hnext(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         return Err(Error::WrongArity);
     };
     let field = field_arg(field_a)?;
-    let mut count = 1;
-    let mut token = None;
-    let mut rest = opts;
-    // The last COUNT wins, as for SEQ.NEXT; IDMP names one request, so twice is refused.
-    while let [name, tail @ ..] = rest {
-        match tail {
-            [n, tail @ ..] if name.is("COUNT") => {
-                count = n.int_in("COUNT", 1, MAX_BLOCK as i64)?.unsigned_abs();
-                rest = tail;
-            }
-            [t, tail @ ..] if name.is("IDMP") => {
-                token = Some(idmp_token(t, token)?);
-                rest = tail;
-            }
-            [] if name.is("IDMP") => return Err(idmp_missing()),
-            _ => return Err(SYNTAX),
-        }
-    }
+    let (count, token) = next_options(opts)?;
     if let Some(token) = token {
         return hnext_idmp(ctx, key, field_a, count, token);
     }

@@ -281,9 +281,9 @@ pub(crate) const NAMES: [&str; 9] = [
 /// module argument alike.
 const SEQ_GAP_RANGE: (i64, i64) = (0, 1_000_000_000);
 /// `imid.seq-idmp-ttl`'s range: a second to a week.
-const SEQ_IDMP_TTL_RANGE: (i64, i64) = (1, 604_800);
+pub(crate) const SEQ_IDMP_TTL_RANGE: (i64, i64) = (1, 604_800);
 /// `imid.seq-idmp-max`'s range, up to what a loaded key may hold (`seq_type::MAX_TOKENS`).
-const SEQ_IDMP_MAX_RANGE: (i64, i64) = (1, crate::seq_type::MAX_TOKENS as i64);
+pub(crate) const SEQ_IDMP_MAX_RANGE: (i64, i64) = (1, crate::seq_type::MAX_TOKENS as i64);
 
 /// The configs' starting values: the module arguments (`--loadmodule libimid.so uid-node 7`,
 /// `MODULE LOADEX ... ARGS uid-node 7`), each checked by the rule `CONFIG SET` and `--imid.*`

@@ -42,9 +42,13 @@ pub(crate) fn on_event(ctx: &Ctx, event: Event) {
                 }
             }
         }
-        // The snapshot bookkeeping (`node::exposure`), and after an exit the primary writes its
-        // time high-water mark again (see `node::ids::after_fork_child`).
-        Event::ForkBorn => node::exposure::on_fork_born(),
+        // The snapshot bookkeeping (`node::exposure`); a fork starts streams that need the IDMP
+        // clock again (`node::idmp_clock`); after an exit the primary writes its time
+        // high-water mark again (see `node::ids::after_fork_child`).
+        Event::ForkBorn => {
+            node::exposure::on_fork_born();
+            node::idmp_clock::on_fork_born();
+        }
         Event::ForkDied => {
             node::exposure::on_fork_died();
             if !node::ids::after_fork_child(ctx) {

@@ -121,7 +121,7 @@ fn load(ctx: &Context, args: &[RedisString]) -> Status {
     if registry::register(ctx, COMMANDS) == Status::Err {
         return Status::Err;
     }
-    glue::types::handle_io_errors(ctx);
+    glue::types::set_module_options(ctx);
     if glue::types::create(ctx) == Status::Err || glue::map_type::create(ctx) == Status::Err {
         return Status::Err;
     }
@@ -159,6 +159,7 @@ const COMMANDS: &[registry::Command] = &[
     command!("seq.mget", commands::seq::mget, "readonly fast", "read fast", -2, keys(1, -1, RO_ACCESS), "The current values of several sequences (0 when missing)"),
     command!("seq.set", commands::seq::set, "write deny-oom fast", "write fast", 3, keys(1, 0, OW_UPDATE), "Sets a sequence to an exact value"),
     command!("seq.idmpset", commands::seq::idmpset, "write deny-oom", "write dangerous", 7, keys(1, 0, RW_ACCESS_UPDATE), "Internal: records one IDMP token (the replicated form of SEQ.NEXT ... IDMP)"),
+    command!("seq.idmpclock", commands::seq::idmpclock, "write fast", "write fast dangerous", 4, None, "Internal: the IDMP clock replicas and the AOF replay IDMP calls by"),
     command!("seq.advance", commands::seq::advance, "write deny-oom fast", "write fast", -3, keys(1, 0, RW_ACCESS_UPDATE), "Raises a sequence to at least a value (a read cursor), at most to a LIMIT sequence", limit_key(3)),
     // Sequence maps (commands/seqmap.rs): many named sequences in one key.
     command!("seq.hnext", commands::seqmap::hnext, "write deny-oom fast", "write fast", -3, keys(1, 0, RW_ACCESS_UPDATE), "Reserves the next value (or a block of COUNT values) of a field of a sequence map"),

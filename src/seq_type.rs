@@ -26,20 +26,29 @@ pub(crate) const TYPE_NAME: &str = "imidseq01";
 
 /// The type's RDB encoding version, which Redis stores with every key and with the aux data.
 ///
-/// Keys, in versions 1 and 2 alike: value (unsigned) then a flags word. Flag [`HAS_TOKENS`]
+/// Keys, in versions 1 to 3 alike: value (unsigned) then a flags word. Flag [`HAS_TOKENS`]
 /// (this build's only one) says IDMP tokens follow: their count, then per token, oldest first,
 /// the token (string), the first call's last value, its expiry (unix ms) and the request's
 /// fingerprint (unsigned each). A key without tokens is written exactly as before, so files
-/// without tokens still load into older imid builds; those refuse a key with tokens ("flags
-/// 0x1 unknown") rather than load it without them.
+/// without tokens still load into older imid builds (of the same or a later encoding version);
+/// those refuse a key with tokens ("flags 0x1 unknown") rather than load it without them.
 /// Aux data (before the keyspace): version 1, one time high-water mark (unsigned) covering
-/// message IDs and UIDs; version 2, two marks (unsigned): message IDs', then UIDs'.
+/// message IDs and UIDs; version 2, two marks (unsigned): message IDs', then UIDs'; version 3,
+/// the two marks, then the IDMP clock (`node::idmp_clock`) as three unsigned: its time (unix
+/// ms), token lifetime (ms) and window size, all 0 when there is none.
 ///
-/// This build writes version 2 and reads both; an imid build reading only version 1 refuses
-/// files written by this one.
-pub(crate) const ENCODING_VERSION: i32 = 2;
+/// This build writes version 3 and reads all three; an imid build reading only an earlier
+/// version refuses files written by this one.
+pub(crate) const ENCODING_VERSION: i32 = 3;
 /// The first version, one mark for both ID families.
 const ENCODING_V1: i32 = 1;
+/// Two marks, no IDMP clock.
+const ENCODING_V2: i32 = 2;
+
+/// Whether this build reads encoding version `encver`.
+fn known_version(encver: c_int) -> bool {
+    (ENCODING_V1..=ENCODING_VERSION).contains(&encver)
+}
 
 /// Key flag: IDMP tokens follow the flags word.
 const HAS_TOKENS: u64 = 1;
@@ -53,9 +62,9 @@ pub(crate) const MAX_TOKENS: u64 = 1_000_000;
 /// saved, expired ones too: only a replicated write drops them, so a replica's window stays
 /// its primary's.
 pub(crate) fn load(rdb: &Rdb, encver: c_int) -> Result<Tracked, String> {
-    if encver != ENCODING_VERSION && encver != ENCODING_V1 {
+    if !known_version(encver) {
         return Err(format!(
-            "sequence encoding version {encver} unknown (this build reads {ENCODING_V1} and {ENCODING_VERSION})"
+            "sequence encoding version {encver} unknown (this build reads {ENCODING_V1} to {ENCODING_VERSION})"
         ));
     }
     let value = rdb
@@ -223,29 +232,37 @@ pub(crate) fn aux_save(rdb: &Rdb, when: c_int) {
     if when == AUX_BEFORE_RDB {
         rdb.save_u64(node::ids::high_water());
         rdb.save_u64(node::ids::uid_high_water());
+        let (now, ttl, max) = node::idmp_clock::saved().unwrap_or((0, 0, 0));
+        rdb.save_u64(now);
+        rdb.save_u64(ttl);
+        rdb.save_u64(max);
     }
 }
 
-/// Redis 7.2+ and Valkey: the marks only when there is one to keep. Saving nothing leaves the
-/// aux record out of the RDB altogether, so a snapshot of a server that never issued an ID
-/// (and holds no sequence key) loads without imid.
+/// Redis 7.2+ and Valkey: the aux data only when there is something to keep (a mark, or an IDMP
+/// clock). Saving nothing leaves the aux record out of the RDB altogether, so a snapshot of a
+/// server that never issued an ID nor used IDMP (and holds no sequence key) loads without imid.
 pub(crate) fn aux_save2(rdb: &Rdb, when: c_int) {
-    if node::ids::has_mark() {
+    if node::ids::has_mark() || node::idmp_clock::saved().is_some() {
         aux_save(rdb, when);
     }
 }
 
 pub(crate) fn aux_load(rdb: &Rdb, encver: c_int, when: c_int) -> Result<(), String> {
-    if encver != ENCODING_VERSION && encver != ENCODING_V1 {
+    if !known_version(encver) {
         Err(format!("aux encoding version {encver} unknown"))
     } else if when != AUX_BEFORE_RDB {
         Err(format!("aux data at position {when} unknown"))
     } else {
-        load_marks(rdb, encver)
+        load_marks(rdb, encver)?;
+        if encver > ENCODING_V2 {
+            load_idmp_clock(rdb)?;
+        }
+        Ok(())
     }
 }
 
-/// Version 1: one mark for both families; version 2: message IDs', then UIDs'.
+/// Version 1: one mark for both families; version 2 and later: message IDs', then UIDs'.
 fn load_marks(rdb: &Rdb, encver: c_int) -> Result<(), String> {
     let msgid = rdb
         .load_u64()
@@ -259,6 +276,25 @@ fn load_marks(rdb: &Rdb, encver: c_int) -> Result<(), String> {
         )
     };
     node::ids::load_marks(msgid, uid)
+}
+
+/// Version 3: the IDMP clock (all 0: none), checked as SEQ.IDMPCLOCK checks it.
+fn load_idmp_clock(rdb: &Rdb) -> Result<(), String> {
+    let next = || {
+        rdb.load_u64()
+            .ok_or_else(|| "truncated IDMP clock".to_owned())
+    };
+    let (now, ttl, max) = (next()?, next()?, next()?);
+    if (now, ttl, max) == (0, 0, 0) {
+        return Ok(());
+    }
+    let (ttl, max) = crate::commands::seq::idmp_clock_bounds(ttl, max)
+        .map_err(|e| format!("IDMP clock: {e}; refusing the RDB file"))?;
+    if now > i64::MAX as u64 {
+        return Err(format!("IDMP clock time {now} past 2^63-1; refusing the RDB file"));
+    }
+    node::idmp_clock::replayed(now, ttl, max, false);
+    Ok(())
 }
 
 /// A key as the SEQ commands see it: missing, a sequence, or (WRONGTYPE) anything else. Like

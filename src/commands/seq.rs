@@ -7,14 +7,21 @@
 //! one goes as called, and a SEQ.NEXT replayed from the primary or the AOF never applies the gap.
 //! Nothing is replicated when nothing changed.
 //!
-//! `SEQ.NEXT ... IDMP token` reads the clock (a token's expiry) and the configs (which tokens
-//! to drop), so it always replicates its explicit effect: `SEQ.IDMPSET key token last expires
-//! fingerprint dropped`, which sets the value to `last`, drops the `dropped` oldest tokens and
-//! records the token with its absolute expiry. (Five integers would cost RedisModule_Replicate
-//! an allocated string each; the count and the number dropped are small, so Redis shares them.) Replay never reads the replica's clock or configs; a
-//! duplicate changes nothing and replicates nothing.
+//! `SEQ.NEXT ... IDMP token` decides by the clock (a token's expiry) and two configs (which tokens
+//! to drop). It decides by the IDMP clock (`node::idmp_clock`), which the primary writes to
+//! replicas and the AOF as `SEQ.IDMPCLOCK ms ttl-ms max` before the first call that uses it, so
+//! replay decides alike and the call replicates as called. Where that cannot hold it replicates
+//! its explicit effect, `SEQ.IDMPSET key token last expires fingerprint dropped`, which sets the
+//! value to `last`, drops the `dropped` oldest tokens and records the token with its absolute
+//! expiry: when the call skipped the gap (replay never does), and on a Valkey 9 cluster node
+//! (see `node::idmp_clock`). A duplicate changes nothing and replicates nothing (but the clock,
+//! when it moved).
+//!
+//! Every write opens its key once, for writing, and signals it only when it changed it
+//! (`Ctx::changed`): a no-op (an older ack, the same value, an IDMP retry) leaves a client's
+//! WATCH alone.
 
-use crate::config::{seq_gap, seq_idmp_max, seq_idmp_ttl_ms};
+use crate::config::seq_gap;
 use crate::core::idmp::{fingerprint, Entry, Lookup};
 use crate::core::seq::{Next, NextError, Seq, MAX_BLOCK, MAX_VALUE};
 use crate::error::{err, Error, SYNTAX};
@@ -72,7 +79,7 @@ pub(crate) fn next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     } else {
         ctx.replicate_verbatim();
     }
-    ctx.notify(c"seq.next", key);
+    ctx.changed(c"seq.next", key);
     // A replay hands nothing out: the primary did.
     if !replay {
         SEQ_ISSUED.add(count);
@@ -110,44 +117,93 @@ pub(crate) fn reserve_from(ctx: &Ctx, old: Seq, count: u64) -> Result<(Next, boo
 /// SEQ.NEXT stays as it was.
 #[inline(never)]
 fn next_idmp(ctx: &Ctx, key: &Arg, count: u64, token: &Arg) -> Result<(), Error> {
-    let now = node::now_ms();
+    let clock = node::idmp_clock::for_call(ctx);
     let fp = fingerprint(b"", count);
-    // Looked up through a read handle: a duplicate must not touch the key (a handle opened
-    // for writing signals the key modified when closed, which would break a client's WATCH).
-    let lookup = SeqKey::open(ctx, key, false)?
+    let mut k = SeqKey::open(ctx, key, true)?;
+    let lookup = k
         .window()
-        .map_or(Lookup::Miss, |w| w.lookup(token.bytes(), fp, now));
+        .map_or(Lookup::Miss, |w| w.lookup(token.bytes(), fp, clock.now_ms));
     if answered(ctx, lookup, "COUNT")? {
         return Ok(());
     }
-    let mut k = SeqKey::open(ctx, key, true)?;
     let (n, replay) = reserve(ctx, &k, count)?;
-    let dropped = k.window().map_or(0, |w| w.plan(now, seq_idmp_max()));
+    let dropped = k.window().map_or(0, |w| w.plan(clock.now_ms, clock.max));
     let entry = Entry {
         token: token.bytes().into(),
         last: n.last,
-        expires_ms: now.saturating_add(seq_idmp_ttl_ms()),
+        expires_ms: clock.expires_ms(),
         fingerprint: fp,
     };
-    let expires = int(entry.expires_ms);
     k.set_with_token(n.state, dropped, entry)?;
     drop(k);
-    ctx.replicate_token(
-        c"SEQ.IDMPSET",
-        key,
-        token,
-        [int(n.last), expires, fp as i64, int(dropped as u64)],
-        None,
-    );
+    if n.skipped_gap || !clock.verbatim {
+        ctx.replicate_token(
+            c"SEQ.IDMPSET",
+            key,
+            token,
+            [int(n.last), int(clock.expires_ms()), fp as i64, int(dropped as u64)],
+            None,
+        );
+    } else {
+        ctx.replicate_verbatim();
+    }
     if n.skipped_gap {
         SEQ_GAP_SKIPS.add(1);
     }
-    ctx.notify(c"seq.next", key);
+    ctx.changed(c"seq.next", key);
     if !replay {
         SEQ_ISSUED.add(count);
     }
     reply_idmp(ctx, n.last, false);
     Ok(())
+}
+
+/// SEQ.IDMPCLOCK ms ttl-ms max
+///
+/// The IDMP clock as the primary wrote it (`node::idmp_clock`): replayed from the primary or the
+/// AOF, later IDMP calls decide by it. Written to this node's AOF in turn. Internal: a client's
+/// call is refused (it would move a clock the primary owns), and one from a slot migration's
+/// import (Valkey 9) changes nothing: the importing node keeps its own clock.
+pub(crate) fn idmpclock(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, ms, ttl, max] = args else {
+        return Err(Error::WrongArity);
+    };
+    let ms = ms.int_in("ms", 0, i64::MAX)?.unsigned_abs();
+    let ttl = ttl.int_in("ttl-ms", 0, i64::MAX)?.unsigned_abs();
+    let max = max.int_in("max", 0, i64::MAX)?.unsigned_abs();
+    let (ttl, max) = idmp_clock_bounds(ttl, max).map_err(err)?;
+    if ctx.is_slot_import() {
+        ctx.reply_ok();
+        return Ok(());
+    }
+    if !ctx.is_replay() {
+        return Err(err(
+            "SEQ.IDMPCLOCK is written by imid to replicas and the AOF, not called by clients",
+        ));
+    }
+    node::idmp_clock::replayed(ms, ttl, max, !ctx.is_loading());
+    ctx.replicate_verbatim();
+    ctx.reply_ok();
+    Ok(())
+}
+
+/// The lifetime (ms) and window size of an IDMP clock, in the ranges of `imid.seq-idmp-ttl`
+/// (in ms) and `imid.seq-idmp-max`.
+pub(crate) fn idmp_clock_bounds(ttl_ms: u64, max: u64) -> Result<(u64, usize), String> {
+    let (lo, hi) = crate::config::SEQ_IDMP_TTL_RANGE;
+    let ttl_range = lo.unsigned_abs().saturating_mul(1000)..=hi.unsigned_abs().saturating_mul(1000);
+    if !ttl_range.contains(&ttl_ms) {
+        return Err(format!(
+            "ttl-ms must be in {}..{}",
+            ttl_range.start(),
+            ttl_range.end()
+        ));
+    }
+    let (lo, hi) = crate::config::SEQ_IDMP_MAX_RANGE;
+    match usize::try_from(max) {
+        Ok(m) if (lo.unsigned_abs()..=hi.unsigned_abs()).contains(&max) => Ok((ttl_ms, m)),
+        _ => Err(format!("max must be in {lo}..{hi}")),
+    }
 }
 
 /// `[COUNT n] [IDMP token]` of SEQ.NEXT and SEQ.HNEXT: the block size (1 without COUNT) and the
@@ -250,7 +306,7 @@ pub(crate) fn idmpset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let new = Seq::new(entry.last, ctx.is_replay()).ok_or_else(|| err("last out of range"))?;
     SeqKey::open(ctx, key, true)?.set_with_token(new, dropped, entry)?;
     ctx.replicate_verbatim();
-    ctx.notify(c"seq.idmpset", key);
+    ctx.changed(c"seq.idmpset", key);
     ctx.reply_ok();
     Ok(())
 }
@@ -297,12 +353,13 @@ pub(crate) fn set(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     };
     let value = value_arg(value)?;
     let new = Seq::new(value, ctx.is_replay()).ok_or_else(|| err("value out of range"))?;
-    // Read first, write only on a change: Redis signals every key opened for writing as
-    // modified when it is closed, which would break a client's WATCH on a no-op.
-    if SeqKey::open(ctx, key, false)?.get() != Some(new) {
-        SeqKey::open(ctx, key, true)?.set(new)?;
+    // Signalled and replicated only on a change (see the module comment).
+    let mut k = SeqKey::open(ctx, key, true)?;
+    if k.get() != Some(new) {
+        k.set(new)?;
+        drop(k);
         ctx.replicate_verbatim();
-        ctx.notify(c"seq.set", key);
+        ctx.changed(c"seq.set", key);
     }
     ctx.reply_ok();
     Ok(())
@@ -355,16 +412,18 @@ pub(crate) fn advance(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         return Err(Error::WrongArity);
     };
     let value = advance_target(ctx, value, opts)?;
-    // Read first, write only on a change (see SET): an older acknowledgement must not touch
-    // the key, or it would break a client's WATCH.
-    let old = current(&SeqKey::open(ctx, key, false)?);
+    // An older acknowledgement changes nothing, so it neither signals the key (a client's
+    // WATCH) nor replicates (see the module comment).
+    let mut k = SeqKey::open(ctx, key, true)?;
+    let old = current(&k);
     let new = old
         .advance(value)
         .ok_or_else(|| err("value out of range"))?;
     if new.value() != old.value() {
-        SeqKey::open(ctx, key, true)?.set(new)?;
+        k.set(new)?;
+        drop(k);
         ctx.replicate_verbatim();
-        ctx.notify(c"seq.advance", key);
+        ctx.changed(c"seq.advance", key);
     }
     ctx.reply_int(int(new.value()));
     Ok(())

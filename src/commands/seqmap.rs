@@ -6,17 +6,16 @@
 //!
 //! Replication follows the SEQ rule: as called when replay reproduces the effect exactly, else
 //! the explicit effect (a SEQ.HNEXT that skipped the gap replicates `SEQ.HSET key field last`);
-//! nothing when nothing changed. `SEQ.HNEXT ... IDMP token` replicates its explicit effect,
-//! `SEQ.HIDMPSET key token last expires fingerprint dropped field` (see `commands::seq` for
-//! SEQ.NEXT's). A write opens the key for writing only once it knows it
-//! changes something: Redis signals every key opened for writing as modified when it is closed,
-//! which would break a client's WATCH on a no-op.
+//! nothing when nothing changed. `SEQ.HNEXT ... IDMP token` replicates as called, deciding by
+//! the IDMP clock, and where that cannot hold its explicit effect, `SEQ.HIDMPSET key token last
+//! expires fingerprint dropped field` (see `commands::seq` for SEQ.NEXT's). A write opens its
+//! key once, for writing, and signals it only when it changed it (`Ctx::changed`), so a no-op
+//! leaves a client's WATCH alone.
 
 use super::seq::{
     advance_target, answered, int, limit_key_positions, next_options, reply_idmp, reserve_from,
     token_record, value_arg,
 };
-use crate::config::{seq_idmp_max, seq_idmp_ttl_ms};
 use crate::core::idmp::{fingerprint, Entry, Lookup, Window};
 use crate::core::seq::Seq;
 use crate::core::seqmap::{check_name, MapError, SeqMap, MAX_NAME};
@@ -86,7 +85,7 @@ pub(crate) fn hnext(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     } else {
         ctx.replicate_verbatim();
     }
-    ctx.notify(c"seq.hnext", key);
+    ctx.changed(c"seq.hnext", key);
     if !replay {
         SEQ_ISSUED.add(count);
     }
@@ -110,18 +109,16 @@ fn reserve(
 #[inline(never)]
 fn hnext_idmp(ctx: &Ctx, key: &Arg, field_a: &Arg, count: u64, token: &Arg) -> Result<(), Error> {
     let field = field_a.bytes();
-    let now = node::now_ms();
+    let clock = node::idmp_clock::for_call(ctx);
     let fp = fingerprint(field, count);
-    // Looked up through a read handle: a duplicate must not touch the key (see the module
-    // comment).
-    let lookup = MapKey::open(ctx, key, false)?
+    let mut k = MapKey::open(ctx, key, true)?;
+    let lookup = k
         .get()
         .and_then(|m| m.tokens.as_deref())
-        .map_or(Lookup::Miss, |w| w.lookup(token.bytes(), fp, now));
+        .map_or(Lookup::Miss, |w| w.lookup(token.bytes(), fp, clock.now_ms));
     if answered(ctx, lookup, "field or COUNT")? {
         return Ok(());
     }
-    let mut k = MapKey::open(ctx, key, true)?;
     let (n, replay) = reserve(ctx, k.get(), field, count)?;
     let m = k.get_or_create()?;
     if let Err(e) = m.set(field, n.state) {
@@ -131,27 +128,30 @@ fn hnext_idmp(ctx: &Ctx, key: &Arg, field_a: &Arg, count: u64, token: &Arg) -> R
         return Err(map_error(e));
     }
     let window = m.tokens.get_or_insert_with(Box::default);
-    let dropped = window.plan(now, seq_idmp_max());
+    let dropped = window.plan(clock.now_ms, clock.max);
     let entry = Entry {
         token: token.bytes().into(),
         last: n.last,
-        expires_ms: now.saturating_add(seq_idmp_ttl_ms()),
+        expires_ms: clock.expires_ms(),
         fingerprint: fp,
     };
-    let expires = int(entry.expires_ms);
     window.apply(dropped, entry);
     drop(k);
-    ctx.replicate_token(
-        c"SEQ.HIDMPSET",
-        key,
-        token,
-        [int(n.last), expires, fp as i64, int(dropped as u64)],
-        Some(field_a),
-    );
+    if n.skipped_gap || !clock.verbatim {
+        ctx.replicate_token(
+            c"SEQ.HIDMPSET",
+            key,
+            token,
+            [int(n.last), int(clock.expires_ms()), fp as i64, int(dropped as u64)],
+            Some(field_a),
+        );
+    } else {
+        ctx.replicate_verbatim();
+    }
     if n.skipped_gap {
         SEQ_GAP_SKIPS.add(1);
     }
-    ctx.notify(c"seq.hnext", key);
+    ctx.changed(c"seq.hnext", key);
     if !replay {
         SEQ_ISSUED.add(count);
     }
@@ -189,7 +189,7 @@ pub(crate) fn hidmpset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     window.apply(dropped, entry);
     drop(k);
     ctx.replicate_verbatim();
-    ctx.notify(c"seq.hidmpset", key);
+    ctx.changed(c"seq.hidmpset", key);
     ctx.reply_ok();
     Ok(())
 }
@@ -362,7 +362,7 @@ pub(crate) fn hset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         }
         drop(k);
         ctx.replicate_verbatim();
-        ctx.notify(c"seq.hset", key);
+        ctx.changed(c"seq.hset", key);
     }
     ctx.reply_int(int(added));
     Ok(())
@@ -398,7 +398,7 @@ pub(crate) fn hdel(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         }
         drop(k);
         ctx.replicate_verbatim();
-        ctx.notify(c"seq.hdel", key);
+        ctx.changed(c"seq.hdel", key);
     }
     ctx.reply_int(int(removed));
     Ok(())
@@ -434,7 +434,7 @@ pub(crate) fn hadvance(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         }
         drop(k);
         ctx.replicate_verbatim();
-        ctx.notify(c"seq.hadvance", key);
+        ctx.changed(c"seq.hadvance", key);
     }
     ctx.reply_int(int(new.value()));
     Ok(())

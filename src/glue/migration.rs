@@ -75,6 +75,13 @@ pub(crate) fn module_options(ctx: &Context) -> c_int {
 /// Whether atomic slot migration support was declared (a Valkey 9 cluster node).
 static DECLARED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// Whether an IDMP call may replicate as called (`node::idmp_clock`): not where atomic slot
+/// migration was declared, whose stream to the target carries no keyless command (so no
+/// `SEQ.IDMPCLOCK`); there IDMP replicates its explicit effect.
+pub(crate) fn verbatim_ok() -> bool {
+    !DECLARED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Valkey's context flag of the client that applies an atomic migration's snapshot and stream
 /// on the importing node (`VALKEYMODULE_CTX_FLAGS_SLOT_IMPORT_CLIENT`, Valkey 9.0+).
 const VALKEY_CTX_FLAGS_SLOT_IMPORT_CLIENT: c_int = 1 << 25;

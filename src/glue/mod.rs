@@ -229,6 +229,12 @@ impl Ctx {
             != 0
     }
 
+    /// The server is loading (an RDB or AOF file, a full sync): nothing reaches a replica or
+    /// the AOF.
+    pub(crate) fn is_loading(&self) -> bool {
+        self.flags() & raw::REDISMODULE_CTX_FLAGS_LOADING as c_int != 0
+    }
+
     /// The call comes from an atomic slot migration's import client (Valkey 9): the source's
     /// snapshot and stream of writes for the slots it moves here.
     pub(crate) fn is_slot_import(&self) -> bool {
@@ -465,6 +471,16 @@ impl Ctx {
         }
     }
 
+    /// Replicates `cmd a b c` (format "lll").
+    pub(crate) fn replicate_ints(&self, cmd: &CStr, [a, b, c]: &[i64; 3]) {
+        // SAFETY: as in replicate_key_int; "lll" consumes three long longs, all passed.
+        unsafe {
+            if let Some(f) = raw::RedisModule_Replicate {
+                f(self.ptr, cmd.as_ptr(), c"lll".as_ptr(), *a, *b, *c);
+            }
+        }
+    }
+
     /// Replicates `cmd value` (format "l").
     pub(crate) fn replicate_int(&self, cmd: &CStr, value: i64) {
         // SAFETY: as in replicate_key_int; "l" consumes one long long.
@@ -475,11 +491,17 @@ impl Ctx {
         }
     }
 
-    /// A keyspace event of class `d` (module types; `notify-keyspace-events` must include it).
-    /// Costs a flag test when notifications are off.
-    pub(crate) fn notify(&self, event: &CStr, key: &Arg) {
+    /// What every command calls after it changed `key`, and only then: the key is signalled
+    /// modified (a client's WATCH on it fails, client-side caches drop it; the module sets
+    /// `NO_IMPLICIT_SIGNAL_MODIFIED`, see `glue::types::set_module_options`, so closing a key
+    /// opened for writing signals nothing), and the keyspace event `event` of class `d` (module
+    /// types; `notify-keyspace-events` must include it) is published.
+    pub(crate) fn changed(&self, event: &CStr, key: &Arg) {
         // SAFETY: see the module comment; Redis copies what it keeps.
         unsafe {
+            if let Some(f) = raw::RedisModule_SignalModifiedKey {
+                f(self.ptr, key.ptr);
+            }
             if let Some(f) = raw::RedisModule_NotifyKeyspaceEvent {
                 f(
                     self.ptr,

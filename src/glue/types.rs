@@ -74,13 +74,18 @@ pub(crate) fn create(ctx: &redis_module::Context) -> redis_module::Status {
     redis_module::Status::Ok
 }
 
-/// With this option a truncated or mistyped RDB/DUMP payload makes our loader fail (RESTORE
-/// replies an error) instead of Redis aborting the server. On a Valkey 9 cluster node the
-/// options also declare atomic slot migration support (`glue::migration`). Called once in
-/// OnLoad.
-pub(crate) fn handle_io_errors(ctx: &redis_module::Context) {
-    let options =
-        raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int | super::migration::module_options(ctx);
+/// The module's options, set once in OnLoad:
+/// - `HANDLE_IO_ERRORS`: a truncated or mistyped RDB/DUMP payload makes our loader fail (RESTORE
+///   replies an error) instead of Redis aborting the server;
+/// - `NO_IMPLICIT_SIGNAL_MODIFIED`: closing a key opened for writing does not signal it modified;
+///   every command signals a key it changed itself ([`super::Ctx::changed`]), so a command can
+///   open a key once for writing and still leave a client's WATCH alone when it changes nothing
+///   (an IDMP retry);
+/// - on a Valkey 9 cluster node, atomic slot migration support (`glue::migration`).
+pub(crate) fn set_module_options(ctx: &redis_module::Context) {
+    let options = (raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS
+        | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED) as c_int
+        | super::migration::module_options(ctx);
     // SAFETY: ctx.ctx is the live context of OnLoad; SetModuleOptions is filled in at load.
     unsafe {
         if let Some(set_options) = raw::RedisModule_SetModuleOptions {

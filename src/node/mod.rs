@@ -5,6 +5,7 @@
 
 pub(crate) mod cluster;
 pub(crate) mod exposure;
+pub(crate) mod idmp_clock;
 pub(crate) mod ids;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

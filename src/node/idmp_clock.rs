@@ -1,0 +1,176 @@
+//! The IDMP clock: the time, token lifetime and window size that `SEQ.NEXT ... IDMP` and
+//! `SEQ.HNEXT ... IDMP` (`commands::seq`, `commands::seqmap`) decide by, shared with replicas
+//! and the AOF so that those calls can be replicated as called.
+//!
+//! An IDMP call reads the clock (whether a token still counts, when a new one expires) and two
+//! configs (`imid.seq-idmp-ttl`, `imid.seq-idmp-max`: which tokens to drop). Replayed on a
+//! replica or from the AOF with that node's own clock and configs, it could decide otherwise.
+//! So a primary decides by this clock, not by the wall clock directly, and writes every value
+//! of it to the replication stream and the AOF as `SEQ.IDMPCLOCK ms ttl-ms max` before the
+//! first call that uses it; a replay decides by the clock last replayed. Both sides then decide
+//! alike, and the call itself replicates verbatim (a command lookup and five integer strings
+//! less than its explicit effect, `SEQ.IDMPSET`).
+//!
+//! How the clock moves on a primary: at an IDMP call, to the wall clock when that reads a second
+//! or more past it (never back: a clock stepped back waits), and to the configs whenever they
+//! differ. So at most one SEQ.IDMPCLOCK per second is written under load, and none without
+//! IDMP calls; a token counts to the second (up to a second longer than its TTL).
+//!
+//! Where a stream starts from a snapshot (a full sync, an AOF rewrite's new incremental file):
+//! each starts at a fork, and every fork (the `ForkBorn` event, in the parent) marks the clock
+//! unsent, so the first IDMP call after it writes the clock again, on a primary and on a
+//! replica (whose own AOF must hold it too). A replica restarted from its own RDB file that
+//! then continues its primary's stream (a partial resync) finds the clock in that file's aux
+//! data (`seq_type::aux_save`).
+//!
+//! Valkey 9's atomic slot migration replays the source's writes on the target through a stream
+//! of its own, which carries no keyless command; there, IDMP keeps its explicit effect (see
+//! [`for_call`]).
+
+use crate::config::{seq_idmp_max, seq_idmp_ttl_ms};
+use crate::glue::Ctx;
+use std::sync::{Mutex, MutexGuard};
+
+/// How far the wall clock must run ahead of the IDMP clock before the clock moves to it.
+pub(crate) const STEP_MS: u64 = 1000;
+
+/// What an IDMP call decides by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Clock {
+    /// Unix ms: a token counts while this reads below its expiry.
+    pub(crate) now_ms: u64,
+    /// A new token expires this long after `now_ms`.
+    pub(crate) ttl_ms: u64,
+    /// Most tokens a key keeps.
+    pub(crate) max: usize,
+    /// Whether the call may replicate as called (else its explicit effect).
+    pub(crate) verbatim: bool,
+}
+
+impl Clock {
+    /// The expiry of a token recorded now.
+    pub(crate) fn expires_ms(&self) -> u64 {
+        self.now_ms.saturating_add(self.ttl_ms)
+    }
+}
+
+struct State {
+    /// The clock last used or replayed (`verbatim` unused here).
+    clock: Option<Clock>,
+    /// Whether `clock` was written to the streams opened since the last fork.
+    sent: bool,
+    /// A replay found no clock (warned once).
+    warned: bool,
+}
+
+static STATE: Mutex<State> = Mutex::new(State {
+    clock: None,
+    sent: false,
+    warned: false,
+});
+
+fn state() -> MutexGuard<'static, State> {
+    // Commands run on Redis's main thread; a poisoned lock was caught by the guard already and
+    // the state is written only whole.
+    STATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The clock of one IDMP call, written to the streams first where they need it.
+///
+/// - A replay (the primary's stream, the AOF at load) takes the clock last replayed. Should
+///   there be none (no correct stream lacks it), the call decides by this node's own clock and
+///   configs, and a warning is logged once.
+/// - Where IDMP calls cannot replicate as called (a Valkey 9 cluster node, see the module
+///   comment), the wall clock and the configs, nothing written.
+/// - Else (a primary's call) the clock, moved as the module comment says; a moved clock, or
+///   one not written since the last fork, is written as `SEQ.IDMPCLOCK`.
+pub(crate) fn for_call(ctx: &Ctx) -> Clock {
+    let replay = ctx.is_replay();
+    let mut st = state();
+    if replay {
+        if let Some(c) = st.clock {
+            if !st.sent {
+                send(ctx, &mut st, c);
+            }
+            return c;
+        }
+        if !st.warned {
+            st.warned = true;
+            ctx.log_warning(
+                "imid: an IDMP call was replayed before any SEQ.IDMPCLOCK; it decides by this node's clock and configs",
+            );
+        }
+        return local(false);
+    }
+    if !crate::glue::migration::verbatim_ok() {
+        return local(false);
+    }
+    let real = super::now_ms();
+    let (ttl_ms, max) = (seq_idmp_ttl_ms(), seq_idmp_max());
+    match st.clock {
+        Some(c) if c.ttl_ms == ttl_ms && c.max == max && real < c.now_ms.saturating_add(STEP_MS) => {
+            if !st.sent {
+                send(ctx, &mut st, c);
+            }
+            c
+        }
+        prev => {
+            let c = Clock {
+                now_ms: prev.map_or(real, |p| p.now_ms.max(real)),
+                ttl_ms,
+                max,
+                verbatim: true,
+            };
+            st.clock = Some(c);
+            send(ctx, &mut st, c);
+            c
+        }
+    }
+}
+
+/// The wall clock and the configs, for a call replicated by its explicit effect.
+fn local(verbatim: bool) -> Clock {
+    Clock {
+        now_ms: super::now_ms(),
+        ttl_ms: seq_idmp_ttl_ms(),
+        max: seq_idmp_max(),
+        verbatim,
+    }
+}
+
+/// Writes `SEQ.IDMPCLOCK` (nothing reaches a stream while the server loads).
+fn send(ctx: &Ctx, st: &mut State, c: Clock) {
+    ctx.replicate_ints(c"SEQ.IDMPCLOCK", &clock_ints(&c));
+    st.sent = !ctx.is_loading();
+}
+
+fn clock_ints(c: &Clock) -> [i64; 3] {
+    [
+        i64::try_from(c.now_ms).unwrap_or(i64::MAX),
+        i64::try_from(c.ttl_ms).unwrap_or(i64::MAX),
+        i64::try_from(c.max).unwrap_or(i64::MAX),
+    ]
+}
+
+/// A replayed `SEQ.IDMPCLOCK` (or the clock of an RDB file's aux data, `sent` false): the
+/// clock later replays decide by. The command itself replicates verbatim (a replica's AOF).
+pub(crate) fn replayed(now_ms: u64, ttl_ms: u64, max: usize, sent: bool) {
+    let mut st = state();
+    st.clock = Some(Clock {
+        now_ms,
+        ttl_ms,
+        max,
+        verbatim: true,
+    });
+    st.sent = sent;
+}
+
+/// A fork: the streams that start with it (a full sync, a rewritten AOF) have no clock yet.
+pub(crate) fn on_fork_born() {
+    state().sent = false;
+}
+
+/// The clock to save in RDB aux data, as (ms, ttl ms, max); `None` before any IDMP call.
+pub(crate) fn saved() -> Option<(u64, u64, u64)> {
+    state().clock.map(|c| (c.now_ms, c.ttl_ms, c.max as u64))
+}

@@ -1,5 +1,5 @@
 //! ACL categories: where the server has them (Redis 7.2+, Valkey) every imid command is in
-//! `@write` or `@read`, `@fast` and `@imid` (MSGID.FLOOR and UID.FLOOR also `@dangerous`), so a
+//! `@write` or `@read`, `@fast` and `@imid` (MSGID.FLOOR, UID.FLOOR and SEQ.IDMPCLOCK also `@dangerous`), so a
 //! user denied `@write` cannot move a sequence or an ID floor by any path (directly, in MULTI, in EVAL, in
 //! FCALL), and a `+@read` user runs the readers. On Redis 7.0, which has no categories for module
 //! commands, the deny-by-name recipe of docs/access-control.md does the same.
@@ -20,6 +20,7 @@ const WRITERS: &[&str] = &[
     "seq.hset",
     "seq.hdel",
     "seq.hadvance",
+    "seq.idmpclock",
 ];
 const READERS: &[&str] = &[
     "msgid.encode",
@@ -50,7 +51,8 @@ fn expected_categories(name: &str) -> Vec<&'static str> {
     } else {
         vec!["@read", "@fast", "@imid"]
     };
-    if name == "msgid.floor" || name == "uid.floor" {
+    // the floors, and the IDMP clock a primary writes for its replicas: dangerous
+    if ["msgid.floor", "uid.floor", "seq.idmpclock"].contains(&name) {
         v.push("@dangerous");
     }
     // the internal replicated form of SEQ.NEXT ... IDMP: not fast, and dangerous

@@ -5,7 +5,7 @@
 //! a cluster. Replicas and AOF replay reach the primary's exact state (DEBUG DIGEST, tokens
 //! included).
 use crate::common;
-use common::rdb::{aof_base, contains};
+use common::rdb::{aof_base, aof_incr, contains};
 use common::*;
 use std::time::Duration;
 
@@ -211,6 +211,35 @@ fn bad_calls_are_refused_and_change_nothing() {
             vec!["SEQ.IDMPSET", "k", "t", "1", "1", "1", "-1"],
             "ERR dropped must be an integer",
         ),
+        // the IDMP clock (src/node/idmp_clock.rs): checked, then refused to a client
+        (
+            vec!["SEQ.IDMPCLOCK", "-1", "10000", "5"],
+            "ERR ms must be an integer in 0..9223372036854775807",
+        ),
+        (
+            vec!["SEQ.IDMPCLOCK", "1", "999", "5"],
+            "ERR ttl-ms must be in 1000..604800000",
+        ),
+        (
+            vec!["SEQ.IDMPCLOCK", "1", "604800001", "5"],
+            "ERR ttl-ms must be in 1000..604800000",
+        ),
+        (
+            vec!["SEQ.IDMPCLOCK", "1", "10000", "0"],
+            "ERR max must be in 1..1000000",
+        ),
+        (
+            vec!["SEQ.IDMPCLOCK", "1", "10000", "1000001"],
+            "ERR max must be in 1..1000000",
+        ),
+        (
+            vec!["SEQ.IDMPCLOCK", "1", "10000", "5"],
+            "ERR SEQ.IDMPCLOCK is written by imid to replicas and the AOF, not called by clients",
+        ),
+        (
+            vec!["SEQ.IDMPCLOCK", "1", "10000"],
+            "ERR wrong number of arguments",
+        ),
     ] {
         let a: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         let e = expect_err(&mut con, &a);
@@ -344,6 +373,10 @@ fn tokens_expire_by_time_and_the_next_write_drops_them_everywhere() {
     primary.wait_replica(&replica);
     let with_a = digest(&primary);
     assert_eq!(digest(&replica), with_a);
+    // The IDMP clock moves only once the wall clock is a second past it (node/idmp_clock.rs):
+    // it still reads t0 + 9,999, where a counts.
+    assert_eq!(idmp(&mut p, "k", "a", 1), (1, 1), "the clock moves by the second");
+    freeze(&mut p, t0 + 10_999);
     // a expired: a lookup ignores it, and the write that follows drops it (on the replica
     // too, by the primary's decision)
     assert_eq!(idmp(&mut p, "k", "a", 1), (3, 0));
@@ -454,15 +487,19 @@ fn replica_and_aof_replay_reach_the_primarys_state(preamble: &str) {
     let mut primary = Server::with(&args);
     let mut p = primary.client();
     let first = mixed(&mut p, 0);
-    // attached now: the first round travels in the full sync's RDB, the second as SEQ.IDMPSET
+    // attached now: the first round travels in the full sync's RDB, the second as called,
+    // after the IDMP clock (SEQ.IDMPCLOCK) that the fork of the full sync made due again
     let replica = primary.replica(&[]);
     let second = mixed(&mut p, 1);
     primary.wait_replica(&replica);
     let want = digest(&primary);
     assert_eq!(digest(&replica), want);
     let r_info: String = cmd(&mut replica.client(), &["INFO", "commandstats"]).unwrap();
+    for c in ["cmdstat_seq.idmpclock", "cmdstat_seq.next", "cmdstat_seq.hnext"] {
+        assert!(r_info.contains(c), "replicated as called: {c}");
+    }
     for c in ["cmdstat_seq.idmpset", "cmdstat_seq.hidmpset"] {
-        assert!(r_info.contains(c), "replicated as the explicit effect: {c}");
+        assert!(!r_info.contains(c), "not the explicit effect: {c}");
     }
     assert!(!first.is_empty());
     drop(replica);
@@ -654,4 +691,82 @@ fn a_key_without_tokens_costs_no_more_than_before() {
     ok(&mut con, &["SEQ.SET", "big", "5"]);
     assert_eq!(int(&mut con, &["SEQ.GET", "big2"]), 4611686018427387905);
     assert_eq!(int(&mut con, &["SEQ.GET", "big"]), 5);
+}
+
+/// How many `SEQ.IDMPCLOCK` the AOF's incremental files hold.
+fn clocks_in_aof(s: &Server) -> usize {
+    let incr = aof_incr(s);
+    incr.windows(13).filter(|w| w == b"SEQ.IDMPCLOCK").count()
+}
+
+#[test]
+fn the_idmp_clock_is_written_once_per_second_and_again_after_a_fork() {
+    // src/node/idmp_clock.rs: an IDMP call replicates as called, after the clock it decided by.
+    let mut s = Server::build()
+        .hooked()
+        .args(&["--appendonly", "yes", "--appendfsync", "always"])
+        .start();
+    let mut con = s.client();
+    let t0 = 1_800_000_000_000u64;
+    freeze(&mut con, t0);
+    for i in 0..20 {
+        assert_eq!(idmp(&mut con, "k", &format!("a{i}"), 1), (i + 1, 0));
+    }
+    assert_eq!(idmp(&mut con, "k", "a0", 1), (1, 1));
+    assert_eq!(clocks_in_aof(&s), 1, "one clock for a frozen second");
+    let incr = aof_incr(&s);
+    assert!(contains(&incr, b"SEQ.NEXT"), "the calls go as called");
+    assert!(!contains(&incr, b"SEQ.IDMPSET"), "not as their effect");
+    freeze(&mut con, t0 + 999);
+    assert_eq!(idmp(&mut con, "k", "b", 1), (21, 0));
+    assert_eq!(clocks_in_aof(&s), 1, "less than a second later: the same clock");
+    freeze(&mut con, t0 + 1_000);
+    assert_eq!(idmp(&mut con, "k", "c", 1), (22, 0));
+    assert_eq!(clocks_in_aof(&s), 2, "a second later: the clock moved");
+    freeze(&mut con, t0 - 60_000);
+    assert_eq!(idmp(&mut con, "k", "d", 1), (23, 0));
+    assert_eq!(clocks_in_aof(&s), 2, "a wall clock stepped back: the IDMP clock waits");
+    config_set(&mut con, "imid.seq-idmp-max", "50");
+    assert_eq!(idmp(&mut con, "k", "e", 1), (24, 0));
+    assert_eq!(clocks_in_aof(&s), 3, "a changed config moves the clock");
+    // the rewrite's new incremental file starts at a fork: the clock is written again first
+    s.rewrite_aof();
+    assert_eq!(clocks_in_aof(&s), 0, "a new incremental file");
+    assert_eq!(idmp(&mut con, "k", "f", 1), (25, 0));
+    assert_eq!(clocks_in_aof(&s), 1, "written again after the fork");
+    // replayed, the file gives exactly these tokens (their expiries included)
+    let want = digest(&s);
+    s.kill();
+    s.restart();
+    assert_eq!(digest(&s), want);
+}
+
+#[test]
+fn a_replica_restarted_from_its_own_rdb_keeps_the_primarys_clock() {
+    // The primary writes its clock once for a frozen second. A replica that restarts from its
+    // own RDB file and continues the stream (a partial resync) must take the clock from that
+    // file's aux data: its own clock and configs (unfrozen, another TTL and maximum) would
+    // give other expiries.
+    let primary = Server::build()
+        .hooked()
+        .args(&["--imid.seq-idmp-ttl", "10"])
+        .start();
+    let mut replica = primary.hooked_replica(&["--imid.seq-idmp-ttl", "20", "--imid.seq-idmp-max", "7"]);
+    let mut p = primary.client();
+    freeze(&mut p, 1_800_000_000_000);
+    assert_eq!(idmp(&mut p, "k", "a", 1), (1, 0));
+    primary.wait_replica(&replica);
+    ok(&mut replica.client(), &["SAVE"]);
+    replica.kill();
+    replica.restart();
+    replica.wait_link_up();
+    assert_eq!(
+        primary.info_field("stats", "sync_partial_ok").as_deref(),
+        Some("1"),
+        "the replica continued the stream"
+    );
+    assert_eq!(idmp(&mut p, "k", "b", 1), (2, 0));
+    assert_eq!(idmp(&mut p, "k", "a", 1), (1, 1));
+    primary.wait_replica(&replica);
+    assert_eq!(digest(&replica), digest(&primary));
 }

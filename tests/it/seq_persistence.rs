@@ -247,7 +247,7 @@ fn real_dump(con: &mut Connection) -> (u64, [u8; 2]) {
     assert_eq!(p[0], 7, "RDB type: module (v2)");
     assert_eq!(p[1], 0x81, "module id as a 64-bit length");
     let id = u64::from_be_bytes(p[2..10].try_into().unwrap());
-    assert_eq!(id & 1023, 2, "encoding version 2");
+    assert_eq!(id & 1023, 3, "encoding version 3");
     // what follows: value 1007 (14-bit length), flags 0, EOF
     assert_eq!(&p[10..16], &[2, 0x43, 0xef, 2, 0, 0]);
     assert_crc64(&p, "our CRC matches Redis's");
@@ -442,9 +442,9 @@ fn corrupt_restore_payloads_are_errors_not_crashes() {
 
     let bad: Vec<(&str, Vec<u8>)> = vec![
         (
-            "encoding version 3",
+            "encoding version 4",
             payload(
-                (id & !1023) | 3,
+                (id & !1023) | 4,
                 &cat(&[field(OP_UINT, 5), field(OP_UINT, 0), rdb_len(OP_EOF)]),
                 ver,
             ),
@@ -569,9 +569,16 @@ fn message_id_high_water_mark_survives_an_rdb_restart() {
     assert!(time >= floor, "{time} < {floor}");
 }
 
+/// `id` (this build's module type id) with encoding version 2: aux data of two marks and no
+/// IDMP clock, as the builds before the clock wrote it.
+fn v2(id: u64) -> u64 {
+    (id & !1023) | 2
+}
+
 /// The aux record of imid in an RDB file: opcode 0xF7, the module type id (with the encoding
 /// version in its low 10 bits), `when` (UINT 1: before the keyspace), the marks (UINT each:
-/// version 2 message IDs' then UIDs', version 1 one mark), EOF.
+/// version 3 message IDs' then UIDs' then the IDMP clock's three fields, version 2 the two marks,
+/// version 1 one mark), EOF.
 fn aux_record(id: u64, marks: &[u64]) -> Vec<u8> {
     let mut r = vec![0xf7];
     r.extend(rdb_len(id));
@@ -601,12 +608,13 @@ fn rdb_with_aux(
     let rdb = std::fs::read(s.dir.join("dump.rdb")).unwrap();
     assert_crc64(&rdb, "our CRC matches the file's");
     let n = rdb.len();
-    let old = aux_record(id, &[floor, floor]);
+    // both marks, then no IDMP clock (encoding version 3)
+    let old = aux_record(id, &[floor, floor, 0, 0, 0]);
     let at: Vec<usize> = (0..n - 8).filter(|&i| rdb[i..].starts_with(&old)).collect();
     assert_eq!(
         at.len(),
         1,
-        "one aux record with the marks {floor}, {floor}"
+        "one aux record with the marks {floor}, {floor} and no IDMP clock"
     );
     let mut out = rdb[..at[0]].to_vec();
     out.extend(aux(id));
@@ -647,7 +655,7 @@ fn rdb_marks_past_their_caps_are_refused_and_the_caps_load() {
     let mut con = s.client();
     let floor = server_time_ms_u64(&mut con) / 1000 * 1000 + 50_000;
     for mark in [CAP + 1, u64::MAX] {
-        let rdb = rdb_with_aux(&s, &mut con, floor, |id| aux_record(id, &[mark, floor]));
+        let rdb = rdb_with_aux(&s, &mut con, floor, |id| aux_record(v2(id), &[mark, floor]));
         let line = format!(
             "message-id high-water mark {mark} past the 42-bit time field (at most {CAP}: every ID below it)"
         );
@@ -655,17 +663,60 @@ fn rdb_marks_past_their_caps_are_refused_and_the_caps_load() {
         con = reset(&mut s);
     }
     for mark in [UID_CAP + 1, u64::MAX] {
-        let rdb = rdb_with_aux(&s, &mut con, floor, |id| aux_record(id, &[floor, mark]));
+        let rdb = rdb_with_aux(&s, &mut con, floor, |id| aux_record(v2(id), &[floor, mark]));
         let line = format!("uid high-water mark {mark} past 2^63-1 ms (at most {UID_CAP})");
         load_rdb(&mut s, &rdb, Some(&line));
         con = reset(&mut s);
     }
     // The crafting is right: the same files with the caps load, and the marks are exactly them.
-    let rdb = rdb_with_aux(&s, &mut con, floor, |id| aux_record(id, &[CAP, UID_CAP]));
+    let rdb = rdb_with_aux(&s, &mut con, floor, |id| aux_record(v2(id), &[CAP, UID_CAP]));
     load_rdb(&mut s, &rdb, None);
     assert_eq!(s.imid_stat("msgid_high_water_ms"), CAP as i64);
     assert_eq!(s.imid_stat("uid_high_water_ms"), UID_CAP as i64);
     assert_eq!(int(&mut s.client(), &["SEQ.GET", "template"]), 1007);
+}
+
+#[test]
+fn the_idmp_clock_rides_in_the_rdb_and_a_bad_one_is_refused() {
+    // Aux data version 3 ends with the IDMP clock (src/node/idmp_clock.rs): time, token
+    // lifetime (ms), window size. One outside SEQ.IDMPCLOCK's ranges refuses the file.
+    let mut s = Server::start();
+    let mut con = s.client();
+    let floor = server_time_ms_u64(&mut con) / 1000 * 1000 + 50_000;
+    let bad: [([u64; 3], String); 3] = [
+        ([floor, 999, 5], "ttl-ms must be in 1000..604800000".into()),
+        ([floor, 10_000, 0], "max must be in 1..1000000".into()),
+        ([1 << 63, 10_000, 5], format!("IDMP clock time {} past 2^63-1", 1u64 << 63)),
+    ];
+    for ([t, ttl, max], line) in bad {
+        let rdb = rdb_with_aux(&s, &mut con, floor, |id| {
+            aux_record(id, &[floor, floor, t, ttl, max])
+        });
+        load_rdb(&mut s, &rdb, Some(&line));
+        con = reset(&mut s);
+    }
+    // A good one, an hour ahead of the wall clock, loads: the node's IDMP clock never goes
+    // back, so the first IDMP call decides by it and writes it to the new AOF.
+    let ahead = server_time_ms_u64(&mut con) + 3_600_000;
+    let rdb = rdb_with_aux(&s, &mut con, floor, |id| {
+        aux_record(id, &[floor, floor, ahead, 7_000, 3])
+    });
+    load_rdb(&mut s, &rdb, None);
+    let mut con = s.client();
+    ok(&mut con, &["CONFIG", "SET", "appendonly", "yes"]);
+    s.wait_for_aof_rewrite();
+    // (loaded data: a missing key skips the gap, and that call goes as its explicit effect)
+    let r: Vec<i64> = cmd(&mut con, &["SEQ.NEXT", "k", "IDMP", "t"]).unwrap();
+    assert_eq!(r, vec![1001, 0]);
+    let r: Vec<i64> = cmd(&mut con, &["SEQ.NEXT", "k", "IDMP", "u"]).unwrap();
+    assert_eq!(r, vec![1002, 0]);
+    let incr = aof_incr(&s);
+    let clock = format!("SEQ.IDMPCLOCK\r\n${}\r\n{ahead}\r\n", ahead.to_string().len());
+    assert!(
+        contains(&incr, clock.as_bytes()),
+        "{}",
+        String::from_utf8_lossy(&incr)
+    );
 }
 
 #[test]
@@ -681,14 +732,14 @@ fn an_rdb_of_the_first_aux_format_loads_its_one_mark_into_both_floors() {
         aux_record((id & !1023) | 1, &[mark])
     });
     let (id, _) = real_dump(&mut con);
-    let (v2, v1) = (rdb_len(id), rdb_len((id & !1023) | 1));
+    let (now, v1) = (rdb_len(id), rdb_len((id & !1023) | 1));
     let mut old = Vec::new();
     let mut i = 0;
     let mut keys = 0;
     while i < rdb.len() {
-        if rdb[i..].starts_with(&v2) {
+        if rdb[i..].starts_with(&now) {
             old.extend_from_slice(&v1);
-            i += v2.len();
+            i += now.len();
             keys += 1;
         } else {
             old.push(rdb[i]);
@@ -709,7 +760,7 @@ fn an_rdb_of_the_first_aux_format_loads_its_one_mark_into_both_floors() {
     let fields: Vec<Value> = cmd(&mut con, &["UID.DECODE", &uid.to_string()]).unwrap();
     let time: i64 = redis::from_redis_value(fields[1].clone()).unwrap();
     assert!(time >= mark as i64, "{time} < {mark}");
-    // Saved again, it is written in version 2 with both marks, and loads the same.
+    // Saved again, it is written in version 3 with both marks, and loads the same.
     s.shutdown(true);
     s.restart();
     assert!(s.imid_stat("msgid_high_water_ms") > mark as i64);

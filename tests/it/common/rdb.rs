@@ -73,6 +73,17 @@ pub fn aof_base(s: &super::Server) -> (String, Vec<u8>) {
     )
 }
 
+/// The incremental files of Redis 7's multi-part AOF, concatenated in name order.
+pub fn aof_incr(s: &super::Server) -> Vec<u8> {
+    let mut files: Vec<_> = std::fs::read_dir(s.dir.join("appendonlydir"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains(".incr."))
+        .collect();
+    files.sort();
+    files.iter().flat_map(|p| std::fs::read(p).unwrap()).collect()
+}
+
 pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }

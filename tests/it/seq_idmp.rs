@@ -268,6 +268,21 @@ fn a_duplicate_touches_nothing() {
     let _: String = cmd(&mut con, &["SEQ.GET", "k"]).unwrap();
     let r: Value = cmd(&mut con, &["EXEC"]).unwrap();
     assert_eq!(r, Value::Nil, "EXEC aborted");
+    // the same for a map field's token (one write handle: the key is signalled only when a
+    // call changed it, src/glue/mod.rs Ctx::changed)
+    assert_eq!(hidmp(&mut other, "m", "f", "m1", 1), (1, 0));
+    let _: String = cmd(&mut con, &["WATCH", "m"]).unwrap();
+    assert_eq!(hidmp(&mut other, "m", "f", "m1", 1), (1, 1));
+    let _: String = cmd(&mut con, &["MULTI"]).unwrap();
+    let _: String = cmd(&mut con, &["SEQ.HGET", "m", "f"]).unwrap();
+    let r: Value = cmd(&mut con, &["EXEC"]).unwrap();
+    assert_eq!(r, Value::Array(vec![Value::Int(1)]), "EXEC ran after a map retry");
+    let _: String = cmd(&mut con, &["WATCH", "m"]).unwrap();
+    assert_eq!(hidmp(&mut other, "m", "f", "m2", 1), (2, 0));
+    let _: String = cmd(&mut con, &["MULTI"]).unwrap();
+    let _: String = cmd(&mut con, &["SEQ.HGET", "m", "f"]).unwrap();
+    let r: Value = cmd(&mut con, &["EXEC"]).unwrap();
+    assert_eq!(r, Value::Nil, "EXEC aborted by a map's new token");
 }
 
 #[test]

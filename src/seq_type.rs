@@ -288,10 +288,12 @@ fn load_idmp_clock(rdb: &Rdb) -> Result<(), String> {
     if (now, ttl, max) == (0, 0, 0) {
         return Ok(());
     }
-    let (ttl, max) = crate::commands::seq::idmp_clock_bounds(ttl, max)
+    let (ttl, max) = node::idmp_clock::bounds(ttl, max)
         .map_err(|e| format!("IDMP clock: {e}; refusing the RDB file"))?;
     if now > i64::MAX as u64 {
-        return Err(format!("IDMP clock time {now} past 2^63-1; refusing the RDB file"));
+        return Err(format!(
+            "IDMP clock time {now} past 2^63-1; refusing the RDB file"
+        ));
     }
     node::idmp_clock::replayed(now, ttl, max, false);
     Ok(())

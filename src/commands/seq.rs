@@ -141,7 +141,12 @@ fn next_idmp(ctx: &Ctx, key: &Arg, count: u64, token: &Arg) -> Result<(), Error>
             c"SEQ.IDMPSET",
             key,
             token,
-            [int(n.last), int(clock.expires_ms()), fp as i64, int(dropped as u64)],
+            [
+                int(n.last),
+                int(clock.expires_ms()),
+                fp as i64,
+                int(dropped as u64),
+            ],
             None,
         );
     } else {
@@ -171,7 +176,7 @@ pub(crate) fn idmpclock(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let ms = ms.int_in("ms", 0, i64::MAX)?.unsigned_abs();
     let ttl = ttl.int_in("ttl-ms", 0, i64::MAX)?.unsigned_abs();
     let max = max.int_in("max", 0, i64::MAX)?.unsigned_abs();
-    let (ttl, max) = idmp_clock_bounds(ttl, max).map_err(err)?;
+    let (ttl, max) = node::idmp_clock::bounds(ttl, max).map_err(err)?;
     if ctx.is_slot_import() {
         ctx.reply_ok();
         return Ok(());
@@ -185,25 +190,6 @@ pub(crate) fn idmpclock(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     ctx.replicate_verbatim();
     ctx.reply_ok();
     Ok(())
-}
-
-/// The lifetime (ms) and window size of an IDMP clock, in the ranges of `imid.seq-idmp-ttl`
-/// (in ms) and `imid.seq-idmp-max`.
-pub(crate) fn idmp_clock_bounds(ttl_ms: u64, max: u64) -> Result<(u64, usize), String> {
-    let (lo, hi) = crate::config::SEQ_IDMP_TTL_RANGE;
-    let ttl_range = lo.unsigned_abs().saturating_mul(1000)..=hi.unsigned_abs().saturating_mul(1000);
-    if !ttl_range.contains(&ttl_ms) {
-        return Err(format!(
-            "ttl-ms must be in {}..{}",
-            ttl_range.start(),
-            ttl_range.end()
-        ));
-    }
-    let (lo, hi) = crate::config::SEQ_IDMP_MAX_RANGE;
-    match usize::try_from(max) {
-        Ok(m) if (lo.unsigned_abs()..=hi.unsigned_abs()).contains(&max) => Ok((ttl_ms, m)),
-        _ => Err(format!("max must be in {lo}..{hi}")),
-    }
 }
 
 /// `[COUNT n] [IDMP token]` of SEQ.NEXT and SEQ.HNEXT: the block size (1 without COUNT) and the

@@ -142,7 +142,12 @@ fn hnext_idmp(ctx: &Ctx, key: &Arg, field_a: &Arg, count: u64, token: &Arg) -> R
             c"SEQ.HIDMPSET",
             key,
             token,
-            [int(n.last), int(clock.expires_ms()), fp as i64, int(dropped as u64)],
+            [
+                int(n.last),
+                int(clock.expires_ms()),
+                fp as i64,
+                int(dropped as u64),
+            ],
             Some(field_a),
         );
     } else {

@@ -108,7 +108,9 @@ pub(crate) fn for_call(ctx: &Ctx) -> Clock {
     let real = super::now_ms();
     let (ttl_ms, max) = (seq_idmp_ttl_ms(), seq_idmp_max());
     match st.clock {
-        Some(c) if c.ttl_ms == ttl_ms && c.max == max && real < c.now_ms.saturating_add(STEP_MS) => {
+        Some(c)
+            if c.ttl_ms == ttl_ms && c.max == max && real < c.now_ms.saturating_add(STEP_MS) =>
+        {
             if !st.sent {
                 send(ctx, &mut st, c);
             }
@@ -173,4 +175,23 @@ pub(crate) fn on_fork_born() {
 /// The clock to save in RDB aux data, as (ms, ttl ms, max); `None` before any IDMP call.
 pub(crate) fn saved() -> Option<(u64, u64, u64)> {
     state().clock.map(|c| (c.now_ms, c.ttl_ms, c.max as u64))
+}
+
+/// The lifetime (ms) and window size of an IDMP clock, in the ranges of `imid.seq-idmp-ttl`
+/// (in ms) and `imid.seq-idmp-max`.
+pub(crate) fn bounds(ttl_ms: u64, max: u64) -> Result<(u64, usize), String> {
+    let (lo, hi) = crate::config::SEQ_IDMP_TTL_RANGE;
+    let ttl_range = lo.unsigned_abs().saturating_mul(1000)..=hi.unsigned_abs().saturating_mul(1000);
+    if !ttl_range.contains(&ttl_ms) {
+        return Err(format!(
+            "ttl-ms must be in {}..{}",
+            ttl_range.start(),
+            ttl_range.end()
+        ));
+    }
+    let (lo, hi) = crate::config::SEQ_IDMP_MAX_RANGE;
+    match usize::try_from(max) {
+        Ok(m) if (lo.unsigned_abs()..=hi.unsigned_abs()).contains(&max) => Ok((ttl_ms, m)),
+        _ => Err(format!("max must be in {lo}..{hi}")),
+    }
 }

@@ -276,7 +276,11 @@ fn a_duplicate_touches_nothing() {
     let _: String = cmd(&mut con, &["MULTI"]).unwrap();
     let _: String = cmd(&mut con, &["SEQ.HGET", "m", "f"]).unwrap();
     let r: Value = cmd(&mut con, &["EXEC"]).unwrap();
-    assert_eq!(r, Value::Array(vec![Value::Int(1)]), "EXEC ran after a map retry");
+    assert_eq!(
+        r,
+        Value::Array(vec![Value::Int(1)]),
+        "EXEC ran after a map retry"
+    );
     let _: String = cmd(&mut con, &["WATCH", "m"]).unwrap();
     assert_eq!(hidmp(&mut other, "m", "f", "m2", 1), (2, 0));
     let _: String = cmd(&mut con, &["MULTI"]).unwrap();
@@ -390,7 +394,11 @@ fn tokens_expire_by_time_and_the_next_write_drops_them_everywhere() {
     assert_eq!(digest(&replica), with_a);
     // The IDMP clock moves only once the wall clock is a second past it (node/idmp_clock.rs):
     // it still reads t0 + 9,999, where a counts.
-    assert_eq!(idmp(&mut p, "k", "a", 1), (1, 1), "the clock moves by the second");
+    assert_eq!(
+        idmp(&mut p, "k", "a", 1),
+        (1, 1),
+        "the clock moves by the second"
+    );
     freeze(&mut p, t0 + 10_999);
     // a expired: a lookup ignores it, and the write that follows drops it (on the replica
     // too, by the primary's decision)
@@ -510,7 +518,11 @@ fn replica_and_aof_replay_reach_the_primarys_state(preamble: &str) {
     let want = digest(&primary);
     assert_eq!(digest(&replica), want);
     let r_info: String = cmd(&mut replica.client(), &["INFO", "commandstats"]).unwrap();
-    for c in ["cmdstat_seq.idmpclock", "cmdstat_seq.next", "cmdstat_seq.hnext"] {
+    for c in [
+        "cmdstat_seq.idmpclock",
+        "cmdstat_seq.next",
+        "cmdstat_seq.hnext",
+    ] {
         assert!(r_info.contains(c), "replicated as called: {c}");
     }
     for c in ["cmdstat_seq.idmpset", "cmdstat_seq.hidmpset"] {
@@ -734,13 +746,21 @@ fn the_idmp_clock_is_written_once_per_second_and_again_after_a_fork() {
     assert!(!contains(&incr, b"SEQ.IDMPSET"), "not as their effect");
     freeze(&mut con, t0 + 999);
     assert_eq!(idmp(&mut con, "k", "b", 1), (21, 0));
-    assert_eq!(clocks_in_aof(&s), 1, "less than a second later: the same clock");
+    assert_eq!(
+        clocks_in_aof(&s),
+        1,
+        "less than a second later: the same clock"
+    );
     freeze(&mut con, t0 + 1_000);
     assert_eq!(idmp(&mut con, "k", "c", 1), (22, 0));
     assert_eq!(clocks_in_aof(&s), 2, "a second later: the clock moved");
     freeze(&mut con, t0 - 60_000);
     assert_eq!(idmp(&mut con, "k", "d", 1), (23, 0));
-    assert_eq!(clocks_in_aof(&s), 2, "a wall clock stepped back: the IDMP clock waits");
+    assert_eq!(
+        clocks_in_aof(&s),
+        2,
+        "a wall clock stepped back: the IDMP clock waits"
+    );
     config_set(&mut con, "imid.seq-idmp-max", "50");
     assert_eq!(idmp(&mut con, "k", "e", 1), (24, 0));
     assert_eq!(clocks_in_aof(&s), 3, "a changed config moves the clock");
@@ -766,7 +786,8 @@ fn a_replica_restarted_from_its_own_rdb_keeps_the_primarys_clock() {
         .hooked()
         .args(&["--imid.seq-idmp-ttl", "10"])
         .start();
-    let mut replica = primary.hooked_replica(&["--imid.seq-idmp-ttl", "20", "--imid.seq-idmp-max", "7"]);
+    let mut replica =
+        primary.hooked_replica(&["--imid.seq-idmp-ttl", "20", "--imid.seq-idmp-max", "7"]);
     let mut p = primary.client();
     freeze(&mut p, 1_800_000_000_000);
     assert_eq!(idmp(&mut p, "k", "a", 1), (1, 0));

@@ -669,7 +669,9 @@ fn rdb_marks_past_their_caps_are_refused_and_the_caps_load() {
         con = reset(&mut s);
     }
     // The crafting is right: the same files with the caps load, and the marks are exactly them.
-    let rdb = rdb_with_aux(&s, &mut con, floor, |id| aux_record(v2(id), &[CAP, UID_CAP]));
+    let rdb = rdb_with_aux(&s, &mut con, floor, |id| {
+        aux_record(v2(id), &[CAP, UID_CAP])
+    });
     load_rdb(&mut s, &rdb, None);
     assert_eq!(s.imid_stat("msgid_high_water_ms"), CAP as i64);
     assert_eq!(s.imid_stat("uid_high_water_ms"), UID_CAP as i64);
@@ -686,7 +688,10 @@ fn the_idmp_clock_rides_in_the_rdb_and_a_bad_one_is_refused() {
     let bad: [([u64; 3], String); 3] = [
         ([floor, 999, 5], "ttl-ms must be in 1000..604800000".into()),
         ([floor, 10_000, 0], "max must be in 1..1000000".into()),
-        ([1 << 63, 10_000, 5], format!("IDMP clock time {} past 2^63-1", 1u64 << 63)),
+        (
+            [1 << 63, 10_000, 5],
+            format!("IDMP clock time {} past 2^63-1", 1u64 << 63),
+        ),
     ];
     for ([t, ttl, max], line) in bad {
         let rdb = rdb_with_aux(&s, &mut con, floor, |id| {
@@ -711,7 +716,10 @@ fn the_idmp_clock_rides_in_the_rdb_and_a_bad_one_is_refused() {
     let r: Vec<i64> = cmd(&mut con, &["SEQ.NEXT", "k", "IDMP", "u"]).unwrap();
     assert_eq!(r, vec![1002, 0]);
     let incr = aof_incr(&s);
-    let clock = format!("SEQ.IDMPCLOCK\r\n${}\r\n{ahead}\r\n", ahead.to_string().len());
+    let clock = format!(
+        "SEQ.IDMPCLOCK\r\n${}\r\n{ahead}\r\n",
+        ahead.to_string().len()
+    );
     assert!(
         contains(&incr, clock.as_bytes()),
         "{}",

@@ -81,7 +81,10 @@ pub fn aof_incr(s: &super::Server) -> Vec<u8> {
         .filter(|p| p.to_string_lossy().contains(".incr."))
         .collect();
     files.sort();
-    files.iter().flat_map(|p| std::fs::read(p).unwrap()).collect()
+    files
+        .iter()
+        .flat_map(|p| std::fs::read(p).unwrap())
+        .collect()
 }
 
 pub fn contains(hay: &[u8], needle: &[u8]) -> bool {

@@ -291,6 +291,22 @@ mod tests {
         }
     }
 
+    /// What MEMORY USAGE reports per token of a full default window (1,000 tokens of 36 bytes,
+    /// a UUID's text): printed for the record (`--nocapture`), and never below the tokens'
+    /// own bytes.
+    #[test]
+    fn heap_bytes_per_token_at_a_thousand_tokens() {
+        let mut w = Window::default();
+        for i in 0..1000u64 {
+            let token = format!("{i:036}");
+            w.apply(0, e(&token, i, 100));
+        }
+        assert_eq!(w.len(), 1000);
+        let per_token = w.heap_bytes() / w.len();
+        println!("heap bytes per token at 1,000 tokens of 36 bytes: {per_token}");
+        assert!(per_token >= 36, "{per_token}");
+    }
+
     /// One step against the model: a plain list of entries, oldest first.
     #[derive(Clone, Debug)]
     enum Op {

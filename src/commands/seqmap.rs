@@ -132,12 +132,13 @@ fn hnext_idmp(ctx: &Ctx, key: &Arg, field_a: &Arg, count: u64, token: &Arg) -> R
     }
     let window = m.tokens.get_or_insert_with(Box::default);
     let dropped = window.plan(now, seq_idmp_max());
-    let entry = Entry {
-        token: token.bytes().into(),
-        last: n.last,
-        expires_ms: now.saturating_add(seq_idmp_ttl_ms()),
-        fingerprint: fp,
-    };
+    let entry = Entry::new(
+        token.bytes(),
+        n.last,
+        now.saturating_add(seq_idmp_ttl_ms()),
+        fp,
+    )
+    .ok_or_else(|| err("IDMP token must be 1..64 bytes"))?;
     let expires = int(entry.expires_ms);
     window.apply(dropped, entry);
     drop(k);

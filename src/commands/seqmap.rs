@@ -14,10 +14,10 @@
 
 use super::seq::{
     advance_target, answered, int, limit_key_positions, next_options, reply_idmp, reserve_from,
-    token_record, value_arg,
+    token_entry, token_record, value_arg,
 };
 use crate::config::{seq_idmp_max, seq_idmp_ttl_ms};
-use crate::core::idmp::{fingerprint, Entry, Lookup, Window};
+use crate::core::idmp::{fingerprint, Lookup, Window};
 use crate::core::seq::Seq;
 use crate::core::seqmap::{check_name, MapError, SeqMap, MAX_NAME};
 use crate::error::{err, Error, SYNTAX};
@@ -132,13 +132,7 @@ fn hnext_idmp(ctx: &Ctx, key: &Arg, field_a: &Arg, count: u64, token: &Arg) -> R
     }
     let window = m.tokens.get_or_insert_with(Box::default);
     let dropped = window.plan(now, seq_idmp_max());
-    let entry = Entry::new(
-        token.bytes(),
-        n.last,
-        now.saturating_add(seq_idmp_ttl_ms()),
-        fp,
-    )
-    .ok_or_else(|| err("IDMP token must be 1..64 bytes"))?;
+    let entry = token_entry(token, n.last, now.saturating_add(seq_idmp_ttl_ms()), fp)?;
     let expires = int(entry.expires_ms);
     window.apply(dropped, entry);
     drop(k);

@@ -101,7 +101,7 @@ pub(crate) fn load_tokens(rdb: &Rdb, count: u64) -> Result<Window, String> {
     let mut window = Window::default();
     for _ in 0..count {
         let e = load_entry(rdb)?;
-        if window.contains(&e.token) {
+        if window.contains(e.token()) {
             return Err("a token saved twice".to_owned());
         }
         window.apply(0, e);
@@ -113,7 +113,7 @@ pub(crate) fn load_tokens(rdb: &Rdb, count: u64) -> Result<Window, String> {
 /// request's fingerprint.
 pub(crate) fn save_tokens(rdb: &Rdb, w: &Window) {
     for e in w.iter() {
-        rdb.save_bytes(&e.token);
+        rdb.save_bytes(e.token());
         rdb.save_u64(e.last);
         rdb.save_u64(e.expires_ms);
         rdb.save_u64(e.fingerprint);
@@ -135,12 +135,8 @@ fn load_entry(rdb: &Rdb) -> Result<Entry, String> {
     if last > MAX_VALUE {
         return Err(format!("token value {last} above {MAX_VALUE}"));
     }
-    Ok(Entry {
-        token: token.into_boxed_slice(),
-        last,
-        expires_ms,
-        fingerprint,
-    })
+    Entry::new(&token, last, expires_ms, fingerprint)
+        .ok_or_else(|| "IDMP token must be 1..64 bytes".to_owned())
 }
 
 /// A token's length rule (1..64 bytes), for the commands and the loader alike.
@@ -202,7 +198,7 @@ pub(crate) fn digest(v: &Value, add: &mut dyn FnMut(DigestItem)) {
     let (s, window) = parts(v);
     add(DigestItem::Int(s.value() as i64));
     for e in window.into_iter().flat_map(Window::iter) {
-        add(DigestItem::Bytes(&e.token));
+        add(DigestItem::Bytes(e.token()));
         add(DigestItem::Int(e.last as i64));
         add(DigestItem::Int(e.expires_ms as i64));
         add(DigestItem::Int(e.fingerprint as i64));

@@ -109,7 +109,7 @@ pub(crate) fn rewrite(out: &AofKey, m: &SeqMap) {
 /// The tokens, in order, as one digest sequence (their order decides which go first).
 pub(crate) fn digest_tokens(m: &SeqMap, add: &mut dyn FnMut(DigestItem)) {
     for e in tokens(m).into_iter().flat_map(Window::iter) {
-        add(DigestItem::Bytes(&e.token));
+        add(DigestItem::Bytes(e.token()));
         add(DigestItem::Int(e.last as i64));
         add(DigestItem::Int(e.expires_ms as i64));
         add(DigestItem::Int(e.fingerprint as i64));

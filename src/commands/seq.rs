@@ -128,12 +128,7 @@ fn next_idmp(ctx: &Ctx, key: &Arg, count: u64, token: &Arg) -> Result<(), Error>
     }
     let (n, replay) = reserve(ctx, &k, count)?;
     let dropped = k.window().map_or(0, |w| w.plan(clock.now_ms, clock.max));
-    let entry = Entry {
-        token: token.bytes().into(),
-        last: n.last,
-        expires_ms: clock.expires_ms(),
-        fingerprint: fp,
-    };
+    let entry = token_entry(token, n.last, clock.expires_ms(), fp)?;
     k.set_with_token(n.state, dropped, entry)?;
     drop(k);
     if n.skipped_gap || !clock.verbatim {
@@ -262,13 +257,20 @@ pub(crate) fn token_record(args: &[Arg]) -> Result<(Entry, usize), Error> {
         .int()
         .ok_or_else(|| err("fingerprint must be an integer"))? as u64;
     let dropped = usize::try_from(dropped.int_in("dropped", 0, i64::MAX)?).unwrap_or(usize::MAX);
-    let entry = Entry {
-        token: token.bytes().into(),
-        last,
-        expires_ms: expires,
-        fingerprint: fp,
-    };
+    let entry = token_entry(token, last, expires, fp)?;
     Ok((entry, dropped))
+}
+
+/// The window entry of `token` (its length was checked when parsed; refused again here rather
+/// than trusted).
+pub(crate) fn token_entry(
+    token: &Arg,
+    last: u64,
+    expires_ms: u64,
+    fp: u64,
+) -> Result<Entry, Error> {
+    Entry::new(token.bytes(), last, expires_ms, fp)
+        .ok_or_else(|| err("IDMP token must be 1..64 bytes"))
 }
 
 /// `[last, duplicate]`.

@@ -14,9 +14,9 @@
 
 use super::seq::{
     advance_target, answered, int, limit_key_positions, next_options, reply_idmp, reserve_from,
-    token_record, value_arg,
+    token_entry, token_record, value_arg,
 };
-use crate::core::idmp::{fingerprint, Entry, Lookup, Window};
+use crate::core::idmp::{fingerprint, Lookup, Window};
 use crate::core::seq::Seq;
 use crate::core::seqmap::{check_name, MapError, SeqMap, MAX_NAME};
 use crate::error::{err, Error, SYNTAX};
@@ -129,12 +129,7 @@ fn hnext_idmp(ctx: &Ctx, key: &Arg, field_a: &Arg, count: u64, token: &Arg) -> R
     }
     let window = m.tokens.get_or_insert_with(Box::default);
     let dropped = window.plan(clock.now_ms, clock.max);
-    let entry = Entry {
-        token: token.bytes().into(),
-        last: n.last,
-        expires_ms: clock.expires_ms(),
-        fingerprint: fp,
-    };
+    let entry = token_entry(token, n.last, clock.expires_ms(), fp)?;
     window.apply(dropped, entry);
     drop(k);
     if n.skipped_gap || !clock.verbatim {

@@ -14,16 +14,40 @@
 //! `src/commands/seq.rs`). Lookups ignore entries expired by the caller's clock; expired
 //! entries further back than the first live one stay until they reach the front.
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::VecDeque;
+use std::fmt;
+use std::hash::Hasher;
+use std::num::NonZeroU8;
+
+use hashbrown::HashTable;
 
 /// Longest token, in bytes (the shortest is 1).
 pub const MAX_TOKEN_LEN: usize = 64;
 
-/// One remembered request.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Windows of up to this many slots (entries and placeholders) are searched by scanning the
+/// ring; above, through the index. A scan of 8 slots is at most 8 length compares and byte
+/// compares, no dearer than hashing the token and probing a table, and it keeps small windows
+/// (most keys) to one allocation.
+const SCAN_MAX: usize = 8;
+
+/// The ring's first capacity, one slot: the first `apply` on a key allocates exactly this. A
+/// key that gets one token within the TTL (a quiet conversation; every key of the bench's
+/// random-key row) holds one 96-byte slot instead of VecDeque's first growth to four; a busier
+/// key grows 1, 4, 8, ... at the cost of one more reallocation.
+const FIRST_CAPACITY: usize = 1;
+
+/// One remembered request. The token is held inline (no allocation per token); build one with
+/// [`Entry::new`].
+#[derive(Clone)]
 pub struct Entry {
-    pub token: Box<[u8]>,
+    token: [u8; MAX_TOKEN_LEN],
+    /// The token's length, 1..=MAX_TOKEN_LEN (non-zero: `Option<Entry>` costs no more than
+    /// `Entry`). The bytes past it are zero.
+    len: NonZeroU8,
+    /// The window's business, not the entry's value: the token's keyed hash, valid while the
+    /// entry sits in a window that has an index (see [`Window`]), so that the index grows and
+    /// rehashes without hashing token bytes again. 32 bits fit in the entry's padding.
+    hash: u32,
     /// The first call's reply.
     pub last: u64,
     /// The token counts while the clock reads below this (unix ms).
@@ -32,6 +56,53 @@ pub struct Entry {
     pub fingerprint: u64,
 }
 
+impl Entry {
+    /// An entry for `token`, or `None` when the token breaks the 1..=MAX_TOKEN_LEN rule.
+    pub fn new(token: &[u8], last: u64, expires_ms: u64, fingerprint: u64) -> Option<Entry> {
+        let len = NonZeroU8::new(u8::try_from(token.len()).ok()?)?;
+        let mut bytes = [0; MAX_TOKEN_LEN];
+        bytes.get_mut(..token.len())?.copy_from_slice(token);
+        Some(Entry {
+            token: bytes,
+            len,
+            hash: 0,
+            last,
+            expires_ms,
+            fingerprint,
+        })
+    }
+
+    /// The token's bytes.
+    pub fn token(&self) -> &[u8] {
+        // `len` never exceeds the array (Entry::new), so the default is unreachable.
+        self.token
+            .get(..usize::from(self.len.get()))
+            .unwrap_or_default()
+    }
+}
+
+impl PartialEq for Entry {
+    /// The same request remembered the same way (`hash` is the window's bookkeeping).
+    fn eq(&self, other: &Entry) -> bool {
+        self.token() == other.token()
+            && self.last == other.last
+            && self.expires_ms == other.expires_ms
+            && self.fingerprint == other.fingerprint
+    }
+}
+
+impl Eq for Entry {}
+
+impl fmt::Debug for Entry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Entry")
+            .field("token", &self.token())
+            .field("last", &self.last)
+            .field("expires_ms", &self.expires_ms)
+            .field("fingerprint", &self.fingerprint)
+            .finish()
+    }
+}
 /// What a lookup found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lookup {
@@ -80,6 +151,15 @@ impl Hasher for Fnv {
 }
 
 /// The token window of one key.
+///
+/// A ring of slots in insertion order. While it has at most [`SCAN_MAX`] slots a lookup scans
+/// them; above, `index` maps each live entry's token hash to its position. The index is built
+/// when an `apply` leaves more than `SCAN_MAX` slots and dropped when one leaves `SCAN_MAX` or
+/// fewer: small windows (most keys) then hold nothing but the ring, and a window hovering at
+/// the boundary rebuilds at most once per `apply`, hashing at most `SCAN_MAX + 1` tokens.
+/// Tokens are hashed with a per-process keyed SipHash ([`crate::core::seqmap::hash`]), so a
+/// client cannot craft colliding tokens; if hashes did collide, a probe compares at most every
+/// entry of this one window.
 #[derive(Clone, Debug, Default)]
 pub struct Window {
     /// In insertion order; `None` where an entry was replaced by a later use of its token
@@ -88,8 +168,11 @@ pub struct Window {
     /// The position number of `recs[0]`: positions only grow, so an index entry stays valid
     /// while the front is popped.
     head: u64,
-    /// Token -> position of its entry.
-    index: HashMap<Box<[u8]>, u64, BuildHasherDefault<Fnv>>,
+    /// How many slots of `recs` hold an entry.
+    live: usize,
+    /// Token hash -> position of its entry, for every live entry; present exactly while
+    /// `recs` has more than [`SCAN_MAX`] slots. The hash of each indexed entry is its `hash`.
+    index: Option<HashTable<u64>>,
 }
 
 impl PartialEq for Window {
@@ -101,6 +184,32 @@ impl PartialEq for Window {
 
 impl Eq for Window {}
 
+/// The token's hash as the entries keep it.
+fn token_hash(token: &[u8]) -> u32 {
+    // The high half of the 64-bit SipHash.
+    let h = (crate::core::seqmap::hash(token) >> 32) as u32;
+    #[cfg(test)]
+    let h = h & tests::HASH_MASK.with(std::cell::Cell::get);
+    h
+}
+
+/// The 64-bit hash the index is given: hashbrown picks the bucket with the low bits and the
+/// control byte with the top seven, so both halves carry the 32 bits.
+fn wide(h: u32) -> u64 {
+    let h = u64::from(h);
+    h | (h << 32)
+}
+
+/// The indexed hash of the entry at `pos` (for the index's growth: no token bytes are
+/// hashed). A position with no entry cannot be in the index; it would hash to 0.
+fn hash_at(recs: &VecDeque<Option<Entry>>, head: u64, pos: u64) -> u64 {
+    pos.checked_sub(head)
+        .and_then(|d| usize::try_from(d).ok())
+        .and_then(|at| recs.get(at))
+        .and_then(Option::as_ref)
+        .map_or(0, |e| wide(e.hash))
+}
+
 impl Window {
     /// Live entries (expired or not), oldest first.
     pub fn iter(&self) -> impl Iterator<Item = &Entry> {
@@ -109,22 +218,46 @@ impl Window {
 
     /// How many entries the window holds.
     pub fn len(&self) -> usize {
-        self.index.len()
+        self.live
     }
 
     pub fn is_empty(&self) -> bool {
-        self.index.is_empty()
+        self.live == 0
     }
 
     /// Whether the window holds the token (live or expired).
     pub fn contains(&self, token: &[u8]) -> bool {
-        self.index.contains_key(token)
+        self.entry(token).is_some()
+    }
+
+    fn at(&self, pos: u64) -> Option<&Entry> {
+        let at = usize::try_from(pos.checked_sub(self.head)?).ok()?;
+        self.recs.get(at)?.as_ref()
+    }
+
+    /// The position of the token's entry. `hash` gives the token's hash, asked for only when
+    /// the window has an index.
+    fn position(&self, token: &[u8], hash: impl FnOnce() -> u32) -> Option<u64> {
+        match &self.index {
+            Some(index) => {
+                let h = hash();
+                index
+                    .find(wide(h), |&pos| {
+                        self.at(pos)
+                            .is_some_and(|e| e.hash == h && e.token() == token)
+                    })
+                    .copied()
+            }
+            None => self
+                .recs
+                .iter()
+                .position(|slot| slot.as_ref().is_some_and(|e| e.token() == token))
+                .map(|at| self.head.wrapping_add(at as u64)),
+        }
     }
 
     fn entry(&self, token: &[u8]) -> Option<&Entry> {
-        let pos = *self.index.get(token)?;
-        let at = usize::try_from(pos.checked_sub(self.head)?).ok()?;
-        self.recs.get(at)?.as_ref()
+        self.at(self.position(token, || token_hash(token))?)
     }
 
     /// The token's entry if it is live at `now_ms`, compared with the request's fingerprint.
@@ -152,33 +285,82 @@ impl Window {
     /// Drops the `drop` oldest entries (all of them when fewer), removes an older entry of the
     /// same token, and appends `e`.
     pub fn apply(&mut self, drop: usize, e: Entry) {
+        let mut e = e;
         let mut left = drop;
         while left > 0 {
             let Some(front) = self.recs.pop_front() else {
                 break;
             };
+            let pos = self.head;
             self.head = self.head.wrapping_add(1);
             if let Some(old) = front {
-                self.index.remove(&old.token);
+                self.unindex(old.hash, pos);
                 left -= 1;
             }
         }
         self.trim_front();
-        if let Some(pos) = self.index.remove(&e.token) {
-            let at = pos
+        if self.index.is_some() {
+            e.hash = token_hash(e.token());
+        }
+        let hash = e.hash;
+        if let Some(pos) = self.position(e.token(), || hash) {
+            let old = pos
                 .checked_sub(self.head)
-                .and_then(|d| usize::try_from(d).ok());
-            if let Some(slot) = at.and_then(|at| self.recs.get_mut(at)) {
-                *slot = None;
+                .and_then(|d| usize::try_from(d).ok())
+                .and_then(|at| self.recs.get_mut(at))
+                .and_then(Option::take);
+            if old.is_some() {
+                self.unindex(hash, pos);
             }
             self.trim_front();
         }
         if self.recs.is_empty() {
             self.head = 0;
         }
+        if self.recs.capacity() == 0 {
+            self.recs.reserve_exact(FIRST_CAPACITY);
+        }
         let pos = self.head.wrapping_add(self.recs.len() as u64);
-        self.index.insert(e.token.clone(), pos);
         self.recs.push_back(Some(e));
+        self.live = self.live.saturating_add(1);
+        self.fit_index(pos, hash);
+    }
+
+    /// Forgets the entry at `pos` (one that left the ring), whose hash is `hash`.
+    fn unindex(&mut self, hash: u32, pos: u64) {
+        self.live = self.live.saturating_sub(1);
+        if let Some(index) = &mut self.index {
+            if let Ok(found) = index.find_entry(wide(hash), |&p| p == pos) {
+                found.remove();
+            }
+        }
+    }
+
+    /// After appending the entry at `pos` with `hash` (valid if there is an index): indexes it,
+    /// builds the index when the ring has grown past [`SCAN_MAX`] slots, or drops it when the
+    /// ring has shrunk to `SCAN_MAX` or fewer.
+    fn fit_index(&mut self, pos: u64, hash: u32) {
+        if self.recs.len() <= SCAN_MAX {
+            self.index = None;
+            return;
+        }
+        let (recs, head) = (&self.recs, self.head);
+        if let Some(index) = &mut self.index {
+            index.insert_unique(wide(hash), pos, |&p| hash_at(recs, head, p));
+            return;
+        }
+        for e in self.recs.iter_mut().flatten() {
+            e.hash = token_hash(e.token());
+        }
+        let (recs, head) = (&self.recs, self.head);
+        let mut index = HashTable::with_capacity(self.live);
+        for (at, slot) in recs.iter().enumerate() {
+            if let Some(e) = slot {
+                let p = head.wrapping_add(at as u64);
+                index.insert_unique(wide(e.hash), p, |&q| hash_at(recs, head, q));
+            }
+        }
+        self.index = Some(index);
     }
 
     /// Pops placeholders off the front, so the front is always an entry.
@@ -189,13 +371,14 @@ impl Window {
         }
     }
 
-    /// Bytes the window holds on the heap (an estimate for MEMORY USAGE: both copies of each
-    /// token, the entry slots and the index's buckets).
+    /// Bytes the window holds on the heap (an estimate for MEMORY USAGE): the ring's buffer,
+    /// which holds the tokens inline, and the index's table when there is one, as allocated.
     pub fn heap_bytes(&self) -> usize {
-        let tokens: usize = self.iter().map(|e| 2 * e.token.len()).sum();
-        let slot = std::mem::size_of::<Option<Entry>>();
-        let bucket = std::mem::size_of::<(Box<[u8]>, u64)>() + 1;
-        tokens + self.recs.capacity() * slot + self.index.capacity() * bucket
+        let ring = self
+            .recs
+            .capacity()
+            .saturating_mul(std::mem::size_of::<Option<Entry>>());
+        ring.saturating_add(self.index.as_ref().map_or(0, HashTable::allocation_size))
     }
 }
 
@@ -204,17 +387,130 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    thread_local! {
+        /// ANDed into every token hash made on this thread (tests run one per thread): 0 makes
+        /// all tokens collide, 1 sorts them into two classes.
+        pub(super) static HASH_MASK: std::cell::Cell<u32> = const { std::cell::Cell::new(u32::MAX) };
+    }
+
     fn e(token: &str, last: u64, expires_ms: u64) -> Entry {
-        Entry {
-            token: token.as_bytes().into(),
-            last,
-            expires_ms,
-            fingerprint: 1,
-        }
+        Entry::new(token.as_bytes(), last, expires_ms, 1).unwrap()
     }
 
     fn tokens(w: &Window) -> Vec<&[u8]> {
-        w.iter().map(|e| &*e.token).collect()
+        w.iter().map(Entry::token).collect()
+    }
+
+    /// The window's own bookkeeping agrees with its ring: the front is an entry, `live` counts
+    /// the entries, the index exists exactly above SCAN_MAX slots and finds every entry at its
+    /// position under its token's hash.
+    fn check_invariants(w: &Window) {
+        assert!(!matches!(w.recs.front(), Some(None)));
+        assert_eq!(w.live, w.iter().count());
+        assert_eq!(w.index.is_some(), w.recs.len() > SCAN_MAX);
+        if let Some(index) = &w.index {
+            assert_eq!(index.len(), w.live);
+            for (at, slot) in w.recs.iter().enumerate() {
+                if let Some(e) = slot {
+                    assert_eq!(e.hash, token_hash(e.token()));
+                    let pos = w.head + at as u64;
+                    assert_eq!(index.find(wide(e.hash), |&p| p == pos), Some(&pos));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn entry_holds_1_to_64_bytes_inline() {
+        assert_eq!(Entry::new(b"", 1, 2, 3), None);
+        assert_eq!(Entry::new(&[7; MAX_TOKEN_LEN + 1], 1, 2, 3), None);
+        for len in [1, 36, MAX_TOKEN_LEN] {
+            let token: Vec<u8> = (1..=len as u8).collect();
+            let e = Entry::new(&token, 1, 2, 3).unwrap();
+            assert_eq!(e.token(), &token[..]);
+            assert_eq!((e.last, e.expires_ms, e.fingerprint), (1, 2, 3));
+        }
+        // A prefix is another token.
+        assert_ne!(Entry::new(b"ab", 1, 2, 3), Entry::new(b"a", 1, 2, 3));
+        // The slot of a window is the entry itself: no heap, no tag.
+        assert_eq!(
+            std::mem::size_of::<Option<Entry>>(),
+            std::mem::size_of::<Entry>()
+        );
+        assert!(std::mem::size_of::<Entry>() <= MAX_TOKEN_LEN + 32);
+    }
+
+    #[test]
+    fn the_first_apply_allocates_the_ring_only() {
+        let mut w = Window::default();
+        assert_eq!(w.heap_bytes(), 0);
+        w.apply(0, e("a", 1, 100));
+        assert_eq!(w.recs.capacity(), FIRST_CAPACITY);
+        assert!(w.index.is_none());
+        assert_eq!(
+            w.heap_bytes(),
+            FIRST_CAPACITY * std::mem::size_of::<Option<Entry>>()
+        );
+    }
+
+    /// Lookups of every probe, at `now`.
+    fn answers(w: &Window, probes: &[String], now: u64) -> Vec<Lookup> {
+        probes
+            .iter()
+            .map(|t| w.lookup(t.as_bytes(), 1, now))
+            .collect()
+    }
+
+    #[test]
+    fn the_index_answers_as_the_scan_does_built_dropped_and_rebuilt() {
+        let probes: Vec<String> = (0..20).map(|i| format!("t{i}")).collect();
+        for mask in [u32::MAX, 1, 0] {
+            HASH_MASK.with(|m| m.set(mask));
+            let mut w = Window::default();
+            for (i, t) in (0..12).zip(&probes) {
+                w.apply(0, e(t, i, 100 + i));
+                check_invariants(&w);
+            }
+            assert!(w.index.is_some(), "built past {SCAN_MAX}");
+            // At 105, t0..t5 have expired; t6..t11 answer their `last`.
+            let hits = |live: &[(usize, u64)]| -> Vec<Lookup> {
+                let mut v = vec![Lookup::Miss; probes.len()];
+                for &(i, last) in live {
+                    v[i] = Lookup::Hit(last);
+                }
+                v
+            };
+            let mut live: Vec<(usize, u64)> = (6..12).map(|i| (i, i as u64)).collect();
+            assert_eq!(answers(&w, &probes, 105), hits(&live), "mask {mask:#x}");
+            assert_eq!(w.lookup(b"t7", 2, 105), Lookup::Conflict);
+            // A scan-only window with its newest SCAN_MAX entries.
+            let mut scanned = Window::default();
+            for e in w.iter().skip(12 - SCAN_MAX) {
+                scanned.apply(0, e.clone());
+            }
+            assert!(scanned.index.is_none());
+            // Down to SCAN_MAX slots (t0..t5 dropped): the index goes, the answers stay.
+            w.apply(12 - SCAN_MAX + 1, e("t12", 12, 200));
+            check_invariants(&w);
+            assert!(w.index.is_none(), "dropped at {SCAN_MAX}");
+            w.apply(1, e("t13", 13, 200));
+            check_invariants(&w);
+            assert!(w.index.is_none());
+            live.extend([(12, 12), (13, 13)]);
+            assert_eq!(answers(&w, &probes, 105), hits(&live), "mask {mask:#x}");
+            scanned.apply(1, e("t12", 12, 200));
+            scanned.apply(1, e("t13", 13, 200));
+            assert_eq!(scanned, w);
+            assert_eq!(answers(&scanned, &probes, 105), hits(&live));
+            // Past SCAN_MAX again (a reused token leaves a placeholder): rebuilt, same answers.
+            w.apply(0, e("t14", 14, 200));
+            w.apply(0, e("t12", 15, 300));
+            check_invariants(&w);
+            assert!(w.index.is_some(), "rebuilt past {SCAN_MAX}");
+            live.retain(|&(i, _)| i != 12);
+            live.extend([(12, 15), (14, 14)]);
+            assert_eq!(answers(&w, &probes, 105), hits(&live), "mask {mask:#x}");
+        }
     }
 
     #[test]
@@ -291,50 +587,87 @@ mod tests {
         }
     }
 
+    /// What MEMORY USAGE reports per token of a full default window (1,000 tokens of 36 bytes,
+    /// a UUID's text): printed for the record (`--nocapture`), and never below the tokens'
+    /// own bytes.
+    #[test]
+    fn heap_bytes_per_token_at_a_thousand_tokens() {
+        let mut w = Window::default();
+        for i in 0..1000u64 {
+            let token = format!("{i:036}");
+            w.apply(0, e(&token, i, 100));
+        }
+        assert_eq!(w.len(), 1000);
+        let per_token = w.heap_bytes() / w.len();
+        println!("heap bytes per token at 1,000 tokens of 36 bytes: {per_token}");
+        assert!(per_token >= 36, "{per_token}");
+    }
+
     /// One step against the model: a plain list of entries, oldest first.
     #[derive(Clone, Debug)]
     enum Op {
+        /// SEQ.NEXT ... IDMP on the primary: the clock moves `tick` ms, a lookup, and on a miss
+        /// the planned drop and the append.
         Call {
             token: u8,
             fp: u64,
-            now: u64,
+            tick: u64,
             ttl: u64,
             max: usize,
         },
-        Apply {
-            token: u8,
-            drop: usize,
-        },
+        /// A replayed record (SEQ.IDMPSET): any drop, no lookup.
+        Apply { token: u8, drop: usize },
     }
 
+    /// Distinct tokens of the model: enough for windows well past SCAN_MAX.
+    const TOKENS: u8 = 20;
+
+    /// Mostly growing (maxes above SCAN_MAX, replays that drop nothing), sometimes shrinking
+    /// (small maxes, large drops, expiry as the clock moves), so that the ring crosses
+    /// SCAN_MAX both ways in about 3 runs of 4 (counted once with a throwaway counter: about 2
+    /// index builds and 2 drops per run on average).
     fn op() -> impl Strategy<Value = Op> {
+        let max = prop_oneof![3 => 9usize..16, 1 => 0usize..9];
+        let drop = prop_oneof![3 => Just(0usize), 1 => 1usize..12];
+        // now and then a jump that expires much of the window at once
+        let tick = prop_oneof![8 => 0u64..4, 1 => 0u64..80];
         prop_oneof![
-            (0u8..12, 0u64..3, 0u64..200, 1u64..60, 0usize..8).prop_map(
-                |(token, fp, now, ttl, max)| Op::Call {
+            (0u8..TOKENS, 0u64..3, tick, 1u64..60, max).prop_map(|(token, fp, tick, ttl, max)| {
+                Op::Call {
                     token,
                     fp,
-                    now,
+                    tick,
                     ttl,
-                    max
+                    max,
                 }
-            ),
-            (0u8..12, 0usize..4).prop_map(|(token, drop)| Op::Apply { token, drop }),
+            }),
+            (0u8..TOKENS, drop).prop_map(|(token, drop)| Op::Apply { token, drop }),
         ]
     }
 
     proptest! {
+        // 1,024 runs: about 2,000 index builds and as many drops.
+        #![proptest_config(ProptestConfig::with_cases(1024))]
+
+        /// Windows of up to 15 entries by the plan (COUNT-style calls) and up to 20 by replayed
+        /// records, so the ring crosses SCAN_MAX both ways; with real hashes, all colliding,
+        /// or two classes of them.
         #[test]
-        fn window_matches_a_list_model(ops in proptest::collection::vec(op(), 1..80)) {
+        fn window_matches_a_list_model(
+            mask in prop_oneof![Just(u32::MAX), Just(0), Just(1)],
+            ops in proptest::collection::vec(op(), 1..160),
+        ) {
+            HASH_MASK.with(|m| m.set(mask));
             let mut w = Window::default();
             let mut model: Vec<Entry> = Vec::new();
             let mut clock = 0u64;
             for (i, op) in ops.into_iter().enumerate() {
                 let i = i as u64;
                 match op {
-                    Op::Call { token, fp, now, ttl, max } => {
-                        clock = clock.max(now);
+                    Op::Call { token, fp, tick, ttl, max } => {
+                        clock += tick;
                         let t = [token];
-                        let want = match model.iter().find(|e| *e.token == t && e.expires_ms > clock) {
+                        let want = match model.iter().find(|e| e.token() == t && e.expires_ms > clock) {
                             None => Lookup::Miss,
                             Some(e) if e.fingerprint == fp => Lookup::Hit(e.last),
                             Some(_) => Lookup::Conflict,
@@ -345,9 +678,9 @@ mod tests {
                             let keep = model.len() - expired;
                             let drop = expired + (keep + 1).saturating_sub(max.max(1));
                             prop_assert_eq!(w.plan(clock, max), drop);
-                            let new = Entry { token: t.into(), last: i, expires_ms: clock + ttl, fingerprint: fp };
+                            let new = Entry::new(&t, i, clock + ttl, fp).unwrap();
                             model.drain(..drop.min(model.len()));
-                            model.retain(|e| *e.token != t);
+                            model.retain(|e| e.token() != t);
                             model.push(new.clone());
                             w.apply(drop, new);
                             prop_assert!(w.len() <= max.max(1));
@@ -355,16 +688,19 @@ mod tests {
                     }
                     Op::Apply { token, drop } => {
                         let t = [token];
-                        let new = Entry { token: t.into(), last: i, expires_ms: clock + 5, fingerprint: 0 };
+                        let new = Entry::new(&t, i, clock + 5, 0).unwrap();
                         model.drain(..drop.min(model.len()));
-                        model.retain(|e| *e.token != t);
+                        model.retain(|e| e.token() != t);
                         model.push(new.clone());
                         w.apply(drop, new);
                     }
                 }
                 prop_assert_eq!(w.iter().cloned().collect::<Vec<_>>(), model.clone());
                 prop_assert_eq!(w.len(), model.len());
-                prop_assert!(!matches!(w.recs.front(), Some(None)));
+                check_invariants(&w);
+                for t in 0..TOKENS {
+                    prop_assert_eq!(w.contains(&[t]), model.iter().any(|e| e.token() == [t]));
+                }
             }
         }
     }

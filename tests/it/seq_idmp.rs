@@ -807,6 +807,47 @@ fn a_replica_restarted_from_its_own_rdb_keeps_the_primarys_clock() {
     assert_eq!(digest(&replica), digest(&primary));
 }
 
+#[test]
+fn a_replicas_own_aof_gets_the_clock_again_after_its_rewrite() {
+    // The replica writes what it replays to its own AOF. Its rewrite forks, and the primary
+    // writes no clock for this frozen second: the replica must write the clock it holds before
+    // the next IDMP call it replays (src/node/idmp_clock.rs). Without the RDB preamble the
+    // rewritten base has no aux data to carry it.
+    let primary = Server::build()
+        .hooked()
+        .args(&["--imid.seq-idmp-ttl", "10"])
+        .start();
+    let own = [
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--aof-use-rdb-preamble",
+        "no",
+        "--imid.seq-idmp-ttl",
+        "20",
+        "--imid.seq-idmp-max",
+        "7",
+    ];
+    let mut replica = primary.hooked_replica(&own);
+    let mut p = primary.client();
+    freeze(&mut p, 1_800_000_000_000);
+    assert_eq!(idmp(&mut p, "k", "a", 1), (1, 0));
+    primary.wait_replica(&replica);
+    // (a replica rewrites its AOF after a full sync on its own: let that finish first)
+    replica.wait_for_aof_rewrite();
+    replica.rewrite_aof();
+    assert_eq!(clocks_in_aof(&replica), 0, "a new incremental file");
+    assert_eq!(idmp(&mut p, "k", "b", 1), (2, 0));
+    primary.wait_replica(&replica);
+    assert_eq!(clocks_in_aof(&replica), 1, "the replica wrote its clock");
+    let want = digest(&primary);
+    assert_eq!(digest(&replica), want);
+    // replayed alone from its own AOF (no primary), it reaches the same tokens
+    replica.restart_with(&own);
+    assert_eq!(digest(&replica), want);
+}
+
 /// MEMORY USAGE of keys with 100,000 tokens of 36 bytes (a sequence key's window and a map's)
 /// is within 5% of what the server allocated for them: the window's estimate
 /// (`src/core/idmp.rs`, `Window::heap_bytes`) counts what it holds. At this size the

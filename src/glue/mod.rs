@@ -43,6 +43,14 @@ use std::marker::PhantomData;
 use std::os::raw::{c_char, c_int, c_long, c_longlong};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+/// See [`Ctx::write_origin`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WriteOrigin {
+    Replay,
+    Primary,
+    ReplicaClient,
+}
+
 /// The context of the running command.
 pub(crate) struct Ctx {
     ptr: *mut raw::RedisModuleCtx,
@@ -227,6 +235,22 @@ impl Ctx {
         self.flags()
             & (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING) as c_int
             != 0
+    }
+
+    /// Who asked for this write: a replay ([`Ctx::is_replay`]), a client of a primary, or a
+    /// client of a writable replica (`replica-read-only no`, whose writes stay local). One
+    /// flags read for both questions.
+    pub(crate) fn write_origin(&self) -> WriteOrigin {
+        let f = self.flags();
+        if f & (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING) as c_int
+            != 0
+        {
+            WriteOrigin::Replay
+        } else if f & raw::REDISMODULE_CTX_FLAGS_MASTER as c_int != 0 {
+            WriteOrigin::Primary
+        } else {
+            WriteOrigin::ReplicaClient
+        }
     }
 
     /// The server is loading (an RDB or AOF file, a full sync): nothing reaches a replica or

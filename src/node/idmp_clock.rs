@@ -28,7 +28,7 @@
 //! [`for_call`]).
 
 use crate::config::{seq_idmp_max, seq_idmp_ttl_ms};
-use crate::glue::Ctx;
+use crate::glue::{Ctx, WriteOrigin};
 use std::sync::{Mutex, MutexGuard};
 
 /// How far the wall clock must run ahead of the IDMP clock before the clock moves to it.
@@ -81,13 +81,21 @@ fn state() -> MutexGuard<'static, State> {
 ///   there be none (no correct stream lacks it), the call decides by this node's own clock and
 ///   configs, and a warning is logged once.
 /// - Where IDMP calls cannot replicate as called (a Valkey 9 cluster node, see the module
-///   comment), the wall clock and the configs, nothing written.
+///   comment), and for a client's write on a writable replica, the wall clock and the configs,
+///   nothing written.
 /// - Else (a primary's call) the clock, moved as the module comment says; a moved clock, or
 ///   one not written since the last fork, is written as `SEQ.IDMPCLOCK`.
 pub(crate) fn for_call(ctx: &Ctx) -> Clock {
-    let replay = ctx.is_replay();
+    let origin = ctx.write_origin();
+    // A client's write on a writable replica stays on that node: its own clock and configs,
+    // the primary's clock untouched (later replays decide by it).
+    if origin == WriteOrigin::ReplicaClient
+        || (origin == WriteOrigin::Primary && !crate::glue::migration::verbatim_ok())
+    {
+        return local(false);
+    }
     let mut st = state();
-    if replay {
+    if origin == WriteOrigin::Replay {
         if let Some(c) = st.clock {
             if !st.sent {
                 send(ctx, &mut st, c);
@@ -100,9 +108,6 @@ pub(crate) fn for_call(ctx: &Ctx) -> Clock {
                 "imid: an IDMP call was replayed before any SEQ.IDMPCLOCK; it decides by this node's clock and configs",
             );
         }
-        return local(false);
-    }
-    if !crate::glue::migration::verbatim_ok() {
         return local(false);
     }
     let real = super::now_ms();

@@ -848,6 +848,38 @@ fn a_replicas_own_aof_gets_the_clock_again_after_its_rewrite() {
     assert_eq!(digest(&replica), want);
 }
 
+#[test]
+fn a_write_on_a_writable_replica_leaves_the_primarys_clock_alone() {
+    // A client's IDMP call on a writable replica (`replica-read-only no`) decides by that
+    // node's own clock and configs, and must not change the clock the primary's calls replay
+    // by (src/node/idmp_clock.rs).
+    let primary = Server::build()
+        .hooked()
+        .args(&["--imid.seq-idmp-ttl", "10"])
+        .start();
+    let replica = primary.hooked_replica(&[
+        "--replica-read-only",
+        "no",
+        "--imid.seq-idmp-ttl",
+        "20",
+        "--imid.seq-idmp-max",
+        "7",
+    ]);
+    let mut p = primary.client();
+    freeze(&mut p, 1_800_000_000_000);
+    assert_eq!(idmp(&mut p, "k", "a", 1), (1, 0));
+    primary.wait_replica(&replica);
+    let mut r = replica.client();
+    // (a replica's data is inherited: the new key skips the gap)
+    assert_eq!(idmp(&mut r, "local", "x", 1), (1001, 0));
+    assert_eq!(idmp(&mut p, "k", "b", 1), (2, 0));
+    primary.wait_replica(&replica);
+    let value = |con: &mut Connection| -> Vec<String> {
+        cmd(con, &["DEBUG", "DIGEST-VALUE", "k"]).unwrap()
+    };
+    assert_eq!(value(&mut r), value(&mut p));
+}
+
 /// MEMORY USAGE of keys with 100,000 tokens of 36 bytes (a sequence key's window and a map's)
 /// is within 5% of what the server allocated for them: the window's estimate
 /// (`src/core/idmp.rs`, `Window::heap_bytes`) counts what it holds. At this size the

@@ -560,12 +560,18 @@ impl Server {
     }
 
     /// A new connection; panics with the server's log when it cannot connect.
+    ///
+    /// No read timeout: a socket with one (SO_RCVTIMEO) makes Linux fail a read blocked on it
+    /// with EINTR, instead of resuming it, when the test process is stopped and continued or
+    /// frozen and thawed (a cgroup freezer, a debugger, a paused sandbox); redis-rs passes that
+    /// on as "Interrupted system call" and the command's reply is lost (a flaky
+    /// `examples::sync_pages_through_10000_messages` on Valkey 9.1.2, in `make test-matrix`).
+    /// Without one the kernel resumes the read (`harness::
+    /// a_client_read_survives_the_test_process_being_stopped`). A server that dies closes the
+    /// socket, so a read fails then; only a live server that never answers hangs the test.
     pub fn client(&self) -> Connection {
-        let con = self
-            .try_client()
-            .unwrap_or_else(|e| panic!("connect to {}: {e}\n{}", self.port, self.log_tail()));
-        con.set_read_timeout(Some(Duration::from_secs(60))).ok();
-        con
+        self.try_client()
+            .unwrap_or_else(|e| panic!("connect to {}: {e}\n{}", self.port, self.log_tail()))
     }
 
     pub fn pid(&self) -> Option<u32> {

@@ -212,8 +212,7 @@ fn id_time_stays_within_the_lease_of_the_clock_through_atomic_migrations() {
     // Real clocks (one host: no skew). Slots with sequence keys and key-less ones move back and
     // forth under load, each move within a second of the last: what a client sees of ID time.
     let Some(cluster) = start() else { return };
-    let a = cluster.owner(0);
-    let b = (a + 1) % 3;
+    let (a, b) = cluster.owner_and_next(0);
     let mut con = cluster.client();
     for t in tags_in(SEQ_SLOTS.0..SEQ_SLOTS.1 + 1, 2) {
         let _: i64 = redis::cmd("SEQ.NEXT")
@@ -251,8 +250,7 @@ fn id_time_stays_within_the_lease_of_the_clock_through_atomic_migrations() {
 #[test]
 fn sequences_arrive_marked_and_the_stream_replays_them_exactly() {
     let Some(cluster) = start() else { return };
-    let a = cluster.owner(0);
-    let b = (a + 1) % 3;
+    let (a, b) = cluster.owner_and_next(0);
     let tag = &tags_in(0..1, 1)[0];
     let key = format!("{{{tag}}}:seq");
     let mut c = cluster.client();
@@ -294,8 +292,7 @@ fn sequences_arrive_marked_and_the_stream_replays_them_exactly() {
 #[test]
 fn idmp_tokens_move_with_the_slot_in_the_snapshot_and_the_stream() {
     let Some(cluster) = start() else { return };
-    let a = cluster.owner(0);
-    let b = (a + 1) % 3;
+    let (a, b) = cluster.owner_and_next(0);
     let tag = &tags_in(0..1, 1)[0];
     let key = format!("{{{tag}}}:seq");
     let mut c = cluster.client();
@@ -330,8 +327,7 @@ fn the_new_owner_issues_above_the_old_owners_ids_each_way() {
     // UID for the slot lie above the old owner's last, although b's clock is a minute behind
     // and the snapshot carries nothing that would raise its time.
     let Some(cluster) = start() else { return };
-    let a = cluster.owner(2);
-    let b = (a + 1) % 3;
+    let (a, b) = cluster.owner_and_next(2);
     cluster.freeze(|i| if i == b { T - 60_000 } else { T });
     let tag = &tags_in(2..3, 1)[0];
     let target = format!("{{{tag}}}:conv");
@@ -421,8 +417,7 @@ fn the_targets_replica_and_its_aof_reach_the_targets_state() {
         &["--enable-debug-command", "yes", "--appendonly", "yes"],
         0..4,
     );
-    let a = cluster.owner(0);
-    let b = (a + 1) % 3;
+    let (a, b) = cluster.owner_and_next(0);
     let replica = start_node(Some(&newer_server!("valkey9")), &[]);
     let mut rc = replica.client();
     let port = cluster.nodes[b].port.to_string();

@@ -10,6 +10,13 @@ use std::collections::{HashMap, HashSet};
 const MAX: i64 = i64::MAX;
 const FIELD_ERR: &str = "ERR field name must be 1..256 bytes";
 
+/// A server with `imid.seq-gap 0` (values exact across reloads), and a client.
+fn gap_zero() -> (Server, Connection) {
+    let s = Server::with(&["--imid.seq-gap", "0"]);
+    let con = s.client();
+    (s, con)
+}
+
 fn pairs(v: Value) -> Vec<(Vec<u8>, i64)> {
     let items: Vec<(Value, Value)> = match v {
         Value::Map(m) => m,
@@ -69,8 +76,7 @@ fn scan_all(con: &mut Connection, key: &str, count: usize) -> (HashMap<Vec<u8>, 
 
 #[test]
 fn replies_of_every_command() {
-    let s = Server::with(&["--imid.seq-gap", "0"]);
-    let mut con = s.client();
+    let (s, mut con) = gap_zero();
     assert_eq!(int(&mut con, &["SEQ.HGET", "m", "a"]), 0);
     assert_eq!(int(&mut con, &["SEQ.HLEN", "m"]), 0);
     assert_eq!(int(&mut con, &["EXISTS", "m"]), 0, "reads create nothing");
@@ -165,8 +171,7 @@ fn replies_of_every_command() {
 
 #[test]
 fn every_error_changes_nothing() {
-    let s = Server::with(&["--imid.seq-gap", "0"]);
-    let mut con = s.client();
+    let (_s, mut con) = gap_zero();
     assert_eq!(
         int(
             &mut con,
@@ -240,8 +245,7 @@ fn every_error_changes_nothing() {
 
 #[test]
 fn limit_clamps_to_the_sequence() {
-    let s = Server::with(&["--imid.seq-gap", "0"]);
-    let mut con = s.client();
+    let (_s, mut con) = gap_zero();
     assert_int_replies(
         &mut con,
         &[
@@ -276,8 +280,7 @@ fn limit_clamps_to_the_sequence() {
 
 #[test]
 fn writes_keep_the_ttl_and_watch_sees_only_changes() {
-    let s = Server::with(&["--imid.seq-gap", "0"]);
-    let mut con = s.client();
+    let (s, mut con) = gap_zero();
     assert_eq!(int(&mut con, &["SEQ.HNEXT", "m", "a"]), 1);
     assert_eq!(int(&mut con, &["EXPIRE", "m", "1000"]), 1);
     assert_eq!(int(&mut con, &["SEQ.HNEXT", "m", "a"]), 2);

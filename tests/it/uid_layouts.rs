@@ -120,12 +120,9 @@ fn explicit_epoch_unit_and_node_override_a_name() {
     );
     drop(s);
     // Twitter's bits and epoch in 10 ms units
-    let s = Server::with(&[
-        "--imid.uid-layout",
-        "twitter",
-        "--imid.uid-time-unit",
-        "10ms",
-    ]);
+    let s = Server::with(&words(
+        "--imid.uid-layout twitter --imid.uid-time-unit 10ms",
+    ));
     let mut con = s.client();
     assert_eq!(config(&mut con, "imid.uid-time-unit"), "10ms");
     assert_eq!(s.imid_stat("uid_time_ends_ms"), TWITTER + (1 << 41) * 10);
@@ -146,18 +143,15 @@ fn explicit_epoch_unit_and_node_override_a_name() {
     for (t, n, q) in [(SONYFLAKE + 10, 1, 1), (SONYFLAKE + 123_450, 4660, 200)] {
         let args = [t.to_string(), n.to_string(), q.to_string()];
         let mine: i64 = cmd(&mut con, &["UID.ENCODE", &args[0], &args[1], &args[2]]).unwrap();
-        let named: i64 = cmd(
-            &mut con,
-            &[
-                "UID.ENCODE",
-                &args[0],
-                &args[1],
-                &args[2],
-                "LAYOUT",
-                "sonyflake",
-            ],
-        )
-        .unwrap();
+        let named = [
+            "UID.ENCODE",
+            &args[0],
+            &args[1],
+            &args[2],
+            "LAYOUT",
+            "sonyflake",
+        ];
+        let named: i64 = cmd(&mut con, &named).unwrap();
         assert_eq!(mine, named);
     }
     drop(s);
@@ -174,14 +168,9 @@ fn explicit_epoch_unit_and_node_override_a_name() {
 #[test]
 fn cluster_mode_takes_a_named_layout_with_a_fixed_node_or_enough_node_bits() {
     // Twitter's 10 node bits cannot hold a slot: with a fixed worker number it loads.
-    let s = Server::with(&[
-        "--cluster-enabled",
-        "yes",
-        "--imid.uid-layout",
-        "twitter",
-        "--imid.uid-node",
-        "5",
-    ]);
+    let s = Server::with(&words(
+        "--cluster-enabled yes --imid.uid-layout twitter --imid.uid-node 5",
+    ));
     let mut con = s.client();
     assert_eq!(config(&mut con, "imid.uid-node"), "5");
     drop(s);

@@ -983,8 +983,16 @@ pub fn loadex(con: &mut Connection, module: &str, configs: &[(&str, &str)]) -> R
     c.query::<()>(con).map_err(|e| err_text(&e))
 }
 
+/// Server arguments written as one line: `words("--imid.seq-gap 0 --appendonly yes")`.
+pub fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
 /// Runs a command built from string arguments.
-pub fn cmd<T: redis::FromRedisValue>(con: &mut Connection, args: &[&str]) -> redis::RedisResult<T> {
+pub fn cmd<T: redis::FromRedisValue>(
+    con: &mut impl redis::ConnectionLike,
+    args: &[&str],
+) -> redis::RedisResult<T> {
     let mut c = redis::cmd(args[0]);
     for a in &args[1..] {
         c.arg(*a);
@@ -1100,7 +1108,7 @@ pub fn modules(con: &mut Connection) -> Vec<String> {
 }
 
 /// An integer reply, or a panic naming the command that failed.
-pub fn int(con: &mut Connection, args: &[&str]) -> i64 {
+pub fn int(con: &mut impl redis::ConnectionLike, args: &[&str]) -> i64 {
     cmd(con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
 }
 

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # `make dist`: the release tarball dist/imid-<version>-<os>-<arch>.tar.gz (linux-x86_64 here),
 # holding one directory imid-<version>-<os>-<arch>/ with
-#   libimid.so  README.md  CHANGELOG.md  LICENSE  SHA256SUMS (sha256sum of the other four)
+#   libimid.so  README.md  CHANGELOG.md  LICENSE
+#   docs/  examples/  server-bench/RESULTS.md   what README.md links to, and what the docs link
+#                                               to in turn (git's tracked files: no node_modules)
+#   SHA256SUMS                                  sha256sum of every other file
 # The version is Cargo.toml's (cargo pkgid), never a copy of it. Builds the release module
 # first (a no-op when it is up to date). Prints the tarball's path on its last line.
 #   IMID_DIST_DIR   where the tarball goes (default ./dist)
@@ -26,7 +29,17 @@ trap 'rm -rf "$stage"' EXIT
 mkdir "$stage/$name"
 install -m 755 target/release/libimid.so "$stage/$name/libimid.so"
 install -m 644 README.md CHANGELOG.md LICENSE "$stage/$name/"
-(cd "$stage/$name" && sha256sum libimid.so README.md CHANGELOG.md LICENSE >SHA256SUMS)
+linked=$(git ls-files -- docs examples server-bench/RESULTS.md)
+case "$linked" in
+  *docs/*) ;;
+  *) echo "git ls-files lists no docs/: make dist runs in a git checkout" >&2; exit 1 ;;
+esac
+for f in $linked; do
+  mode=644
+  [ -x "$f" ] && mode=755
+  install -D -m "$mode" "$f" "$stage/$name/$f"
+done
+(cd "$stage/$name" && find . -type f ! -name SHA256SUMS | sed 's|^\./||' | LC_ALL=C sort | xargs sha256sum >SHA256SUMS)
 
 # Reproducible archive: sorted names, no owner, one timestamp (the last commit's, or
 # SOURCE_DATE_EPOCH), gzip without a name or time of its own.

@@ -571,59 +571,68 @@ mod tests {
 
     #[test]
     fn values_get_the_config_checks() {
-        for (args, want) in [
+        // (config, values it refuses, what the error says)
+        let gap = "imid.seq-gap must be an integer in";
+        let node = "imid.uid-node must be auto or";
+        let cases: &[(&str, &[&str], &str)] = &[
             (
-                vec!["seq-gap", "-7"],
+                "seq-gap",
+                &["-7"],
                 "imid.seq-gap must be an integer in 0..1000000000",
             ),
+            ("seq-gap", &["1000000001", "01", " 5", "+5"], gap),
             (
-                vec!["seq-gap", "1000000001"],
-                "imid.seq-gap must be an integer in",
-            ),
-            (vec!["seq-gap", "01"], "imid.seq-gap must be an integer in"),
-            (vec!["seq-gap", " 5"], "imid.seq-gap must be an integer in"),
-            (vec!["seq-gap", "+5"], "imid.seq-gap must be an integer in"),
-            (
-                vec!["seq-idmp-ttl", "0"],
+                "seq-idmp-ttl",
+                &["0"],
                 "seq-idmp-ttl '0' refused: imid.seq-idmp-ttl must be an integer in 1..604800",
             ),
             (
-                vec!["seq-idmp-max", "1000001"],
+                "seq-idmp-max",
+                &["1000001"],
                 "imid.seq-idmp-max must be an integer in 1..1000000",
             ),
             (
-                vec!["uid-epoch", "-5"],
+                "uid-epoch",
+                &["-5"],
                 "uid-epoch '-5' refused: imid.uid-epoch must be auto or Unix ms, an integer in 0..",
             ),
             (
-                vec!["uid-epoch", "1e3"],
+                "uid-epoch",
+                &["1e3"],
                 "imid.uid-epoch must be auto or Unix ms",
             ),
             (
-                vec!["uid-node", "01"],
+                "uid-node",
+                &["01"],
                 "uid-node '01' refused: imid.uid-node must be auto or",
             ),
-            (vec!["uid-node", " 5 "], "imid.uid-node must be auto or"),
-            (vec!["uid-node", "-1"], "imid.uid-node must be auto or"),
+            ("uid-node", &[" 5 ", "-1"], node),
             (
-                vec!["uid-layout", "41,10,14"],
+                "uid-layout",
+                &["41,10,14"],
                 "imid.uid-layout widths must sum to 63",
             ),
             (
-                vec!["uid-time-unit", "us"],
+                "uid-time-unit",
+                &["us"],
                 "imid.uid-time-unit must be auto, ms, s, or a whole number of them",
             ),
             (
-                vec!["msgid-hash", "crc"],
+                "msgid-hash",
+                &["crc"],
                 "imid.msgid-hash must be java, slot or auto",
             ),
             (
-                vec!["openid-keys", "zz"],
+                "openid-keys",
+                &["zz"],
                 "module argument openid-keys refused: ",
             ),
-        ] {
-            let e = parse(&args).unwrap_err();
-            assert!(e.contains(want), "{args:?}: {e}");
+        ];
+        for &(name, values, want) in cases {
+            for &value in values {
+                let e = parse(&[name, value]).unwrap_err();
+                assert!(e.contains(want), "{name} {value:?}: {e}");
+            }
         }
         // A refused key list is never echoed: the value may hold keys.
         let e = parse(&["openid-keys", "00010203040506070809SECRET"]).unwrap_err();

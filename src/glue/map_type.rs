@@ -5,8 +5,9 @@
 //! A key's value pointer is a `Box<SeqMap>` handed to Redis with `Box::into_raw` (through the
 //! module's allocator, Redis's own, so `used_memory` sees it) and taken back in `free`.
 
-use super::types::{log_io, AofKey, ModuleType, Rdb};
-use super::{guard, Arg, Ctx, Entry, Held, Key};
+use super::data_type::{self, DataType, Digest};
+use super::types::{AofKey, ModuleType, Rdb};
+use super::{Arg, Ctx, Held, Key};
 use crate::core::seqmap::SeqMap;
 use crate::error::{Error, WRONGTYPE};
 use crate::seq_type::DigestItem;
@@ -14,49 +15,21 @@ use crate::seqmap_type::{self, ENCODING_VERSION, TYPE_NAME};
 use redis_module::native_types::RedisType;
 use redis_module::raw;
 use std::ffi::{c_void, CStr};
-use std::marker::PhantomData;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 pub(crate) static MAP_TYPE: RedisType = RedisType::new(
     TYPE_NAME,
     ENCODING_VERSION,
-    raw::RedisModuleTypeMethods {
-        // As the sequence type (`types::SEQ_TYPE`); no aux data here.
-        version: 5,
-        rdb_load: Some(rdb_load),
-        rdb_save: Some(rdb_save),
-        aof_rewrite: Some(aof_rewrite),
-        mem_usage: Some(mem_usage),
-        digest: Some(digest),
-        free: Some(free),
-        aux_load: None,
-        aux_save: None,
-        aux_save_triggers: 0,
-        free_effort: None,
-        unlink: None,
-        copy: Some(copy),
-        defrag: None,
-        mem_usage2: None,
-        free_effort2: None,
-        unlink2: None,
-        copy2: None,
-        aux_save2: None,
-    },
+    // As the sequence type's (`types::SEQ_TYPE`); no aux data here.
+    data_type::methods::<MapType>(),
 );
 
 static RAW_TYPE: AtomicPtr<raw::RedisModuleType> = AtomicPtr::new(std::ptr::null_mut());
 
 /// Creates the type (from OnLoad, right after the sequence type; see `types::create`).
 pub(crate) fn create(ctx: &redis_module::Context) -> redis_module::Status {
-    if MAP_TYPE.create_data_type(ctx.ctx).is_err() {
-        ctx.log_warning(&format!(
-            "imid: could not create the data type {TYPE_NAME} (another module holds the name?); not loading"
-        ));
-        return redis_module::Status::Err;
-    }
-    RAW_TYPE.store(*MAP_TYPE.raw_type.borrow(), Ordering::Relaxed);
-    redis_module::Status::Ok
+    data_type::create(ctx, &MAP_TYPE, TYPE_NAME, &RAW_TYPE)
 }
 
 fn map_type() -> ModuleType {
@@ -165,146 +138,62 @@ impl<'a> MapKey<'a> {
     }
 }
 
-fn map_ref<'v>(value: *const c_void) -> Option<&'v SeqMap> {
-    // SAFETY: Redis hands the callbacks only values this type stored (Box::into_raw).
-    (!value.is_null()).then(|| unsafe { &*value.cast::<SeqMap>() })
-}
+/// The sequence map's side of the callbacks (`seqmap_type`); a value is a `Box<SeqMap>`.
+pub(crate) struct MapType;
 
-unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
-    let io = Rdb {
-        io: rdb,
-        _call: PhantomData,
-    };
-    let r = guard(
-        std::ptr::null_mut(),
-        Entry::Named("rdb_load (sequence map)"),
-        || Err("internal error".to_owned()),
-        || seqmap_type::load(&io, encver),
-    );
-    match r {
-        Ok(m) => Box::into_raw(Box::new(m)).cast(),
-        Err(msg) => {
-            log_io(rdb, &msg);
-            std::ptr::null_mut()
+impl DataType for MapType {
+    const LABEL: &'static str = "sequence map";
+
+    type Value<'a> = &'a SeqMap;
+
+    unsafe fn value<'a>(p: *const c_void) -> Option<&'a SeqMap> {
+        // SAFETY: the caller's contract; every value of the type came from Box::into_raw.
+        (!p.is_null()).then(|| unsafe { &*p.cast::<SeqMap>() })
+    }
+
+    fn load(io: &Rdb, encver: c_int) -> Result<*mut c_void, String> {
+        seqmap_type::load(io, encver).map(|m| Box::into_raw(Box::new(m)).cast())
+    }
+
+    fn save(io: &Rdb, m: &&SeqMap) {
+        seqmap_type::save(io, m);
+    }
+
+    fn rewrite(out: &AofKey, m: &&SeqMap) {
+        seqmap_type::rewrite(out, m);
+    }
+
+    /// One sequence per field (name, value), which Redis combines order-independently: the
+    /// digest is the same whatever order the fields sit in, and leaves the marks out (see
+    /// `seqmap_type`); then the IDMP tokens, if any, as one more.
+    fn digest(m: &&SeqMap, d: &Digest) {
+        for (name, v) in seqmap_type::digest_fields(m) {
+            d.add(DigestItem::Bytes(name));
+            d.add(DigestItem::Int(v));
+            d.end();
+        }
+        let mut any = false;
+        seqmap_type::digest_tokens(m, &mut |item| {
+            any = true;
+            d.add(item);
+        });
+        if any {
+            d.end();
         }
     }
-}
 
-unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
-    let io = Rdb {
-        io: rdb,
-        _call: PhantomData,
-    };
-    guard(
-        std::ptr::null_mut(),
-        Entry::Named("rdb_save (sequence map)"),
-        || (),
-        || {
-            if let Some(m) = map_ref(value) {
-                seqmap_type::save(&io, m);
-            }
-        },
-    );
-}
+    fn mem_usage(m: &&SeqMap) -> usize {
+        seqmap_type::mem_usage(m)
+    }
 
-unsafe extern "C" fn aof_rewrite(
-    aof: *mut raw::RedisModuleIO,
-    key: *mut raw::RedisModuleString,
-    value: *mut c_void,
-) {
-    let out = AofKey {
-        io: aof,
-        key,
-        _call: PhantomData,
-    };
-    guard(
-        std::ptr::null_mut(),
-        Entry::Named("aof_rewrite (sequence map)"),
-        || (),
-        || {
-            if let Some(m) = map_ref(value) {
-                seqmap_type::rewrite(&out, m);
-            }
-        },
-    );
-}
+    fn copy(_: *const c_void, m: &&SeqMap) -> *mut c_void {
+        Box::into_raw(Box::new(seqmap_type::copy(m))).cast()
+    }
 
-/// One sequence per field (name, value), which Redis combines order-independently: the
-/// digest is the same whatever order the fields sit in, and leaves the marks out (see
-/// `seqmap_type`).
-unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
-    guard(
-        std::ptr::null_mut(),
-        Entry::Named("digest (sequence map)"),
-        || (),
-        || {
-            let Some(m) = map_ref(value) else { return };
-            // SAFETY: md is the live digest handle of this callback; the functions are filled
-            // in at load; Redis copies the buffer.
-            unsafe {
-                let (Some(add_buf), Some(add_int), Some(end)) = (
-                    raw::RedisModule_DigestAddStringBuffer,
-                    raw::RedisModule_DigestAddLongLong,
-                    raw::RedisModule_DigestEndSequence,
-                ) else {
-                    return;
-                };
-                for (name, v) in seqmap_type::digest_fields(m) {
-                    add_buf(md, name.as_ptr().cast(), name.len());
-                    add_int(md, v);
-                    end(md);
-                }
-                let mut any = false;
-                seqmap_type::digest_tokens(m, &mut |item| {
-                    any = true;
-                    match item {
-                        DigestItem::Int(i) => add_int(md, i),
-                        DigestItem::Bytes(b) => add_buf(md, b.as_ptr().cast_mut().cast(), b.len()),
-                    }
-                });
-                if any {
-                    end(md);
-                }
-            }
-        },
-    );
-}
-
-unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
-    guard(
-        std::ptr::null_mut(),
-        Entry::Named("mem_usage (sequence map)"),
-        || 0,
-        || map_ref(value).map_or(0, seqmap_type::mem_usage),
-    )
-}
-
-unsafe extern "C" fn free(value: *mut c_void) {
-    guard(
-        std::ptr::null_mut(),
-        Entry::Named("free (sequence map)"),
-        || (),
-        || {
-            if !value.is_null() {
-                // SAFETY: the value came from Box::into_raw and Redis frees it exactly once.
-                drop(unsafe { Box::from_raw(value.cast::<SeqMap>()) });
-            }
-        },
-    );
-}
-
-unsafe extern "C" fn copy(
-    _from: *mut raw::RedisModuleString,
-    _to: *mut raw::RedisModuleString,
-    value: *const c_void,
-) -> *mut c_void {
-    guard(
-        std::ptr::null_mut(),
-        Entry::Named("copy (sequence map)"),
-        std::ptr::null_mut,
-        || match map_ref(value) {
-            Some(m) => Box::into_raw(Box::new(seqmap_type::copy(m))).cast(),
-            None => std::ptr::null_mut(),
-        },
-    )
+    unsafe fn free(p: *mut c_void) {
+        if !p.is_null() {
+            // SAFETY: the value came from Box::into_raw, and Redis frees it exactly once.
+            drop(unsafe { Box::from_raw(p.cast::<SeqMap>()) });
+        }
+    }
 }

@@ -28,6 +28,7 @@
 
 pub(crate) mod cluster;
 pub(crate) mod config;
+pub(crate) mod data_type;
 pub(crate) mod events;
 pub(crate) mod map_type;
 pub(crate) mod migration;
@@ -67,8 +68,11 @@ pub(crate) struct Arg {
 pub(crate) enum Entry<'a> {
     /// A command, named by its argument 0.
     Command(&'a [Arg]),
-    /// Any other callback, by a fixed name ("the lease timer", "rdb_load", ...).
+    /// Any other callback, by a fixed name ("the lease timer", ...).
     Named(&'static str),
+    /// A data type's callback, and the type's label (see `data_type::DataType::LABEL`):
+    /// `rdb_load`, `rdb_load (sequence map)`.
+    TypeCallback(&'static str, &'static str),
 }
 
 impl fmt::Display for Entry<'_> {
@@ -79,6 +83,8 @@ impl fmt::Display for Entry<'_> {
                 None => f.write_str("a command"),
             },
             Entry::Named(name) => f.write_str(name),
+            Entry::TypeCallback(name, "") => f.write_str(name),
+            Entry::TypeCallback(name, label) => write!(f, "{name} ({label})"),
         }
     }
 }

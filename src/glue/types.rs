@@ -5,10 +5,11 @@
 //! pointer to a boxed state with IDMP tokens. Redis never dereferences module values; it only
 //! hands them back to these callbacks, which decode the word.
 
+use super::data_type::{self, DataType, Digest};
 use super::seq_value::{self, Value};
 use super::{guard, Entry};
 use crate::core::idmp;
-use crate::seq_type::{self, DigestItem, ENCODING_VERSION, TYPE_NAME};
+use crate::seq_type::{self, ENCODING_VERSION, TYPE_NAME};
 use redis_module::native_types::RedisType;
 use redis_module::raw;
 use std::ffi::{c_void, CStr};
@@ -23,28 +24,11 @@ pub(crate) static SEQ_TYPE: RedisType = RedisType::new(
     TYPE_NAME,
     ENCODING_VERSION,
     raw::RedisModuleTypeMethods {
-        // Version 5 adds aux_save2 (Redis 7.2+, Valkey), which those servers call instead of
-        // aux_save. Redis 7.0 knows version 4: it reads the fields it knows (it checks no upper
-        // bound) and calls aux_save.
-        version: 5,
-        rdb_load: Some(rdb_load),
-        rdb_save: Some(rdb_save),
-        aof_rewrite: Some(aof_rewrite),
-        mem_usage: Some(mem_usage),
-        digest: Some(digest),
-        free: Some(free),
         aux_load: Some(aux_load),
         aux_save: Some(aux_save),
         aux_save_triggers: AUX_BEFORE_RDB,
-        free_effort: None,
-        unlink: None,
-        copy: Some(copy),
-        defrag: None,
-        mem_usage2: None,
-        free_effort2: None,
-        unlink2: None,
-        copy2: None,
         aux_save2: Some(aux_save2),
+        ..data_type::methods::<SeqType>()
     },
 );
 
@@ -64,14 +48,7 @@ static RAW_TYPE: AtomicPtr<raw::RedisModuleType> = AtomicPtr::new(std::ptr::null
 /// leave the server holding it) and keeps the pointer. Fails when another module holds the
 /// name.
 pub(crate) fn create(ctx: &redis_module::Context) -> redis_module::Status {
-    if SEQ_TYPE.create_data_type(ctx.ctx).is_err() {
-        ctx.log_warning(&format!(
-            "imid: could not create the data type {TYPE_NAME} (another module holds the name?); not loading"
-        ));
-        return redis_module::Status::Err;
-    }
-    RAW_TYPE.store(*SEQ_TYPE.raw_type.borrow(), Ordering::Relaxed);
-    redis_module::Status::Ok
+    data_type::create(ctx, &SEQ_TYPE, TYPE_NAME, &RAW_TYPE)
 }
 
 /// The module's options, set once in OnLoad:
@@ -98,16 +75,6 @@ pub(crate) fn set_module_options(ctx: &redis_module::Context) {
 /// then simply fails).
 pub(crate) fn seq_type() -> ModuleType {
     ModuleType(RAW_TYPE.load(Ordering::Relaxed))
-}
-
-/// The value Redis handed to a callback.
-///
-/// # Safety
-/// `p` must be a value of our type that Redis passed to the running callback; the result must
-/// not outlive the callback.
-unsafe fn value<'a>(p: *const c_void) -> Value<'a> {
-    // SAFETY: the caller's contract; every value of our type is a word from `seq_value`.
-    unsafe { seq_value::read(p as usize as u64) }
 }
 
 /// The RDB (or DUMP payload) handle of the running load or save callback; it cannot outlive
@@ -209,133 +176,55 @@ pub(super) fn log_io(rdb: *mut raw::RedisModuleIO, msg: &str) {
     }
 }
 
-/// Loads one sequence (`seq_type::load`); a refusal is logged and fails the load.
-unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
-    let io = Rdb {
-        io: rdb,
-        _call: PhantomData,
-    };
-    let r = guard(
-        std::ptr::null_mut(),
-        Entry::Named("rdb_load"),
-        || Err("internal error".to_owned()),
-        || seq_type::load(&io, encver),
-    );
-    match r {
+/// The sequence type's side of the callbacks (`seq_type`); a value is a `seq_value` word.
+pub(crate) struct SeqType;
+
+impl DataType for SeqType {
+    const LABEL: &'static str = "";
+
+    type Value<'a> = Value<'a>;
+
+    unsafe fn value<'a>(p: *const c_void) -> Option<Value<'a>> {
+        // SAFETY: the caller's contract; every value of the type is a word from `seq_value`.
+        Some(unsafe { seq_value::read(p as usize as u64) })
+    }
+
+    fn load(io: &Rdb, encver: c_int) -> Result<*mut c_void, String> {
         // An integer (or, with tokens, a box) smuggled through a pointer-typed slot.
-        Ok(t) => seq_value::into_word(t) as usize as *mut c_void,
-        Err(msg) => {
-            log_io(rdb, &msg);
-            std::ptr::null_mut()
+        seq_type::load(io, encver).map(|t| seq_value::into_word(t) as usize as *mut c_void)
+    }
+
+    fn save(io: &Rdb, v: &Value) {
+        seq_type::save(io, v);
+    }
+
+    fn rewrite(out: &AofKey, v: &Value) {
+        seq_type::rewrite(out, v);
+    }
+
+    fn digest(v: &Value, d: &Digest) {
+        seq_type::digest(v, &mut |item| d.add(item));
+        d.end();
+    }
+
+    fn mem_usage(v: &Value) -> usize {
+        seq_type::mem_usage(v)
+    }
+
+    /// An inline word is the whole value, so the copy is the same word; a boxed state is
+    /// cloned.
+    fn copy(p: *const c_void, v: &Value) -> *mut c_void {
+        match v {
+            Value::Inline(_) => p.cast_mut(),
+            Value::Boxed(t) => seq_value::into_word((*t).clone()) as usize as *mut c_void,
         }
     }
-}
 
-unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, v: *mut c_void) {
-    let io = Rdb {
-        io: rdb,
-        _call: PhantomData,
-    };
-    guard(
-        std::ptr::null_mut(),
-        Entry::Named("rdb_save"),
-        || (),
-        // SAFETY: Redis hands a value of our type to its rdb_save callback.
-        || seq_type::save(&io, &unsafe { value(v) }),
-    );
-}
-
-unsafe extern "C" fn aof_rewrite(
-    aof: *mut raw::RedisModuleIO,
-    key: *mut raw::RedisModuleString,
-    v: *mut c_void,
-) {
-    let out = AofKey {
-        io: aof,
-        key,
-        _call: PhantomData,
-    };
-    guard(
-        std::ptr::null_mut(),
-        Entry::Named("aof_rewrite"),
-        || (),
-        // SAFETY: Redis hands a value of our type to its aof_rewrite callback.
-        || seq_type::rewrite(&out, &unsafe { value(v) }),
-    );
-}
-
-unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, v: *mut c_void) {
-    let add = |item: DigestItem| {
-        // SAFETY: md is the live digest handle of this callback; the functions are filled in
-        // at load; a buffer is passed with its length.
-        unsafe {
-            match item {
-                DigestItem::Int(i) => {
-                    if let Some(add) = raw::RedisModule_DigestAddLongLong {
-                        add(md, i);
-                    }
-                }
-                DigestItem::Bytes(b) => {
-                    if let Some(add) = raw::RedisModule_DigestAddStringBuffer {
-                        add(md, b.as_ptr().cast_mut().cast(), b.len());
-                    }
-                }
-            }
-        }
-    };
-    let mut add = add;
-    guard(
-        std::ptr::null_mut(),
-        Entry::Named("digest"),
-        || (),
-        // SAFETY: Redis hands a value of our type to its digest callback.
-        || seq_type::digest(&unsafe { value(v) }, &mut add),
-    );
-    // SAFETY: as above.
-    unsafe {
-        if let Some(end) = raw::RedisModule_DigestEndSequence {
-            end(md);
-        }
+    /// An inline word owns nothing; a boxed state is dropped.
+    unsafe fn free(p: *mut c_void) {
+        // SAFETY: the caller's contract (each value freed once, after no key holds it).
+        unsafe { seq_value::free(p as usize as u64) }
     }
-}
-
-unsafe extern "C" fn mem_usage(v: *const c_void) -> usize {
-    guard(
-        std::ptr::null_mut(),
-        Entry::Named("mem_usage"),
-        || 0,
-        // SAFETY: Redis hands a value of our type to its mem_usage callback.
-        || seq_type::mem_usage(&unsafe { value(v) }),
-    )
-}
-
-/// An inline word owns nothing; a boxed state is dropped.
-unsafe extern "C" fn free(v: *mut c_void) {
-    guard(
-        std::ptr::null_mut(),
-        Entry::Named("free"),
-        || (),
-        // SAFETY: Redis frees each value of our type once, after no key holds it.
-        || unsafe { seq_value::free(v as usize as u64) },
-    );
-}
-
-/// An inline word is the whole value, so the copy is the same word; a boxed state is cloned.
-unsafe extern "C" fn copy(
-    _from: *mut raw::RedisModuleString,
-    _to: *mut raw::RedisModuleString,
-    v: *const c_void,
-) -> *mut c_void {
-    guard(
-        std::ptr::null_mut(),
-        Entry::Named("copy"),
-        std::ptr::null_mut,
-        // SAFETY: Redis hands a value of our type to its copy callback.
-        || match unsafe { value(v) } {
-            Value::Inline(_) => v.cast_mut(),
-            Value::Boxed(t) => seq_value::into_word(t.clone()) as usize as *mut c_void,
-        },
-    )
 }
 
 unsafe extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, when: c_int) {

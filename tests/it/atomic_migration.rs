@@ -156,6 +156,16 @@ fn hear_each_other(c: &Cluster) {
     }
 }
 
+/// A sequence key in slot 0, the slot these tests move.
+fn seq_key_in_slot_0() -> String {
+    format!("{{{}}}:seq", tags_in(0..1, 1)[0])
+}
+
+/// [`start`], and a sequence key in slot 0, the slot the sequence tests move.
+fn start_with_a_key() -> Option<(Cluster, String)> {
+    Some((start()?, seq_key_in_slot_0()))
+}
+
 #[test]
 fn atomic_migrations_back_and_forth_under_load_reissue_nothing() {
     let Some(cluster) = start() else { return };
@@ -212,8 +222,7 @@ fn id_time_stays_within_the_lease_of_the_clock_through_atomic_migrations() {
     // Real clocks (one host: no skew). Slots with sequence keys and key-less ones move back and
     // forth under load, each move within a second of the last: what a client sees of ID time.
     let Some(cluster) = start() else { return };
-    let a = cluster.owner(0);
-    let b = (a + 1) % 3;
+    let (a, b) = cluster.owner_and_next(0);
     let mut con = cluster.client();
     for t in tags_in(SEQ_SLOTS.0..SEQ_SLOTS.1 + 1, 2) {
         let _: i64 = redis::cmd("SEQ.NEXT")
@@ -250,19 +259,13 @@ fn id_time_stays_within_the_lease_of_the_clock_through_atomic_migrations() {
 
 #[test]
 fn sequences_arrive_marked_and_the_stream_replays_them_exactly() {
-    let Some(cluster) = start() else { return };
-    let a = cluster.owner(0);
-    let b = (a + 1) % 3;
-    let tag = &tags_in(0..1, 1)[0];
-    let key = format!("{{{tag}}}:seq");
+    let Some((cluster, key)) = start_with_a_key() else {
+        return;
+    };
+    let (a, b) = cluster.owner_and_next(0);
     let mut c = cluster.client();
-    let next = |c: &mut redis::cluster::ClusterConnection, count: i64| -> i64 {
-        redis::cmd("SEQ.NEXT")
-            .arg(&key)
-            .arg("COUNT")
-            .arg(count)
-            .query(c)
-            .unwrap()
+    let next = |c: &mut redis::cluster::ClusterConnection, count: i64| {
+        int(c, &["SEQ.NEXT", &key, "COUNT", &count.to_string()])
     };
     assert_eq!(next(&mut c, 5), 5);
     let src = &cluster.nodes[a];
@@ -293,19 +296,13 @@ fn sequences_arrive_marked_and_the_stream_replays_them_exactly() {
 
 #[test]
 fn idmp_tokens_move_with_the_slot_in_the_snapshot_and_the_stream() {
-    let Some(cluster) = start() else { return };
-    let a = cluster.owner(0);
-    let b = (a + 1) % 3;
-    let tag = &tags_in(0..1, 1)[0];
-    let key = format!("{{{tag}}}:seq");
+    let Some((cluster, key)) = start_with_a_key() else {
+        return;
+    };
+    let (a, b) = cluster.owner_and_next(0);
     let mut c = cluster.client();
     let idmp = |c: &mut redis::cluster::ClusterConnection, token: &str| -> Vec<i64> {
-        redis::cmd("SEQ.NEXT")
-            .arg(&key)
-            .arg("IDMP")
-            .arg(token)
-            .query(c)
-            .unwrap()
+        cmd(c, &["SEQ.NEXT", &key, "IDMP", token]).unwrap()
     };
     assert_eq!(idmp(&mut c, "in-snapshot"), [1, 0]);
     let src = &cluster.nodes[a];
@@ -330,8 +327,7 @@ fn the_new_owner_issues_above_the_old_owners_ids_each_way() {
     // UID for the slot lie above the old owner's last, although b's clock is a minute behind
     // and the snapshot carries nothing that would raise its time.
     let Some(cluster) = start() else { return };
-    let a = cluster.owner(2);
-    let b = (a + 1) % 3;
+    let (a, b) = cluster.owner_and_next(2);
     cluster.freeze(|i| if i == b { T - 60_000 } else { T });
     let tag = &tags_in(2..3, 1)[0];
     let target = format!("{{{tag}}}:conv");
@@ -421,8 +417,7 @@ fn the_targets_replica_and_its_aof_reach_the_targets_state() {
         &["--enable-debug-command", "yes", "--appendonly", "yes"],
         0..4,
     );
-    let a = cluster.owner(0);
-    let b = (a + 1) % 3;
+    let (a, b) = cluster.owner_and_next(0);
     let replica = start_node(Some(&newer_server!("valkey9")), &[]);
     let mut rc = replica.client();
     let port = cluster.nodes[b].port.to_string();
@@ -435,8 +430,7 @@ fn the_targets_replica_and_its_aof_reach_the_targets_state() {
     replica.wait_link_up();
     cluster.wait_settled();
 
-    let tag = &tags_in(0..1, 1)[0];
-    let key = format!("{{{tag}}}:seq");
+    let key = seq_key_in_slot_0();
     let mut c = cluster.client();
     let next = |c: &mut redis::cluster::ClusterConnection| -> i64 {
         redis::cmd("SEQ.NEXT").arg(&key).query(c).unwrap()

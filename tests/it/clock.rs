@@ -130,20 +130,18 @@ fn restart_from_aof_with_the_clock_behind_starts_above_old_ids() {
     assert_increasing(&new);
 }
 
+/// A test-hooks server writing an AOF with every write fsynced.
+fn hooked_aof_always() -> Server {
+    Server::build()
+        .hooked()
+        .args(&["--appendonly", "yes", "--appendfsync", "always"])
+        .start()
+}
+
 /// A test-hooks server writing an AOF with every write fsynced and no RDB preamble (so a
 /// rewrite's base file holds commands, not an RDB with aux data).
 fn start_aof_without_preamble() -> Server {
-    Server::build()
-        .hooked()
-        .args(&[
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "always",
-            "--aof-use-rdb-preamble",
-            "no",
-        ])
-        .start()
+    Server::build().hooked().args(&aof_always("no")).start()
 }
 
 #[test]
@@ -162,24 +160,30 @@ fn restart_from_aof_without_preamble_keeps_the_mark_after_a_rewrite() {
 
 #[test]
 fn restart_from_aof_without_preamble_keeps_the_mark_with_no_sequence_key() {
-    // An ID-only dataset: no sequence key carries the mark into the rewritten base file, so
-    // the node writes the mark again into the new AOF once the rewrite has finished.
+    id_only_rewrite_keeps_the_mark("MSGID.FLOOR", msgids);
+}
+
+/// An ID-only dataset (`gen`'s IDs: no sequence key, no ID of the other kind) in an AOF without
+/// preamble: no key carries the mark (`floor`: the ID's lease) into the rewritten base file,
+/// so the node writes it again into the new AOF once the rewrite has finished, and a restart
+/// with the clock a minute behind starts above the old IDs.
+fn id_only_rewrite_keeps_the_mark<T: Ord + std::fmt::Display>(
+    floor: &str,
+    gen: fn(&mut Connection, usize, &str) -> Vec<T>,
+) {
     let mut s = start_aof_without_preamble();
     let mut con = s.client();
-    let old = msgids(&mut con, 2_000, "t");
+    let old = gen(&mut con, 2_000, "t");
     s.rewrite_aof();
     // The rewrite's base file has no mark (and nothing else): only the incremental file can.
     let base = aof_files(&s, ".base.aof");
-    assert!(!base.contains("MSGID.FLOOR"), "{base}");
+    assert!(!base.contains(floor), "{base}");
     // The mark reaches the file in the event loop turn after the rewrite is installed.
-    wait_until(
-        "no MSGID.FLOOR in the new AOF after the rewrite",
-        10,
-        || aof_files(&s, ".incr.aof").contains("MSGID.FLOOR"),
-    );
+    wait_until("the mark in the new AOF after the rewrite", 10, || {
+        aof_files(&s, ".incr.aof").contains(floor)
+    });
     let mut con = s.crash_restart();
-    // The restarted node's clock is a minute behind.
-    assert_starts_above(&mut con, &old, 100, msgids);
+    assert_starts_above(&mut con, &old, 100, gen);
 }
 
 /// The text of the AOF files in the server's appendonly directory whose names end in `suffix`.
@@ -267,10 +271,7 @@ fn promoted_replica_with_a_slow_clock_issues_above_the_old_primary() {
 /// its own AOF replay take them (only a client's MSGID.FLOOR is held to a minute's lead).
 #[test]
 fn floors_from_the_primary_and_the_aof_are_taken_however_far_ahead() {
-    let mut primary = Server::build()
-        .hooked()
-        .args(&["--appendonly", "yes", "--appendfsync", "always"])
-        .start();
+    let mut primary = hooked_aof_always();
     let mut pcon = primary.client();
     let replica = primary.hooked_replica(&[]);
     set_clock(&mut pcon, &["OFFSET", "600000"]);
@@ -295,10 +296,7 @@ fn floors_from_the_primary_and_the_aof_are_taken_however_far_ahead() {
 #[test]
 fn floors_past_the_time_field_are_refused_from_the_primary_and_the_aof() {
     const PAST: &str = "4398046511105"; // 2^42 + 1
-    let mut primary = Server::build()
-        .hooked()
-        .args(&["--appendonly", "yes", "--appendfsync", "always"])
-        .start();
+    let mut primary = hooked_aof_always();
     let mut pcon = primary.client();
     let replica = primary.replica(&[]);
     let good = server_time_ms(&mut pcon) + 30_000;
@@ -307,30 +305,21 @@ fn floors_past_the_time_field_are_refused_from_the_primary_and_the_aof() {
         let _: () = cmd(&mut pcon, &["IMID.TEST-REPLICATE-FLOOR", bad]).unwrap();
     }
     primary.wait_replica(&replica);
-    let refused = format!("imid: refused MSGID.FLOOR {PAST} from the AOF or the primary");
-    assert!(
-        replica.log_tail().contains(&refused),
-        "{}",
-        replica.log_tail()
-    );
-    assert_eq!(replica.imid_stat("msgid_high_water_ms"), good);
-    let mut rcon = replica.client();
-    let _: String = cmd(&mut rcon, &["REPLICAOF", "NO", "ONE"]).unwrap();
-    let id: String = cmd(&mut rcon, &["MSGID.GEN", "1", "t"]).unwrap();
-    assert!(msgid_time_of(&mut rcon, &id) >= good, "{id}");
-
+    // `s` refused the floors, said so, and kept the good one.
+    let refused = |s: &Server| {
+        let log = format!("imid: refused MSGID.FLOOR {PAST} from the AOF or the primary");
+        assert!(s.log_tail().contains(&log), "{}", s.log_tail());
+        assert_eq!(s.imid_stat("msgid_high_water_ms"), good);
+        let mut con = s.client();
+        let _: String = cmd(&mut con, &["REPLICAOF", "NO", "ONE"]).unwrap();
+        let id: String = cmd(&mut con, &["MSGID.GEN", "1", "t"]).unwrap();
+        assert!(msgid_time_of(&mut con, &id) >= good, "{id}");
+    };
+    refused(&replica);
     // The primary's AOF holds the same lines: replayed, they are refused the same way.
     primary.kill();
     primary.restart();
-    assert!(
-        primary.log_tail().contains(&refused),
-        "{}",
-        primary.log_tail()
-    );
-    assert_eq!(primary.imid_stat("msgid_high_water_ms"), good);
-    let mut pcon = primary.client();
-    let id: String = cmd(&mut pcon, &["MSGID.GEN", "1", "t"]).unwrap();
-    assert!(msgid_time_of(&mut pcon, &id) >= good, "{id}");
+    refused(&primary);
 }
 
 #[test]
@@ -494,17 +483,8 @@ fn restart_from_aof_with_the_clock_behind_starts_above_old_uids() {
 
 #[test]
 fn restart_from_a_rewritten_aof_without_preamble_with_only_uids() {
-    // No sequence key and no message ID: the mark in the new AOF comes from UID.GEN's lease,
-    // written again (UID.FLOOR) after the rewrite.
-    let mut s = start_aof_without_preamble();
-    let mut con = s.client();
-    let old = uids(&mut con, 2_000, "t");
-    s.rewrite_aof();
-    wait_until("no UID.FLOOR in the new AOF after the rewrite", 10, || {
-        aof_files(&s, ".incr.aof").contains("UID.FLOOR")
-    });
-    let mut con = s.crash_restart();
-    assert_starts_above(&mut con, &old, 100, uids);
+    // The mark in the new AOF comes from UID.GEN's lease, written again after the rewrite.
+    id_only_rewrite_keeps_the_mark("UID.FLOOR", uids);
 }
 
 #[test]

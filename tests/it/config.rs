@@ -58,7 +58,7 @@ fn churn(con: &mut Connection, rounds: usize) {
     for _ in 0..rounds {
         for (name, good, bad) in &cases {
             for v in good {
-                let _: () = cmd(con, &["CONFIG", "SET", name, v]).unwrap();
+                config_set(con, name, v);
                 let got: Vec<String> = cmd(con, &["CONFIG", "GET", name]).unwrap();
                 assert_eq!(got.len(), 2, "{name}");
             }
@@ -125,14 +125,14 @@ fn openid_keys_get_returns_the_value_set() {
     };
     assert_eq!(get(&mut con), "");
     let list = format!(" {} , PLAIN ", k(1).to_ascii_uppercase());
-    let _: () = cmd(&mut con, &["CONFIG", "SET", "imid.openid-keys", &list]).unwrap();
+    config_set(&mut con, "imid.openid-keys", &list);
     let normalised = format!("{},plain", k(1));
     assert_eq!(get(&mut con), normalised);
     assert!(cmd::<()>(&mut con, &["CONFIG", "SET", "imid.openid-keys", "zz"]).is_err());
     assert_eq!(get(&mut con), normalised);
-    let _: () = cmd(&mut con, &["CONFIG", "SET", "imid.openid-keys", &k(2)]).unwrap();
+    config_set(&mut con, "imid.openid-keys", &k(2));
     assert_eq!(get(&mut con), k(2));
-    let _: () = cmd(&mut con, &["CONFIG", "SET", "imid.openid-keys", ""]).unwrap();
+    config_set(&mut con, "imid.openid-keys", "");
     assert_eq!(get(&mut con), "");
 }
 

@@ -1,6 +1,8 @@
-//! `make dist`: the release tarball holds the module, README, CHANGELOG, LICENSE and SHA256SUMS
-//! under one directory named after Cargo.toml's version, the sums match, and the module
-//! unpacked from it loads into a fresh server and reports that version in MODULE LIST.
+//! `make dist`: the release tarball holds the module, README, CHANGELOG, LICENSE, what README
+//! links to (docs/, examples/, and server-bench/RESULTS.md which the docs link to) and
+//! SHA256SUMS under one directory named after Cargo.toml's version; every relative link of every
+//! page in it leads to a file in it; the sums match; and the module unpacked from it loads into
+//! a fresh server and reports that version in MODULE LIST.
 use crate::common;
 use common::*;
 use std::path::{Path, PathBuf};
@@ -19,6 +21,17 @@ fn build_tarball(out: &Path) -> PathBuf {
     )
 }
 
+/// The targets of a Markdown page's relative links (`[text](target)`), without their `#anchor`:
+/// not web addresses, not anchors within the page.
+fn relative_links(page: &str) -> Vec<String> {
+    page.split("](")
+        .skip(1)
+        .filter_map(|rest| rest.split(')').next())
+        .filter(|l| !l.contains("://") && !l.starts_with('#') && !l.starts_with("mailto:"))
+        .map(|l| l.split('#').next().unwrap_or(l).to_owned())
+        .collect()
+}
+
 #[test]
 fn dist_tarball_unpacks_verifies_and_loads() {
     let version = env!("CARGO_PKG_VERSION");
@@ -27,24 +40,38 @@ fn dist_tarball_unpacks_verifies_and_loads() {
     let tarball = build_tarball(&work.join("dist"));
     assert_eq!(tarball, work.join("dist").join(format!("{name}.tar.gz")));
 
-    // Exactly these entries, all under one directory.
+    // Exactly these files, all under one directory: the four, the sums, and the tracked files
+    // of docs/ and examples/ (no node_modules) and the benchmark results.
     let mut listed: Vec<String> = run(Command::new("tar").arg("-tzf").arg(&tarball))
         .lines()
+        .filter(|e| !e.ends_with('/'))
         .map(str::to_owned)
         .collect();
     listed.sort();
-    let want: Vec<String> = [
-        "",
+    let tracked = run(Command::new("git")
+        .args([
+            "ls-files",
+            "--",
+            "docs",
+            "examples",
+            "server-bench/RESULTS.md",
+        ])
+        .current_dir(root()));
+    let mut want: Vec<String> = [
         "CHANGELOG.md",
         "LICENSE",
         "README.md",
         "SHA256SUMS",
         "libimid.so",
     ]
-    .iter()
+    .into_iter()
+    .chain(tracked.lines())
     .map(|f| format!("{name}/{f}"))
     .collect();
+    want.sort();
     assert_eq!(listed, want);
+    assert!(listed.contains(&format!("{name}/docs/commands.md")));
+    assert!(!listed.iter().any(|f| f.contains("node_modules")));
 
     let unpacked = work.join("unpacked");
     std::fs::create_dir_all(&unpacked).unwrap();
@@ -55,32 +82,41 @@ fn dist_tarball_unpacks_verifies_and_loads() {
         .arg(&unpacked));
     let dir = unpacked.join(&name);
 
-    // SHA256SUMS covers the four other files, and they match it.
+    // Every relative link of every page shipped leads to a file or directory in the tarball.
+    for page in listed.iter().filter(|f| f.ends_with(".md")) {
+        let page = unpacked.join(page);
+        for link in relative_links(&std::fs::read_to_string(&page).unwrap()) {
+            let target = page.parent().unwrap().join(&link);
+            let inside = target.canonicalize().map(|t| t.starts_with(&dir));
+            assert!(
+                matches!(inside, Ok(true)),
+                "{}: the link {link} leads outside the tarball or nowhere",
+                page.display()
+            );
+        }
+    }
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    assert!(relative_links(&readme).contains(&"docs/commands.md".to_owned()));
+
+    // SHA256SUMS covers every other file, and they match it.
     let sums = std::fs::read_to_string(dir.join("SHA256SUMS")).unwrap();
-    let mut covered: Vec<&str> = sums
+    let mut covered: Vec<String> = sums
         .lines()
         .map(|l| l.split_whitespace().nth(1).expect("sha256sum line"))
+        .map(|f| format!("{name}/{f}"))
         .collect();
     covered.sort();
-    assert_eq!(
-        covered,
-        ["CHANGELOG.md", "LICENSE", "README.md", "libimid.so"]
-    );
+    let others: Vec<&String> = listed
+        .iter()
+        .filter(|f| !f.ends_with("SHA256SUMS"))
+        .collect();
+    assert_eq!(covered.iter().collect::<Vec<_>>(), others);
     run(Command::new("sha256sum")
         .args(["--check", "--strict", "SHA256SUMS"])
         .current_dir(&dir));
     // ... and a changed file does not.
     let copy = work.join("tampered");
-    std::fs::create_dir_all(&copy).unwrap();
-    for f in [
-        "CHANGELOG.md",
-        "LICENSE",
-        "README.md",
-        "libimid.so",
-        "SHA256SUMS",
-    ] {
-        std::fs::copy(dir.join(f), copy.join(f)).unwrap();
-    }
+    run(Command::new("cp").arg("-r").arg(&dir).arg(&copy));
     std::fs::write(copy.join("LICENSE"), "changed").unwrap();
     let st = Command::new("sha256sum")
         .args(["--check", "--status", "SHA256SUMS"])

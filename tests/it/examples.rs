@@ -22,7 +22,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
 /// `TYPE` of an imid sequence map.
 const MAP_TYPE: &str = "imidsmap1";
@@ -44,9 +43,38 @@ fn flow(via: Via, cap: u64) -> Im {
     }
 }
 
+/// Per way of calling the scripts ([`vias`]): its name, the flow with inbox cap `cap`, and a
+/// conversation `<conv>-<name>` of channel type `channel_type`.
+fn flows(
+    con: &mut Connection,
+    cap: u64,
+    conv: &str,
+    channel_type: u8,
+) -> Vec<(&'static str, Im, Conv)> {
+    vias(con)
+        .map(|via| {
+            let name = via.name();
+            (
+                name,
+                flow(via, cap),
+                Conv::new(&format!("{conv}-{name}"), channel_type),
+            )
+        })
+        .into()
+}
+
 /// The IDs of a new message (a send that is not a retry always has both).
 fn ids(s: &Sent) -> (String, i64) {
     (s.msgid.clone().unwrap(), s.uid.unwrap())
+}
+
+/// A retry's reply: the original send's, marked as a duplicate.
+fn assert_retry_of(again: &Sent, original: &Sent, name: &str) {
+    let want = Sent {
+        duplicate: true,
+        ..original.clone()
+    };
+    assert_eq!(again, &want, "{name}");
 }
 
 /// `user`'s read cursor: a field of the conversation's cursor map (0 when never acked).
@@ -86,10 +114,7 @@ fn functions_library_is_built_from_the_scripts() {
 fn duplicate_send_returns_the_original_and_stores_nothing() {
     let s = Server::start();
     let mut con = s.client();
-    for via in vias(&mut con) {
-        let name = via.name();
-        let im = flow(via, 100);
-        let conv = Conv::new(&format!("dup-{name}"), 2);
+    for (name, im, conv) in flows(&mut con, 100, "dup", 2) {
         let first = im
             .send(&mut con, &conv, "alice", &["bob", "carol"], "c1", "hi")
             .unwrap();
@@ -105,15 +130,7 @@ fn duplicate_send_returns_the_original_and_stores_nothing() {
             let again = im
                 .send(&mut con, &conv, "alice", &["bob", "carol"], "c1", body)
                 .unwrap();
-            assert!(again.duplicate, "{name}");
-            assert_eq!(
-                again,
-                Sent {
-                    duplicate: true,
-                    ..first.clone()
-                },
-                "{name}"
-            );
+            assert_retry_of(&again, &first, name);
         }
         // A retry naming other recipients is still the same message, and writes nothing to
         // their inboxes; no inbox it names holds the message, so only its seq comes back.
@@ -148,11 +165,8 @@ fn retries_are_known_for_imid_seq_idmp_max_sends() {
     // 2 tokens, a third send forgets the first, whose retry is then a new message.
     let s = Server::start();
     let mut con = s.client();
-    let _: String = cmd(&mut con, &["CONFIG", "SET", "imid.seq-idmp-max", "2"]).unwrap();
-    for via in vias(&mut con) {
-        let name = via.name();
-        let im = flow(via, 100);
-        let conv = Conv::new(&format!("window-{name}"), 1);
+    config_set(&mut con, "imid.seq-idmp-max", "2");
+    for (name, im, conv) in flows(&mut con, 100, "window", 1) {
         let sent: Vec<Sent> = (1..=3)
             .map(|i| {
                 im.send(&mut con, &conv, "alice", &["bob"], &format!("c{i}"), "x")
@@ -160,24 +174,9 @@ fn retries_are_known_for_imid_seq_idmp_max_sends() {
             })
             .collect();
         for (i, s) in sent.iter().enumerate().skip(1) {
-            let again = im
-                .send(
-                    &mut con,
-                    &conv,
-                    "alice",
-                    &["bob"],
-                    &format!("c{}", i + 1),
-                    "x",
-                )
-                .unwrap();
-            assert_eq!(
-                again,
-                Sent {
-                    duplicate: true,
-                    ..s.clone()
-                },
-                "{name}"
-            );
+            let client_id = format!("c{}", i + 1);
+            let again = im.send(&mut con, &conv, "alice", &["bob"], &client_id, "x");
+            assert_retry_of(&again.unwrap(), s, name);
         }
         let late = im
             .send(&mut con, &conv, "alice", &["bob"], "c1", "x")
@@ -259,10 +258,7 @@ fn inbox_cap_keeps_the_newest() {
 fn sync_pages_through_10000_messages() {
     let s = Server::start();
     let mut con = s.client();
-    for via in vias(&mut con) {
-        let name = via.name();
-        let im = flow(via, 20_000);
-        let conv = Conv::new(&format!("page-{name}"), 2);
+    for (name, im, conv) in flows(&mut con, 20_000, "page", 2) {
         // Every 10th message goes to carol only, so bob's seqs are not dense.
         let mut want = Vec::new();
         let send = |con: &mut Connection, i: usize, want: &mut Vec<i64>| {
@@ -333,10 +329,7 @@ fn sync_pages_through_10000_messages() {
 fn unread_counts_and_cursor_never_moves_back() {
     let s = Server::start();
     let mut con = s.client();
-    for via in vias(&mut con) {
-        let name = via.name();
-        let im = flow(via, 100);
-        let conv = Conv::new(&format!("unread-{name}"), 2);
+    for (name, im, conv) in flows(&mut con, 100, "unread", 2) {
         let mut n = 0;
         let mut send = |con: &mut Connection, to: &[&str]| {
             n += 1;
@@ -476,6 +469,12 @@ impl Norm {
         let n = self.0.len();
         format!("#{}", self.0.entry(msgid.to_owned()).or_insert(n))
     }
+    /// A send's reply as `<what> seq msgid uid duplicate`, both IDs normalized.
+    fn sent(&mut self, what: &str, s: &Sent) -> String {
+        let (msgid, uid) = ids(s);
+        let (msgid, uid) = (self.id(&msgid), self.id(&uid.to_string()));
+        format!("{what} {} {msgid} {uid} {}", s.seq, s.duplicate)
+    }
     /// `msgid|uid|sender|body` with both IDs normalized (UIDs carry the clock too).
     fn member(&mut self, member: &str) -> String {
         match member.splitn(3, '|').collect::<Vec<_>>().as_slice() {
@@ -525,27 +524,13 @@ fn scenario(im: &Im, con: &mut Connection, conv: &Conv, norm: &mut Norm) -> Vec<
         let s = im
             .send(con, conv, sender, &to, &format!("c{i}"), &body)
             .unwrap();
-        let (msgid, uid) = ids(&s);
-        out.push(format!(
-            "send {} {} {} {}",
-            s.seq,
-            norm.id(&msgid),
-            norm.id(&uid.to_string()),
-            s.duplicate
-        ));
+        out.push(norm.sent("send", &s));
         if i % 6 == 5 {
             // a retry of the send three back
             let j = i - 3;
             let (snd, b) = (USERS[j % 3], format!("b{j}|with|bars"));
             let s = im.send(con, conv, snd, &to, &format!("c{j}"), &b).unwrap();
-            let (msgid, uid) = ids(&s);
-            out.push(format!(
-                "retry {} {} {} {}",
-                s.seq,
-                norm.id(&msgid),
-                norm.id(&uid.to_string()),
-                s.duplicate
-            ));
+            out.push(norm.sent("retry", &s));
         }
         if i % 10 == 9 {
             for u in USERS {
@@ -815,6 +800,14 @@ fn from_threads<T: Send>(
     })
 }
 
+/// A server, and a redis-rs client of it for the example libraries (they open their own
+/// connections).
+fn server_and_client() -> (Server, redis::Client) {
+    let s = Server::start();
+    let client = redis::Client::open(s.url()).unwrap();
+    (s, client)
+}
+
 fn run_example(name: &str, s: &Server) -> String {
     run(Command::new(example_bin(name)).env("IMID_URL", s.url()))
 }
@@ -893,8 +886,7 @@ fn segment_allocator_unique_and_increasing_across_threads() {
     const THREADS: usize = 8;
     const PER_THREAD: usize = 20_000;
     const STEP: u64 = 1000;
-    let s = Server::start();
-    let client = redis::Client::open(s.url()).unwrap();
+    let (s, client) = server_and_client();
     let key = "{ids:test}:seq";
     let mut alloc = SegmentAllocator::new(&client, key, STEP).unwrap();
     let per_thread = from_threads(THREADS, PER_THREAD, || alloc.next_id().expect("next_id"));
@@ -933,8 +925,7 @@ fn segment_allocator_unique_and_increasing_across_threads() {
 #[test]
 fn segment_allocator_refills_in_the_background() {
     const STEP: u64 = 100;
-    let s = Server::start();
-    let client = redis::Client::open(s.url()).unwrap();
+    let (s, client) = server_and_client();
     let mut con = s.client();
     // Another client takes values too: blocks need not be adjacent.
     int(&mut con, &["SEQ.NEXT", "{ids:bg}:seq", "COUNT", "7"]);
@@ -942,11 +933,7 @@ fn segment_allocator_refills_in_the_background() {
     assert_eq!(alloc.stats().round_trips, 1);
     // Using half the block asks the background thread for the next one.
     let mut got: Vec<u64> = (0..51).map(|_| alloc.next_id().unwrap()).collect();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !alloc.spare_ready() {
-        assert!(Instant::now() < deadline, "the next block never arrived");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until("the next block", 30, || alloc.spare_ready());
     // Draining the first block and moving into the second costs no round trip and no wait.
     got.extend((0..60).map(|_| alloc.next_id().unwrap()));
     let st = alloc.stats();
@@ -969,8 +956,7 @@ fn uid_cache_unique_and_increasing_across_threads() {
     const PER_THREAD: usize = 20_000;
     const BATCH: usize = 1000;
     const CAPACITY: usize = 4000;
-    let s = Server::start();
-    let client = redis::Client::open(s.url()).unwrap();
+    let (s, client) = server_and_client();
     let mut cache = UidCache::new(&client, "{ids:test}", BATCH, CAPACITY).unwrap();
     let per_thread = from_threads(THREADS, PER_THREAD, || cache.next_uid().expect("next_uid"));
     // Stats after shutdown, which joins the refill thread.
@@ -1007,22 +993,16 @@ fn uid_cache_unique_and_increasing_across_threads() {
 #[test]
 fn uid_cache_refills_in_the_background() {
     const BATCH: usize = 100;
-    let s = Server::start();
-    let client = redis::Client::open(s.url()).unwrap();
+    let (s, client) = server_and_client();
     let cache = UidCache::new(&client, "{ids:bg}", BATCH, 3 * BATCH).unwrap();
     // The refill thread tops the ring up to its capacity without anyone asking.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while cache.buffered() < 3 * BATCH {
-        assert!(Instant::now() < deadline, "the ring was never filled");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until("the ring filled", 30, || cache.buffered() >= 3 * BATCH);
     assert_eq!(cache.stats().round_trips, 3);
     // Taking a batch's worth makes room: the thread fetches the next batch in the background.
     let mut got: Vec<i64> = (0..BATCH).map(|_| cache.next_uid().unwrap()).collect();
-    while cache.stats().round_trips < 4 || cache.buffered() < 3 * BATCH {
-        assert!(Instant::now() < deadline, "no background refill");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until("a background refill", 30, || {
+        cache.stats().round_trips >= 4 && cache.buffered() >= 3 * BATCH
+    });
     got.extend((0..3 * BATCH).map(|_| cache.next_uid().unwrap()));
     let st = cache.stats();
     assert_eq!(st.waits, 0, "every UID came from memory: {st:?}");

@@ -105,7 +105,7 @@ fn rdb_only_the_fields_follow_snapshots_and_the_warning_comes_once_per_snapshot(
     // BGSAVE counts from its fork: what is issued while it writes stays exposed. 40 keys at
     // 100 ms each keep it running for about 4 s.
     fill(&mut con, 40);
-    ok(&mut con, &["CONFIG", "SET", "rdb-key-save-delay", "100000"]);
+    config_set(&mut con, "rdb-key-save-delay", "100000");
     ok(&mut con, &["BGSAVE"]);
     int(&mut con, &["SEQ.NEXT", "{a}", "COUNT", "3"]);
     assert_eq!(
@@ -136,7 +136,7 @@ fn rdb_only_the_fields_follow_snapshots_and_the_warning_comes_once_per_snapshot(
     assert_eq!(exposure(&s), (4, 0, 0), "a killed BGSAVE is no snapshot");
 
     // A BGSAVE that fails (its directory is gone) saved nothing either.
-    ok(&mut con, &["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+    config_set(&mut con, "rdb-key-save-delay", "0");
     let gone = s.dir.join("gone");
     std::fs::create_dir(&gone).unwrap();
     ok(
@@ -164,13 +164,13 @@ fn with_aof_on_the_exposure_is_counted_but_never_exceeds_the_gap() {
     int(&mut con, &["SEQ.NEXT", "{a}", "COUNT", "50"]);
     assert_eq!(exposure(&s), (50, 0, 0), "the AOF holds every write");
     // Turning the AOF off leaves only the snapshot: exceeded, and warned.
-    ok(&mut con, &["CONFIG", "SET", "appendonly", "no"]);
+    config_set(&mut con, "appendonly", "no");
     assert_eq!(exposure(&s), (50, 0, 1));
     s.wait_until("the warning once the AOF is off", 30, || {
         warnings(&s).len() == 1
     });
     // On again: not exceeded, whatever the count.
-    ok(&mut con, &["CONFIG", "SET", "appendonly", "yes"]);
+    config_set(&mut con, "appendonly", "yes");
     s.wait_for_aof_rewrite();
     int(&mut con, &["SEQ.NEXT", "{a}", "COUNT", "50"]);
     assert_eq!(
@@ -247,7 +247,7 @@ fn a_full_sync_counts_when_written_to_disk_and_not_when_diskless() {
     // Written to disk it is one (dump.rdb), like a BGSAVE. `rdb_last_save_time` has second
     // resolution and a snapshot counts when it moves it: start this one in a later second
     // than the server's start, which set it.
-    ok(&mut con, &["CONFIG", "SET", "repl-diskless-sync", "no"]);
+    config_set(&mut con, "repl-diskless-sync", "no");
     std::thread::sleep(Duration::from_millis(1100));
     let _disk = primary.replica(&[]);
     wait_no_bgsave(&primary);

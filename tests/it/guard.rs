@@ -91,6 +91,22 @@ fn a_panic_in_a_type_callback_is_caught_and_the_server_lives() {
     assert_eq!(int(&mut con, &["SEQ.GET", "k2"]), 5);
 
     assert_eq!(int(&mut con, &["SEQ.NEXT", "k"]), 6, "the dataset survives");
+
+    // The sequence map's callbacks are the same code (glue/data_type.rs), named for the type.
+    assert_eq!(int(&mut con, &["SEQ.HSET", "m", "a", "5"]), 1);
+    let payload: Vec<u8> = redis::cmd("DUMP").arg("m").query(&mut con).unwrap();
+    arm(&mut con, "rdb_load (sequence map)");
+    let mut r = redis::cmd("RESTORE");
+    r.arg("m2").arg(0).arg(&payload);
+    assert!(r.query::<Value>(&mut con).is_err());
+    let entry = "rdb_load (sequence map)";
+    assert_eq!(count(&s, &caught(entry)), 1, "{}", s.log_tail());
+    assert_eq!(int(&mut con, &["EXISTS", "m2"]), 0, "nothing restored");
+    let ok: String = r.query(&mut con).unwrap();
+    assert_eq!(
+        (ok.as_str(), int(&mut con, &["SEQ.HGET", "m2", "a"])),
+        ("OK", 5)
+    );
 }
 
 #[test]

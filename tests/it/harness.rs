@@ -49,3 +49,30 @@ fn ports_come_from_below_the_ephemeral_range_with_free_bus_twins() {
         s.port + 10_000
     );
 }
+
+/// A client blocked on a reply gets it although the test process is stopped and continued
+/// meanwhile (as a cgroup freezer, a debugger or a paused sandbox does to it): with a read
+/// timeout on the socket, Linux would fail the read with EINTR instead (see `Server::client`).
+#[test]
+fn a_client_read_survives_the_test_process_being_stopped() {
+    let s = Server::start();
+    let mut blocked = s.client();
+    let mut con = s.client();
+    std::thread::scope(|sc| {
+        let reader = sc.spawn(move || cmd::<Vec<String>>(&mut blocked, &["BLPOP", "k", "0"]));
+        s.wait_until("BLPOP blocks", 10, || {
+            s.info_field("clients", "blocked_clients").as_deref() == Some("1")
+        });
+        // Another process stops this one (every thread, the reader blocked in read(2) among
+        // them) and continues it.
+        let me = std::process::id().to_string();
+        let st = std::process::Command::new("sh")
+            .args(["-c", "kill -STOP $0; sleep 0.2; kill -CONT $0", &me])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let _: i64 = cmd(&mut con, &["LPUSH", "k", "v"]).unwrap();
+        let got = reader.join().unwrap();
+        assert_eq!(got.unwrap(), ["k", "v"]);
+    });
+}

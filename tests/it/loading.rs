@@ -12,12 +12,6 @@ fn hash_user1(con: &mut Connection) -> i64 {
     cmd(con, &["MSGID.HASH", "user1"]).expect("MSGID.HASH")
 }
 
-fn config(con: &mut Connection, name: &str) -> String {
-    let v: Vec<String> = cmd(con, &["CONFIG", "GET", name]).unwrap();
-    assert_eq!(v.len(), 2, "CONFIG GET {name}: {v:?}");
-    v[1].clone()
-}
-
 #[test]
 fn loadmodule_argument() {
     let s = Server::with(&["--imid.seq-gap", "5000"]);

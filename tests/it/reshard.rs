@@ -36,23 +36,14 @@ fn tags() -> Vec<String> {
 fn moving_slots_under_load_reissue_no_id_and_no_sequence_value() {
     let cluster = start();
     assert_eq!(cluster.owner(0), cluster.owner(MOVING - 1));
-    let a = cluster.owner(0);
-    let b = (a + 1) % 3;
+    let (a, b) = cluster.owner_and_next(0);
     let t = 1_800_000_000_000u64;
     // the importing primary's clock is a minute behind the others, all frozen
     cluster.freeze(|i| if i == b { t - 60_000 } else { t });
     let tags = tags();
     let loader = cluster.start_load(&tags, &tags);
     let pause = || std::thread::sleep(Duration::from_millis(700));
-    pause();
-    cluster.reshard(a, b, MOVING);
-    assert_eq!(cluster.owner(0), b);
-    pause();
-    for s in 0..MOVING {
-        cluster.migrate_by_hand(s, b, a);
-    }
-    assert_eq!(cluster.owner(0), a);
-    pause();
+    cluster.reshard_and_back(a, b, MOVING, pause);
     for s in 0..MOVING {
         cluster.migrate_by_hand(s, a, b);
     }
@@ -71,8 +62,7 @@ fn moving_slots_under_load_reissue_no_id_and_no_sequence_value() {
 #[test]
 fn a_migrated_sequence_arrives_marked_and_skips_the_gap() {
     let cluster = start();
-    let a = cluster.owner(0);
-    let b = (a + 1) % 3;
+    let (a, b) = cluster.owner_and_next(0);
     let t = &tags()[0];
     let key = format!("{{{t}}}:seq");
     let s = slot(t);
@@ -100,8 +90,7 @@ fn the_importing_primary_starts_above_the_old_owners_ids() {
     // its first ID for the slot lies above the old owner's last, although its clock is a
     // minute behind.
     let cluster = start();
-    let a = cluster.owner(0);
-    let b = (a + 1) % 3;
+    let (a, b) = cluster.owner_and_next(0);
     let t = 1_800_000_000_000u64;
     cluster.freeze(|i| if i == b { t - 60_000 } else { t });
     let tag = &tags()[0];
@@ -144,7 +133,7 @@ fn the_importing_primary_starts_above_the_old_owners_ids() {
 #[test]
 fn id_time_stays_within_the_lease_of_the_clock_through_restarts_moves_and_failovers() {
     // Real clocks (one host: no skew between the nodes), AOF on, one replica for a failover.
-    let aof = ["--appendonly", "yes", "--appendfsync", "everysec"];
+    let aof = AOF_EVERYSEC;
     let mut cluster = start_with(&aof);
     let replica = cluster.add_replica(0, &aof);
     let mut c = cluster.client();
@@ -187,8 +176,7 @@ fn id_time_stays_within_the_lease_of_the_clock_through_restarts_moves_and_failov
         let mut c = cluster.client();
         std::thread::spawn(move || issue_measuring(&mut c, usize::MAX, &tags, pause, Some(&stop)))
     };
-    let a = cluster.owner(0);
-    let b = (a + 1) % 3;
+    let (a, b) = cluster.owner_and_next(0);
     let settle = || std::thread::sleep(Duration::from_millis(500));
     settle();
     cluster.reshard(a, b, MOVING);
@@ -238,8 +226,7 @@ fn a_node_restarted_in_the_middle_of_an_import_still_follows_the_source() {
     // nodes.conf keeps a slot importing across a restart, and clients keep sending it ASKING
     // requests, but no SETSLOT reaches the new process: it reads the import from CLUSTER NODES.
     let mut cluster = start();
-    let a = cluster.owner(0);
-    let b = (a + 1) % 3;
+    let (a, b) = cluster.owner_and_next(0);
     let t = 1_800_000_000_000u64;
     cluster.freeze(|i| if i == b { t - 60_000 } else { t });
     let tag = &tags()[0];
@@ -290,8 +277,7 @@ fn a_peer_promise_a_day_ahead_is_refused_counted_and_logged() {
     // peers; they refuse it (more than 300 s ahead of their clocks), so their own IDs stay at
     // their clocks, and say so.
     let cluster = start();
-    let a = cluster.owner(0);
-    let b = (a + 1) % 3;
+    let (a, b) = cluster.owner_and_next(0);
     let day = 86_400_000u64;
     let _: String = cmd(
         &mut cluster.nodes[a].client(),

@@ -86,7 +86,7 @@ fn gap_is_skipped_once_per_key_after_each_load() {
     assert_eq!(s.imid_stat("seq_gap_skips"), 3);
 
     // the gap is read when the NEXT runs
-    ok(&mut con, &["CONFIG", "SET", "imid.seq-gap", "5"]);
+    config_set(&mut con, "imid.seq-gap", "5");
     ok(&mut con, &["DEBUG", "RELOAD"]);
     assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 2014);
     assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 2015);
@@ -100,7 +100,7 @@ fn gap_zero_skips_nothing() {
     ok(&mut con, &["DEBUG", "RELOAD"]);
     assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 2);
     // the mark was consumed by that NEXT: a later non-zero gap does not apply to it
-    ok(&mut con, &["CONFIG", "SET", "imid.seq-gap", "1000"]);
+    config_set(&mut con, "imid.seq-gap", "1000");
     assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 3);
     assert_eq!(s.imid_stat("seq_gap_skips"), 0);
 }
@@ -794,7 +794,7 @@ fn refused_restore_payloads_log_at_verbose_level_only() {
     }
     assert!(!s.log_text().contains(line), "{}", s.log_tail());
     // At verbose level the reason is there, once per payload.
-    let _: () = cmd(&mut con, &["CONFIG", "SET", "loglevel", "verbose"]).unwrap();
+    config_set(&mut con, "loglevel", "verbose");
     for _ in 0..3 {
         restore(&mut con, "k", &bad).expect_err("refused");
     }

@@ -15,8 +15,7 @@ const MOVING: u16 = 2;
 #[test]
 fn moving_a_maps_slot_under_load_reissues_no_field_value() {
     let cluster = Cluster::start(None, &[], 0..MOVING);
-    let a = cluster.owner(0);
-    let b = (a + 1) % 3;
+    let (a, b) = cluster.owner_and_next(0);
     let tags = tags_in(0..MOVING, 1);
     let keys: Vec<String> = tags.iter().map(|t| format!("{{{t}}}:cursors")).collect();
     let stop = Arc::new(AtomicBool::new(false));
@@ -43,16 +42,9 @@ fn moving_a_maps_slot_under_load_reissues_no_field_value() {
             (got, errors)
         })
     };
-    let pause = || std::thread::sleep(Duration::from_millis(500));
-    pause();
-    cluster.reshard(a, b, MOVING);
-    assert_eq!(cluster.owner(0), b);
-    pause();
-    for s in 0..MOVING {
-        cluster.migrate_by_hand(s, b, a);
-    }
-    assert_eq!(cluster.owner(0), a);
-    pause();
+    cluster.reshard_and_back(a, b, MOVING, || {
+        std::thread::sleep(Duration::from_millis(500))
+    });
     stop.store(true, Ordering::Relaxed);
     let (got, errors) = worker.join().unwrap();
     let mut n = 0;
@@ -123,12 +115,6 @@ fn a_limit_key_in_another_slot_is_crossslot() {
     limit_key_in_another_slot_is_crossslot(None);
 }
 
-#[test]
-fn a_limit_key_in_another_slot_is_crossslot_redis8() {
-    limit_key_in_another_slot_is_crossslot(Some(newer_server!("redis8")));
-}
-
-#[test]
-fn a_limit_key_in_another_slot_is_crossslot_valkey9() {
-    limit_key_in_another_slot_is_crossslot(Some(newer_server!("valkey9")));
-}
+on_newer_servers!(a_limit_key_in_another_slot_is_crossslot_on, |bin| {
+    limit_key_in_another_slot_is_crossslot(Some(bin))
+});

@@ -367,16 +367,7 @@ fn truncated_and_corrupt_rdb_files_are_refused_without_a_crash() {
 
 #[test]
 fn a_replica_and_its_aof_reach_the_primarys_state() {
-    let primary = Server::with(&[
-        "--imid.seq-gap",
-        "1000",
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--aof-use-rdb-preamble",
-        "no",
-    ]);
+    let primary = Server::with(&[&aof_always("no")[..], &["--imid.seq-gap", "1000"]].concat());
     let mut replica = primary.replica(&["--imid.seq-gap", "1000"]);
     let mut p = primary.client();
     fill(&mut p, 1000);
@@ -453,18 +444,8 @@ fn a_replica_and_its_aof_reach_the_primarys_state() {
     let _: String = cmd(&mut r, &["REPLICAOF", "NO", "ONE"]).unwrap();
     let cur = getall(&mut r, "m2");
     let (f, v) = cur.iter().next().unwrap();
-    let n: i64 = redis::cmd("SEQ.HNEXT")
-        .arg("m2")
-        .arg(f)
-        .query(&mut r)
-        .unwrap();
-    assert_eq!(n, v + 1001);
-    let n: i64 = redis::cmd("SEQ.HNEXT")
-        .arg("m2")
-        .arg(f)
-        .query(&mut r)
-        .unwrap();
-    assert_eq!(n, v + 1002);
+    let mut next = || bcmd::<i64>(&mut r, &[b"SEQ.HNEXT", b"m2", f]).unwrap();
+    assert_eq!((next(), next()), (v + 1001, v + 1002));
     assert_eq!(int(&mut r, &["SEQ.HNEXT", "m2", "never"]), 1001);
     replica.kill();
 }
@@ -473,14 +454,7 @@ fn a_replica_and_its_aof_reach_the_primarys_state() {
 /// AOF (fsync every second), three times: no field value is received twice.
 #[test]
 fn kill_9_under_load_never_reissues_a_field_value() {
-    let mut s = Server::with(&[
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "everysec",
-        "--imid.seq-gap",
-        "1000000",
-    ]);
+    let mut s = Server::with(&[&AOF_EVERYSEC[..], &["--imid.seq-gap", "1000000"]].concat());
     let mut got: HashMap<String, Vec<i64>> = HashMap::new();
     for round in 0..3 {
         let port = s.port;

@@ -137,14 +137,7 @@ fn crash_cycles_never_reissue() {
     // Up to ~2 s of writes can be lost with appendfsync everysec; the gap must cover the values
     // one key can issue in that time under this load, so it is raised from the default here.
     let gap = "100000";
-    let mut s = Server::with(&[
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "everysec",
-        "--imid.seq-gap",
-        gap,
-    ]);
+    let mut s = Server::with(&[&AOF_EVERYSEC[..], &["--imid.seq-gap", gap]].concat());
     let received = Arc::new(Mutex::new(Received::default()));
     let mut total_ops = 0;
     let mut gap_skips = 0;

@@ -475,42 +475,35 @@ fn argument_errors_name_the_rule_and_change_nothing() {
 #[test]
 fn concurrent_pipelined_clients_get_unique_increasing_ids() {
     let s = Server::start();
-    let threads: Vec<_> = (0..4)
-        .map(|t| {
-            let url = s.url();
-            std::thread::spawn(move || {
-                let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
-                let mut got = Vec::new();
-                for round in 0..20 {
-                    let mut p = redis::pipe();
-                    for i in 0..250 {
-                        if (i + round + t) % 50 == 0 {
-                            p.cmd("UID.GEN")
-                                .arg(format!("conv:{i}"))
-                                .arg("COUNT")
-                                .arg(20);
-                        } else {
-                            p.cmd("UID.GEN").arg(format!("conv:{i}"));
-                        }
-                    }
-                    for v in p.query::<Vec<Value>>(&mut con).unwrap() {
-                        match v {
-                            Value::Int(u) => got.push(u),
-                            Value::Array(a) => got.extend(
-                                a.into_iter()
-                                    .map(|x| redis::from_redis_value::<i64>(x).unwrap()),
-                            ),
-                            other => panic!("{other:?}"),
-                        }
-                    }
+    let per_client = on_clients(&s, 4, |t, con| {
+        let mut got = Vec::new();
+        for round in 0..20 {
+            let mut p = redis::pipe();
+            for i in 0..250 {
+                if (i + round + t) % 50 == 0 {
+                    p.cmd("UID.GEN")
+                        .arg(format!("conv:{i}"))
+                        .arg("COUNT")
+                        .arg(20);
+                } else {
+                    p.cmd("UID.GEN").arg(format!("conv:{i}"));
                 }
-                got
-            })
-        })
-        .collect();
+            }
+            for v in p.query::<Vec<Value>>(con).unwrap() {
+                match v {
+                    Value::Int(u) => got.push(u),
+                    Value::Array(a) => got.extend(
+                        a.into_iter()
+                            .map(|x| redis::from_redis_value::<i64>(x).unwrap()),
+                    ),
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+        got
+    });
     let mut all = Vec::new();
-    for t in threads {
-        let got = t.join().unwrap();
+    for got in per_client {
         // Each client sees its IDs in increasing order (one lane per node).
         assert_increasing(&got);
         all.extend(got);

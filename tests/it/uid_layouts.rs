@@ -33,9 +33,12 @@ fn decode(con: &mut Connection, args: &[&str]) -> (Vec<String>, Vec<i64>) {
     (names, values)
 }
 
-fn config(con: &mut Connection, name: &str) -> String {
-    let v: Vec<String> = cmd(con, &["CONFIG", "GET", name]).unwrap();
-    v[1].clone()
+/// UID.ENCODE time_ms node seq: the UID, or the error's text.
+fn encode(con: &mut Connection, time_ms: i64, node: i64, seq: i64) -> Result<i64, String> {
+    let args = [time_ms, node, seq].map(|v| v.to_string());
+    let mut c = redis::cmd("UID.ENCODE");
+    c.arg(&args);
+    c.query(con).map_err(|e| err_text(&e))
 }
 
 #[test]
@@ -107,51 +110,24 @@ fn explicit_epoch_unit_and_node_override_a_name() {
     let mut con = s.client();
     assert_eq!(config(&mut con, "imid.uid-epoch"), EPOCH.to_string());
     assert_eq!(s.imid_stat("uid_time_ends_ms"), EPOCH + (1 << 28) * 1000);
-    let id: i64 = cmd(
-        &mut con,
-        &["UID.ENCODE", &(EPOCH + 1000).to_string(), "5", "17"],
-    )
-    .unwrap();
-    assert_eq!(id, (1 << 35) | (5 << 13) | 17);
-    let e = expect_err(
-        &mut con,
-        &[
-            b"UID.ENCODE",
-            (EPOCH + 1).to_string().as_bytes(),
-            b"0",
-            b"0",
-        ],
+    assert_eq!(
+        encode(&mut con, EPOCH + 1000, 5, 17),
+        Ok((1 << 35) | (5 << 13) | 17)
     );
     assert_eq!(
-        e,
+        encode(&mut con, EPOCH + 1, 0, 0).unwrap_err(),
         "ERR time_ms must be imid.uid-epoch plus a whole number of seconds (imid.uid-time-unit)"
     );
     drop(s);
     // Twitter's bits and epoch in 10 ms units
-    let s = Server::with(&[
-        "--imid.uid-layout",
-        "twitter",
-        "--imid.uid-time-unit",
-        "10ms",
-    ]);
+    let s = Server::with(&words(
+        "--imid.uid-layout twitter --imid.uid-time-unit 10ms",
+    ));
     let mut con = s.client();
     assert_eq!(config(&mut con, "imid.uid-time-unit"), "10ms");
     assert_eq!(s.imid_stat("uid_time_ends_ms"), TWITTER + (1 << 41) * 10);
-    let id: i64 = cmd(
-        &mut con,
-        &["UID.ENCODE", &(TWITTER + 10).to_string(), "0", "0"],
-    )
-    .unwrap();
-    assert_eq!(id, 1 << 22);
-    let e = expect_err(
-        &mut con,
-        &[
-            b"UID.ENCODE",
-            (TWITTER + 15).to_string().as_bytes(),
-            b"0",
-            b"0",
-        ],
-    );
+    assert_eq!(encode(&mut con, TWITTER + 10, 0, 0), Ok(1 << 22));
+    let e = encode(&mut con, TWITTER + 15, 0, 0).unwrap_err();
     assert_eq!(e, "ERR time_ms must be imid.uid-epoch plus a whole number of 10 ms units (imid.uid-time-unit 10ms)");
     drop(s);
     // Sonyflake spelled out as fields, unit and epoch: the same IDs as the name
@@ -167,18 +143,15 @@ fn explicit_epoch_unit_and_node_override_a_name() {
     for (t, n, q) in [(SONYFLAKE + 10, 1, 1), (SONYFLAKE + 123_450, 4660, 200)] {
         let args = [t.to_string(), n.to_string(), q.to_string()];
         let mine: i64 = cmd(&mut con, &["UID.ENCODE", &args[0], &args[1], &args[2]]).unwrap();
-        let named: i64 = cmd(
-            &mut con,
-            &[
-                "UID.ENCODE",
-                &args[0],
-                &args[1],
-                &args[2],
-                "LAYOUT",
-                "sonyflake",
-            ],
-        )
-        .unwrap();
+        let named = [
+            "UID.ENCODE",
+            &args[0],
+            &args[1],
+            &args[2],
+            "LAYOUT",
+            "sonyflake",
+        ];
+        let named: i64 = cmd(&mut con, &named).unwrap();
         assert_eq!(mine, named);
     }
     drop(s);
@@ -195,14 +168,9 @@ fn explicit_epoch_unit_and_node_override_a_name() {
 #[test]
 fn cluster_mode_takes_a_named_layout_with_a_fixed_node_or_enough_node_bits() {
     // Twitter's 10 node bits cannot hold a slot: with a fixed worker number it loads.
-    let s = Server::with(&[
-        "--cluster-enabled",
-        "yes",
-        "--imid.uid-layout",
-        "twitter",
-        "--imid.uid-node",
-        "5",
-    ]);
+    let s = Server::with(&words(
+        "--cluster-enabled yes --imid.uid-layout twitter --imid.uid-node 5",
+    ));
     let mut con = s.client();
     assert_eq!(config(&mut con, "imid.uid-node"), "5");
     drop(s);

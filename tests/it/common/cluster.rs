@@ -221,6 +221,12 @@ impl Cluster {
         self.nodes.iter().map(|n| n.imid_stat(field)).sum()
     }
 
+    /// The primary that owns `slot`, and another primary (the next one) to move it to.
+    pub fn owner_and_next(&self, slot: u16) -> (usize, usize) {
+        let a = self.owner(slot);
+        (a, (a + 1) % 3)
+    }
+
     /// `redis-cli --cluster reshard`: `n` slots from node `from` to node `to`.
     pub fn reshard(&self, from: usize, to: usize, n: u16) {
         let at = format!("127.0.0.1:{}", self.nodes[from].port);
@@ -237,6 +243,21 @@ impl Cluster {
             "--cluster-yes",
         ]);
         self.wait_settled();
+    }
+
+    /// Slots 0..n (owned by `a`) there and back, both ways a slot moves: to `b` by
+    /// [`reshard`](Self::reshard), back to `a` by [`migrate_by_hand`](Self::migrate_by_hand);
+    /// `pause` before each move and after the last (a load keeps running meanwhile).
+    pub fn reshard_and_back(&self, a: usize, b: usize, n: u16, pause: impl Fn()) {
+        pause();
+        self.reshard(a, b, n);
+        assert_eq!(self.owner(0), b);
+        pause();
+        for s in 0..n {
+            self.migrate_by_hand(s, b, a);
+        }
+        assert_eq!(self.owner(0), a);
+        pause();
     }
 
     /// The manual way: SETSLOT IMPORTING / MIGRATING, MIGRATE every key, SETSLOT NODE.

@@ -560,12 +560,18 @@ impl Server {
     }
 
     /// A new connection; panics with the server's log when it cannot connect.
+    ///
+    /// No read timeout: a socket with one (SO_RCVTIMEO) makes Linux fail a read blocked on it
+    /// with EINTR, instead of resuming it, when the test process is stopped and continued or
+    /// frozen and thawed (a cgroup freezer, a debugger, a paused sandbox); redis-rs passes that
+    /// on as "Interrupted system call" and the command's reply is lost (a flaky
+    /// `examples::sync_pages_through_10000_messages` on Valkey 9.1.2, in `make test-matrix`).
+    /// Without one the kernel resumes the read (`harness::
+    /// a_client_read_survives_the_test_process_being_stopped`). A server that dies closes the
+    /// socket, so a read fails then; only a live server that never answers hangs the test.
     pub fn client(&self) -> Connection {
-        let con = self
-            .try_client()
-            .unwrap_or_else(|e| panic!("connect to {}: {e}\n{}", self.port, self.log_tail()));
-        con.set_read_timeout(Some(Duration::from_secs(60))).ok();
-        con
+        self.try_client()
+            .unwrap_or_else(|e| panic!("connect to {}: {e}\n{}", self.port, self.log_tail()))
     }
 
     pub fn pid(&self) -> Option<u32> {
@@ -888,13 +894,21 @@ pub fn err_text(e: &redis::RedisError) -> String {
     }
 }
 
-/// Runs a command that must fail and returns its error text.
-pub fn expect_err(con: &mut Connection, args: &[&[u8]]) -> String {
+/// Runs a command built from byte-string arguments (binary-safe names).
+pub fn bcmd<T: redis::FromRedisValue>(
+    con: &mut Connection,
+    args: &[&[u8]],
+) -> redis::RedisResult<T> {
     let mut c = redis::cmd(std::str::from_utf8(args[0]).unwrap_or("?"));
     for a in &args[1..] {
         c.arg(*a);
     }
-    match c.query::<Value>(con) {
+    c.query(con)
+}
+
+/// Runs a command that must fail and returns its error text.
+pub fn expect_err(con: &mut Connection, args: &[&[u8]]) -> String {
+    match bcmd::<Value>(con, args) {
         Ok(v) => panic!(
             "expected an error for {:?}, got {v:?}",
             args.iter()
@@ -903,6 +917,59 @@ pub fn expect_err(con: &mut Connection, args: &[&[u8]]) -> String {
         ),
         Err(e) => err_text(&e),
     }
+}
+
+/// The start of every arity error.
+pub const ARITY: &str = "ERR wrong number of arguments";
+/// An unknown option, or one without its value.
+pub const SYNTAX: &str = "ERR syntax error";
+/// SEQ.NEXT's and SEQ.HNEXT's COUNT out of range.
+pub const COUNT: &str = "ERR COUNT must be an integer in 1..1000000";
+/// A sequence value out of range.
+pub const VALUE: &str = "ERR value must be an integer in 0..9223372036854775807";
+/// The error of a command on a key of another type.
+pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/// A row of an error table: a call (its arguments split at spaces), run once per value with
+/// its `_` replaced by the value (once as it is when there are no values), and the start of the
+/// error every run must get.
+pub type Refused<'a> = (&'a str, &'a [&'a str], &'a str);
+
+/// The calls of an error table ([`Refused`] rows), each with the error it must get.
+pub fn refusals<'a>(rows: &[Refused<'a>]) -> Vec<(Vec<&'a str>, &'a str)> {
+    let mut calls = Vec::new();
+    for &(call, values, want) in rows {
+        if values.is_empty() {
+            calls.push((call.split(' ').collect(), want));
+        }
+        for &v in values {
+            let args = call.split(' ').map(|a| if a == "_" { v } else { a });
+            calls.push((args.collect(), want));
+        }
+    }
+    calls
+}
+
+/// Runs an error table ([`Refused`] rows): every call must fail with an error that starts with
+/// its row's text; `after` runs after each call (to check that it changed nothing).
+pub fn assert_refusals(
+    con: &mut Connection,
+    rows: &[Refused],
+    mut after: impl FnMut(&mut Connection, &[&str]),
+) {
+    for (args, want) in refusals(rows) {
+        let got = expect_err(con, &bytes(&args));
+        assert!(
+            got.starts_with(want),
+            "{args:?}: got {got:?}, want {want:?}"
+        );
+        after(con, &args);
+    }
+}
+
+/// String arguments as the byte strings [`expect_err`] takes.
+pub fn bytes<'a>(args: &[&'a str]) -> Vec<&'a [u8]> {
+    args.iter().map(|a| a.as_bytes()).collect()
 }
 
 /// `MODULE LOADEX <module> CONFIG <name> <value> ...`: `Ok` when the module loaded, else the
@@ -916,13 +983,59 @@ pub fn loadex(con: &mut Connection, module: &str, configs: &[(&str, &str)]) -> R
     c.query::<()>(con).map_err(|e| err_text(&e))
 }
 
+/// Server arguments written as one line: `words("--imid.seq-gap 0 --appendonly yes")`.
+pub fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
 /// Runs a command built from string arguments.
-pub fn cmd<T: redis::FromRedisValue>(con: &mut Connection, args: &[&str]) -> redis::RedisResult<T> {
+pub fn cmd<T: redis::FromRedisValue>(
+    con: &mut impl redis::ConnectionLike,
+    args: &[&str],
+) -> redis::RedisResult<T> {
     let mut c = redis::cmd(args[0]);
     for a in &args[1..] {
         c.arg(*a);
     }
     c.query(con)
+}
+
+/// Runs the calls in order (arguments split at spaces), each of which must reply the integer
+/// beside it.
+pub fn assert_int_replies(con: &mut Connection, steps: &[(&str, i64)]) {
+    for &(call, want) in steps {
+        let args: Vec<&str> = call.split(' ').collect();
+        assert_eq!(int(con, &args), want, "{call}");
+    }
+}
+
+/// Runs WATCH key on one client, `change` on another, then MULTI/EXEC on the first: whether
+/// EXEC ran (a change to the key aborts it).
+pub fn exec_survives(s: &Server, key: &str, change: &[&str]) -> bool {
+    let mut a = s.client();
+    let mut b = s.client();
+    let _: () = redis::cmd("WATCH").arg(key).query(&mut a).unwrap();
+    let _: Value = cmd(&mut b, change).unwrap();
+    let r: Option<Vec<i64>> = redis::pipe()
+        .atomic()
+        .cmd("EXISTS")
+        .arg(key)
+        .query(&mut a)
+        .unwrap();
+    r.is_some()
+}
+
+/// The value of config `name` (CONFIG GET).
+pub fn config(con: &mut Connection, name: &str) -> String {
+    let v: Vec<String> = cmd(con, &["CONFIG", "GET", name]).unwrap();
+    assert_eq!(v.len(), 2, "CONFIG GET {name}: {v:?}");
+    v[1].clone()
+}
+
+/// CONFIG SET `name` `value`, which must succeed.
+pub fn config_set(con: &mut Connection, name: &str, value: &str) {
+    let _: () = cmd(con, &["CONFIG", "SET", name, value])
+        .unwrap_or_else(|e| panic!("CONFIG SET {name} {value}: {e}"));
 }
 
 /// The reference vectors: `tests/vectors/<name>`, or `$IMID_VECTORS/<name>`. Returns the rows
@@ -995,7 +1108,7 @@ pub fn modules(con: &mut Connection) -> Vec<String> {
 }
 
 /// An integer reply, or a panic naming the command that failed.
-pub fn int(con: &mut Connection, args: &[&str]) -> i64 {
+pub fn int(con: &mut impl redis::ConnectionLike, args: &[&str]) -> i64 {
     cmd(con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
 }
 
@@ -1177,6 +1290,43 @@ pub fn assert_seq_writes_refused(con: &mut Connection, key: &str, code: &str) {
         assert!(err_text(&e).starts_with(code), "{args:?}: {e}");
     }
 }
+
+/// The events a subscriber to `__keyspace@0__:<key>` (by a pattern that also matches
+/// `marker`) receives for `key`, in order, up to the first on `marker`: a key written last, so
+/// every event before it has been delivered and no read waits for one that never comes.
+pub fn keyspace_events(ps: &mut redis::PubSub, key: &str, marker: &str) -> Vec<String> {
+    let mut events = Vec::new();
+    loop {
+        let msg = ps.get_message().unwrap();
+        let channel = msg.get_channel_name();
+        if channel == format!("__keyspace@0__:{marker}") {
+            return events;
+        }
+        assert_eq!(channel, format!("__keyspace@0__:{key}"));
+        events.push(msg.get_payload::<String>().unwrap());
+    }
+}
+
+/// `f(i, a client of its own)` on `n` threads at once (`i` in 0..n); the results in that order.
+pub fn on_clients<T: Send>(
+    s: &Server,
+    n: usize,
+    f: impl Fn(usize, &mut Connection) -> T + Sync,
+) -> Vec<T> {
+    std::thread::scope(|sc| {
+        let f = &f;
+        let handles: Vec<_> = (0..n)
+            .map(|i| {
+                let mut con = s.client();
+                sc.spawn(move || f(i, &mut con))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// The AOF with fsync every second, as `make run` and docs/durability.md recommend.
+pub const AOF_EVERYSEC: [&str; 4] = ["--appendonly", "yes", "--appendfsync", "everysec"];
 
 /// The server arguments of an AOF fsynced on every write, with the RDB preamble `preamble`
 /// (`yes`, or `no` so that the AOF rewrite callbacks run).

@@ -26,8 +26,10 @@ use crate::core::idmp::{fingerprint, Entry, Lookup};
 use crate::core::seq::{Next, NextError, Seq, MAX_BLOCK, MAX_VALUE};
 use crate::error::{err, Error, SYNTAX};
 use crate::glue::{Arg, Ctx};
+use crate::node::idmp_clock::Clock;
 use crate::node::{self, SEQ_GAP_SKIPS, SEQ_ISSUED};
 use crate::seq_type::{check_token, SeqKey};
+use std::ffi::CStr;
 
 /// The `INFO imid` fields of this family, in order.
 pub(crate) fn info_fields() -> [(&'static str, u64); 6] {
@@ -73,19 +75,36 @@ pub(crate) fn next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let (n, replay) = reserve(ctx, &k, count)?;
     k.set(n.state)?;
     drop(k);
+    next_done(ctx, key, c"seq.next", n, replay, count, || {
+        ctx.replicate_key_int(c"SEQ.SET", key, int(n.last))
+    });
+    Ok(())
+}
+
+/// The end of a plain NEXT (SEQ.NEXT's, SEQ.HNEXT's) that stored its reservation: replicated
+/// as called, or by `effect` when it skipped the gap (replay could not know it was due);
+/// counted (a replay hands nothing out: the primary did), signalled as `event`, replied.
+#[inline(always)]
+pub(crate) fn next_done(
+    ctx: &Ctx,
+    key: &Arg,
+    event: &CStr,
+    n: Next,
+    replay: bool,
+    count: u64,
+    effect: impl FnOnce(),
+) {
     if n.skipped_gap {
-        ctx.replicate_key_int(c"SEQ.SET", key, int(n.last));
+        effect();
         SEQ_GAP_SKIPS.add(1);
     } else {
         ctx.replicate_verbatim();
     }
-    ctx.changed(c"seq.next", key);
-    // A replay hands nothing out: the primary did.
+    ctx.changed(event, key);
     if !replay {
         SEQ_ISSUED.add(count);
     }
     ctx.reply_int(int(n.last));
-    Ok(())
 }
 
 /// One NEXT on an open key: the reservation, and whether the call is a replay.
@@ -131,31 +150,79 @@ fn next_idmp(ctx: &Ctx, key: &Arg, count: u64, token: &Arg) -> Result<(), Error>
     let entry = token_entry(token, n.last, clock.expires_ms(), fp)?;
     k.set_with_token(n.state, dropped, entry)?;
     drop(k);
-    if n.skipped_gap || !clock.verbatim {
+    let r = Reserved::new(clock, n, replay, count, fp, dropped);
+    idmp_reserved(ctx, c"SEQ.IDMPSET", c"seq.next", key, token, None, r);
+    Ok(())
+}
+
+/// What an IDMP call that reserved decided (SEQ.NEXT's, SEQ.HNEXT's), for [`idmp_reserved`].
+pub(crate) struct Reserved {
+    pub(crate) clock: Clock,
+    pub(crate) next: Next,
+    pub(crate) replay: bool,
+    pub(crate) count: u64,
+    pub(crate) fingerprint: u64,
+    /// How many of the oldest tokens the call dropped.
+    pub(crate) dropped: usize,
+}
+
+impl Reserved {
+    pub(crate) fn new(
+        clock: Clock,
+        next: Next,
+        replay: bool,
+        count: u64,
+        fingerprint: u64,
+        dropped: usize,
+    ) -> Reserved {
+        Reserved {
+            clock,
+            next,
+            replay,
+            count,
+            fingerprint,
+            dropped,
+        }
+    }
+}
+
+/// The end of an IDMP call that reserved: replicated as called after the clock it decided by,
+/// or as its explicit effect (`effect`, with `field` for a map) where replay could not reproduce it (the gap skipped, a clock that
+/// is not replicated: see `node::idmp_clock`); counted, signalled, replied `[last, 0]`.
+pub(crate) fn idmp_reserved(
+    ctx: &Ctx,
+    effect: &CStr,
+    event: &CStr,
+    key: &Arg,
+    token: &Arg,
+    field: Option<&Arg>,
+    r: Reserved,
+) {
+    let n = r.next;
+    if n.skipped_gap || !r.clock.verbatim {
         ctx.replicate_token(
-            c"SEQ.IDMPSET",
+            effect,
             key,
             token,
             [
                 int(n.last),
-                int(clock.expires_ms()),
-                fp as i64,
-                int(dropped as u64),
+                int(r.clock.expires_ms()),
+                r.fingerprint as i64,
+                int(r.dropped as u64),
             ],
-            None,
+            field,
         );
+        if n.skipped_gap {
+            SEQ_GAP_SKIPS.add(1);
+        }
     } else {
         ctx.replicate_verbatim();
     }
-    if n.skipped_gap {
-        SEQ_GAP_SKIPS.add(1);
-    }
-    ctx.changed(c"seq.next", key);
-    if !replay {
-        SEQ_ISSUED.add(count);
+    ctx.changed(event, key);
+    if !r.replay {
+        SEQ_ISSUED.add(r.count);
     }
     reply_idmp(ctx, n.last, false);
-    Ok(())
 }
 
 /// SEQ.IDMPCLOCK ms ttl-ms max

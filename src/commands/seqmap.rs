@@ -13,8 +13,8 @@
 //! leaves a client's WATCH alone.
 
 use super::seq::{
-    advance_target, answered, int, limit_key_positions, next_options, reply_idmp, reserve_from,
-    token_entry, token_record, value_arg,
+    advance_target, answered, idmp_reserved, int, limit_key_positions, next_done, next_options,
+    reserve_from, token_entry, token_record, value_arg, Reserved,
 };
 use crate::core::idmp::{fingerprint, Lookup, Window};
 use crate::core::seq::Seq;
@@ -22,7 +22,7 @@ use crate::core::seqmap::{check_name, MapError, SeqMap, MAX_NAME};
 use crate::error::{err, Error, SYNTAX};
 use crate::glue::map_type::MapKey;
 use crate::glue::{Arg, Ctx};
-use crate::node::{self, SEQ_GAP_SKIPS, SEQ_ISSUED};
+use crate::node;
 use std::collections::HashMap;
 
 fn field_arg(a: &Arg) -> Result<&[u8], Error> {
@@ -79,17 +79,9 @@ pub(crate) fn hnext(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         return Err(map_error(e));
     }
     drop(k);
-    if n.skipped_gap {
-        ctx.replicate_key_arg_int(c"SEQ.HSET", key, field_a, int(n.last));
-        SEQ_GAP_SKIPS.add(1);
-    } else {
-        ctx.replicate_verbatim();
-    }
-    ctx.changed(c"seq.hnext", key);
-    if !replay {
-        SEQ_ISSUED.add(count);
-    }
-    ctx.reply_int(int(n.last));
+    next_done(ctx, key, c"seq.hnext", n, replay, count, || {
+        ctx.replicate_key_arg_int(c"SEQ.HSET", key, field_a, int(n.last))
+    });
     Ok(())
 }
 
@@ -132,30 +124,16 @@ fn hnext_idmp(ctx: &Ctx, key: &Arg, field_a: &Arg, count: u64, token: &Arg) -> R
     let entry = token_entry(token, n.last, clock.expires_ms(), fp)?;
     window.apply(dropped, entry);
     drop(k);
-    if n.skipped_gap || !clock.verbatim {
-        ctx.replicate_token(
-            c"SEQ.HIDMPSET",
-            key,
-            token,
-            [
-                int(n.last),
-                int(clock.expires_ms()),
-                fp as i64,
-                int(dropped as u64),
-            ],
-            Some(field_a),
-        );
-    } else {
-        ctx.replicate_verbatim();
-    }
-    if n.skipped_gap {
-        SEQ_GAP_SKIPS.add(1);
-    }
-    ctx.changed(c"seq.hnext", key);
-    if !replay {
-        SEQ_ISSUED.add(count);
-    }
-    reply_idmp(ctx, n.last, false);
+    let r = Reserved::new(clock, n, replay, count, fp, dropped);
+    idmp_reserved(
+        ctx,
+        c"SEQ.HIDMPSET",
+        c"seq.hnext",
+        key,
+        token,
+        Some(field_a),
+        r,
+    );
     Ok(())
 }
 
@@ -206,8 +184,8 @@ pub(crate) fn hget(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     Ok(())
 }
 
-/// SEQ.HMGET key field [field ...]
-pub(crate) fn hmget(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+/// `key field [field ...]` of SEQ.HMGET and SEQ.HDEL: the key and the field names, each checked.
+fn key_and_fields(args: &[Arg]) -> Result<(&Arg, Vec<&[u8]>), Error> {
     let [_, key, fields @ ..] = args else {
         return Err(Error::WrongArity);
     };
@@ -218,6 +196,12 @@ pub(crate) fn hmget(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         .iter()
         .map(field_arg)
         .collect::<Result<Vec<&[u8]>, Error>>()?;
+    Ok((key, names))
+}
+
+/// SEQ.HMGET key field [field ...]
+pub(crate) fn hmget(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let (key, names) = key_and_fields(args)?;
     let k = MapKey::open(ctx, key, false)?;
     let m = k.get();
     ctx.reply_array(names.len());
@@ -371,16 +355,7 @@ pub(crate) fn hset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 /// SEQ.HDEL key field [field ...] -> the number of fields removed. Removing the last field
 /// deletes the key, as for a Redis hash.
 pub(crate) fn hdel(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
-    let [_, key, fields @ ..] = args else {
-        return Err(Error::WrongArity);
-    };
-    if fields.is_empty() {
-        return Err(Error::WrongArity);
-    }
-    let names = fields
-        .iter()
-        .map(field_arg)
-        .collect::<Result<Vec<&[u8]>, Error>>()?;
+    let (key, names) = key_and_fields(args)?;
     let present = {
         let k = MapKey::open(ctx, key, false)?;
         k.get()

@@ -34,6 +34,10 @@ import sys
 import tempfile
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ in server-bench/ from the import below
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from server import free_port  # noqa: E402  (the script's own directory)
+
 HOST = "127.0.0.1"
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -294,20 +298,6 @@ class Client:
 # Servers
 
 PROCS = []
-
-
-def free_port():
-    """A free loopback port below the kernel's ephemeral range (32768+)."""
-    import random
-    for _ in range(1000):
-        port = random.randrange(10000, 30000)
-        with socket.socket() as s:
-            try:
-                s.bind((HOST, port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free loopback port in 10000..30000")
 
 
 def start(cmd_for_port, log, deadline_s):

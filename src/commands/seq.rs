@@ -157,13 +157,13 @@ fn next_idmp(ctx: &Ctx, key: &Arg, count: u64, token: &Arg) -> Result<(), Error>
 
 /// What an IDMP call that reserved decided (SEQ.NEXT's, SEQ.HNEXT's), for [`idmp_reserved`].
 pub(crate) struct Reserved {
-    pub(crate) clock: Clock,
-    pub(crate) next: Next,
-    pub(crate) replay: bool,
-    pub(crate) count: u64,
-    pub(crate) fingerprint: u64,
+    clock: Clock,
+    next: Next,
+    replay: bool,
+    count: u64,
+    fingerprint: u64,
     /// How many of the oldest tokens the call dropped.
-    pub(crate) dropped: usize,
+    dropped: usize,
 }
 
 impl Reserved {
@@ -187,8 +187,9 @@ impl Reserved {
 }
 
 /// The end of an IDMP call that reserved: replicated as called after the clock it decided by,
-/// or as its explicit effect (`effect`, with `field` for a map) where replay could not reproduce it (the gap skipped, a clock that
-/// is not replicated: see `node::idmp_clock`); counted, signalled, replied `[last, 0]`.
+/// or as its explicit effect (`effect`, with `field` for a map) where replay could not reproduce
+/// it (the gap skipped, a clock that is not replicated: see `node::idmp_clock`); counted,
+/// signalled, replied `[last, 0]`.
 pub(crate) fn idmp_reserved(
     ctx: &Ctx,
     effect: &CStr,

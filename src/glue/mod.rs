@@ -44,6 +44,10 @@ use std::marker::PhantomData;
 use std::os::raw::{c_char, c_int, c_long, c_longlong};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+/// The context flags of a replay: a command from the primary, or one loaded from the AOF.
+const REPLAY_FLAGS: c_int =
+    (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING) as c_int;
+
 /// See [`Ctx::write_origin`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WriteOrigin {
@@ -238,9 +242,7 @@ impl Ctx {
     /// the AOF at load. Such a call must reproduce the recorded effect, never apply local rules
     /// such as the gap.
     pub(crate) fn is_replay(&self) -> bool {
-        self.flags()
-            & (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING) as c_int
-            != 0
+        self.flags() & REPLAY_FLAGS != 0
     }
 
     /// Who asked for this write: a replay ([`Ctx::is_replay`]), a client of a primary, or a
@@ -248,9 +250,7 @@ impl Ctx {
     /// flags read for both questions.
     pub(crate) fn write_origin(&self) -> WriteOrigin {
         let f = self.flags();
-        if f & (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING) as c_int
-            != 0
-        {
+        if f & REPLAY_FLAGS != 0 {
             WriteOrigin::Replay
         } else if f & raw::REDISMODULE_CTX_FLAGS_MASTER as c_int != 0 {
             WriteOrigin::Primary

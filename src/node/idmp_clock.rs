@@ -32,7 +32,7 @@ use crate::glue::{Ctx, WriteOrigin};
 use std::sync::{Mutex, MutexGuard};
 
 /// How far the wall clock must run ahead of the IDMP clock before the clock moves to it.
-pub(crate) const STEP_MS: u64 = 1000;
+const STEP_MS: u64 = 1000;
 
 /// What an IDMP call decides by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

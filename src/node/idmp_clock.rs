@@ -14,7 +14,9 @@
 //! How the clock moves on a primary: at an IDMP call, to the wall clock when that reads a second
 //! or more past it (never back: a clock stepped back waits), and to the configs whenever they
 //! differ. So at most one SEQ.IDMPCLOCK per second is written under load, and none without
-//! IDMP calls; a token counts to the second (up to a second longer than its TTL).
+//! IDMP calls; a token counts for its TTL to the second (up to a second less or more after the
+//! call: the clock may lag the wall clock by up to a second when the token is recorded, and when
+//! it is looked up).
 //!
 //! Where a stream starts from a snapshot (a full sync, an AOF rewrite's new incremental file):
 //! each starts at a fork, and every fork (the `ForkBorn` event, in the parent) marks the clock

@@ -157,7 +157,7 @@ impl Hasher for Fnv {
 /// when an `apply` leaves more than `SCAN_MAX` slots and dropped when one leaves `SCAN_MAX` or
 /// fewer: small windows (most keys) then hold nothing but the ring, and a window hovering at
 /// the boundary rebuilds at most once per `apply`, hashing at most `SCAN_MAX + 1` tokens.
-/// Tokens are hashed with a per-process keyed SipHash ([`crate::core::seqmap::hash`]), so a
+/// Tokens are hashed with a per-process keyed SipHash ([`crate::core::hash::hash`]), so a
 /// client cannot craft colliding tokens; if hashes did collide, a probe compares at most every
 /// entry of this one window.
 #[derive(Clone, Debug, Default)]
@@ -187,7 +187,7 @@ impl Eq for Window {}
 /// The token's hash as the entries keep it.
 fn token_hash(token: &[u8]) -> u32 {
     // The high half of the 64-bit SipHash.
-    let h = (crate::core::seqmap::hash(token) >> 32) as u32;
+    let h = (crate::core::hash::hash(token) >> 32) as u32;
     #[cfg(test)]
     let h = h & tests::HASH_MASK.with(std::cell::Cell::get);
     h

@@ -1,6 +1,7 @@
 //! Redis-free logic: everything here is plain Rust, unit-tested without a server.
 
 pub mod generator;
+pub mod hash;
 pub mod idmp;
 pub mod javahash;
 pub mod lease;

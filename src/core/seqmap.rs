@@ -21,14 +21,11 @@
 //! that their capacities are the bytes the server really spends: `used_memory` counts usable
 //! sizes, and [`SeqMap::mem_usage`] reports the same figure.
 //!
-//! The hash is std's SipHash-1-3 with one random key per process: no crate to add, and a client
-//! cannot choose field names that collide (it would turn every probe into a long scan). Cursors
-//! therefore hold within one process (a restarted server starts a new iteration).
+//! The hash ([`crate::core::hash`]) is keyed per process, so a client cannot choose field names
+//! that collide, and cursors hold within one process (a restarted server starts a new iteration).
 
+use crate::core::hash::hash;
 use crate::core::seq::{Seq, MAX_VALUE};
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
-use std::sync::OnceLock;
 
 /// Longest field name.
 pub const MAX_NAME: usize = 256;
@@ -83,18 +80,6 @@ impl Entry<'_> {
     fn seq(&self) -> Seq {
         Seq::new(self.value.min(MAX_VALUE), self.header & MARK != 0).unwrap_or_default()
     }
-}
-
-fn hasher() -> &'static RandomState {
-    static H: OnceLock<RandomState> = OnceLock::new();
-    H.get_or_init(RandomState::new)
-}
-
-/// The 64-bit hash of a field name: the scan order and the cursor.
-pub fn hash(name: &[u8]) -> u64 {
-    let mut h = hasher().build_hasher();
-    h.write(name);
-    h.finish()
 }
 
 /// `h` mapped onto `0..n` preserving order (Lemire's multiply-shift), so any `n` works and

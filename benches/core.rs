@@ -16,7 +16,8 @@
 )]
 
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion};
-use imid::core::generator::{system_now_ms, Generator};
+use imid::core::generator::Generator;
+use imid::system_now_ms;
 use imid::core::javahash::java_hash22;
 use imid::core::msgid::{Fields, MsgId};
 use imid::core::openid::{decode_plain, encode_plain, Key, OpenId};

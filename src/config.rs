@@ -1,15 +1,13 @@
-//! Module configs (`imid.<name>`), settable at load and with `CONFIG SET`. The raw callbacks
-//! of the string configs are in `glue::config`.
+//! Module configs (`imid.<name>`), settable at load and with `CONFIG SET`: the values the
+//! commands read, what each accepts, and the module arguments' rules. Registration and the raw
+//! callbacks are in `entry::config`.
 
+use crate::core::idmp::MAX_TOKENS;
 use crate::core::openid::{KeyRing, Parsed};
 use crate::core::uid::{parse_epoch, parse_unit, LayoutSpec, NodeSpec};
-use crate::glue::config::{self as raw_config, HeldRef, HeldString, StringConfig};
-use redis_module::configuration::{
-    register_enum_configuration, register_i64_configuration, ConfigurationContext,
-    ConfigurationFlags, ConfigurationValue,
-};
-use redis_module::{enum_configuration, Context, RedisError, RedisString, Status};
-use std::ffi::CString;
+use crate::host::string::{HeldRef, HeldString};
+use redis_module::configuration::{ConfigurationContext, ConfigurationValue};
+use redis_module::{enum_configuration, RedisError};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
 use std::sync::RwLock;
 
@@ -88,6 +86,16 @@ pub(crate) fn uid_settings() -> (String, String, String, String) {
         UID_TIME_UNIT.text(),
         UID_NODE.text(),
     )
+}
+
+/// A string config as the callbacks see it: `entry::config`'s callbacks call it.
+pub(crate) trait StringConfig: Sync + 'static {
+    /// Prefix of the setter's own error texts (no value, internal error).
+    fn prefix(&self) -> &'static str;
+    /// The string the getter hands to Redis (borrowed: Redis copies it and does not free it).
+    fn held(&self) -> Option<HeldRef>;
+    /// Checks and takes a new value; a refusal changes nothing and says why.
+    fn set(&self, bytes: &[u8]) -> Result<(), String>;
 }
 
 /// A string config: the value the commands read (`V`) and the text `CONFIG GET` shows for it,
@@ -189,29 +197,6 @@ const fn uid_text(check: fn(&str) -> Result<(), String>) -> TextConfig<()> {
     })
 }
 
-/// Registers `imid.<name>` as a [`TextConfig`] with its default and flags.
-fn register_text_config(
-    ctx: &Context,
-    name: &std::ffi::CStr,
-    cfg: &'static TextConfig<()>,
-    default: &str,
-    flags: ConfigurationFlags,
-) -> Status {
-    let Ok(default) = CString::new(default) else {
-        ctx.log_warning("imid: a module argument must not contain NUL");
-        return Status::Err;
-    };
-    if raw_config::register(ctx, name, cfg, &default, flags.bits()) {
-        Status::Ok
-    } else {
-        ctx.log_warning(&format!(
-            "imid: could not register config {}",
-            name.to_string_lossy()
-        ));
-        Status::Err
-    }
-}
-
 /// `imid.seq-gap`: values skipped by the first SEQ.NEXT on a key this process did not write.
 pub(crate) static SEQ_GAP: AtomicI64 = AtomicI64::new(1000);
 
@@ -279,11 +264,11 @@ pub(crate) const NAMES: [&str; 9] = [
 
 /// `imid.seq-gap`'s range, for Redis's own check (CONFIG SET, `--imid.seq-gap`) and for the
 /// module argument alike.
-const SEQ_GAP_RANGE: (i64, i64) = (0, 1_000_000_000);
+pub(crate) const SEQ_GAP_RANGE: (i64, i64) = (0, 1_000_000_000);
 /// `imid.seq-idmp-ttl`'s range: a second to a week.
 pub(crate) const SEQ_IDMP_TTL_RANGE: (i64, i64) = (1, 604_800);
-/// `imid.seq-idmp-max`'s range, up to what a loaded key may hold (`seq_type::MAX_TOKENS`).
-pub(crate) const SEQ_IDMP_MAX_RANGE: (i64, i64) = (1, crate::seq_type::MAX_TOKENS as i64);
+/// `imid.seq-idmp-max`'s range, up to what a loaded key may hold (`core::idmp::MAX_TOKENS`).
+pub(crate) const SEQ_IDMP_MAX_RANGE: (i64, i64) = (1, MAX_TOKENS as i64);
 
 /// The configs' starting values: the module arguments (`--loadmodule libimid.so uid-node 7`,
 /// `MODULE LOADEX ... ARGS uid-node 7`), each checked by the rule `CONFIG SET` and `--imid.*`
@@ -403,89 +388,6 @@ fn parse_int(t: &str) -> Option<i64> {
 
 fn check_openid_keys(text: &str) -> Result<(), String> {
     KeyRing::parse(text).map(|_| ()).map_err(|e| e.to_string())
-}
-
-/// Registers the module configs, starting from the module arguments ([`parse_args`]), and
-/// applies the values queued for them (`imid.<name> value` config lines, `--imid.*`,
-/// `MODULE LOADEX ... CONFIG`). A refused argument or value fails the load.
-pub(crate) fn register(ctx: &Context, args: &[RedisString]) -> Status {
-    let raw: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
-    let start = match parse_args(&raw) {
-        Ok(s) => s,
-        Err(e) => {
-            ctx.log_warning(&format!("imid: {e}; not loading"));
-            return Status::Err;
-        }
-    };
-    register_i64_configuration(
-        ctx,
-        "seq-gap",
-        &SEQ_GAP,
-        start.seq_gap,
-        SEQ_GAP_RANGE.0,
-        SEQ_GAP_RANGE.1,
-        ConfigurationFlags::DEFAULT,
-        None,
-    );
-    register_i64_configuration(
-        ctx,
-        "seq-idmp-ttl",
-        &SEQ_IDMP_TTL,
-        start.seq_idmp_ttl,
-        SEQ_IDMP_TTL_RANGE.0,
-        SEQ_IDMP_TTL_RANGE.1,
-        ConfigurationFlags::DEFAULT,
-        None,
-    );
-    register_i64_configuration(
-        ctx,
-        "seq-idmp-max",
-        &SEQ_IDMP_MAX,
-        start.seq_idmp_max,
-        SEQ_IDMP_MAX_RANGE.0,
-        SEQ_IDMP_MAX_RANGE.1,
-        ConfigurationFlags::DEFAULT,
-        None,
-    );
-    // SENSITIVE asks Redis to redact CONFIG SET's value (Redis 7.0.15 still shows it in SLOWLOG
-    // and MONITOR; docs/commands.md says so). HIDDEN leaves it out of pattern queries (`CONFIG GET *`),
-    // so config dumps do not carry keys; `CONFIG GET imid.openid-keys` by exact name and CONFIG
-    // REWRITE still see them.
-    let Ok(keys) = CString::new(start.openid_keys) else {
-        ctx.log_warning("imid: module argument openid-keys must not contain NUL");
-        return Status::Err;
-    };
-    let flags = ConfigurationFlags::SENSITIVE | ConfigurationFlags::HIDDEN;
-    if !raw_config::register(ctx, c"openid-keys", &OPENID_KEYS, &keys, flags.bits()) {
-        ctx.log_warning("imid: could not register config openid-keys");
-        return Status::Err;
-    }
-    register_enum_configuration(
-        ctx,
-        "msgid-hash",
-        &MSGID_HASH,
-        start.msgid_hash,
-        ConfigurationFlags::DEFAULT,
-        None,
-    );
-    let uid_configs = [
-        (c"uid-layout", &UID_LAYOUT, &start.uid_layout),
-        (c"uid-epoch", &UID_EPOCH, &start.uid_epoch),
-        (c"uid-time-unit", &UID_TIME_UNIT, &start.uid_time_unit),
-        (c"uid-node", &UID_NODE, &start.uid_node),
-    ];
-    for (name, cfg, default) in uid_configs {
-        if register_text_config(ctx, name, cfg, default, ConfigurationFlags::IMMUTABLE)
-            == Status::Err
-        {
-            return Status::Err;
-        }
-    }
-    if !raw_config::load_configs(ctx) {
-        ctx.log_warning("imid: a module config was refused (see the line above); not loading");
-        return Status::Err;
-    }
-    Status::Ok
 }
 
 #[cfg(test)]

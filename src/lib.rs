@@ -1,10 +1,22 @@
 //! imid: identifiers for instant-messaging backends, natively inside Redis.
 //!
-//! This file is the table of contents: the module, its commands, its configs, and init.
-//! Redis-free logic lives in `core/`, command handlers in `commands/`, the one unsafe layer
-//! between them and Redis in `glue/` (every raw call and every callback, behind one panic
-//! guard), node-wide state in `node`, the error type in `error`. Only `core` is public: the
-//! benches, examples and tests link it; everything else is internal to the module.
+//! This file is the table of contents: the module, its commands, and init. The layers, from the
+//! bottom (docs/architecture.md draws them; each imports only from layers below it):
+//! - `error`: the error a handler returns;
+//! - `core`: Redis-free logic (ID layouts, generators, sequences, maps, IDMP, the reserve
+//!   protocol), unit-tested without a server;
+//! - `host`: what imid calls in Redis (context, arguments, keys, replies, replication, RDB/AOF
+//!   handles), unsafe;
+//! - `config`: the `imid.*` configs' values and rules;
+//! - `node`: node-wide state (ID generators and leases, the IDMP clock, slot adoption, server
+//!   events, exposure);
+//! - `types`: the two data types, a folder each;
+//! - `commands`: the handlers, one file per family;
+//! - `entry`: where Redis calls in (every callback, behind one panic guard; registration),
+//!   unsafe.
+//!
+//! Only `core` is public (the benches, examples and tests link it), and the system clock the
+//! benches time; everything else is internal to the module.
 // Only `core` is the crate's public API (benches, examples and tests link it); everything else
 // is internal to the module and says so (`pub(crate)`).
 #![deny(unreachable_pub)]
@@ -21,21 +33,20 @@
 mod commands;
 mod config;
 pub mod core;
+mod entry;
 mod error;
-mod events;
-mod glue;
-mod info;
-mod migration;
+mod host;
 mod node;
-mod seq_type;
-mod seqmap_type;
-#[cfg(feature = "test-hooks")]
-mod test_hooks;
+mod types;
+
+/// The wall clock the generators read (without a test build's steering), for the benches.
+pub use host::clock::system_now_ms;
 
 use config::CLUSTER_MODE;
-use glue::registry::{
+use entry::registry::{
     self, command, keys, limit_key, OW_UPDATE, ROUTING_ONLY, RO_ACCESS, RW_ACCESS_UPDATE, RW_DELETE,
 };
+use host::Ctx;
 use redis_module::{redis_module, Context, ContextFlags, RedisString, Status};
 use std::sync::atomic::Ordering;
 
@@ -79,9 +90,9 @@ const MODULE_VERSION: i32 = {
 
 /// OnLoad, through the guard: a panic fails the load instead of aborting the server.
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
-    glue::guard(
+    entry::guard(
         ctx.ctx,
-        glue::Entry::Named("OnLoad"),
+        entry::Entry::Named("OnLoad"),
         || Status::Err,
         || load(ctx, args),
     )
@@ -95,7 +106,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
 /// the UID layout, commands registered), then the data type (it fails only when another module
 /// holds its name), and only then what calls into the module on its own: server events, then
 /// (cluster mode) the command filter, after which nothing can fail; the bus receiver and the
-/// lease timer wait for the first cron tick (see `glue::cluster::init`). (The `redis_module!`
+/// lease timer wait for the first cron tick (see `entry::cluster::init`). (The `redis_module!`
 /// macro's own steps before this function, the INFO callback, live in the module's structure
 /// and go with it.)
 fn load(ctx: &Context, args: &[RedisString]) -> Status {
@@ -103,36 +114,39 @@ fn load(ctx: &Context, args: &[RedisString]) -> Status {
     // a failed RedisModule_LoadConfigs: a `MODULE LOADEX ... CONFIG imid.x <bad>` would then
     // leave the module loaded with defaults, e.g. encoding plain public IDs when keys were
     // asked for. Failing OnLoad unloads it cleanly.
-    if config::register(ctx, args) == Status::Err {
+    if entry::config::register(ctx, args) == Status::Err {
         return Status::Err;
     }
-    CLUSTER_MODE.store(
-        ctx.get_flags().contains(ContextFlags::CLUSTER),
-        Ordering::Relaxed,
-    );
-    if commands::uid::configure(ctx) == Status::Err {
+    // SAFETY: ctx.ctx is the live context of OnLoad, and `c` lives only within it.
+    let c = unsafe { Ctx::from_raw(ctx.ctx) };
+    let cluster = ctx.get_flags().contains(ContextFlags::CLUSTER);
+    CLUSTER_MODE.store(cluster, Ordering::Relaxed);
+    if let Err(e) = node::ids::configure_uid(node::now_ms(), cluster) {
+        c.log_warning(&format!("imid: {e}; not loading"));
         return Status::Err;
     }
     #[cfg(feature = "test-hooks")]
-    if test_hooks::register(ctx) == Status::Err {
+    if !registry::register(&c, TEST_COMMANDS) {
         return Status::Err;
     }
-    registry::add_module_category(ctx);
-    if registry::register(ctx, COMMANDS) == Status::Err {
+    #[cfg(feature = "test-hooks")]
+    c.log_warning("imid: built with test-hooks: IMID.TEST-CLOCK, IMID.TEST-PANIC, IMID.TEST-PANIC-NEXT and IMID.TEST-REPLICATE-FLOOR are enabled; not for production");
+    registry::add_module_category(&c);
+    if !registry::register(&c, COMMANDS) {
         return Status::Err;
     }
-    glue::types::set_module_options(ctx);
-    if glue::types::create(ctx) == Status::Err || glue::map_type::create(ctx) == Status::Err {
+    host::server::set_module_options(&c, cluster && host::server::is_valkey());
+    if !entry::data_type::create(&c) {
         return Status::Err;
     }
     // A subscription refused undoes the earlier ones before failing.
-    if glue::events::subscribe(ctx) == Status::Err {
+    if !entry::events::subscribe(&c) {
         return Status::Err;
     }
     // Nothing below can fail.
-    if CLUSTER_MODE.load(Ordering::Relaxed) {
-        glue::cluster::init(ctx);
-        glue::migration::subscribe(ctx);
+    if cluster {
+        entry::cluster::init(&c);
+        entry::migration::subscribe(&c);
     }
     Status::Ok
 }
@@ -172,6 +186,16 @@ const COMMANDS: &[registry::Command] = &[
     command!("seq.hlen", commands::seqmap::hlen, "readonly fast", "read fast", 2, keys(1, 0, RO_ACCESS), "The number of fields of a sequence map"),
     command!("seq.hidmpset", commands::seqmap::hidmpset, "write deny-oom", "write dangerous", -7, keys(1, 0, RW_ACCESS_UPDATE), "Internal: records one IDMP token of a sequence map (the replicated form of SEQ.HNEXT ... IDMP)"),
     command!("seq.hadvance", commands::seqmap::hadvance, "write deny-oom fast", "write fast", -4, keys(1, 0, RW_ACCESS_UPDATE), "Raises a field of a sequence map to at least a value, at most to a LIMIT sequence", limit_key(4)),
+];
+
+/// The test build's commands (`commands::test_hooks`); never in a release build.
+#[cfg(feature = "test-hooks")]
+#[rustfmt::skip]
+const TEST_COMMANDS: &[registry::Command] = &[
+    command!("imid.test-clock", commands::test_hooks::test_clock, "fast", "", -2, None, "Test builds only: steers the module's wall clock"),
+    command!("imid.test-panic", commands::test_hooks::test_panic, "fast", "", 1, None, "Test builds only: panics inside a guarded handler"),
+    command!("imid.test-panic-next", commands::test_hooks::test_panic_next, "fast", "", 2, None, "Test builds only: the next call into the named entry panics"),
+    command!("imid.test-replicate-floor", commands::test_hooks::test_replicate_floor, "write", "", 2, None, "Test builds only: replicates MSGID.FLOOR with any value"),
 ];
 
 redis_module! {

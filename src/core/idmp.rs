@@ -24,6 +24,41 @@ use hashbrown::HashTable;
 /// Longest token, in bytes (the shortest is 1).
 pub const MAX_TOKEN_LEN: usize = 64;
 
+/// Most tokens one window may hold (`imid.seq-idmp-max`'s upper bound): a loaded window with
+/// more is a corrupt payload, refused before anything is allocated for it.
+pub const MAX_TOKENS: u64 = 1_000_000;
+
+/// A token's length rule (1..64 bytes), for the commands and the loader alike.
+pub fn check_token(token: &[u8]) -> Result<(), &'static str> {
+    if token.is_empty() || token.len() > MAX_TOKEN_LEN {
+        Err("IDMP token must be 1..64 bytes")
+    } else {
+        Ok(())
+    }
+}
+
+/// What an IDMP call decides by: the time, the token lifetime and the window size. On a primary
+/// it is the node's IDMP clock (`node::idmp_clock`), which replicas and the AOF replay, so that a
+/// replayed call decides alike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Clock {
+    /// Unix ms: a token counts while this reads below its expiry.
+    pub now_ms: u64,
+    /// A new token expires this long after `now_ms`.
+    pub ttl_ms: u64,
+    /// Most tokens a key keeps.
+    pub max: usize,
+    /// Whether the call may replicate as called (else its explicit effect).
+    pub verbatim: bool,
+}
+
+impl Clock {
+    /// The expiry of a token recorded now.
+    pub fn expires_ms(&self) -> u64 {
+        self.now_ms.saturating_add(self.ttl_ms)
+    }
+}
+
 /// Windows of up to this many slots (entries and placeholders) are searched by scanning the
 /// ring; above, through the index. A scan of 8 slots is at most 8 length compares and byte
 /// compares, no dearer than hashing the token and probing a table, and it keeps small windows

@@ -23,38 +23,20 @@
 //! unsent, so the first IDMP call after it writes the clock again, on a primary and on a
 //! replica (whose own AOF must hold it too). A replica restarted from its own RDB file that
 //! then continues its primary's stream (a partial resync) finds the clock in that file's aux
-//! data (`seq_type::aux_save`).
+//! data (`types::seq::aux`).
 //!
 //! Valkey 9's atomic slot migration replays the source's writes on the target through a stream
 //! of its own, which carries no keyless command; there, IDMP keeps its explicit effect (see
 //! [`for_call`]).
 
 use crate::config::{seq_idmp_max, seq_idmp_ttl_ms};
-use crate::glue::{Ctx, WriteOrigin};
+pub(crate) use crate::core::idmp::Clock;
+use crate::core::int;
+use crate::host::{server, Ctx, WriteOrigin};
 use std::sync::{Mutex, MutexGuard};
 
 /// How far the wall clock must run ahead of the IDMP clock before the clock moves to it.
 const STEP_MS: u64 = 1000;
-
-/// What an IDMP call decides by.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Clock {
-    /// Unix ms: a token counts while this reads below its expiry.
-    pub(crate) now_ms: u64,
-    /// A new token expires this long after `now_ms`.
-    pub(crate) ttl_ms: u64,
-    /// Most tokens a key keeps.
-    pub(crate) max: usize,
-    /// Whether the call may replicate as called (else its explicit effect).
-    pub(crate) verbatim: bool,
-}
-
-impl Clock {
-    /// The expiry of a token recorded now.
-    pub(crate) fn expires_ms(&self) -> u64 {
-        self.now_ms.saturating_add(self.ttl_ms)
-    }
-}
 
 struct State {
     /// The clock last used or replayed (`verbatim` unused here).
@@ -92,7 +74,7 @@ pub(crate) fn for_call(ctx: &Ctx) -> Clock {
     // A client's write on a writable replica stays on that node: its own clock and configs,
     // the primary's clock untouched (later replays decide by it).
     if origin == WriteOrigin::ReplicaClient
-        || (origin == WriteOrigin::Primary && !crate::glue::migration::verbatim_ok())
+        || (origin == WriteOrigin::Primary && server::atomic_migration_declared())
     {
         return local(false);
     }
@@ -155,9 +137,9 @@ fn send(ctx: &Ctx, st: &mut State, c: Clock) {
 
 fn clock_ints(c: &Clock) -> [i64; 3] {
     [
-        i64::try_from(c.now_ms).unwrap_or(i64::MAX),
-        i64::try_from(c.ttl_ms).unwrap_or(i64::MAX),
-        i64::try_from(c.max).unwrap_or(i64::MAX),
+        int(c.now_ms),
+        int(c.ttl_ms),
+        int(c.max as u64),
     ]
 }
 

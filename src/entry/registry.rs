@@ -1,7 +1,7 @@
 //! How commands reach Redis: one table entry per command (name, handler, flags, ACL categories,
 //! arity, keys, summary), registered with `RedisModule_CreateCommand`,
-//! `RedisModule_SetCommandInfo` and `RedisModule_SetCommandACLCategories`, each entry's C entry point calls the handler
-//! through `glue::call`.
+//! `RedisModule_SetCommandInfo` and `RedisModule_SetCommandACLCategories`; each entry's C entry point calls the handler
+//! through `entry::call`.
 //!
 //! Why not the `redis_module!` command table: its wrapper copies and retains every argument and
 //! knows nothing of arity or key specs, which then lived in a second table. Here one entry says
@@ -9,7 +9,8 @@
 //! Key-spec flags matter beyond documentation: ACL key selectors (`%R~`, `%W~`) judge commands
 //! by them, and Redis Cluster routes and redirects by them.
 
-use redis_module::{raw, Context, Status};
+use crate::host::Ctx;
+use redis_module::raw;
 use std::ffi::CString;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -76,12 +77,12 @@ pub(crate) struct Command {
 /// A table entry: `command!(name, handler path, flags, acl categories, arity, keys, summary)`.
 macro_rules! command {
     ($name:literal, $handler:path, $flags:literal, $acl:literal, $arity:expr, $keys:expr, $summary:literal) => {
-        $crate::glue::registry::command!(
+        $crate::entry::registry::command!(
             $name, $handler, $flags, $acl, $arity, $keys, $summary, None
         )
     };
     ($name:literal, $handler:path, $flags:literal, $acl:literal, $arity:expr, $keys:expr, $summary:literal, $kw:expr) => {
-        $crate::glue::registry::Command {
+        $crate::entry::registry::Command {
             name: $name,
             handler: {
                 extern "C" fn call(
@@ -89,7 +90,7 @@ macro_rules! command {
                     argv: *mut *mut redis_module::raw::RedisModuleString,
                     argc: std::os::raw::c_int,
                 ) -> std::os::raw::c_int {
-                    $crate::glue::call(ctx, argv, argc, $handler)
+                    $crate::entry::call(ctx, argv, argc, $handler)
                 }
                 call
             },
@@ -135,12 +136,12 @@ static MODULE_CATEGORY_TAKEN: AtomicBool = AtomicBool::new(false);
 /// Adds [`MODULE_CATEGORY`] where the server can (`RedisModule_AddACLCategory`: Redis 7.4+).
 /// Without it the commands still get the server's categories (Redis 7.2+, Valkey), just not
 /// their own. Call once in OnLoad, before [`register`].
-pub(crate) fn add_module_category(ctx: &Context) {
+pub(crate) fn add_module_category(ctx: &Ctx) {
     let Ok(name) = CString::new(MODULE_CATEGORY) else {
         return;
     };
-    // SAFETY: ctx.ctx is the live OnLoad context; the name is NUL-terminated and copied.
-    let rc = unsafe { raw::RedisModule_AddACLCategory.map(|add| add(ctx.ctx, name.as_ptr())) };
+    // SAFETY: ctx.raw() is the live OnLoad context; the name is NUL-terminated and copied.
+    let rc = unsafe { raw::RedisModule_AddACLCategory.map(|add| add(ctx.raw(), name.as_ptr())) };
     match rc {
         Some(rc) if rc == raw::REDISMODULE_OK as c_int => {
             HAVE_MODULE_CATEGORY.store(true, Ordering::Relaxed);
@@ -158,17 +159,17 @@ pub(crate) fn add_module_category(ctx: &Context) {
 /// Registers every command of `table` with its flags, legacy key range, arity, summary and key
 /// spec (Redis 7.0+ for the latter) and ACL categories (Redis 7.2+ and Valkey; Redis 7.0 has no
 /// API for them, and there module commands belong to no category).
-pub(crate) fn register(ctx: &Context, table: &[Command]) -> Status {
+pub(crate) fn register(ctx: &Ctx, table: &[Command]) -> bool {
     for c in table {
         if register_one(ctx, c).is_err() {
             ctx.log_warning(&format!("imid: could not register command {}", c.name));
-            return Status::Err;
+            return false;
         }
     }
-    Status::Ok
+    true
 }
 
-fn register_one(ctx: &Context, c: &Command) -> Result<(), ()> {
+fn register_one(ctx: &Ctx, c: &Command) -> Result<(), ()> {
     let name = CString::new(c.name).map_err(|_| ())?;
     // A keyword key is also reported through the getkeys API (the handler answers
     // `Ctx::keys_position_request`): Redis 7.0's Cluster checks the slots of only the keys
@@ -186,12 +187,12 @@ fn register_one(ctx: &Context, c: &Command) -> Result<(), ()> {
         (k.first, if k.last == 0 { k.first } else { k.last })
     });
     let step = i32::from(c.keys.is_some());
-    // SAFETY: ctx.ctx is the live OnLoad context; name and flags are NUL-terminated and copied
+    // SAFETY: ctx.raw() is the live OnLoad context; name and flags are NUL-terminated and copied
     // by Redis; the handler is a valid extern "C" function for the life of the module.
     let rc = unsafe {
         raw::RedisModule_CreateCommand.map(|create| {
             create(
-                ctx.ctx,
+                ctx.raw(),
                 name.as_ptr(),
                 Some(c.handler),
                 flags.as_ptr(),
@@ -205,7 +206,7 @@ fn register_one(ctx: &Context, c: &Command) -> Result<(), ()> {
         return Err(());
     }
     // SAFETY: as above; GetCommand returns the command just created, or null.
-    let cmd = unsafe { raw::RedisModule_GetCommand.map(|get| get(ctx.ctx, name.as_ptr())) }
+    let cmd = unsafe { raw::RedisModule_GetCommand.map(|get| get(ctx.raw(), name.as_ptr())) }
         .filter(|p| !p.is_null())
         .ok_or(())?;
     // SAFETY: zeroed is the documented "unset" value for every optional field of these structs

@@ -1,17 +1,20 @@
 //! Server event subscription and the raw event callbacks: each decodes its event into an
-//! [`Event`] and runs `events::on_event` inside [`guard`].
+//! [`Event`] and runs `node::events::on_event` inside [`guard`].
 
-use super::{guard, Ctx, Entry};
-use crate::events::{on_event, Event};
-use redis_module::{raw, Context, Status};
+use super::{guard, Entry};
+use crate::config::CLUSTER_MODE;
+use crate::host::Ctx;
+use crate::node::events::{on_event, Event};
+use redis_module::raw;
 use std::ffi::c_void;
+use std::sync::atomic::Ordering;
 
 /// Subscribes to the events imid acts on: forked children (AOF rewrites, RDB saves) and
 /// synchronous saves, the start of a load, a change of replication role, and the server's cron.
 /// All or nothing: when the server refuses one (an event it does not know), the earlier ones
 /// are cancelled before the load fails, since Redis 7.0 keeps the subscriptions of a module
 /// whose load failed and would call into the unloaded library on the next event.
-pub(crate) fn subscribe(ctx: &Context) -> Status {
+pub(crate) fn subscribe(ctx: &Ctx) -> bool {
     let events = [
         raw::REDISMODULE_EVENT_FORK_CHILD,
         raw::REDISMODULE_EVENT_PERSISTENCE,
@@ -21,11 +24,11 @@ pub(crate) fn subscribe(ctx: &Context) -> Status {
     ];
     let set = |id: u64, callback: raw::RedisModuleEventCallback| {
         let event = raw::RedisModuleEvent { id, dataver: 1 };
-        // SAFETY: ctx.ctx is the live context of OnLoad; the callback matches the C signature
+        // SAFETY: ctx is the live context of OnLoad; the callback matches the C signature
         // and lives as long as the module (None cancels this module's subscription).
         unsafe {
             match raw::RedisModule_SubscribeToServerEvent {
-                Some(subscribe) => subscribe(ctx.ctx, event, callback),
+                Some(subscribe) => subscribe(ctx.raw(), event, callback),
                 None => raw::REDISMODULE_ERR as i32,
             }
         }
@@ -38,10 +41,10 @@ pub(crate) fn subscribe(ctx: &Context) -> Status {
             for earlier in events.iter().take(done) {
                 set(*earlier, None);
             }
-            return Status::Err;
+            return false;
         }
     }
-    Status::Ok
+    true
 }
 
 /// The event imid acts on, with the name its log line uses should it panic; `None` for the
@@ -95,5 +98,17 @@ unsafe extern "C" fn on_server_event(
     };
     // SAFETY: ctx is the live context of this event callback; the Ctx is used only within it.
     let c = unsafe { Ctx::from_raw(ctx) };
-    guard(ctx, Entry::Named(name), || (), || on_event(&c, event));
+    guard(
+        ctx,
+        Entry::Named(name),
+        || (),
+        || {
+            // In cluster mode the first cron tick registers the bus receiver and arms the lease
+            // timer (not in OnLoad: see `super::cluster::init`).
+            if event == Event::Cron && CLUSTER_MODE.load(Ordering::Relaxed) {
+                super::cluster::arm_once(&c);
+            }
+            on_event(&c, event)
+        },
+    );
 }

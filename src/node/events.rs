@@ -1,7 +1,8 @@
-//! What imid does on the server events it listens to, in safe Rust. The subscription and the
-//! raw callbacks, which decode each event into an [`Event`], are in `glue::events`.
+//! What imid does on the server events it listens to. The subscription and the raw callbacks,
+//! which decode each event into an [`Event`], are in `entry::events`.
 
-use crate::glue::Ctx;
+use crate::config::CLUSTER_MODE;
+use crate::host::Ctx;
 use crate::node;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -34,11 +35,11 @@ pub(crate) fn on_event(ctx: &Ctx, event: Event) {
             node::mark_inherited();
             // A promoted replica takes over its primary's slots (node::cluster); a replica
             // imports nothing. Only cluster mode has slots to adopt.
-            if crate::config::CLUSTER_MODE.load(Ordering::Relaxed) {
+            if CLUSTER_MODE.load(Ordering::Relaxed) {
                 if primary {
                     node::cluster::promoted();
                 } else {
-                    node::cluster::demoted();
+                    node::promises::demoted();
                 }
             }
         }
@@ -58,12 +59,8 @@ pub(crate) fn on_event(ctx: &Ctx, event: Event) {
         // A BGSAVE's own start and end events fire inside its child, where they change nothing.
         Event::SyncSaveStart => node::exposure::on_sync_save_start(),
         Event::SaveEnded { ok } => node::exposure::on_save_end(ok),
-        // The exposure warning, if due; in cluster mode the first tick registers the bus
-        // receiver and arms the lease timer (not in OnLoad: `glue::cluster::init`).
+        // The exposure warning, if due.
         Event::Cron => {
-            if crate::config::CLUSTER_MODE.load(Ordering::Relaxed) {
-                crate::glue::cluster::arm_once(ctx);
-            }
             node::exposure::on_cron(ctx);
             // A mark deferred by paused writes, once the pause is over.
             if MARK_PENDING.load(Ordering::Relaxed) && node::ids::after_fork_child(ctx) {

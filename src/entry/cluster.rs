@@ -1,5 +1,5 @@
 //! Cluster-mode callbacks for slot adoption, raw parsing only (the rules are in
-//! `node::cluster`): the cluster-bus receiver for peers' time promises, a once-a-second timer
+//! `node::cluster` and `node::promises`): the cluster-bus receiver for peers' time promises, a once-a-second timer
 //! that sends this primary's promise (and, on a replica, notes its primary), and a command
 //! filter that notices the slot assignment commands run on this node (SETSLOT
 //! IMPORTING/NODE/STABLE, ADDSLOTS).
@@ -8,15 +8,15 @@
 //! before every command a client sends to a cluster node; it compares the command's name with
 //! `CLUSTER` and returns (a few dozen instructions).
 
-use super::{guard, Ctx, Entry};
+use super::{guard, Entry};
+use crate::host::cluster::NODE_ID_LEN;
+use crate::host::Ctx;
 use crate::node::cluster;
+use crate::node::promises::LEASE_MESSAGE;
 use redis_module::raw;
 use std::ffi::c_void;
 use std::os::raw::{c_char, c_int, c_uchar};
 use std::sync::atomic::{AtomicBool, Ordering};
-
-/// The cluster bus message type carrying a node's time leases (`node::cluster::encode`).
-pub(crate) const LEASE_MESSAGE: u8 = 0x49;
 
 /// How often a primary sends its lease to the other nodes when no renewal did.
 const SEND_EVERY_MS: i64 = 1000;
@@ -31,13 +31,13 @@ const SEND_EVERY_MS: i64 = 1000;
 /// is then undone would call into the unloaded library on the next lease from a peer. Until
 /// that first tick (a tenth of a second at the default `hz`) peers' leases are not heard; they
 /// are sent again every second.
-pub(crate) fn init(ctx: &redis_module::Context) {
-    // SAFETY: ctx.ctx is the live OnLoad context; the function pointer is filled in at load
+pub(crate) fn init(ctx: &Ctx) {
+    // SAFETY: ctx is the live OnLoad context; the function pointer is filled in at load
     // and checked; the callback matches the C signature and lives as long as the module.
     unsafe {
         if let Some(f) = raw::RedisModule_RegisterCommandFilter {
             f(
-                ctx.ctx,
+                ctx.raw(),
                 Some(on_command),
                 raw::REDISMODULE_CMDFILTER_NOSELF as c_int,
             );
@@ -57,35 +57,10 @@ pub(crate) fn arm_once(ctx: &Ctx) {
     // lives as long as the module.
     unsafe {
         if let Some(f) = raw::RedisModule_RegisterClusterMessageReceiver {
-            f(ctx.ptr, LEASE_MESSAGE, Some(on_lease));
+            f(ctx.raw(), LEASE_MESSAGE, Some(on_lease));
         }
     }
-    arm_timer(ctx.ptr);
-}
-
-impl Ctx {
-    /// Sends this node's time leases (message IDs, UIDs) to every other node of the cluster
-    /// (see `node::cluster`).
-    pub(crate) fn send_lease(&self, msgid_ms: u64, uid_ms: u64) {
-        let payload = cluster::encode(cluster::Leases {
-            msgid: msgid_ms,
-            uid: uid_ms,
-        });
-        let len = u32::try_from(payload.len()).unwrap_or(0);
-        // SAFETY: see the module comment of `glue`; a null target means every node; Redis
-        // copies the payload. Outside cluster mode the call fails harmlessly.
-        unsafe {
-            if let Some(f) = raw::RedisModule_SendClusterMessage {
-                f(
-                    self.ptr,
-                    std::ptr::null(),
-                    LEASE_MESSAGE,
-                    payload.as_ptr().cast::<c_char>(),
-                    len,
-                );
-            }
-        }
-    }
+    arm_timer(ctx.raw());
 }
 
 fn arm_timer(ctx: *mut raw::RedisModuleCtx) {
@@ -128,7 +103,7 @@ unsafe extern "C" fn on_lease(
     // SAFETY: Redis passes the sender's node ID, NODE_ID_LEN bytes (not NUL-terminated), alive
     // for the duration of the callback.
     let sender = (!sender.is_null())
-        .then(|| unsafe { std::slice::from_raw_parts(sender.cast::<u8>(), cluster::NODE_ID_LEN) });
+        .then(|| unsafe { std::slice::from_raw_parts(sender.cast::<u8>(), NODE_ID_LEN) });
     guard(
         ctx,
         Entry::Named("the cluster bus receiver"),

@@ -1,6 +1,6 @@
-//! Valkey 9's atomic slot migration (`CLUSTER MIGRATESLOTS`), in safe Rust: what the importing
-//! node does at each phase of an import. The module option, the subscription and the raw event
-//! are in `glue::migration`.
+//! Valkey 9's atomic slot migration (`CLUSTER MIGRATESLOTS`): what the importing node does at
+//! each phase of an import. The module option is declared in `host::server`; the subscription
+//! and the raw event are in `entry::migration`.
 //!
 //! The migration runs no `CLUSTER SETSLOT`: the source sends the slots' keys to the target as an
 //! AOF-format snapshot (the sequence type's `aof_rewrite`: `SEQ.SET key value`), then streams
@@ -11,8 +11,9 @@
 //! floors to the source's promise when it takes the slots over, and stops following it when the
 //! import is cancelled or fails. The source needs nothing: it is the old owner.
 
-use crate::glue::Ctx;
-use crate::node::cluster;
+use crate::host::cluster::NODE_ID_LEN;
+use crate::host::Ctx;
+use crate::node::{cluster, promises};
 
 /// A phase of an import, on the importing node (and on its replicas, which follow it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,9 +35,9 @@ pub(crate) fn on_import(ctx: &Ctx, phase: Phase, job: &str, slots: &[u16]) -> St
     };
     for &s in slots {
         match phase {
-            Phase::Started => cluster::import_started(s, source.as_deref()),
+            Phase::Started => promises::import_started(s, source.as_deref()),
             Phase::Completed => cluster::import_finished(s),
-            Phase::Aborted => cluster::import_cancelled(s),
+            Phase::Aborted => promises::import_cancelled(s),
         }
     }
     let range = match (slots.first(), slots.last()) {
@@ -69,7 +70,7 @@ fn owner_in_nodes(text: &[u8], slot: u16) -> Option<Vec<u8>> {
             let (a, b) = r.split_once('-').unwrap_or((r, r));
             matches!((a.parse::<u16>(), b.parse::<u16>()), (Ok(a), Ok(b)) if (a..=b).contains(&slot))
         });
-        (owns && id.len() == cluster::NODE_ID_LEN).then(|| id.as_bytes().to_vec())
+        (owns && id.len() == NODE_ID_LEN).then(|| id.as_bytes().to_vec())
     })
 }
 

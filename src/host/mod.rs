@@ -1,18 +1,13 @@
-//! The one unsafe layer between Redis and the rest of imid: every raw call into Redis and every
-//! callback from it lives under `glue/`, and every callback enters through [`guard`].
+//! The bottom floor: what imid calls in Redis. The context of a call and its arguments, replies,
+//! replication, keyspace events, logging, server INFO (here); keys and module values (`key`,
+//! `value`); the RDB, AOF and digest handles of the data types' callbacks (`io`); strings this
+//! module owns (`string`); cluster node IDs and bus messages (`cluster`); what the server is
+//! and declared (`server`); the system clock (`clock`).
 //!
-//! - here: commands ([`call`]: arguments as byte slices straight from `argv`, replies straight
-//!   through `RedisModule_ReplyWith*`), replication, keyspace events, the raw key API, server
-//!   INFO, logging, and the one panic guard;
-//! - `registry`: command registration (CreateCommand, SetCommandInfo, ACL categories);
-//! - `config`: the string config callbacks and the Redis strings they hand out;
-//! - `types`: the data type's callbacks (RDB, AOF, digest, memory, copy, aux data);
-//! - `seq_value`: a sequence key's value word, inline or a pointer to a boxed state;
-//! - `cluster`: the cluster bus receiver, the lease timer and the command filter;
-//! - `events`: server event subscription and callbacks.
-//!
-//! Everything above it is safe Rust: the callbacks decode their raw arguments and call safe
-//! functions (`seq_type`, `events`, `node::cluster`, `config`), which hold the rules.
+//! It imports nothing of imid but the error type, and it is one of the two places with unsafe
+//! code; the other is the top floor, `entry`, where every callback from Redis comes in (behind
+//! one panic guard) and which hands these handles to the rest. Everything between the two
+//! floors is safe Rust.
 //!
 //! Why not the crate's `Context`/`RedisString`/`RedisValue` path: it copies the argument vector
 //! into a `Vec`, retains and releases every argument, and builds a `RedisValue` per reply; on
@@ -22,27 +17,22 @@
 //! Every `unsafe` block below relies on the same two facts, stated once:
 //! - Redis fills every `RedisModule_*` function pointer before `RedisModule_OnLoad` runs (the
 //!   crate's init does it); each is still called through `Option` and a missing one fails soft.
-//! - A [`Ctx`] and its [`Arg`]s exist only for the duration of one call from Redis (they borrow
-//!   from the call frame in [`call`] or a callback), during which Redis keeps the context and
-//!   `argv` alive. A [`Key`] borrows its `Ctx`, so it cannot outlive the call either.
+//! - A [`Ctx`] and its [`Arg`]s exist only for the duration of one call from Redis (`entry` makes
+//!   them from the call's frame and lends them out), during which Redis keeps the context and
+//!   `argv` alive. A key handle borrows its `Ctx`, so it cannot outlive the call either.
 
+pub(crate) mod clock;
 pub(crate) mod cluster;
-pub(crate) mod config;
-pub(crate) mod data_type;
-pub(crate) mod events;
-pub(crate) mod map_type;
-pub(crate) mod migration;
-pub(crate) mod registry;
-pub(crate) mod seq_value;
-pub(crate) mod types;
+pub(crate) mod io;
+pub(crate) mod key;
+pub(crate) mod server;
+pub(crate) mod string;
+pub(crate) mod value;
 
-use crate::error::{err, Error, INTERNAL, WRONGTYPE};
+use crate::error::{err, Error};
 use redis_module::raw;
-use std::ffi::{c_void, CStr, CString};
-use std::fmt;
-use std::marker::PhantomData;
+use std::ffi::{CStr, CString};
 use std::os::raw::{c_char, c_int, c_long, c_longlong};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// The context flags of a replay: a command from the primary, or one loaded from the AOF.
 const REPLAY_FLAGS: c_int =
@@ -56,7 +46,7 @@ pub(crate) enum WriteOrigin {
     ReplicaClient,
 }
 
-/// The context of the running command.
+/// The context of the running call (a command, or a callback with a context).
 pub(crate) struct Ctx {
     ptr: *mut raw::RedisModuleCtx,
 }
@@ -67,113 +57,27 @@ pub(crate) struct Arg {
     ptr: *mut raw::RedisModuleString,
 }
 
-/// What Redis called, for the log line of a caught panic (formatted only then).
-#[derive(Clone, Copy)]
-pub(crate) enum Entry<'a> {
-    /// A command, named by its argument 0.
-    Command(&'a [Arg]),
-    /// Any other callback, by a fixed name ("the lease timer", ...).
-    Named(&'static str),
-    /// A data type's callback, and the type's label (see `data_type::DataType::LABEL`):
-    /// `rdb_load`, `rdb_load (sequence map)`.
-    TypeCallback(&'static str, &'static str),
-}
-
-impl fmt::Display for Entry<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Entry::Command(args) => match args.first() {
-                Some(a) => f.write_str(&String::from_utf8_lossy(a.bytes())),
-                None => f.write_str("a command"),
-            },
-            Entry::Named(name) => f.write_str(name),
-            Entry::TypeCallback(name, "") => f.write_str(name),
-            Entry::TypeCallback(name, label) => write!(f, "{name} ({label})"),
-        }
-    }
-}
-
-/// The one guard every entry from Redis goes through: commands, server events, the timer, the
-/// cluster bus receiver, the command filter, config getters and setters, and the data type's
-/// callbacks. A panic must not unwind into Redis (that aborts the server and loses the dataset
-/// in memory): it is caught, logged as `imid: internal error in <entry>: <message>` (through
-/// `ctx`, or without a context when the callback has none), and the entry returns `fallback()`,
-/// its own safe answer (an error reply, null, `REDISMODULE_ERR`, nothing).
-///
-/// Costs nothing beyond the `catch_unwind` landing pad when nothing panics: the entry is
-/// formatted and the fallback made only after a panic.
-#[inline]
-pub(crate) fn guard<T>(
-    ctx: *mut raw::RedisModuleCtx,
-    entry: Entry,
-    fallback: impl FnOnce() -> T,
-    f: impl FnOnce() -> T,
-) -> T {
-    let run = || {
-        #[cfg(feature = "test-hooks")]
-        crate::test_hooks::maybe_panic(entry);
-        f()
-    };
-    match catch_unwind(AssertUnwindSafe(run)) {
-        Ok(v) => v,
-        Err(payload) => {
-            let msg = panic_text(payload.as_ref());
-            log(
-                ctx,
-                c"warning",
-                &format!("imid: internal error in {entry}: {msg}"),
-            );
-            fallback()
-        }
-    }
-}
-
-/// From Redis into a handler: the argument slice, the guard, the error reply. A handler parses,
-/// computes, then replies through the context as its last step (so that a panic, caught here,
-/// never leaves a half-written reply behind).
-///
-/// A panic becomes `ERR internal error` plus a log line naming the command.
-///
-/// Inlined into each command's C entry point with its handler, so that the handler is a direct
-/// call the compiler can inline too: one call frame per command instead of three (measured on
-/// UID.GEN's single-ID path).
-#[inline(always)]
-pub(crate) fn call(
-    ctx: *mut raw::RedisModuleCtx,
-    argv: *mut *mut raw::RedisModuleString,
-    argc: c_int,
-    handler: impl FnOnce(&Ctx, &[Arg]) -> Result<(), Error>,
-) -> c_int {
-    let c = Ctx { ptr: ctx };
-    let args: &[Arg] = match usize::try_from(argc) {
-        Ok(n) if !argv.is_null() => {
-            // SAFETY: Redis passes `argc` live strings in `argv` for the duration of the call;
-            // `Arg` is a transparent wrapper of the same pointer type.
-            unsafe { std::slice::from_raw_parts(argv.cast::<Arg>(), n) }
-        }
-        _ => &[],
-    };
-    if let Err(e) = guard(
-        ctx,
-        Entry::Command(args),
-        || Err(INTERNAL),
-        || handler(&c, args),
-    ) {
-        c.reply_error(&e);
-    }
-    raw::REDISMODULE_OK as c_int
-}
-
-/// The message of a caught panic.
-fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "panic".to_owned())
-}
-
 impl Arg {
+    /// The arguments Redis passed to the running command (`entry` makes them).
+    ///
+    /// # Safety
+    /// `argv` must hold `argc` live strings for the duration of the call (or be null), and the
+    /// slice must not outlive the call.
+    #[inline(always)]
+    pub(crate) unsafe fn from_raw<'a>(
+        argv: *mut *mut raw::RedisModuleString,
+        argc: c_int,
+    ) -> &'a [Arg] {
+        match usize::try_from(argc) {
+            // SAFETY: the caller's contract; `Arg` is a transparent wrapper of the same pointer
+            // type.
+            Ok(n) if !argv.is_null() => unsafe {
+                std::slice::from_raw_parts(argv.cast::<Arg>(), n)
+            },
+            _ => &[],
+        }
+    }
+
     /// The argument's bytes, borrowed from Redis for the call.
     pub(crate) fn bytes(&self) -> &[u8] {
         let mut len = 0usize;
@@ -225,12 +129,17 @@ pub(crate) enum Val<'a> {
 }
 
 impl Ctx {
-    /// A context Redis handed to a callback other than a command (server events).
+    /// The context Redis handed to the running call (`entry` makes it).
     ///
     /// # Safety
-    /// `ptr` must be the live context of the running callback, and the `Ctx` must not outlive it.
-    pub(super) unsafe fn from_raw(ptr: *mut raw::RedisModuleCtx) -> Ctx {
+    /// `ptr` must be the live context of the running call, and the `Ctx` must not outlive it.
+    pub(crate) unsafe fn from_raw(ptr: *mut raw::RedisModuleCtx) -> Ctx {
         Ctx { ptr }
+    }
+
+    /// The raw context, for `entry`'s guard (its log line) and registration calls.
+    pub(crate) fn raw(&self) -> *mut raw::RedisModuleCtx {
+        self.ptr
     }
 
     fn flags(&self) -> c_int {
@@ -268,7 +177,7 @@ impl Ctx {
     /// The call comes from an atomic slot migration's import client (Valkey 9): the source's
     /// snapshot and stream of writes for the slots it moves here.
     pub(crate) fn is_slot_import(&self) -> bool {
-        migration::is_import_client(self.flags())
+        server::is_import_client(self.flags())
     }
 
     /// This node is a primary (it may write the time lease of its own).
@@ -358,15 +267,9 @@ impl Ctx {
     }
 
     /// Named fields in the documented order: a RESP3 map after `HELLO 3`, else a flat array of
-    /// name/value pairs (Redis turns the map header into an array of twice the length on RESP2).
+    /// name/value pairs ([`Ctx::reply_map`]).
     pub(crate) fn reply_fields(&self, fields: &[(&str, Val)]) {
-        let len = c_long::try_from(fields.len()).unwrap_or(c_long::MAX);
-        // SAFETY: see the module comment.
-        unsafe {
-            if let Some(f) = raw::RedisModule_ReplyWithMap {
-                f(self.ptr, len);
-            }
-        }
+        self.reply_map(fields.len());
         for (name, v) in fields {
             self.reply_bulk(name.as_bytes());
             match v {
@@ -523,7 +426,7 @@ impl Ctx {
 
     /// What every command calls after it changed `key`, and only then: the key is signalled
     /// modified (a client's WATCH on it fails, client-side caches drop it; the module sets
-    /// `NO_IMPLICIT_SIGNAL_MODIFIED`, see `glue::types::set_module_options`, so closing a key
+    /// `NO_IMPLICIT_SIGNAL_MODIFIED`, see `server::set_module_options`, so closing a key
     /// opened for writing signals nothing), and the keyspace event `event` of class `d` (module
     /// types; `notify-keyspace-events` must include it) is published.
     pub(crate) fn changed(&self, event: &CStr, key: &Arg) {
@@ -545,6 +448,10 @@ impl Ctx {
 
     pub(crate) fn log_warning(&self, msg: &str) {
         log(self.ptr, c"warning", msg);
+    }
+
+    pub(crate) fn log_notice(&self, msg: &str) {
+        log(self.ptr, c"notice", msg);
     }
 
     /// Runs `cmd arg` (e.g. `CLUSTER NODES`) through `RedisModule_Call` and returns its reply
@@ -571,60 +478,6 @@ impl Ctx {
             text
         }
     }
-
-    /// In cluster mode, on a replica: its primary's node ID (`None` on a primary, or when the
-    /// server does not say).
-    pub(crate) fn cluster_primary(&self) -> Option<[u8; 40]> {
-        let me = my_cluster_id()?;
-        // The server looks the node up with strlen: a NUL-terminated copy of the ID.
-        let mut id = [0u8; 41];
-        if let Some(head) = id.get_mut(..40) {
-            head.copy_from_slice(&me);
-        }
-        let mut master = [0u8; 41];
-        let mut flags: c_int = 0;
-        // SAFETY: see the module comment; `id` is NUL-terminated; master_id receives at most
-        // REDISMODULE_NODE_ID_LEN (40) bytes into a 41-byte buffer; ip and port may be null.
-        let rc = unsafe {
-            raw::RedisModule_GetClusterNodeInfo.map(|f| {
-                f(
-                    self.ptr,
-                    id.as_ptr().cast::<c_char>(),
-                    std::ptr::null_mut(),
-                    master.as_mut_ptr().cast::<c_char>(),
-                    std::ptr::null_mut(),
-                    &mut flags,
-                )
-            })
-        };
-        if rc != Some(raw::REDISMODULE_OK as c_int)
-            || flags & raw::REDISMODULE_NODE_MASTER as c_int != 0
-        {
-            return None;
-        }
-        let id = master
-            .get(..40)
-            .and_then(|b| <[u8; 40]>::try_from(b).ok())?;
-        (id != [0u8; 40]).then_some(id)
-    }
-
-    /// Opens a key for reading (`write` false) or writing; closed on drop, and tied to this
-    /// call: the handle borrows the context, so it cannot be kept past the call.
-    pub(crate) fn open_key<'a>(&'a self, name: &Arg, write: bool) -> Result<Key<'a>, Error> {
-        let mode = if write {
-            raw::REDISMODULE_READ | raw::REDISMODULE_WRITE
-        } else {
-            raw::REDISMODULE_READ
-        };
-        // SAFETY: see the module comment. A null result (read mode, missing key) is handled by
-        // every method of Key.
-        let key = unsafe { raw::RedisModule_OpenKey.map(|f| f(self.ptr, name.ptr, mode as c_int)) };
-        key.map(|ptr| Key {
-            ptr,
-            _call: PhantomData,
-        })
-        .ok_or(Error::Static(c"ERR internal error: key API unavailable"))
-    }
 }
 
 /// Whether the server is loading data (an RDB or AOF at startup, a full sync, DEBUG RELOAD),
@@ -635,21 +488,6 @@ pub(crate) fn server_loading() -> bool {
     flags & raw::REDISMODULE_CTX_FLAGS_LOADING as c_int != 0
 }
 
-/// This node's cluster ID (40 bytes), or `None` outside cluster mode. Needs no context, so the
-/// command filter can compare a `SETSLOT ... NODE <id>` with it.
-pub(crate) fn my_cluster_id() -> Option<[u8; 40]> {
-    // SAFETY: see the module comment; the server returns a pointer to its own 40-byte ID (not
-    // NUL-terminated), valid while the server runs, or NULL outside cluster mode.
-    unsafe {
-        let p = raw::RedisModule_GetMyClusterID?();
-        if p.is_null() {
-            return None;
-        }
-        let b = std::slice::from_raw_parts(p.cast::<u8>(), 40);
-        <[u8; 40]>::try_from(b).ok()
-    }
-}
-
 /// Whether the AOF is on (`appendonly yes`; also while its first rewrite is being written).
 ///
 /// Read without a context, since the INFO callback has none: `RedisModule_GetContextFlags`
@@ -658,59 +496,6 @@ pub(crate) fn aof_on() -> bool {
     // SAFETY: see the module comment; a NULL context is documented as allowed.
     let flags = unsafe { raw::RedisModule_GetContextFlags.map_or(0, |f| f(std::ptr::null_mut())) };
     flags & raw::REDISMODULE_CTX_FLAGS_AOF as c_int != 0
-}
-
-/// One section of the server's own INFO, as `RedisModule_GetServerInfo` parses it; freed on
-/// drop. For event callbacks (a fork, a child's exit), never for the hot path: Redis formats
-/// the whole section to build it.
-pub(crate) struct ServerInfo {
-    ptr: *mut raw::RedisModuleServerInfoData,
-}
-
-impl ServerInfo {
-    /// The section `section` (e.g. `persistence`), or `None` when the API is missing.
-    pub(crate) fn read(section: &CStr) -> Option<ServerInfo> {
-        // SAFETY: see the module comment. Without a context the data is not tied to automatic
-        // memory management; Drop frees it.
-        let ptr = unsafe {
-            raw::RedisModule_GetServerInfo.map(|f| f(std::ptr::null_mut(), section.as_ptr()))
-        }?;
-        (!ptr.is_null()).then_some(ServerInfo { ptr })
-    }
-
-    /// An integer field, `None` when it is missing or not an integer.
-    pub(crate) fn int(&self, field: &CStr) -> Option<i64> {
-        let mut rc: c_int = 0;
-        // SAFETY: see the module comment; the data lives until drop, the field name is
-        // NUL-terminated, and `rc` receives the status.
-        let v = unsafe {
-            raw::RedisModule_ServerInfoGetFieldSigned.map(|f| f(self.ptr, field.as_ptr(), &mut rc))
-        }?;
-        (rc == raw::REDISMODULE_OK as c_int).then_some(v)
-    }
-
-    /// Whether a text field reads exactly `want`.
-    pub(crate) fn text_is(&self, field: &CStr, want: &str) -> bool {
-        // SAFETY: see the module comment; the returned string belongs to the data (alive until
-        // drop) and is NUL-terminated (an sds), or NULL when the field is missing.
-        unsafe {
-            match raw::RedisModule_ServerInfoGetFieldC.map(|f| f(self.ptr, field.as_ptr())) {
-                Some(p) if !p.is_null() => CStr::from_ptr(p).to_bytes() == want.as_bytes(),
-                _ => false,
-            }
-        }
-    }
-}
-
-impl Drop for ServerInfo {
-    fn drop(&mut self) {
-        // SAFETY: the data came from GetServerInfo without a context and is freed once, here.
-        unsafe {
-            if let Some(f) = raw::RedisModule_FreeServerInfo {
-                f(std::ptr::null_mut(), self.ptr);
-            }
-        }
-    }
 }
 
 /// A log line at `level` ("warning", "notice", "verbose", "debug"), prefixed by Redis with the
@@ -724,127 +509,5 @@ pub(crate) fn log(ctx: *mut raw::RedisModuleCtx, level: &CStr, msg: &str) {
         if let Some(f) = raw::RedisModule_Log {
             f(ctx, level.as_ptr(), c"%s".as_ptr(), msg.as_ptr());
         }
-    }
-}
-
-/// What a key holds, seen through the raw key API.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Held {
-    Missing,
-    /// A value of the module type asked about: its word.
-    Word(u64),
-    Other,
-}
-
-/// A key opened through the raw API, closed on drop. It borrows the [`Ctx`] of the call that
-/// opened it (`'a`), so it cannot be stored beyond that call.
-pub(crate) struct Key<'a> {
-    ptr: *mut raw::RedisModuleKey,
-    _call: PhantomData<&'a Ctx>,
-}
-
-impl Key<'_> {
-    fn key_type(&self) -> c_int {
-        if self.ptr.is_null() {
-            return raw::REDISMODULE_KEYTYPE_EMPTY as c_int;
-        }
-        // SAFETY: see the module comment; the handle is live until drop.
-        unsafe { raw::RedisModule_KeyType.map_or(-1, |f| f(self.ptr)) }
-    }
-
-    /// What the key holds, for module type `t`: the value word of a key of that type.
-    pub(crate) fn get(&self, t: types::ModuleType) -> Held {
-        let kt = self.key_type();
-        if kt == raw::REDISMODULE_KEYTYPE_EMPTY as c_int {
-            return Held::Missing;
-        }
-        if kt != raw::REDISMODULE_KEYTYPE_MODULE as c_int {
-            return Held::Other;
-        }
-        // SAFETY: see the module comment; the key holds a module value, so GetType and
-        // GetValue are defined.
-        unsafe {
-            if raw::RedisModule_ModuleTypeGetType.map(|f| f(self.ptr)) != Some(t.0) {
-                return Held::Other;
-            }
-            match raw::RedisModule_ModuleTypeGetValue.map(|f| f(self.ptr)) {
-                Some(v) => Held::Word(v as usize as u64),
-                None => Held::Other,
-            }
-        }
-    }
-
-    /// Stores `word` as the key's value of module type `t`, keeping the key's TTL when it
-    /// already exists (SetValue would delete the key first, and its expiry with it). `was` is
-    /// what [`Key::get`] returned for this handle. The word is never dereferenced by Redis, only
-    /// handed back to the type's callbacks; it must not be 0 (Redis reads null as no value).
-    pub(crate) fn set(&self, t: types::ModuleType, was: Held, word: u64) -> Result<(), Error> {
-        let value = word as usize as *mut c_void;
-        // SAFETY: see the module comment; the handle was opened for writing (a null handle is
-        // refused), and `was` tells whether it holds our type.
-        let rc = unsafe {
-            match was {
-                Held::Missing if !self.ptr.is_null() => {
-                    raw::RedisModule_ModuleTypeSetValue.map(|f| f(self.ptr, t.0, value))
-                }
-                Held::Word(_) => {
-                    let mut old: *mut c_void = std::ptr::null_mut();
-                    raw::RedisModule_ModuleTypeReplaceValue
-                        .map(|f| f(self.ptr, t.0, value, &mut old))
-                }
-                Held::Other => return Err(WRONGTYPE),
-                Held::Missing => None,
-            }
-        };
-        if rc == Some(raw::REDISMODULE_OK as c_int) {
-            Ok(())
-        } else {
-            Err(Error::Static(
-                c"ERR internal error: could not store the value",
-            ))
-        }
-    }
-}
-
-impl Key<'_> {
-    /// Deletes the key (opened for writing).
-    pub(crate) fn delete(&self) {
-        if self.ptr.is_null() {
-            return;
-        }
-        // SAFETY: see the module comment; the handle is live until drop.
-        unsafe {
-            if let Some(f) = raw::RedisModule_DeleteKey {
-                f(self.ptr);
-            }
-        }
-    }
-}
-
-impl Drop for Key<'_> {
-    fn drop(&mut self) {
-        if self.ptr.is_null() {
-            return;
-        }
-        // SAFETY: the handle came from OpenKey and is closed exactly once, here.
-        unsafe {
-            if let Some(f) = raw::RedisModule_CloseKey {
-                f(self.ptr);
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn panic_text_reads_both_payload_kinds() {
-        let p = catch_unwind(|| panic!("plain")).unwrap_err();
-        assert_eq!(panic_text(p.as_ref()), "plain");
-        let n = 3;
-        let p = catch_unwind(|| panic!("formatted {n}")).unwrap_err();
-        assert_eq!(panic_text(p.as_ref()), "formatted 3");
     }
 }

@@ -1,7 +1,10 @@
 //! The `imid` section of INFO: each family reports its own fields (`info_fields` in
-//! `commands/*`), in the order docs/observability.md lists them.
+//! `commands/*`, slot adoption's in `node::promises`), in the order docs/observability.md lists
+//! them.
 
-use crate::glue::{guard, Entry};
+use super::{guard, Entry};
+use crate::commands;
+use crate::node::promises;
 use redis_module::{InfoContext, RedisResult};
 
 /// Fills the `imid` section of INFO (fields appear as `imid_<name>`).
@@ -17,16 +20,17 @@ fn imid_info(ctx: &InfoContext, _for_crash_report: bool) -> RedisResult<()> {
         Entry::Named("the INFO section"),
         Vec::new,
         || {
-            crate::commands::msgid::info_fields()
+            commands::msgid::info_fields()
                 .into_iter()
-                .chain(crate::commands::seq::info_fields())
-                .chain(crate::commands::openid::info_fields())
-                .chain(crate::commands::uid::info_fields())
+                .chain(promises::info_fields())
+                .chain(commands::seq::info_fields())
+                .chain(commands::openid::info_fields())
+                .chain(commands::uid::info_fields())
                 .collect()
         },
     );
     for (name, v) in fields {
-        ctx.add_info_field_long_long(name, i64::try_from(v).unwrap_or(i64::MAX));
+        ctx.add_info_field_long_long(name, crate::core::int(v));
     }
     Ok(())
 }

@@ -1,22 +1,22 @@
-//! Valkey 9's atomic slot migration (`CLUSTER MIGRATESLOTS`), raw side: the module option that
-//! declares support, the subscription to the migration event, and its callback, which decodes
-//! the event's data and hands it to `crate::migration` (the rules) inside [`guard`].
+//! Valkey 9's atomic slot migration (`CLUSTER MIGRATESLOTS`), raw side: the subscription to the
+//! migration event and its callback, which decodes the event's data and hands it to
+//! `node::migration` (the rules) inside [`guard`]. (The module option that declares support is
+//! set in `host::server`.)
 //!
 //! The constants and the event's data layout are Valkey's, from its `src/valkeymodule.h`
 //! (atomic slot migration came with Valkey 9.0); the `redis-module` crate's header predates
 //! them. Checked on Valkey 9.1.2: the event fires as id 19 with these subevents, and the job
 //! name and slot ranges read through this layout are those `CLUSTER GETSLOTMIGRATIONS` shows.
 
-use super::{guard, Ctx, Entry, ServerInfo};
-use crate::migration::{on_import, Phase};
-use redis_module::{raw, Context};
+use super::{guard, Entry};
+use crate::host::cluster::NODE_ID_LEN;
+use crate::host::server::is_valkey;
+use crate::host::Ctx;
+use crate::node::migration::{on_import, Phase};
+use redis_module::raw;
 use std::ffi::c_void;
 use std::os::raw::{c_char, c_int};
 
-/// `VALKEYMODULE_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION` (valkeymodule.h, Valkey 9.0+): without
-/// it Valkey refuses `CLUSTER MIGRATESLOTS` while imid is loaded ("ERR The module imid does not
-/// support atomic slot migrations").
-const VALKEY_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION: c_int = 1 << 5;
 /// `VALKEYMODULE_EVENT_ATOMIC_SLOT_MIGRATION` (valkeymodule.h, Valkey 9.0+), data version 1.
 const VALKEY_EVENT_ATOMIC_SLOT_MIGRATION: u64 = 19;
 /// Its subevents (`VALKEYMODULE_SUBEVENT_ATOMIC_SLOT_MIGRATION_*`); the export side (1, 3, 5)
@@ -27,8 +27,6 @@ const IMPORT_COMPLETED: u64 = 4;
 
 /// The highest hash slot.
 const LAST_SLOT: u16 = 16_383;
-/// `VALKEYMODULE_NODE_ID_LEN`.
-const NODE_ID_LEN: usize = 40;
 
 /// `ValkeyModuleSlotRange`: one inclusive range of hash slots.
 #[repr(C)]
@@ -46,57 +44,10 @@ struct MigrationInfoV1 {
     num_slot_ranges: u32,
 }
 
-/// Whether this server is Valkey (its INFO says `server_name:valkey`). Redis numbers its own
-/// module options and events independently (Redis 8.4's slot migration event is another one),
-/// so Valkey's numbers are used on Valkey only.
-fn is_valkey() -> bool {
-    ServerInfo::read(c"server").is_some_and(|i| i.text_is(c"server_name", "valkey"))
-}
-
-/// The module option to declare on top of the others: atomic slot migration support, on a
-/// Valkey cluster node whose server knows the option (Valkey 9.0+); 0 elsewhere. Called once,
-/// from OnLoad.
-pub(crate) fn module_options(ctx: &Context) -> c_int {
-    let cluster = crate::config::CLUSTER_MODE.load(std::sync::atomic::Ordering::Relaxed);
-    if !cluster || !is_valkey() {
-        return 0;
-    }
-    // SAFETY: GetModuleOptionsAll takes no arguments and is filled in at load (Redis 7.2+,
-    // every Valkey); where it is missing nothing is declared.
-    let known = unsafe { raw::RedisModule_GetModuleOptionsAll.map_or(0, |f| f()) };
-    if known & VALKEY_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION == 0 {
-        ctx.log_notice("imid: this Valkey has no atomic slot migration (Valkey 9.0+)");
-        return 0;
-    }
-    DECLARED.store(true, std::sync::atomic::Ordering::Relaxed);
-    VALKEY_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION
-}
-
-/// Whether atomic slot migration support was declared (a Valkey 9 cluster node).
-static DECLARED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Whether an IDMP call may replicate as called (`node::idmp_clock`): not where atomic slot
-/// migration was declared, whose stream to the target carries no keyless command (so no
-/// `SEQ.IDMPCLOCK`); there IDMP replicates its explicit effect.
-pub(crate) fn verbatim_ok() -> bool {
-    !DECLARED.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// Valkey's context flag of the client that applies an atomic migration's snapshot and stream
-/// on the importing node (`VALKEYMODULE_CTX_FLAGS_SLOT_IMPORT_CLIENT`, Valkey 9.0+).
-const VALKEY_CTX_FLAGS_SLOT_IMPORT_CLIENT: c_int = 1 << 25;
-
-/// Whether context flags `flags` are those of the atomic migration's import client. Only
-/// where support was declared: the bit means something else, or nothing, on other servers.
-pub(crate) fn is_import_client(flags: c_int) -> bool {
-    DECLARED.load(std::sync::atomic::Ordering::Relaxed)
-        && flags & VALKEY_CTX_FLAGS_SLOT_IMPORT_CLIENT != 0
-}
-
 /// Subscribes to Valkey's atomic slot migration event (OnLoad, cluster mode, Valkey only). A
 /// server that does not know the event refuses the subscription; that is logged and the load
 /// goes on: such a server cannot run the migration either.
-pub(crate) fn subscribe(ctx: &Context) {
+pub(crate) fn subscribe(ctx: &Ctx) {
     if !is_valkey() {
         return;
     }
@@ -104,11 +55,11 @@ pub(crate) fn subscribe(ctx: &Context) {
         id: VALKEY_EVENT_ATOMIC_SLOT_MIGRATION,
         dataver: 1,
     };
-    // SAFETY: ctx.ctx is the live OnLoad context; the callback matches the C signature and
+    // SAFETY: ctx is the live OnLoad context; the callback matches the C signature and
     // lives as long as the module.
     let rc = unsafe {
         raw::RedisModule_SubscribeToServerEvent.map_or(raw::REDISMODULE_ERR as c_int, |f| {
-            f(ctx.ctx, event, Some(on_migration_event))
+            f(ctx.raw(), event, Some(on_migration_event))
         })
     };
     if rc != raw::REDISMODULE_OK as c_int {
@@ -179,7 +130,7 @@ unsafe extern "C" fn on_migration_event(
             // SAFETY: as above.
             let slots = unsafe { migration_slots(info) };
             let line = on_import(&c, phase, &job_name(info), &slots);
-            Context::new(ctx).log_notice(&line);
+            c.log_notice(&line);
         },
     );
 }

@@ -87,10 +87,14 @@ dist: build
 	bash scripts/dist.sh
 
 # rust-version: Cargo.toml's must be what the locked dependencies need (scripts/rust-version.sh).
+# The layer order of docs/architecture.md: no import circle, no arrow running up.
+LAYERS := error,core,host,config,node,types,commands,entry,lib
+
 lint:
 	bash scripts/rust-version.sh
 	cargo fmt --check
 	cargo clippy --release --all-targets -- -D warnings
+	python3 scripts/layers.py src --order $(LAYERS)
 
 clean:
 	cargo clean

@@ -42,13 +42,10 @@ mod types;
 /// The wall clock the generators read (without a test build's steering), for the benches.
 pub use host::clock::system_now_ms;
 
-use config::CLUSTER_MODE;
 use entry::registry::{
     self, command, keys, limit_key, OW_UPDATE, ROUTING_ONLY, RO_ACCESS, RW_ACCESS_UPDATE, RW_DELETE,
 };
-use host::Ctx;
-use redis_module::{redis_module, Context, ContextFlags, RedisString, Status};
-use std::sync::atomic::Ordering;
+use redis_module::{redis_module, Context, RedisString, Status};
 
 /// The global allocator: Redis's own inside redis-server (so `used_memory` and `MEMORY USAGE`
 /// see our allocations), the system allocator in unit tests and benches, which run without a
@@ -88,67 +85,13 @@ const MODULE_VERSION: i32 = {
     out
 };
 
-/// OnLoad, through the guard: a panic fails the load instead of aborting the server.
+/// OnLoad (`entry::load`), with the command tables below.
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
-    entry::guard(
-        ctx.ctx,
-        entry::Entry::Named("OnLoad"),
-        || Status::Err,
-        || load(ctx, args),
-    )
-}
-
-/// OnLoad's own steps, in the one order that leaves nothing behind when a step fails: Redis
-/// then unloads the library, but it removes only commands, configs and (Redis 7.2+, Valkey)
-/// event subscriptions and filters. It keeps timers, cluster-bus receivers and (Redis 7.0) event
-/// subscriptions and filters pointing into the unloaded code, and a server crashes on the next
-/// cron tick or message. So every step that can fail comes first (configs loaded and checked,
-/// the UID layout, commands registered), then the data type (it fails only when another module
-/// holds its name), and only then what calls into the module on its own: server events, then
-/// (cluster mode) the command filter, after which nothing can fail; the bus receiver and the
-/// lease timer wait for the first cron tick (see `entry::cluster::init`). (The `redis_module!`
-/// macro's own steps before this function, the INFO callback, live in the module's structure
-/// and go with it.)
-fn load(ctx: &Context, args: &[RedisString]) -> Status {
-    // Configs are registered here rather than in the macro's table because the macro ignores
-    // a failed RedisModule_LoadConfigs: a `MODULE LOADEX ... CONFIG imid.x <bad>` would then
-    // leave the module loaded with defaults, e.g. encoding plain public IDs when keys were
-    // asked for. Failing OnLoad unloads it cleanly.
-    if entry::config::register(ctx, args) == Status::Err {
-        return Status::Err;
-    }
-    // SAFETY: ctx.ctx is the live context of OnLoad, and `c` lives only within it.
-    let c = unsafe { Ctx::from_raw(ctx.ctx) };
-    let cluster = ctx.get_flags().contains(ContextFlags::CLUSTER);
-    CLUSTER_MODE.store(cluster, Ordering::Relaxed);
-    if let Err(e) = node::ids::configure_uid(node::now_ms(), cluster) {
-        c.log_warning(&format!("imid: {e}; not loading"));
-        return Status::Err;
-    }
     #[cfg(feature = "test-hooks")]
-    if !registry::register(&c, TEST_COMMANDS) {
-        return Status::Err;
-    }
-    #[cfg(feature = "test-hooks")]
-    c.log_warning("imid: built with test-hooks: IMID.TEST-CLOCK, IMID.TEST-PANIC, IMID.TEST-PANIC-NEXT and IMID.TEST-REPLICATE-FLOOR are enabled; not for production");
-    registry::add_module_category(&c);
-    if !registry::register(&c, COMMANDS) {
-        return Status::Err;
-    }
-    host::server::set_module_options(&c, cluster && host::server::is_valkey());
-    if !entry::data_type::create(&c) {
-        return Status::Err;
-    }
-    // A subscription refused undoes the earlier ones before failing.
-    if !entry::events::subscribe(&c) {
-        return Status::Err;
-    }
-    // Nothing below can fail.
-    if cluster {
-        entry::cluster::init(&c);
-        entry::migration::subscribe(&c);
-    }
-    Status::Ok
+    let tables: &[&[registry::Command]] = &[TEST_COMMANDS, COMMANDS];
+    #[cfg(not(feature = "test-hooks"))]
+    let tables: &[&[registry::Command]] = &[COMMANDS];
+    entry::load(ctx, args, tables)
 }
 
 /// Every command: name (lowercase, as Redis lists its own), handler, flags, ACL categories,

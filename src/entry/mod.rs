@@ -8,6 +8,7 @@
 //! With `host`, the only code here that is unsafe; nothing below imports this floor.
 //!
 //! - here: the guard and a command's entry ([`call`]);
+//! - `load`: OnLoad, its steps in order;
 //! - `registry`: command registration (CreateCommand, SetCommandInfo, ACL categories);
 //! - `config`: the configs' registration and the string config callbacks;
 //! - `data_type`: the data types' callbacks (RDB, AOF, digest, memory, copy, free, aux data);
@@ -21,6 +22,7 @@ pub(crate) mod config;
 pub(crate) mod data_type;
 pub(crate) mod events;
 pub(crate) mod info;
+mod load;
 pub(crate) mod migration;
 pub(crate) mod registry;
 
@@ -30,6 +32,8 @@ use redis_module::raw;
 use std::fmt;
 use std::os::raw::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+
+pub(crate) use load::load;
 
 /// What Redis called, for the log line of a caught panic (formatted only then).
 #[derive(Clone, Copy)]

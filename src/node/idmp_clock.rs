@@ -136,11 +136,7 @@ fn send(ctx: &Ctx, st: &mut State, c: Clock) {
 }
 
 fn clock_ints(c: &Clock) -> [i64; 3] {
-    [
-        int(c.now_ms),
-        int(c.ttl_ms),
-        int(c.max as u64),
-    ]
+    [int(c.now_ms), int(c.ttl_ms), int(c.max as u64)]
 }
 
 /// A replayed `SEQ.IDMPCLOCK` (or the clock of an RDB file's aux data, `sent` false): the

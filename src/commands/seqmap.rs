@@ -69,10 +69,12 @@ struct Field<'k, 'a> {
 }
 
 impl<'k, 'a> Field<'k, 'a> {
+    /// Opens `key` for writing and locates the field `name` in it.
     #[inline(always)]
-    fn new(key: MapKey<'a>, name: &'k [u8]) -> Field<'k, 'a> {
+    fn open(ctx: &'a Ctx, key: &Arg, name: &'k [u8]) -> Result<Field<'k, 'a>, Error> {
+        let key = MapKey::open(ctx, key, true)?;
         let at = key.get().map(|m| m.locate(name));
-        Field { key, name, at }
+        Ok(Field { key, name, at })
     }
 }
 
@@ -93,18 +95,13 @@ impl Target for Field<'_, '_> {
     #[inline(always)]
     fn commit(&mut self, s: Seq, record: Option<Record>) -> Result<(), Error> {
         let (name, at) = (self.name, self.at.take());
-        self.key.update(|m| {
-            match at {
-                Some(at) => m.store(name, at, s)?,
-                None => m.set(name, s)?,
-            };
-            if let Some(r) = record {
-                m.tokens
-                    .get_or_insert_with(Box::default)
-                    .apply(r.dropped, r.entry);
-            }
-            Ok(())
+        self.key.update(|m| match at {
+            Some(at) => m.store(name, at, s),
+            None => m.set(name, s),
         })?;
+        if let Some(r) = record {
+            self.key.record_token(r.dropped, r.entry)?;
+        }
         Ok(())
     }
 }
@@ -118,7 +115,7 @@ pub(crate) fn hnext(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let (count, token) = next_options(opts)?;
     match token {
         None => {
-            let target = Field::new(MapKey::open(ctx, key, true)?, field);
+            let target = Field::open(ctx, key, field)?;
             reserve(ctx, &HNEXT, key, Some(field_a), target, count, None)
         }
         Some(token) => hnext_idmp(ctx, key, field_a, count, token),
@@ -135,7 +132,7 @@ fn hnext_idmp(ctx: &Ctx, key: &Arg, field_a: &Arg, count: u64, token: &Arg) -> R
         fingerprint: fingerprint(field, count),
         clock: node::idmp_clock::for_call(ctx),
     };
-    let target = Field::new(MapKey::open(ctx, key, true)?, field);
+    let target = Field::open(ctx, key, field)?;
     reserve(
         ctx,
         &HNEXT,
@@ -164,15 +161,10 @@ pub(crate) fn hidmpset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     if field.is_none() && k.get().is_none() {
         return Err(err("no such key (a token without a field needs the map)"));
     }
-    k.update(|m| {
-        if let Some(field) = field {
-            m.set(field, new)?;
-        }
-        m.tokens
-            .get_or_insert_with(Box::default)
-            .apply(dropped, entry);
-        Ok(())
-    })?;
+    if let Some(field) = field {
+        k.set_field(field, new)?;
+    }
+    k.record_token(dropped, entry)?;
     drop(k);
     ctx.replicate_verbatim();
     ctx.changed(c"seq.hidmpset", key);

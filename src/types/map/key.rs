@@ -2,6 +2,7 @@
 //! anything else.
 
 use super::TYPE;
+use crate::core::idmp::Entry;
 use crate::core::seq::Seq;
 use crate::core::seqmap::{MapError, SeqMap};
 use crate::error::Error;
@@ -45,6 +46,7 @@ impl<'a> MapKey<'a> {
 
     /// The map to change in place (the key must have been opened for writing), created empty
     /// when the key is missing. Redis keeps the key's TTL: the value is changed, not replaced.
+    #[inline(always)]
     pub(crate) fn get_or_create(&mut self) -> Result<&mut SeqMap, Error> {
         if self.0.word().is_none() {
             self.0.put(Made::Boxed(SeqMap::new()))?;
@@ -63,7 +65,7 @@ impl<'a> MapKey<'a> {
 
     /// Runs `f` on the map (created when missing); when it fails and the map is left empty, the
     /// key is deleted, so a failed write never leaves an empty map behind.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn update<T>(
         &mut self,
         f: impl FnOnce(&mut SeqMap) -> Result<T, MapError>,
@@ -78,6 +80,16 @@ impl<'a> MapKey<'a> {
                 Err(WriteError::Map(e))
             }
         }
+    }
+
+    /// Records an IDMP token in the map's window (created when the map has none): the `drop`
+    /// oldest tokens go, `e` is appended. The map must exist (a field was just set).
+    pub(crate) fn record_token(&mut self, drop: usize, e: Entry) -> Result<(), Error> {
+        self.get_or_create()?
+            .tokens
+            .get_or_insert_with(Box::default)
+            .apply(drop, e);
+        Ok(())
     }
 
     /// Deletes the key (its last field was removed).

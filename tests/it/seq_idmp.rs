@@ -5,7 +5,6 @@
 //! a cluster. Replicas and AOF replay reach the primary's exact state (DEBUG DIGEST, tokens
 //! included).
 use crate::common;
-use common::rdb::{aof_base, aof_incr, contains};
 use common::*;
 use std::time::Duration;
 

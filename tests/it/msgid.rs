@@ -3,13 +3,10 @@ use crate::common;
 use common::*;
 use std::collections::HashSet;
 
-/// Decodes a 19-character ID independently of the module (data-encoding's base32hex).
+/// Decodes a 19-character ID independently of the module ([`msgid_bits`]).
 fn fields_of(id: &str) -> (u64, u64, u64, u64) {
     assert_eq!(id.len(), 19, "{id}");
-    let b = data_encoding::BASE32HEX_NOPAD
-        .decode(id.replace('-', "").as_bytes())
-        .unwrap_or_else(|e| panic!("{id}: {e}"));
-    let v = b.iter().fold(0u128, |acc, x| (acc << 8) | u128::from(*x));
+    let v = msgid_bits(id);
     (
         (v >> 38) as u64,
         ((v >> 26) & 0xFFF) as u64,

@@ -19,15 +19,6 @@ fn idmp(con: &mut Connection, key: &str, token: &str, count: u64) -> (i64, i64) 
     (r[0], r[1])
 }
 
-fn ok(con: &mut Connection, args: &[&str]) {
-    let r: String = cmd(con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert_eq!(r, "OK", "{args:?}");
-}
-
-fn config_set(con: &mut Connection, name: &str, value: &str) {
-    ok(con, &["CONFIG", "SET", name, value]);
-}
-
 #[test]
 fn the_first_call_reserves_and_a_retry_gets_its_answer() {
     let s = Server::start();

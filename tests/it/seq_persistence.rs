@@ -5,11 +5,6 @@ use crate::common;
 use common::rdb::*;
 use common::*;
 
-fn ok(con: &mut Connection, args: &[&str]) {
-    let r: String = cmd(con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert_eq!(r, "OK", "{args:?}");
-}
-
 /// A mixed workload; returns the keys it wrote.
 fn workload(con: &mut Connection) -> Vec<String> {
     for i in 0..20 {

@@ -267,7 +267,7 @@ fn bad_keys_are_refused_at_config_set_and_old_keys_stay() {
 #[test]
 fn malformed_key_at_startup_is_refused() {
     // As a config line (`--imid.openid-keys`), and as a module argument (right after the
-    // module's path, where refused_startup puts the arguments).
+    // module's path, where `Launch::args` puts them).
     let two = format!("{KEY_A},,{KEY_B}");
     let cases: [[&str; 2]; 3] = [
         ["--imid.openid-keys", BAD_KEY],
@@ -277,7 +277,7 @@ fn malformed_key_at_startup_is_refused() {
     for case in cases {
         // Redis aborts startup when a module config is refused (the module is unloaded and
         // "Can't load module ... server aborting"), so the bad key can never be in force.
-        let (log, output) = refused_startup(&case);
+        let Refusal { log, output } = Server::build().args(&case).refused("Can't load module");
         assert!(log.contains("imid.openid-keys entry"), "{log}");
         assert_no_key("startup log", &log);
         assert_no_key("startup output", &output);
@@ -311,7 +311,7 @@ fn mistyped_config_name_at_startup_is_refused_everywhere() {
         newer_server!("redis8"),
         newer_server!("valkey9"),
     ] {
-        refused_startup_on(&bin, &args, refused);
+        Server::build().bin(&bin).args(&args).refused(refused);
     }
 }
 

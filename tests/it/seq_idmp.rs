@@ -5,7 +5,6 @@
 //! a cluster. Replicas and AOF replay reach the primary's exact state (DEBUG DIGEST, tokens
 //! included).
 use crate::common;
-use common::rdb::{aof_base, aof_incr, contains};
 use common::*;
 use std::time::Duration;
 
@@ -18,15 +17,6 @@ fn idmp(con: &mut Connection, key: &str, token: &str, count: u64) -> (i64, i64) 
     .unwrap_or_else(|e| panic!("SEQ.NEXT {key} IDMP {token}: {e}"));
     assert_eq!(r.len(), 2, "{r:?}");
     (r[0], r[1])
-}
-
-fn ok(con: &mut Connection, args: &[&str]) {
-    let r: String = cmd(con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert_eq!(r, "OK", "{args:?}");
-}
-
-fn config_set(con: &mut Connection, name: &str, value: &str) {
-    ok(con, &["CONFIG", "SET", name, value]);
 }
 
 #[test]

@@ -147,7 +147,7 @@ fn replies_of_every_command() {
     // binary-safe names of 1 and 256 bytes
     let long = "x".repeat(256);
     let bin: &[u8] = b"\x00\xff\r\n ";
-    assert_eq!(bcmd(&mut con, &[b"SEQ.HNEXT", b"m", bin]), Ok(1));
+    assert_eq!(cmd(&mut con, &[&b"SEQ.HNEXT"[..], b"m", bin]), Ok(1));
     assert_eq!(int(&mut con, &["SEQ.HNEXT", "m", &long]), 1);
     assert_eq!(int(&mut con, &["SEQ.HNEXT", "m", "1"]), 1);
     assert!(getall(&mut con, "m").contains_key(bin));
@@ -157,7 +157,7 @@ fn replies_of_every_command() {
     let mut del = vec!["SEQ.HDEL", "m", "b", "c", "top", "1", &long];
     del.push("zz");
     assert_eq!(int(&mut con, &del), 5);
-    assert_eq!(bcmd(&mut con, &[b"SEQ.HDEL", b"m", bin]), Ok(1));
+    assert_eq!(cmd(&mut con, &[&b"SEQ.HDEL"[..], b"m", bin]), Ok(1));
     assert_eq!(
         int(&mut con, &["EXISTS", "m"]),
         0,

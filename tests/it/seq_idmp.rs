@@ -259,7 +259,7 @@ fn a_duplicate_touches_nothing() {
     let r: Value = cmd(&mut con, &["EXEC"]).unwrap();
     assert_eq!(r, Value::Nil, "EXEC aborted");
     // the same for a map field's token (one write handle: the key is signalled only when a
-    // call changed it, src/glue/mod.rs Ctx::changed)
+    // call changed it, src/host/mod.rs Ctx::changed)
     assert_eq!(hidmp(&mut other, "m", "f", "m1", 1), (1, 0));
     let _: String = cmd(&mut con, &["WATCH", "m"]).unwrap();
     assert_eq!(hidmp(&mut other, "m", "f", "m1", 1), (1, 1));

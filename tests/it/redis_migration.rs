@@ -420,6 +420,11 @@ fn the_targets_replica_and_its_aof_reach_the_targets_state() {
     release(&cluster, a);
     wait_state(&cluster.nodes[b], &id, "completed");
     cluster.wait_settled();
+    assert_eq!(
+        int(&mut cluster.nodes[b].client(), &["SEQ.GET", &key]),
+        25,
+        "the stream was replayed exactly"
+    );
     assert_eq!(next(&mut c), 1026, "the new owner skips the gap once");
     assert_eq!(next(&mut c), 1027);
 

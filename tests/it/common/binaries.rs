@@ -127,8 +127,9 @@ pub fn binary(var: &str, default: &str) -> String {
 }
 
 /// A newer server for the tests that must run on it (ACL categories exist from Redis 7.2 on):
-/// `redis8` (Redis 8.2.3) or `valkey9` (Valkey 9.1.2). `$IMID_REDIS8` / `$IMID_VALKEY9` when
-/// set, else the binary `scripts/servers.sh` unpacks under `target/servers/`. Missing, it fails
+/// `redis8` (Redis 8.2.3), `redis8.6` (Redis 8.6.3) or `valkey9` (Valkey 9.1.2). `$IMID_REDIS8`
+/// / `$IMID_REDIS86` / `$IMID_VALKEY9` when set, else the binary `scripts/servers.sh` unpacks
+/// (or builds) under `target/servers/`. Missing, it fails
 /// the test when `IMID_NEWER_SERVERS=require` (`make test` and `make test-matrix` set it), and
 /// otherwise is `None` after saying on stderr which test it skips and what runs it: plain
 /// `cargo test` runs on a machine without the newer servers. Tests take it through
@@ -136,8 +137,9 @@ pub fn binary(var: &str, default: &str) -> String {
 pub fn find_newer_server(name: &str) -> Option<PathBuf> {
     let (var, file) = match name {
         "redis8" => ("IMID_REDIS8", "redis-server-8.2.3"),
+        "redis8.6" => ("IMID_REDIS86", "redis-8.6.3/redis-server"),
         "valkey9" => ("IMID_VALKEY9", "valkey-server-9.1.2"),
-        other => panic!("unknown server {other}: redis8 or valkey9"),
+        other => panic!("unknown server {other}: redis8, redis8.6 or valkey9"),
     };
     let p = std::env::var_os(var)
         .map(PathBuf::from)
@@ -171,8 +173,8 @@ macro_rules! newer_server {
     };
 }
 
-/// `on_newer_servers!(name, |bin| body)`: a module `name` of two tests, `redis8` and
-/// `valkey9`, each running `body` with `bin` the path of that server ([`newer_server!`]: a
+/// `on_newer_servers!(name, |bin| body)`: a module `name` of three tests, `redis8`, `redis86`
+/// and `valkey9`, each running `body` with `bin` the path of that server ([`newer_server!`]: a
 /// missing one skips its test, saying so, unless the run requires it).
 macro_rules! on_newer_servers {
     ($name:ident, |$bin:ident| $body:expr) => {
@@ -182,6 +184,12 @@ macro_rules! on_newer_servers {
             #[test]
             fn redis8() {
                 let $bin = newer_server!("redis8");
+                $body;
+            }
+
+            #[test]
+            fn redis86() {
+                let $bin = newer_server!("redis8.6");
                 $body;
             }
 

@@ -14,16 +14,27 @@
 # The soak is kept on every server (its sizes, IMID_SOAK_CYCLES and IMID_SOAK_KEYS, pass
 # through): it takes well under a minute, and AOF/RDB loading, replication and failover are
 # where servers differ most.
+# The tests pinned to a newer server (`newer_server!`, `on_newer_servers!`: they ignore
+# REDIS_SERVER and run the same on every run) run in the first server's run only
+# (IMID_MATRIX_PINNED=first, the default), in every run (all), or in none (none: CI, whose
+# `make test` ran them already).
 # Expects the release and test-hooks builds (make test-matrix builds them). Full output of each
 # run in target/test-matrix/<server>.log; a summary table at the end; exit 1 if any run failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 servers=${IMID_MATRIX:-redis7 redis8 redis8.6 valkey8 valkey9}
+pinned=${IMID_MATRIX_PINNED:-first}
+case "$pinned" in first | all | none) ;; *)
+  echo "IMID_MATRIX_PINNED must be first, all or none" >&2
+  exit 2
+  ;;
+esac
 logs=target/test-matrix
 mkdir -p "$logs"
 summary=()
 failed=0
+ran=0
 
 for s in $servers; do
   log="$logs/$s.log"
@@ -43,8 +54,13 @@ for s in $servers; do
   echo "=== $s: $version ($bin)"
   start=$SECONDS
   result=ok
+  newer=skip
+  if [ "$pinned" = all ] || { [ "$pinned" = first ] && [ "$ran" -eq 0 ]; }; then
+    newer=require
+  fi
+  ran=$((ran + 1))
   {
-    IMID_NEWER_SERVERS=require REDIS_SERVER=$bin cargo test --release --all-targets --no-fail-fast &&
+    IMID_NEWER_SERVERS=$newer REDIS_SERVER=$bin cargo test --release --all-targets --no-fail-fast &&
       REDIS_SERVER=$bin cargo test --release --test it -- --ignored --test-threads 1 soak::
   } >"$log" 2>&1 || result=FAILED
   took=$((SECONDS - start))

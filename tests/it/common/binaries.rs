@@ -132,7 +132,9 @@ pub fn binary(var: &str, default: &str) -> String {
 /// (or builds) under `target/servers/`. Missing, it fails
 /// the test when `IMID_NEWER_SERVERS=require` (`make test` and `make test-matrix` set it), and
 /// otherwise is `None` after saying on stderr which test it skips and what runs it: plain
-/// `cargo test` runs on a machine without the newer servers. Tests take it through
+/// `cargo test` runs on a machine without the newer servers. `IMID_NEWER_SERVERS=skip` skips
+/// these tests, saying so: they do not depend on `$REDIS_SERVER`, so a matrix that already ran
+/// them once (`scripts/test-matrix.sh`) need not run them again per server. Tests take it through
 /// [`newer_server!`].
 pub fn find_newer_server(name: &str) -> Option<PathBuf> {
     let (var, file) = match name {
@@ -141,6 +143,12 @@ pub fn find_newer_server(name: &str) -> Option<PathBuf> {
         "valkey9" => ("IMID_VALKEY9", "valkey-server-9.1.2"),
         other => panic!("unknown server {other}: redis8, redis8.6 or valkey9"),
     };
+    let test = std::thread::current().name().unwrap_or("?").to_owned();
+    if std::env::var("IMID_NEWER_SERVERS").as_deref() == Ok("skip") {
+        // These tests do not depend on `$REDIS_SERVER`: a matrix runs them once, not per server.
+        eprintln!("SKIPPED {test}: pinned to {file}, run once per matrix (IMID_NEWER_SERVERS=skip)");
+        return None;
+    }
     let p = std::env::var_os(var)
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("target/servers").join(file));
@@ -153,7 +161,6 @@ pub fn find_newer_server(name: &str) -> Option<PathBuf> {
         "{} not found: {how}",
         p.display()
     );
-    let test = std::thread::current().name().unwrap_or("?").to_owned();
     eprintln!(
         "SKIPPED {test}: needs {file}, not found at {}: {how}",
         p.display()

@@ -31,6 +31,7 @@ mod exposure;
 mod failed_load;
 mod guard;
 mod harness;
+mod jepsen;
 mod lease;
 mod loading;
 mod msgid;

@@ -124,6 +124,8 @@ pub struct Shared {
     pub throttle: Option<Duration>,
     /// Triples per plain batch.
     pub batch: usize,
+    /// No plain client receives more triples than this (a bound on memory).
+    pub max_triples: u64,
     /// New tokens per IDMP batch, and the sleep after one.
     pub idmp_batch: usize,
     pub idmp_pause: Duration,
@@ -181,6 +183,10 @@ fn next(x: &mut u64) -> u64 {
 pub enum Via {
     /// Always this address ("ip:port").
     Direct(String),
+    /// This address while it serves as a primary (through timeouts and dropped connections);
+    /// from its first refusal (NOREPLICAS, READONLY, MOVED, not a primary) on, the other way,
+    /// as a client whose configuration names a node until that node turns it away.
+    Pinned(String, Box<Via>),
     /// The primary the Sentinels at these addresses name for `master`.
     Sentinel(Vec<String>, String),
     /// The owners of the slots, as the nodes at these addresses say.
@@ -244,7 +250,7 @@ impl<'a> Router<'a> {
 
     fn resolve(&mut self) {
         match &self.via {
-            Via::Direct(a) => self.current = Some(a.clone()),
+            Via::Direct(a) | Via::Pinned(a, _) => self.current = Some(a.clone()),
             Via::Sentinel(sentinels, master) => {
                 self.current = None;
                 let n = sentinels.len().max(1);
@@ -383,6 +389,14 @@ impl<'a> Router<'a> {
     }
 
     fn failed(&mut self, addr: &str, why: Failure) {
+        if !matches!(why, Failure::Broken) {
+            if let Via::Pinned(_, then) = &self.via {
+                self.via = (**then).clone();
+                self.conns.clear();
+                self.current = None;
+                return;
+            }
+        }
         match why {
             Failure::Broken => {
                 self.conns.remove(addr);
@@ -398,7 +412,7 @@ impl<'a> Router<'a> {
                 match self.via {
                     Via::Sentinel(..) => self.current = None,
                     Via::Cluster(_) => self.resolve(),
-                    Via::Direct(_) => {}
+                    Via::Direct(_) | Via::Pinned(..) => {}
                 }
             }
             Failure::Moved => self.resolve(),
@@ -423,7 +437,12 @@ pub fn plain(via: Via, shared: &Shared, seed: u64, only: usize) -> Vec<Rec> {
     let n = only.min(shared.convs.len()).max(1) as u64;
     let hot = shared.hot.min(n as usize) as u64;
     let mut rounds = 0;
-    while !shared.stop.load(Ordering::Relaxed) && !shared.over() && rounds < MAX_ROUNDS {
+    let mut triples = 0;
+    while !shared.stop.load(Ordering::Relaxed)
+        && !shared.over()
+        && rounds < MAX_ROUNDS
+        && triples < shared.max_triples
+    {
         rounds += 1;
         let convs: Vec<usize> = (0..shared.batch)
             .map(|_| {
@@ -493,6 +512,7 @@ pub fn plain(via: Via, shared: &Shared, seed: u64, only: usize) -> Vec<Rec> {
                 }
                 if ok == 3 {
                     shared.triples.fetch_add(1, Ordering::Relaxed);
+                    triples += 1;
                 }
             }
             if let Some(f) = failure {
@@ -518,17 +538,17 @@ struct Pending {
     late: bool,
 }
 
-/// An IDMP client: new tokens on conversations picked at random, each retried at once after a
-/// timeout or refusal until answered, and asked once more 2–20 s after its first answer; until
-/// `stop_tokens` and every retry answered (or the deadline).
-pub fn idmp(via: Via, shared: &Shared, client: u32, seed: u64) -> Vec<IdmpRec> {
+/// An IDMP client: new tokens on conversations picked at random among the first `only`, each
+/// retried at once after a timeout or refusal until answered, and asked once more 2–20 s after
+/// its first answer; until `stop_tokens` and every retry answered (or the deadline).
+pub fn idmp(via: Via, shared: &Shared, client: u32, seed: u64, only: usize) -> Vec<IdmpRec> {
     let mut router = Router::new(via, shared, seed, Duration::from_secs(1));
     let mut x = seed.wrapping_mul(104_729).wrapping_add(7);
     let mut out = Vec::new();
     let mut made = 0u64;
     let mut now_retry: Vec<Pending> = Vec::new();
     let mut late: BinaryHeap<std::cmp::Reverse<Pending>> = BinaryHeap::new();
-    let n = shared.convs.len() as u64;
+    let n = only.min(shared.convs.len()).max(1) as u64;
     let (lo, hi) = (
         shared.late_retry.0.as_millis() as u64,
         shared.late_retry.1.as_millis() as u64,

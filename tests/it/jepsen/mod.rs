@@ -261,13 +261,17 @@ struct Size {
     after: Duration,
 }
 
+fn scale() -> f64 {
+    std::env::var("IMID_JEPSEN_SCALE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|s: &f64| *s > 0.0)
+        .unwrap_or(1.0)
+}
+
 impl Size {
     fn from_env() -> Size {
-        let scale: f64 = std::env::var("IMID_JEPSEN_SCALE")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|s: &f64| *s > 0.0)
-            .unwrap_or(1.0);
+        let scale = scale();
         let n = |base: f64| ((base * scale).round() as usize).max(1);
         Size {
             convs: 50,
@@ -363,8 +367,8 @@ struct Outcome {
     failover: bool,
     /// When the fault began, ms since the start.
     fault_ms: u32,
-    /// The last reply of the first primary, and the first of another node, relative to the
-    /// fault (ms).
+    /// The last reply of the first primary, and the first of the node that is primary at the
+    /// end (for the same slots in Cluster), relative to the fault (ms).
     old_last: Option<i64>,
     new_first: Option<i64>,
     /// Replies from the first primary before the fault, and from the last one after it.
@@ -497,6 +501,7 @@ fn shared(row: &Row, convs: Vec<Conv>) -> Shared {
         hot_percent: if row.unthrottled { 80 } else { 10 },
         throttle: (!row.unthrottled).then(|| Duration::from_millis(20)),
         batch: if row.unthrottled { 50 } else { 10 },
+        max_triples: (1_500_000.0 * scale()) as u64,
         idmp_batch: 2,
         idmp_pause: Duration::from_millis(40),
         late_retry: (secs(2), secs(20)),
@@ -515,7 +520,7 @@ fn shared(row: &Row, convs: Vec<Conv>) -> Shared {
 struct Clients {
     /// (how, conversations it picks from: the first n)
     plain: Vec<(Via, usize)>,
-    idmp: Vec<Via>,
+    idmp: Vec<(Via, usize)>,
 }
 
 struct Received {
@@ -541,7 +546,9 @@ fn drive(sh: &Shared, clients: Clients, size: &Size, fault_then_settle: impl FnO
             .idmp
             .into_iter()
             .enumerate()
-            .map(|(i, via)| s.spawn(move || load::idmp(via, sh, i as u32 + 1, 1000 + i as u64)))
+            .map(|(i, (via, only))| {
+                s.spawn(move || load::idmp(via, sh, i as u32 + 1, 1000 + i as u64, only))
+            })
             .collect();
         let stop_all = || {
             sh.stop.store(true, Ordering::Relaxed);
@@ -566,16 +573,18 @@ fn drive(sh: &Shared, clients: Clients, size: &Size, fault_then_settle: impl FnO
         fault_then_settle();
         let settled_ms = sh.ms();
         std::thread::sleep(size.after);
+        // The plain load stops; the IDMP clients make no new tokens and finish their retries.
+        sh.stop.store(true, Ordering::Relaxed);
         sh.stop_tokens.store(true, Ordering::Relaxed);
+        let recs: Vec<load::Rec> = plain
+            .into_iter()
+            .flat_map(|h| h.join().expect("plain client"))
+            .collect();
         let idmp: Vec<load::IdmpRec> = idmp
             .into_iter()
             .flat_map(|h| h.join().expect("IDMP client"))
             .collect();
         drop(guard);
-        let recs: Vec<load::Rec> = plain
-            .into_iter()
-            .flat_map(|h| h.join().expect("plain client"))
-            .collect();
         Received {
             recs,
             idmp,
@@ -612,7 +621,7 @@ fn outcome(
             if rel < 0 {
                 before_fault += 1;
             }
-        } else if rel >= 0 {
+        } else if node_of(term) == last && rel >= 0 {
             new_first = Some(new_first.map_or(rel, |n: i64| n.min(rel)));
         }
         if node_of(term) == last && at >= got.settled_ms {
@@ -722,8 +731,17 @@ fn sentinel_run(row: &Row, bin: &Path, module: &Path, size: &Size) -> Outcome {
     for _ in 0..size.follow {
         clients.plain.push((follow.clone(), n_convs));
     }
-    for _ in 0..size.idmp {
-        clients.idmp.push(follow.clone());
+    // Half the IDMP clients start on the primary that gets cut off and follow the Sentinels
+    // once it turns them away; the others follow the Sentinels throughout.
+    for i in 0..size.idmp {
+        clients.idmp.push(if i % 2 == 0 {
+            (
+                Via::Pinned(nodes[0].addr(), Box::new(follow.clone())),
+                n_convs,
+            )
+        } else {
+            (follow.clone(), n_convs)
+        });
     }
     let others: Vec<String> = ips
         .iter()
@@ -916,6 +934,7 @@ fn cluster_run(row: &Row, bin: &Path, module: &Path, size: &Size) -> Outcome {
     }
     let n_mine = mine.len();
     let convs: Vec<Conv> = mine.into_iter().chain(elsewhere).collect();
+    let n_convs = convs.len();
     let slots: Vec<u16> = convs.iter().map(|c| c.slot).collect();
     let hot_slot = slots.first().copied().unwrap_or(0);
     let sh = shared(row, convs);
@@ -934,8 +953,13 @@ fn cluster_run(row: &Row, bin: &Path, module: &Path, size: &Size) -> Outcome {
             .plain
             .push((Via::Cluster(seeds.clone()), slots.len()));
     }
-    for _ in 0..size.idmp {
-        clients.idmp.push(Via::Cluster(seeds.clone()));
+    for i in 0..size.idmp {
+        let slots = Via::Cluster(seeds.clone());
+        clients.idmp.push(if i % 2 == 0 {
+            (Via::Pinned(victim_addr.clone(), Box::new(slots)), n_mine)
+        } else {
+            (slots, n_convs)
+        });
     }
     let others: Vec<String> = ips
         .iter()

@@ -16,6 +16,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// How often a client following the Sentinels or the slots asks them again.
+const REFRESH: Duration = Duration::from_secs(1);
+
 /// No client makes more rounds than this (a round: one batch to each node it routes to).
 const MAX_ROUNDS: u64 = 5_000_000;
 
@@ -208,6 +211,8 @@ pub struct Router<'a> {
     current: Option<String>,
     /// Cluster: the owner of each slot (an address), once known.
     slots: Vec<Option<String>>,
+    /// When the Sentinels or the slots were last asked.
+    resolved: Instant,
     seed: u64,
     read_timeout: Duration,
 }
@@ -243,12 +248,14 @@ impl<'a> Router<'a> {
             conns: HashMap::new(),
             current: None,
             slots: vec![None; 16384],
+            resolved: Instant::now(),
             seed,
             read_timeout,
         }
     }
 
     fn resolve(&mut self) {
+        self.resolved = Instant::now();
         match &self.via {
             Via::Direct(a) | Via::Pinned(a, _) => self.current = Some(a.clone()),
             Via::Sentinel(sentinels, master) => {
@@ -313,8 +320,16 @@ impl<'a> Router<'a> {
         }
     }
 
-    /// The items (by their slots) grouped by the node to send them to.
+    /// The items (by their slots) grouped by the node to send them to. A client following the
+    /// Sentinels or the slots asks them again every second, as clients that subscribe to
+    /// Sentinel's `+switch-master` or refresh the cluster's topology do: so it moves to a new
+    /// primary even while the old one still answers it.
     fn route(&mut self, slots: &[u16]) -> Vec<(String, Vec<usize>)> {
+        if matches!(self.via, Via::Sentinel(..) | Via::Cluster(_))
+            && self.resolved.elapsed() > REFRESH
+        {
+            self.resolve();
+        }
         match self.via {
             Via::Cluster(_) => {
                 if slots

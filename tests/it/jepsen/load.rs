@@ -362,34 +362,42 @@ impl<'a> Router<'a> {
         }
     }
 
-    /// The connection to `addr` and the term it serves, if `addr` is a primary now.
-    fn conn(&mut self, addr: &str) -> Option<(&mut Connection, u16)> {
+    /// The connection to `addr` and the term it serves: `Broken` when it does not answer (cut
+    /// off, paused), `Refused` when it answers as a replica.
+    fn conn(&mut self, addr: &str) -> Result<(&mut Connection, u16), Failure> {
         let stale = self
             .conns
             .get(addr)
             .is_some_and(|c| c.checked.elapsed() > Duration::from_secs(1));
         if stale {
-            let c = self.conns.get_mut(addr)?;
-            match identity(&mut c.con) {
+            let c = self.conns.get_mut(addr).ok_or(Failure::Broken)?;
+            let checked = identity(&mut c.con);
+            match checked {
                 Some((true, run_id, replid)) => {
                     c.term = self.shared.term(addr, run_id, replid);
                     c.checked = Instant::now();
                 }
-                _ => {
+                Some((false, ..)) => {
                     self.conns.remove(addr);
+                    return Err(Failure::Refused);
+                }
+                None => {
+                    self.conns.remove(addr);
+                    return Err(Failure::Broken);
                 }
             }
         }
         if !self.conns.contains_key(addr) {
-            let client = redis::Client::open(format!("redis://{addr}/")).ok()?;
-            let mut con = client
-                .get_connection_with_timeout(Duration::from_secs(1))
-                .ok()?;
-            con.set_read_timeout(Some(self.read_timeout)).ok()?;
-            con.set_write_timeout(Some(self.read_timeout)).ok()?;
-            let (true, run_id, replid) = identity(&mut con)? else {
-                return None;
-            };
+            let mut con = redis::Client::open(format!("redis://{addr}/"))
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
+                .map_err(|_| Failure::Broken)?;
+            con.set_read_timeout(Some(self.read_timeout))
+                .and_then(|()| con.set_write_timeout(Some(self.read_timeout)))
+                .map_err(|_| Failure::Broken)?;
+            let (primary, run_id, replid) = identity(&mut con).ok_or(Failure::Broken)?;
+            if !primary {
+                return Err(Failure::Refused);
+            }
             let term = self.shared.term(addr, run_id, replid);
             self.conns.insert(
                 addr.to_owned(),
@@ -400,7 +408,10 @@ impl<'a> Router<'a> {
                 },
             );
         }
-        self.conns.get_mut(addr).map(|c| (&mut c.con, c.term))
+        self.conns
+            .get_mut(addr)
+            .map(|c| (&mut c.con, c.term))
+            .ok_or(Failure::Broken)
     }
 
     fn failed(&mut self, addr: &str, why: Failure) {
@@ -490,11 +501,11 @@ pub fn plain(via: Via, shared: &Shared, seed: u64, only: usize) -> Vec<Rec> {
             }
             let at_ms = shared.ms();
             let result = match router.conn(&addr) {
-                None => {
-                    router.failed(&addr, Failure::Refused);
+                Err(f) => {
+                    router.failed(&addr, f);
                     continue;
                 }
-                Some((con, term)) => p.query::<Vec<Value>>(con).map(|v| (v, term)),
+                Ok((con, term)) => p.query::<Vec<Value>>(con).map(|v| (v, term)),
             };
             let Ok((replies, term)) = result else {
                 router.failed(&addr, Failure::Broken);
@@ -621,8 +632,8 @@ pub fn idmp(via: Via, shared: &Shared, client: u32, seed: u64, only: usize) -> V
             }
             let at_ms = shared.ms();
             let result = match router.conn(&addr) {
-                None => {
-                    router.failed(&addr, Failure::Refused);
+                Err(f) => {
+                    router.failed(&addr, f);
                     for &i in &items {
                         if let Some(f) = sent.get_mut(i) {
                             *f = false;
@@ -630,7 +641,7 @@ pub fn idmp(via: Via, shared: &Shared, client: u32, seed: u64, only: usize) -> V
                     }
                     continue;
                 }
-                Some((con, term)) => p.query::<Vec<Value>>(con).map(|v| (v, term)),
+                Ok((con, term)) => p.query::<Vec<Value>>(con).map(|v| (v, term)),
             };
             let Ok((replies, term)) = result else {
                 router.failed(&addr, Failure::Broken);

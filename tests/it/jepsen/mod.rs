@@ -23,7 +23,12 @@
 //!   one's (the fence's target).
 //! - `IMID_JEPSEN_SCALE` (default 1): more clients and longer phases before and after the
 //!   fault (the fault itself is the row's).
-//! - `IMID_JEPSEN_REPORT=<file>`: append the row's result as a Markdown table row.
+//! - `IMID_JEPSEN_REPORT=<file>`: append the row's result as a Markdown table row (server, row,
+//!   settings, values / message IDs / UIDs twice, IDMP tokens with two values, values below an
+//!   earlier term's per category, the first primary's last reply and the last primary's first
+//!   after the fault, triples, failover).
+//! - `IMID_JEPSEN_KEEP=1`: keep every node's directory (its log) after a passing run too (a
+//!   failing run keeps them always), under the temp dir as `imid-jepsen-<namespace>-<node>`.
 mod checker;
 mod load;
 mod nemesis;
@@ -199,9 +204,11 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "cluster_pause",
-        what: "Cluster, pause (SIGSTOP) of a primary 8 s",
+        what: "Cluster, pause (SIGSTOP) of a primary 15 s",
         topology: Topology::Cluster,
-        fault: Fault::Pause(secs(8)),
+        // 8 s was too short for Valkey 9.1 to fail over (node-timeout 5 s, then the election):
+        // the node came back first, and nothing was tested.
+        fault: Fault::Pause(secs(15)),
         min_replicas: true,
         down_after_ms: 0,
         node_timeout_ms: 5000,
@@ -364,9 +371,15 @@ struct Outcome {
     failover: bool,
     /// When the fault began, ms since the start.
     fault_ms: u32,
-    /// The last reply of the first primary, and the first of the node that is primary at the
-    /// end (for the same slots in Cluster), relative to the fault (ms).
+    /// The last reply of the first primary (any, and plain triples only), and the first of the
+    /// node that is primary at the end (for the same slots in Cluster), relative to the fault
+    /// (ms).
     old_last: Option<i64>,
+    old_last_plain: Option<i64>,
+    /// The time field of the first primary's highest message ID, and of the last primary's
+    /// lowest, relative to the fault's wall clock (ms).
+    old_id_time: Option<i64>,
+    new_id_time: Option<i64>,
     new_first: Option<i64>,
     /// Replies from the first primary before the fault, and from the last one after it.
     before_fault: usize,
@@ -397,7 +410,8 @@ fn inside(row: &Row, server: &str) {
         |v: Option<i64>| v.map_or("-".to_owned(), |ms| format!("{:+.2} s", ms as f64 / 1000.0));
     eprintln!(
         "{name}: {} triples, {} IDMP tokens; terms: {}; fault at {} ms; first primary's last reply \
-         {}, another node's first {}; failover {}; {:.0} s",
+         {} (of a triple {}), the last primary's first {}; message ID times: the first primary's \
+         highest {}, the last primary's lowest {}; failover {}; {:.0} s",
         o.triples,
         f.idmp_tokens,
         o.terms
@@ -407,7 +421,10 @@ fn inside(row: &Row, server: &str) {
             .join(", "),
         o.fault_ms,
         rel(o.old_last),
+        rel(o.old_last_plain),
         rel(o.new_first),
+        rel(o.old_id_time),
+        rel(o.new_id_time),
         o.failover,
         o.took.as_secs_f64()
     );
@@ -524,14 +541,22 @@ struct Received {
     recs: Vec<load::Rec>,
     idmp: Vec<load::IdmpRec>,
     fault_ms: u32,
+    /// The fault's wall-clock time (Unix ms).
+    fault_unix_ms: i64,
     settled_ms: u32,
 }
 
 /// The steps every topology shares: the clients, load for `size.before`, the fault and the
-/// wait until the nodes settled (`fault_then_settle`), load for `size.after`, then the IDMP
+/// wait until the nodes settled (`fault_then_settle`, which returns when the fault began: ms
+/// since the start, and Unix ms), load for `size.after`, then the IDMP
 /// clients finish their late retries and everything stops. Returns what the clients received
 /// and when the fault began and the nodes settled (ms since the start).
-fn drive(sh: &Shared, clients: Clients, size: &Size, fault_then_settle: impl FnOnce()) -> Received {
+fn drive(
+    sh: &Shared,
+    clients: Clients,
+    size: &Size,
+    fault_then_settle: impl FnOnce() -> (u32, i64),
+) -> Received {
     std::thread::scope(|s| {
         let plain: Vec<_> = clients
             .plain
@@ -566,8 +591,7 @@ fn drive(sh: &Shared, clients: Clients, size: &Size, fault_then_settle: impl FnO
             String::new,
         );
         std::thread::sleep(size.before);
-        let fault_ms = sh.ms();
-        fault_then_settle();
+        let (fault_ms, fault_unix_ms) = fault_then_settle();
         let settled_ms = sh.ms();
         std::thread::sleep(size.after);
         // The plain load stops; the IDMP clients make no new tokens and finish their retries.
@@ -586,6 +610,7 @@ fn drive(sh: &Shared, clients: Clients, size: &Size, fault_then_settle: impl FnO
             recs,
             idmp,
             fault_ms,
+            fault_unix_ms,
             settled_ms,
         }
     })
@@ -603,6 +628,12 @@ fn outcome(
     let node_of = |t: u16| terms.get(t as usize).map_or("", |t| t.node.as_str());
     let fault = i64::from(got.fault_ms);
     let mut old_last = None;
+    let old_last_plain = got
+        .recs
+        .iter()
+        .filter(|r| node_of(r.term) == first)
+        .map(|r| i64::from(r.at_ms) - fault)
+        .max();
     let mut new_first = None;
     let mut before_fault = 0;
     let mut after_settled = 0;
@@ -625,12 +656,33 @@ fn outcome(
             after_settled += 1;
         }
     }
+    // The time field of the message IDs: the first primary's highest, the last one's lowest,
+    // relative to the fault's wall clock (how far the lease the new primary inherited reached).
+    let id_time = |pick: &dyn Fn(&str) -> bool, highest: bool| {
+        let times = got
+            .recs
+            .iter()
+            .filter(|r| r.kind == load::Kind::MsgId && pick(node_of(r.term)))
+            .map(|r| load::msgid_time_ms(r.v) - got.fault_unix_ms);
+        if highest {
+            times.max()
+        } else {
+            times.min()
+        }
+    };
+    let old_id_time = id_time(&|n| n == first, true);
+    let new_id_time = (first != last)
+        .then(|| id_time(&|n| n == last, false))
+        .flatten();
     let findings = checker::run(&got.recs, &got.idmp, &terms, id_lane);
     Outcome {
         findings,
         failover: first != last,
         fault_ms: got.fault_ms,
         old_last,
+        old_last_plain,
+        old_id_time,
+        new_id_time,
         new_first,
         before_fault,
         after_settled,
@@ -771,6 +823,7 @@ fn sentinel_run(row: &Row, bin: &Path, module: &Path, size: &Size) -> Outcome {
                 }
             }
             let others: Vec<&str> = others.iter().map(String::as_str).collect();
+            let at = (sh.ms(), nemesis::now_ms());
             match row.fault {
                 Fault::Partition(d) => {
                     fw.isolate(&nodes[0].ip, &others);
@@ -816,6 +869,7 @@ fn sentinel_run(row: &Row, bin: &Path, module: &Path, size: &Size) -> Outcome {
                 },
                 || all(nodes),
             );
+            at
         })
     };
     outcome(&sh, got, &first, &last, |_| 0, started)
@@ -971,6 +1025,7 @@ fn cluster_run(row: &Row, bin: &Path, module: &Path, size: &Size) -> Outcome {
         let victim_addr = &victim_addr;
         drive(&sh, clients, size, || {
             let others: Vec<&str> = others.iter().map(String::as_str).collect();
+            let at = (sh.ms(), nemesis::now_ms());
             match row.fault {
                 Fault::Partition(d) => {
                     fw.isolate(&nodes[victim].ip, &others);
@@ -1012,6 +1067,7 @@ fn cluster_run(row: &Row, bin: &Path, module: &Path, size: &Size) -> Outcome {
                 },
                 || all(nodes),
             );
+            at
         })
     };
     let lane_of: Vec<u32> = slots.iter().map(|&s| u32::from(s)).collect();

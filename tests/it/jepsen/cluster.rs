@@ -8,6 +8,9 @@ use super::{Fault, Row, Size};
 use std::path::Path;
 use std::time::Instant;
 
+/// One row against Cluster: the six nodes, the load (half of it in the slots of slot 0's
+/// owner, the victim), the fault against the victim, the wait until the cluster is ok again
+/// with every replica synced; what the clients received, checked.
 pub(super) fn run(row: &Row, bin: &Path, module: &Path, size: &Size) -> Outcome {
     let started = Instant::now();
     let fw = Firewall::new();

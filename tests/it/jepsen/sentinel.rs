@@ -25,6 +25,9 @@ pub(super) fn agreed(sentinels: &[Node]) -> Option<String> {
         .then_some(first)
 }
 
+/// One row against Sentinel: the nodes and Sentinels, the load, the fault against the primary,
+/// the wait until the Sentinels agree on a primary every other node replicates; what the
+/// clients received, checked.
 pub(super) fn run(row: &Row, bin: &Path, module: &Path, size: &Size) -> Outcome {
     let started = Instant::now();
     let fw = Firewall::new();

@@ -349,7 +349,7 @@ pub(crate) fn hset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 }
 
 /// SEQ.HDEL key field [field ...] -> the number of fields removed. Removing the last field
-/// deletes the key, as for a Redis hash.
+/// deletes the key and publishes `seq.hdel` then `del`, as HDEL does for a Redis hash.
 pub(crate) fn hdel(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let (key, names) = key_and_fields(args)?;
     let mut k = MapKey::open(ctx, key, true)?;
@@ -362,12 +362,16 @@ pub(crate) fn hdel(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         for n in &names {
             removed += u64::from(m.remove(n));
         }
-        if m.is_empty() {
+        let emptied = m.is_empty();
+        if emptied {
             k.delete();
         }
         drop(k);
         ctx.replicate_verbatim();
         ctx.changed(c"seq.hdel", key);
+        if emptied {
+            ctx.deleted(key);
+        }
     }
     ctx.reply_int(int(removed));
     Ok(())

@@ -446,6 +446,22 @@ impl Ctx {
         }
     }
 
+    /// After [`Ctx::changed`], for a write that deleted `key` (a map's last field removed):
+    /// the keyspace event `del` of class `g`, as Redis publishes after HDEL empties a hash.
+    pub(crate) fn deleted(&self, key: &Arg) {
+        // SAFETY: see the module comment; Redis copies what it keeps.
+        unsafe {
+            if let Some(f) = raw::RedisModule_NotifyKeyspaceEvent {
+                f(
+                    self.ptr,
+                    raw::REDISMODULE_NOTIFY_GENERIC as c_int,
+                    c"del".as_ptr(),
+                    key.ptr,
+                );
+            }
+        }
+    }
+
     pub(crate) fn log_warning(&self, msg: &str) {
         log(self.ptr, c"warning", msg);
     }

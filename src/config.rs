@@ -358,7 +358,12 @@ pub(crate) fn parse_args(args: &[&[u8]]) -> Result<Start, String> {
         None => Ok(default),
         Some(t) => parse_int(t)
             .filter(|n| (min..=max).contains(n))
-            .ok_or_else(|| refuse(name, format!("imid.{name} must be an integer in {min}..{max}"))),
+            .ok_or_else(|| {
+                refuse(
+                    name,
+                    format!("imid.{name} must be an integer in {min}..{max}"),
+                )
+            }),
     };
     let text =
         |name: &str, v: Option<&str>, default: &str, check: fn(&str) -> Result<(), String>| {
@@ -461,14 +466,23 @@ mod tests {
     #[test]
     fn unknown_missing_and_repeated_names_are_refused() {
         for (args, want) in [
-            (vec!["uid-nod", "7"], "module argument 1 of 2 is not a config of imid"),
+            (
+                vec!["uid-nod", "7"],
+                "module argument 1 of 2 is not a config of imid",
+            ),
             (
                 vec!["imid.bogus", "1"],
                 "module argument 1 of 2 is not a config of imid",
             ),
-            (vec!["imid.", "1"], "argument 1 of 2 is not a config of imid"),
+            (
+                vec!["imid.", "1"],
+                "argument 1 of 2 is not a config of imid",
+            ),
             (vec!["7"], "argument 1 of 1 is not a config of imid"),
-            (vec!["uid-node"], "argument 1 of 1 (imid.uid-node) has no value"),
+            (
+                vec!["uid-node"],
+                "argument 1 of 1 (imid.uid-node) has no value",
+            ),
             (
                 vec!["seq-gap", "5", "uid-node"],
                 "argument 3 of 3 (imid.uid-node) has no value",

@@ -17,6 +17,7 @@ use crate::core::reserve::{self, Idmp, Node, Plan, Record, Refusal, Store};
 use crate::core::seq::Seq;
 use crate::error::{err, Error};
 use crate::host::{Arg, Ctx};
+use crate::node::idmp_clock::CallClock;
 use crate::node::{self, SEQ_GAP_SKIPS, SEQ_ISSUED};
 use std::ffi::CStr;
 
@@ -67,9 +68,9 @@ pub(crate) fn reserve(
     field: Option<&Arg>,
     mut target: impl Target,
     count: u64,
-    idmp: Option<(&Arg, Idmp)>,
+    idmp: Option<(&Arg, Idmp, CallClock)>,
 ) -> Result<(), Error> {
-    let plan = reserve::plan(&target, &Here(ctx), count, idmp.as_ref().map(|(_, i)| i))
+    let plan = reserve::plan(&target, &Here(ctx), count, idmp.as_ref().map(|(_, i, _)| i))
         .map_err(|r| refusal(r, kind))?;
     let r = match plan {
         Plan::Duplicate(last) => {
@@ -89,13 +90,17 @@ pub(crate) fn reserve(
     });
     target.commit(r.next.state, r.record)?;
     drop(target);
+    // Only now, with the key changed, does the call's IDMP clock become the node's and reach
+    // the streams (before the call itself): a refused call wrote nothing.
+    let token = idmp.map(|(token, _, clock)| {
+        clock.commit(ctx);
+        token
+    });
     if r.as_called {
         ctx.replicate_verbatim();
     } else {
-        match (idmp, effect) {
-            (Some((token, _)), Some(ints)) => {
-                ctx.replicate_token(kind.idmpset, key, token, ints, field)
-            }
+        match (token, effect) {
+            (Some(token), Some(ints)) => ctx.replicate_token(kind.idmpset, key, token, ints, field),
             _ => match field {
                 None => ctx.replicate_key_int(kind.set, key, int(last)),
                 Some(f) => ctx.replicate_key_arg_int(kind.set, key, f, int(last)),

@@ -87,13 +87,14 @@ pub(crate) fn next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 /// SEQ.NEXT stays as it was.
 #[inline(never)]
 fn next_idmp(ctx: &Ctx, key: &Arg, count: u64, token: &Arg) -> Result<(), Error> {
+    let clock = node::idmp_clock::for_call(ctx)?;
     let idmp = Idmp {
         token: token.bytes(),
         fingerprint: fingerprint(b"", count),
-        clock: node::idmp_clock::for_call(ctx),
+        clock: clock.clock(),
     };
     let k = SeqKey::open(ctx, key, true)?;
-    reserve(ctx, &NEXT, key, None, k, count, Some((token, idmp)))
+    reserve(ctx, &NEXT, key, None, k, count, Some((token, idmp, clock)))
 }
 
 /// SEQ.IDMPCLOCK ms ttl-ms max
@@ -109,7 +110,7 @@ pub(crate) fn idmpclock(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let ms = ms.int_in("ms", 0, i64::MAX)?.unsigned_abs();
     let ttl = ttl.int_in("ttl-ms", 0, i64::MAX)?.unsigned_abs();
     let max = max.int_in("max", 0, i64::MAX)?.unsigned_abs();
-    let (ttl, max) = node::idmp_clock::bounds(ttl, max).map_err(err)?;
+    let (ttl, max) = node::idmp_clock::check(ms, ttl, max).map_err(err)?;
     if ctx.is_slot_import() {
         ctx.reply_ok();
         return Ok(());

@@ -127,10 +127,11 @@ pub(crate) fn hnext(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 #[inline(never)]
 fn hnext_idmp(ctx: &Ctx, key: &Arg, field_a: &Arg, count: u64, token: &Arg) -> Result<(), Error> {
     let field = field_a.bytes();
+    let clock = node::idmp_clock::for_call(ctx)?;
     let idmp = Idmp {
         token: token.bytes(),
         fingerprint: fingerprint(field, count),
-        clock: node::idmp_clock::for_call(ctx),
+        clock: clock.clock(),
     };
     let target = Field::open(ctx, key, field)?;
     reserve(
@@ -140,7 +141,7 @@ fn hnext_idmp(ctx: &Ctx, key: &Arg, field_a: &Arg, count: u64, token: &Arg) -> R
         Some(field_a),
         target,
         count,
-        Some((token, idmp)),
+        Some((token, idmp, clock)),
     )
 }
 

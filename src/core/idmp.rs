@@ -52,10 +52,23 @@ pub struct Clock {
     pub verbatim: bool,
 }
 
+/// The latest expiry (unix ms) a token may have: the AOF and the replication stream write an
+/// expiry as a signed 64-bit integer (`SEQ.IDMPSET`, `SEQ.HIDMPSET`), so a later one could not
+/// be written back. RDB, `RESTORE` and the IDMP clock refuse what would pass it.
+pub const MAX_EXPIRES_MS: u64 = i64::MAX as u64;
+
 impl Clock {
     /// The expiry of a token recorded now.
     pub fn expires_ms(&self) -> u64 {
         self.now_ms.saturating_add(self.ttl_ms)
+    }
+
+    /// Whether a token recorded at `now_ms` with a lifetime of `ttl_ms` expires at or before
+    /// [`MAX_EXPIRES_MS`], so that its expiry can be written back.
+    pub fn fits(now_ms: u64, ttl_ms: u64) -> bool {
+        now_ms
+            .checked_add(ttl_ms)
+            .is_some_and(|e| e <= MAX_EXPIRES_MS)
     }
 }
 

@@ -1,7 +1,7 @@
 //! An IDMP token window (`core::idmp::Window`) in the files and streams of both data types: RDB
 //! and DUMP payloads, AOF rewrites, DEBUG DIGEST.
 
-use crate::core::idmp::{check_token, Entry, Window, MAX_TOKENS};
+use crate::core::idmp::{check_token, Entry, Window, MAX_EXPIRES_MS, MAX_TOKENS};
 use crate::core::seq::MAX_VALUE;
 use crate::host::io::{AofKey, Digest, Rdb};
 
@@ -47,6 +47,11 @@ fn load_entry(rdb: &Rdb) -> Result<Entry, String> {
     let fingerprint = next("fingerprint")?;
     if last > MAX_VALUE {
         return Err(format!("token value {last} above {MAX_VALUE}"));
+    }
+    // The AOF and the replication stream write an expiry as a signed 64-bit integer: a later
+    // one could not be written back (an AOF rewrite would lose the token).
+    if expires_ms > MAX_EXPIRES_MS {
+        return Err(format!("token expiry {expires_ms} above {MAX_EXPIRES_MS}"));
     }
     Entry::new(&token, last, expires_ms, fingerprint)
         .ok_or_else(|| "IDMP token must be 1..64 bytes".to_owned())

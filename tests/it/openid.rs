@@ -319,17 +319,27 @@ fn no_key_reaches_the_log_from_module_arguments() {
     for args in cases {
         let mut c = redis::cmd("MODULE");
         c.arg("LOADEX").arg(&module).arg("ARGS").arg(args);
-        let e = c.query::<()>(&mut con).map_err(|e| err_text(&e)).unwrap_err();
+        let e = c
+            .query::<()>(&mut con)
+            .map_err(|e| err_text(&e))
+            .unwrap_err();
         assert_no_key("MODULE LOADEX ... ARGS error", &e);
     }
-    for value in [BAD_KEY, &format!("{KEY_A}, {BAD_KEY}"), &format!("{KEY_A},,{KEY_B}")] {
+    for value in [
+        BAD_KEY,
+        &format!("{KEY_A}, {BAD_KEY}"),
+        &format!("{KEY_A},,{KEY_B}"),
+    ] {
         let e = loadex(&mut con, &module, &[("imid.openid-keys", value)]).unwrap_err();
         assert_no_key("MODULE LOADEX ... CONFIG error", &e);
     }
     assert!(!modules(&mut con).contains(&"imid".to_owned()));
     drop(con);
     let log = std::fs::read_to_string(s.dir.join("redis.log")).unwrap();
-    assert!(log.contains("module argument 1 of 3 is not a config"), "{log}");
+    assert!(
+        log.contains("module argument 1 of 3 is not a config"),
+        "{log}"
+    );
     assert_no_key("redis.log", &log);
 }
 

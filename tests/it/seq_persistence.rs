@@ -697,16 +697,28 @@ fn rdb_marks_past_their_caps_are_refused_and_the_caps_load() {
 #[test]
 fn the_idmp_clock_rides_in_the_rdb_and_a_bad_one_is_refused() {
     // Aux data version 3 ends with the IDMP clock (src/node/idmp_clock.rs): time, token
-    // lifetime (ms), window size. One outside SEQ.IDMPCLOCK's ranges refuses the file.
+    // lifetime (ms), window size. One outside SEQ.IDMPCLOCK's ranges refuses the file, as does
+    // one whose tokens would expire past 2^63-1 ms.
     let mut s = Server::start();
     let mut con = s.client();
     let floor = server_time_ms(&mut con) as u64 / 1000 * 1000 + 50_000;
-    let bad: [([u64; 3], String); 3] = [
+    let bad: [([u64; 3], String); 4] = [
         ([floor, 999, 5], "ttl-ms must be in 1000..604800000".into()),
         ([floor, 10_000, 0], "max must be in 1..1000000".into()),
         (
             [1 << 63, 10_000, 5],
-            format!("IDMP clock time {} past 2^63-1", 1u64 << 63),
+            format!(
+                "IDMP clock {} 10000 5: ms + ttl-ms must be at most 9223372036854775807",
+                1u64 << 63
+            ),
+        ),
+        // A token it recorded would expire past 2^63-1, which no stream can write back.
+        (
+            [i64::MAX as u64 - 9_999, 10_000, 5],
+            format!(
+                "IDMP clock {} 10000 5: ms + ttl-ms must be at most 9223372036854775807",
+                i64::MAX as u64 - 9_999
+            ),
         ),
     ];
     for ([t, ttl, max], line) in bad {

@@ -357,14 +357,15 @@ fn last_field_events_as_a_hash(bin: Option<std::path::PathBuf>) {
     let mut sub = s.client();
     let mut pubsub = sub.as_pubsub();
     pubsub.psubscribe("__keyspace@0__:*").unwrap();
-    let events = |pubsub: &mut redis::PubSub, con: &mut Connection, key: &str, calls: &[&[&str]]| {
-        for call in calls {
-            let _: Value = cmd(con, call).unwrap();
-        }
-        let marker = format!("{key}-end");
-        let _: () = cmd(con, &["SET", &marker, "1"]).unwrap();
-        keyspace_events(pubsub, key, &marker)
-    };
+    let events =
+        |pubsub: &mut redis::PubSub, con: &mut Connection, key: &str, calls: &[&[&str]]| {
+            for call in calls {
+                let _: Value = cmd(con, call).unwrap();
+            }
+            let marker = format!("{key}-end");
+            let _: () = cmd(con, &["SET", &marker, "1"]).unwrap();
+            keyspace_events(pubsub, key, &marker)
+        };
     let hash = events(
         &mut pubsub,
         &mut con,
@@ -377,7 +378,11 @@ fn last_field_events_as_a_hash(bin: Option<std::path::PathBuf>) {
             &["HDEL", "h", "a", "zz"],
         ],
     );
-    assert_eq!(hash, ["hset", "hdel", "hdel", "del", "hset", "hdel", "del"], "the hash's own");
+    assert_eq!(
+        hash,
+        ["hset", "hdel", "hdel", "del", "hset", "hdel", "del"],
+        "the hash's own"
+    );
     let map = events(
         &mut pubsub,
         &mut con,
@@ -392,7 +397,13 @@ fn last_field_events_as_a_hash(bin: Option<std::path::PathBuf>) {
     );
     let as_hash: Vec<String> = hash
         .iter()
-        .map(|e| if e == "del" { e.clone() } else { format!("seq.{e}") })
+        .map(|e| {
+            if e == "del" {
+                e.clone()
+            } else {
+                format!("seq.{e}")
+            }
+        })
         .collect();
     assert_eq!(map, as_hash, "the map's, as the hash's");
     assert_eq!(int(&mut con, &["EXISTS", "m"]), 0);
@@ -403,7 +414,9 @@ fn last_field_events_as_a_hash_on_redis7() {
     last_field_events_as_a_hash(None);
 }
 
-on_newer_servers!(last_field_events_as_a_hash_on, |bin| last_field_events_as_a_hash(Some(bin)));
+on_newer_servers!(last_field_events_as_a_hash_on, |bin| {
+    last_field_events_as_a_hash(Some(bin))
+});
 
 /// used_memory per counter of a map of `n` fields (10-byte names, values below 2^32) and of
 /// a hash with the same fields, and MEMORY USAGE against the used_memory delta.

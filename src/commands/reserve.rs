@@ -5,9 +5,9 @@
 //! Replication: as called when replaying the call reproduces its effect exactly (a replay never
 //! applies the gap; an IDMP call decides by the IDMP clock replicas replay, `node::idmp_clock`),
 //! else its explicit effect: `SEQ.SET key last` / `SEQ.HSET key field last` for a plain call,
-//! `SEQ.IDMPSET key token last expires fingerprint dropped` / `SEQ.HIDMPSET ... field` for an
-//! IDMP one (the value set to `last`, the `dropped` oldest tokens dropped, the token recorded
-//! with its absolute expiry). A retry changes nothing and replicates nothing. The key is opened
+//! `SEQ.IDMPSET key token last expires count dropped` / `SEQ.HIDMPSET key token last expires
+//! dropped COUNT count FIELD field SET` for an IDMP one (the value set to `last`, the `dropped`
+//! oldest tokens dropped, the token recorded with its absolute expiry and its request). A retry changes nothing and replicates nothing. The key is opened
 //! once, for writing, and signalled only when it changed (`Ctx::changed`), so a retry leaves a
 //! client's WATCH alone.
 
@@ -24,7 +24,7 @@ use std::ffi::CStr;
 /// The write side of a reservation's target (a sequence key, a field of a map).
 pub(crate) trait Target: Store {
     /// Stores the new state and, with IDMP, records the token.
-    fn commit(&mut self, s: Seq, record: Option<Record>) -> Result<(), Error>;
+    fn commit(&mut self, s: Seq, record: Option<Record<Self::Request>>) -> Result<(), Error>;
 }
 
 /// What differs between the commands that reserve: their keyspace event, their explicit
@@ -61,14 +61,14 @@ impl Node for Here<'_> {
 /// `idmp` (the token argument and its request) when given; replies the last value, or
 /// `[last, duplicate]` with IDMP.
 #[inline(always)]
-pub(crate) fn reserve(
+pub(crate) fn reserve<T: Target>(
     ctx: &Ctx,
     kind: &Kind,
     key: &Arg,
     field: Option<&Arg>,
-    mut target: impl Target,
+    mut target: T,
     count: u64,
-    idmp: Option<(&Arg, Idmp, CallClock)>,
+    idmp: Option<(&Arg, Idmp<'_, T::Request>, CallClock)>,
 ) -> Result<(), Error> {
     let plan = reserve::plan(&target, &Here(ctx), count, idmp.as_ref().map(|(_, i, _)| i))
         .map_err(|r| refusal(r, kind))?;
@@ -84,7 +84,6 @@ pub(crate) fn reserve(
         [
             int(last),
             int(rec.entry.expires_ms),
-            rec.entry.fingerprint as i64,
             int(rec.dropped as u64),
         ]
     });
@@ -100,7 +99,24 @@ pub(crate) fn reserve(
         ctx.replicate_verbatim();
     } else {
         match (token, effect) {
-            (Some(token), Some(ints)) => ctx.replicate_token(kind.idmpset, key, token, ints, field),
+            // A sequence key's request is its COUNT, which SEQ.IDMPSET takes as the
+            // fingerprint; a map's is the field and the COUNT.
+            (Some(token), Some([last, expires, dropped])) => match field {
+                None => ctx.replicate_token(
+                    kind.idmpset,
+                    key,
+                    token,
+                    [last, expires, int(count), dropped],
+                ),
+                Some(f) => ctx.replicate_field_token(
+                    kind.idmpset,
+                    key,
+                    token,
+                    [last, expires, dropped],
+                    int(count),
+                    f,
+                ),
+            },
             _ => match field {
                 None => ctx.replicate_key_int(kind.set, key, int(last)),
                 Some(f) => ctx.replicate_key_arg_int(kind.set, key, f, int(last)),

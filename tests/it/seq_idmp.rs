@@ -1141,3 +1141,167 @@ fn a_refused_or_answered_idmp_call_writes_nothing() {
     s.wait_replica(&replica);
     assert_eq!(digest(&replica), digest(&s));
 }
+
+/// Two field names whose 64-bit FNV-1a fingerprints with COUNT 3 collide (issue 28: found by a
+/// birthday search in two minutes).
+const CRAFTED: [&[u8]; 2] = [
+    &[0x46, 0xe9, 0xc7, 0x40, 0x61, 0x37, 0x7e, 0xf1, 0xa7],
+    &[0x46, 0xbc, 0x73, 0x36, 0x8d, 0xbe, 0x2e, 0xea, 0xd0],
+];
+
+/// `SEQ.HNEXT key field COUNT count IDMP token` with a binary field.
+fn hnext_bytes(
+    con: &mut Connection,
+    key: &str,
+    field: &[u8],
+    count: u64,
+    token: &str,
+) -> redis::RedisResult<Vec<i64>> {
+    redis::cmd("SEQ.HNEXT")
+        .arg(key)
+        .arg(field)
+        .arg("COUNT")
+        .arg(count)
+        .arg("IDMP")
+        .arg(token)
+        .query(con)
+}
+
+/// The crafted pair on `m` under token `tok`: the first field's retry is a duplicate of
+/// `last`, the second field is refused, wherever the map went.
+fn crafted_pair_holds(con: &mut Connection, m: &str, last: i64, what: &str) {
+    assert_eq!(
+        hnext_bytes(con, m, CRAFTED[0], 3, "tok").unwrap(),
+        [last, 1],
+        "{what}"
+    );
+    let e = hnext_bytes(con, m, CRAFTED[1], 3, "tok").unwrap_err();
+    assert!(
+        err_text(&e)
+            .starts_with("ERR IDMP token already used on this key with another field or COUNT"),
+        "{what}: {e}"
+    );
+}
+
+#[test]
+fn a_crafted_field_never_gets_another_fields_answer() {
+    // The token keeps the field and COUNT themselves: two fields whose old 64-bit fingerprints
+    // collide are two requests, on the primary, a replica (as called and by the explicit
+    // effect), through RDB, RESTORE and an AOF rewrite without the RDB preamble.
+    let args = [&aof_always("no")[..], &["--save", ""]].concat();
+    let mut s = Server::with(&args);
+    let replica = s.replica(&[]);
+    let mut con = s.client();
+    assert_eq!(
+        hnext_bytes(&mut con, "m", CRAFTED[0], 3, "tok").unwrap(),
+        [3, 0]
+    );
+    crafted_pair_holds(&mut con, "m", 3, "primary");
+    // Loaded (DEBUG RELOAD marks the fields): the next IDMP call skips the gap, so it goes as
+    // its explicit effect, SEQ.HIDMPSET ... COUNT n FIELD f SET.
+    ok(&mut con, &["DEBUG", "RELOAD"]);
+    crafted_pair_holds(&mut con, "m", 3, "RDB");
+    assert_eq!(
+        hnext_bytes(&mut con, "m", CRAFTED[1], 2, "tok2").unwrap(),
+        [1002, 0]
+    );
+    s.wait_replica(&replica);
+    let r_info: String = cmd(&mut replica.client(), &["INFO", "commandstats"]).unwrap();
+    assert!(r_info.contains("cmdstat_seq.hidmpset"), "{r_info}");
+    assert_eq!(digest(&replica), digest(&s));
+    let dump: Vec<u8> = redis::cmd("DUMP").arg("m").query(&mut con).unwrap();
+    assert_eq!(restore(&mut con, "m2", &dump).unwrap(), "OK");
+    crafted_pair_holds(&mut con, "m2", 3, "RESTORE");
+    let e = hnext_bytes(&mut con, "m2", CRAFTED[0], 2, "tok2").unwrap_err();
+    assert!(err_text(&e).contains("another field or COUNT"), "{e}");
+    // The replica's copy holds the requests too: promoted, it refuses the same way.
+    let mut r = replica.client();
+    ok(&mut r, &["REPLICAOF", "NO", "ONE"]);
+    crafted_pair_holds(&mut r, "m", 3, "replica");
+    drop(replica);
+    // An AOF rewrite without the preamble writes each token with its request.
+    s.rewrite_aof();
+    let (_, base) = aof_base(&s);
+    assert!(
+        contains(&base, b"FIELD"),
+        "the rewrite's SEQ.HIDMPSET names the field"
+    );
+    let want = digest(&s);
+    s.kill();
+    s.restart();
+    let mut con = s.client();
+    assert_eq!(digest(&s), want);
+    crafted_pair_holds(&mut con, "m", 3, "AOF");
+    crafted_pair_holds(&mut con, "m2", 3, "AOF");
+    assert_eq!(
+        hnext_bytes(&mut con, "m", CRAFTED[1], 2, "tok2").unwrap(),
+        [1002, 1]
+    );
+}
+
+#[test]
+fn map_tokens_of_older_builds_still_answer_their_retries() {
+    // Builds before the request was kept whole saved a fingerprint of it (RDB: map flags 0;
+    // AOF and streams: SEQ.HIDMPSET's first form). Such a token loads and answers its retry
+    // until it leaves the window, through a save and a reload in this build's layout.
+    let mut s = Server::with(&aof_always("no"));
+    let mut con = s.client();
+    let (map_id, map_ver) = dump_id(&mut con, "t2", &["SEQ.HSET", "t2", "a", "1"]);
+    let far = 4_000_000_000_000u64;
+    let mut b = field(OP_UINT, 1);
+    b.extend(string_field(b"\x00a\x05"));
+    b.extend(field(OP_UINT, 0));
+    b.extend(field(OP_UINT, 1));
+    b.extend(token_fields(b"tok", 5, far, fnv1a(b"a", 1)));
+    b.extend(rdb_len(OP_EOF));
+    assert_eq!(
+        restore(&mut con, "old", &payload(map_id | 1, &b, map_ver)).unwrap(),
+        "OK"
+    );
+    // SEQ.HIDMPSET's first form, as an older primary or AOF sends it: with a field (set to
+    // last) and without.
+    ok(
+        &mut con,
+        &[
+            "SEQ.HIDMPSET",
+            "old2",
+            "tok",
+            "7",
+            &far.to_string(),
+            &(fnv1a(b"b", 2) as i64).to_string(),
+            "0",
+            "b",
+        ],
+    );
+    let e = expect_err(
+        &mut con,
+        &[b"SEQ.HIDMPSET", b"nokey", b"t", b"1", b"1", b"1", b"0"],
+    );
+    assert!(e.starts_with("ERR no such key"), "{e}");
+    let check = |con: &mut Connection, what: &str| {
+        assert_eq!(hidmp(con, "old", "a", "tok", 1), (5, 1), "{what}");
+        assert_eq!(hidmp(con, "old2", "b", "tok", 2), (7, 1), "{what}");
+        for (key, field, count) in [("old", "b", 1), ("old", "a", 2), ("old2", "b", 1)] {
+            let e = expect_err(
+                con,
+                &[
+                    b"SEQ.HNEXT",
+                    key.as_bytes(),
+                    field.as_bytes(),
+                    b"COUNT",
+                    count.to_string().as_bytes(),
+                    b"IDMP",
+                    b"tok",
+                ],
+            );
+            assert!(e.contains("another field or COUNT"), "{what}: {e}");
+        }
+    };
+    check(&mut con, "loaded");
+    ok(&mut con, &["DEBUG", "RELOAD"]);
+    check(&mut con, "saved and reloaded");
+    s.rewrite_aof();
+    s.kill();
+    s.restart();
+    check(&mut s.client(), "rewritten AOF");
+}

@@ -5,9 +5,9 @@
 //! Replication: as called when replaying the call reproduces its effect exactly (a replay never
 //! applies the gap; an IDMP call decides by the IDMP clock replicas replay, `node::idmp_clock`),
 //! else its explicit effect: `SEQ.SET key last` / `SEQ.HSET key field last` for a plain call,
-//! `SEQ.IDMPSET key token last expires fingerprint dropped` / `SEQ.HIDMPSET ... field` for an
-//! IDMP one (the value set to `last`, the `dropped` oldest tokens dropped, the token recorded
-//! with its absolute expiry). A retry changes nothing and replicates nothing. The key is opened
+//! `SEQ.IDMPSET key token last expires count dropped` / `SEQ.HIDMPSET key token last expires
+//! dropped COUNT count FIELD field SET` for an IDMP one (the value set to `last`, the `dropped`
+//! oldest tokens dropped, the token recorded with its absolute expiry and its request). A retry changes nothing and replicates nothing. The key is opened
 //! once, for writing, and signalled only when it changed (`Ctx::changed`), so a retry leaves a
 //! client's WATCH alone.
 
@@ -17,13 +17,14 @@ use crate::core::reserve::{self, Idmp, Node, Plan, Record, Refusal, Store};
 use crate::core::seq::Seq;
 use crate::error::{err, Error};
 use crate::host::{Arg, Ctx};
+use crate::node::idmp_clock::CallClock;
 use crate::node::{self, SEQ_GAP_SKIPS, SEQ_ISSUED};
 use std::ffi::CStr;
 
 /// The write side of a reservation's target (a sequence key, a field of a map).
 pub(crate) trait Target: Store {
     /// Stores the new state and, with IDMP, records the token.
-    fn commit(&mut self, s: Seq, record: Option<Record>) -> Result<(), Error>;
+    fn commit(&mut self, s: Seq, record: Option<Record<Self::Request>>) -> Result<(), Error>;
 }
 
 /// What differs between the commands that reserve: their keyspace event, their explicit
@@ -60,16 +61,16 @@ impl Node for Here<'_> {
 /// `idmp` (the token argument and its request) when given; replies the last value, or
 /// `[last, duplicate]` with IDMP.
 #[inline(always)]
-pub(crate) fn reserve(
+pub(crate) fn reserve<T: Target>(
     ctx: &Ctx,
     kind: &Kind,
     key: &Arg,
     field: Option<&Arg>,
-    mut target: impl Target,
+    mut target: T,
     count: u64,
-    idmp: Option<(&Arg, Idmp)>,
+    idmp: Option<(&Arg, Idmp<'_, T::Request>, CallClock)>,
 ) -> Result<(), Error> {
-    let plan = reserve::plan(&target, &Here(ctx), count, idmp.as_ref().map(|(_, i)| i))
+    let plan = reserve::plan(&target, &Here(ctx), count, idmp.as_ref().map(|(_, i, _)| i))
         .map_err(|r| refusal(r, kind))?;
     let r = match plan {
         Plan::Duplicate(last) => {
@@ -83,19 +84,39 @@ pub(crate) fn reserve(
         [
             int(last),
             int(rec.entry.expires_ms),
-            rec.entry.fingerprint as i64,
             int(rec.dropped as u64),
         ]
     });
     target.commit(r.next.state, r.record)?;
     drop(target);
+    // Only now, with the key changed, does the call's IDMP clock become the node's and reach
+    // the streams (before the call itself): a refused call wrote nothing.
+    let token = idmp.map(|(token, _, clock)| {
+        clock.commit(ctx);
+        token
+    });
     if r.as_called {
         ctx.replicate_verbatim();
     } else {
-        match (idmp, effect) {
-            (Some((token, _)), Some(ints)) => {
-                ctx.replicate_token(kind.idmpset, key, token, ints, field)
-            }
+        match (token, effect) {
+            // A sequence key's request is its COUNT, which SEQ.IDMPSET takes as the
+            // fingerprint; a map's is the field and the COUNT.
+            (Some(token), Some([last, expires, dropped])) => match field {
+                None => ctx.replicate_token(
+                    kind.idmpset,
+                    key,
+                    token,
+                    [last, expires, int(count), dropped],
+                ),
+                Some(f) => ctx.replicate_field_token(
+                    kind.idmpset,
+                    key,
+                    token,
+                    [last, expires, dropped],
+                    int(count),
+                    f,
+                ),
+            },
             _ => match field {
                 None => ctx.replicate_key_int(kind.set, key, int(last)),
                 Some(f) => ctx.replicate_key_arg_int(kind.set, key, f, int(last)),

@@ -1,5 +1,5 @@
 //! The reserve protocol's Redis side, written once for every command that hands out sequence
-//! values (SEQ.NEXT, SEQ.HNEXT): run `core::reserve::plan` on the call's target, then store,
+//! values (SEQ.NEXT, SEQ.HNEXT; IM.SEND takes `settle` and `finish` alone): run `core::reserve::plan` on the call's target, then store,
 //! replicate, signal, count and reply as the plan says.
 //!
 //! Replication: as called when replaying the call reproduces its effect exactly (a replay never
@@ -69,15 +69,85 @@ pub(crate) fn reserve(
     count: u64,
     idmp: Option<(&Arg, Idmp)>,
 ) -> Result<(), Error> {
-    let plan = reserve::plan(&target, &Here(ctx), count, idmp.as_ref().map(|(_, i)| i))
-        .map_err(|r| refusal(r, kind))?;
-    let r = match plan {
-        Plan::Duplicate(last) => {
+    let s = match settle(
+        ctx,
+        kind,
+        &mut target,
+        count,
+        idmp.as_ref().map(|(_, i)| i),
+        || Ok(()),
+    )? {
+        Settled::Duplicate(last) => {
             reply_idmp(ctx, last, true);
             return Ok(());
         }
+        Settled::Stored(s) => s,
+    };
+    drop(target);
+    let last = s.last;
+    if s.as_called {
+        ctx.replicate_verbatim();
+    } else {
+        match (idmp, s.effect) {
+            (Some((token, _)), Some(ints)) => {
+                ctx.replicate_token(kind.idmpset, key, token, ints, field)
+            }
+            _ => match field {
+                None => ctx.replicate_key_int(kind.set, key, int(last)),
+                Some(f) => ctx.replicate_key_arg_int(kind.set, key, f, int(last)),
+            },
+        }
+    }
+    finish(ctx, kind, key, &s, count);
+    if s.effect.is_some() {
+        reply_idmp(ctx, last, false);
+    } else {
+        ctx.reply_int(int(last));
+    }
+    Ok(())
+}
+
+/// What [`settle`] did.
+pub(crate) enum Settled {
+    /// A retry: the token's first call replied this; nothing changed.
+    Duplicate(u64),
+    /// Values reserved and stored.
+    Stored(Stored),
+}
+
+/// A stored reservation: what to replicate, count and reply.
+pub(crate) struct Stored {
+    /// The block's last value.
+    pub(crate) last: u64,
+    /// With IDMP, the explicit effect's integers: `last expires fingerprint dropped`.
+    pub(crate) effect: Option<[i64; 4]>,
+    /// Replaying the call as called reproduces it.
+    pub(crate) as_called: bool,
+    skipped_gap: bool,
+    replay: bool,
+}
+
+/// The protocol's decision and its store, for every command that reserves (SEQ.NEXT and
+/// SEQ.HNEXT through [`reserve`], IM.SEND directly, which replicates and replies on its own):
+/// runs `core::reserve::plan` on `target` and, when it reserves, `check` (what else the command
+/// must find in order before it writes anything; its error refuses the call, nothing stored),
+/// then stores what it reserved. Nothing is replicated, signalled or counted here ([`finish`]
+/// does the latter two).
+#[inline(always)]
+pub(crate) fn settle(
+    ctx: &Ctx,
+    kind: &Kind,
+    target: &mut impl Target,
+    count: u64,
+    idmp: Option<&Idmp>,
+    check: impl FnOnce() -> Result<(), Error>,
+) -> Result<Settled, Error> {
+    let plan = reserve::plan(target, &Here(ctx), count, idmp).map_err(|r| refusal(r, kind))?;
+    let r = match plan {
+        Plan::Duplicate(last) => return Ok(Settled::Duplicate(last)),
         Plan::Reserve(r) => r,
     };
+    check()?;
     let last = r.next.last;
     let effect = r.record.as_ref().map(|rec| {
         [
@@ -88,33 +158,26 @@ pub(crate) fn reserve(
         ]
     });
     target.commit(r.next.state, r.record)?;
-    drop(target);
-    if r.as_called {
-        ctx.replicate_verbatim();
-    } else {
-        match (idmp, effect) {
-            (Some((token, _)), Some(ints)) => {
-                ctx.replicate_token(kind.idmpset, key, token, ints, field)
-            }
-            _ => match field {
-                None => ctx.replicate_key_int(kind.set, key, int(last)),
-                Some(f) => ctx.replicate_key_arg_int(kind.set, key, f, int(last)),
-            },
-        }
-    }
-    if r.next.skipped_gap {
+    Ok(Settled::Stored(Stored {
+        last,
+        effect,
+        as_called: r.as_called,
+        skipped_gap: r.next.skipped_gap,
+        replay: r.replay,
+    }))
+}
+
+/// After a stored reservation (and its replication): the gap counter, the key signalled with
+/// its keyspace event, the values counted.
+#[inline(always)]
+pub(crate) fn finish(ctx: &Ctx, kind: &Kind, key: &Arg, s: &Stored, count: u64) {
+    if s.skipped_gap {
         SEQ_GAP_SKIPS.add(1);
     }
     ctx.changed(kind.event, key);
-    if !r.replay {
+    if !s.replay {
         SEQ_ISSUED.add(count);
     }
-    if effect.is_some() {
-        reply_idmp(ctx, last, false);
-    } else {
-        ctx.reply_int(int(last));
-    }
-    Ok(())
 }
 
 fn refusal(r: Refusal, kind: &Kind) -> Error {

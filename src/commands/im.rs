@@ -1,0 +1,294 @@
+//! The IM flow, natively: IM.SEND does what `examples/lua/send.lua` does (the script stays, as
+//! the way to change the storage model), and IM.SENDSET is its replicated form.
+//!
+//! IM.SEND tag seq inbox trimmed [inbox trimmed ...] channel_type sender client_msg_id body cap
+//!
+//! In the script's order and with its rules (`core::send`): a message ID (MSGID.GEN's, for the
+//! tag), a UID (UID.GEN's), then the next value of the conversation's sequence at most once per
+//! IDMP token `sha1hex(sender|client_msg_id)` (the reserve protocol, `commands::reserve`); a
+//! retry writes nothing and replies the first send's seq with its IDs read back from the first
+//! inbox still holding the message. Otherwise `msgid|uid|sender|body` goes into each inbox at
+//! score seq, each inbox keeps its newest `cap` members, and the highest dropped score raises
+//! that recipient's trimmed marker. Reply `[seq, msgid, duplicate, uid]`.
+//!
+//! All or nothing: every argument and every key's type is checked before anything is written
+//! (the script checks an inbox's or a marker's type only when it reaches it, after writing what
+//! came before). The IDs are issued before the sequence key is read, as the script issues them,
+//! so a run of sends and retries takes the same IDs either way.
+//!
+//! Replication: replaying IM.SEND as called would issue other IDs (they come from the clock), so
+//! it replicates one command, `IM.SENDSET seq msgid uid expires-ms dropped <IM.SEND's
+//! arguments>`: the values it chose, then its own arguments by reference (one
+//! `RedisModule_Replicate`). IM.SENDSET sets the sequence to `seq`, records the token with its
+//! absolute expiry after dropping the `dropped` oldest (as SEQ.IDMPSET does), and writes the
+//! inboxes and markers as IM.SEND did: deterministic on the same data, so it replicates as
+//! called. Nothing is replicated for a retry. The leases (MSGID.FLOOR, UID.FLOOR) and the IDMP
+//! clock (SEQ.IDMPCLOCK) go out as for MSGID.GEN, UID.GEN and SEQ.NEXT ... IDMP.
+
+use super::msgid::{new_id, parse_msgid};
+use super::reserve::{finish, settle, Kind, Settled, Stored};
+use super::uid::new_uid;
+use crate::core::idmp::{fingerprint, Entry};
+use crate::core::int;
+use crate::core::reserve::Idmp;
+use crate::core::send;
+use crate::core::seq::{Seq, MAX_VALUE};
+use crate::error::{err, Error, WRONGTYPE};
+use crate::host::zset::{Member, ZsetKey};
+use crate::host::{Arg, Ctx};
+use crate::node;
+use crate::types::seq::key::SeqKey;
+
+/// The sequence key's part: what SEQ.NEXT ... IDMP does, with its keyspace event.
+const NEXT: Kind = Kind {
+    event: c"seq.next",
+    set: c"SEQ.SET",
+    idmpset: c"SEQ.IDMPSET",
+    request: "COUNT",
+};
+
+/// IM.SENDSET's values before IM.SEND's arguments.
+const SENDSET_PREFIX: usize = 5;
+
+/// IM.SEND's arguments, checked (the channel type and the tag are MSGID.GEN's to check).
+struct Send<'a> {
+    tag: &'a Arg,
+    seq: &'a Arg,
+    /// inbox, trimmed, inbox, trimmed, ...
+    pairs: &'a [Arg],
+    channel_type: &'a Arg,
+    sender: &'a [u8],
+    client_msg_id: &'a [u8],
+    body: &'a [u8],
+    cap: u64,
+}
+
+/// `tag seq (inbox trimmed)... channel_type sender client_msg_id body cap`, checked in the
+/// script's order: the keys' count, the cap, the sender, the client message id.
+fn parse(args: &[Arg]) -> Result<Send<'_>, Error> {
+    let n = send::pairs(args.len())?;
+    let (tag, seq, pairs, tail) = match args {
+        [tag, seq, rest @ ..] => match rest.split_at_checked(2 * n) {
+            Some((pairs, tail)) => (tag, seq, pairs, tail),
+            None => return Err(send::layout_error()),
+        },
+        _ => return Err(send::layout_error()),
+    };
+    let [channel_type, sender, client_msg_id, body, cap] = tail else {
+        return Err(send::layout_error());
+    };
+    let cap = send::cap(cap.bytes())?;
+    send::check_sender(sender.bytes(), client_msg_id.bytes())?;
+    Ok(Send {
+        tag,
+        seq,
+        pairs,
+        channel_type,
+        sender: sender.bytes(),
+        client_msg_id: client_msg_id.bytes(),
+        body: body.bytes(),
+        cap,
+    })
+}
+
+/// Answers Redis's keys position request: the tag, the sequence, every inbox and trimmed key
+/// (`offset` values before them for IM.SENDSET).
+fn key_positions(ctx: &Ctx, args: &[Arg], offset: usize) {
+    let keys = args.len().saturating_sub(1 + offset + send::TAIL);
+    for i in 1 + offset..=keys + offset {
+        ctx.key_at(i);
+    }
+}
+
+/// IM.SEND tag seq inbox trimmed [inbox trimmed ...] channel_type sender client_msg_id body cap
+pub(crate) fn send(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    if ctx.keys_position_request() {
+        key_positions(ctx, args, 0);
+        return Ok(());
+    }
+    let [_, rest @ ..] = args else {
+        return Err(Error::WrongArity);
+    };
+    let s = parse(rest)?;
+    send::check_recipients(s.pairs.len() / 2)?;
+    // The IDs first, as the script takes them (MSGID.GEN checks the channel type and the tag).
+    let msgid = new_id(ctx, s.channel_type, s.tag)?;
+    let uid = new_uid(ctx, s.tag)?;
+    let token = send::token(s.sender, s.client_msg_id);
+    let idmp = Idmp {
+        token: &token,
+        fingerprint: fingerprint(b"", 1),
+        clock: node::idmp_clock::for_call(ctx),
+    };
+    let mut seqkey = SeqKey::open(ctx, s.seq, true)?;
+    let stored = match settle(ctx, &NEXT, &mut seqkey, 1, Some(&idmp), || check_keys(ctx, &s))? {
+        Settled::Duplicate(last) => {
+            drop(seqkey);
+            return retry(ctx, &s, last);
+        }
+        Settled::Stored(st) => st,
+    };
+    drop(seqkey);
+    finish(ctx, &NEXT, s.seq, &stored, 1);
+    let seq = stored.last;
+    let mut digits = [0u8; 20];
+    let uid_text = send::decimal(uid, &mut digits);
+    deliver(ctx, &s, seq, &msgid, uid_text)?;
+    let (expires, dropped) = token_effect(&stored);
+    ctx.replicate_send(
+        c"IM.SENDSET",
+        [int(seq), int(uid), expires, dropped],
+        &msgid,
+        rest,
+    );
+    ctx.reply_array(4);
+    ctx.reply_int(int(seq));
+    ctx.reply_bulk(&msgid);
+    ctx.reply_int(0);
+    ctx.reply_bulk(uid_text);
+    Ok(())
+}
+
+/// The token record's expiry and drop count, as SEQ.IDMPSET carries them.
+fn token_effect(s: &Stored) -> (i64, i64) {
+    match s.effect {
+        Some([_, expires, _, dropped]) => (expires, dropped),
+        None => (0, 0),
+    }
+}
+
+/// Every inbox a sorted set (or missing), every trimmed key a sequence (or missing), before
+/// anything is written. A missing inbox that is also the sequence or a trimmed key would have to
+/// hold two types: WRONGTYPE too, as the script would find once it had written the other.
+fn check_keys(ctx: &Ctx, s: &Send) -> Result<(), Error> {
+    for pair in s.pairs.chunks_exact(2) {
+        let [inbox, trimmed] = pair else { continue };
+        let missing = ZsetKey::open(ctx, inbox, false)?.len() == 0;
+        SeqKey::open(ctx, trimmed, false)?;
+        if missing && aliased(inbox.bytes(), s) {
+            return Err(WRONGTYPE);
+        }
+    }
+    Ok(())
+}
+
+/// Whether `inbox` is also the sequence or a trimmed key of the call.
+fn aliased(inbox: &[u8], s: &Send) -> bool {
+    inbox == s.seq.bytes()
+        || s
+            .pairs
+            .chunks_exact(2)
+            .any(|p| p.get(1).is_some_and(|t| t.bytes() == inbox))
+}
+
+/// The message into every inbox, each kept to the cap, each marker raised: what IM.SEND and
+/// IM.SENDSET write after the sequence, in the script's order (per recipient: ZADD, ZPOPMIN of
+/// the excess, SEQ.ADVANCE of the marker), with the script's keyspace events.
+fn deliver(ctx: &Ctx, s: &Send, seq: u64, msgid: &[u8], uid: &[u8]) -> Result<(), Error> {
+    let member = Member::new(&send::member(msgid, uid, s.sender, s.body))
+        .ok_or(Error::Static(c"ERR internal error: could not make the member"))?;
+    let score = send::score(seq);
+    for pair in s.pairs.chunks_exact(2) {
+        let [inbox, trimmed] = pair else { continue };
+        let mut z = ZsetKey::open(ctx, inbox, true)?;
+        let added = z.add(score, &member)?;
+        let excess = (z.len() as u64).saturating_sub(s.cap);
+        let mut top = None;
+        for _ in 0..excess {
+            match z.pop_min() {
+                Some(dropped) => top = Some(dropped),
+                None => break,
+            }
+        }
+        drop(z);
+        if added {
+            ctx.zset_changed(c"zadd", inbox);
+        }
+        if let Some(dropped) = top {
+            ctx.zset_changed(c"zpopmin", inbox);
+            advance(ctx, trimmed, send::marker(dropped))?;
+        }
+    }
+    Ok(())
+}
+
+/// SEQ.ADVANCE trimmed value: the marker raised to `value`, never lowered; signalled only when it
+/// moved.
+fn advance(ctx: &Ctx, key: &Arg, value: u64) -> Result<(), Error> {
+    let mut k = SeqKey::open(ctx, key, true)?;
+    let old = k.get().unwrap_or_else(node::missing);
+    let new = old
+        .advance(value)
+        .ok_or_else(|| err("value out of range"))?;
+    if new.value() != old.value() {
+        k.set(new)?;
+        drop(k);
+        ctx.changed(c"seq.advance", key);
+    }
+    Ok(())
+}
+
+/// A retry: `[seq, msgid, 1, uid]` with the IDs read back from the first inbox that holds a
+/// member at `seq` (nil, nil when none does), in the order given; nothing written.
+fn retry(ctx: &Ctx, s: &Send, seq: u64) -> Result<(), Error> {
+    let score = send::score(seq);
+    let mut found = None;
+    for pair in s.pairs.chunks_exact(2) {
+        let [inbox, _] = pair else { continue };
+        if let Some(m) = ZsetKey::open(ctx, inbox, false)?.first_at(score) {
+            found = Some(m);
+            break;
+        }
+    }
+    ctx.reply_array(4);
+    ctx.reply_int(int(seq));
+    let ids = found.as_ref().and_then(|m| send::read_back(m.bytes()));
+    match ids {
+        Some((msgid, _)) => ctx.reply_bulk(msgid),
+        None => ctx.reply_null(),
+    }
+    ctx.reply_int(1);
+    match ids {
+        Some((_, uid)) => ctx.reply_bulk(uid),
+        None => ctx.reply_null(),
+    }
+    Ok(())
+}
+
+/// IM.SENDSET seq msgid uid expires-ms dropped tag seq inbox trimmed [...] channel_type sender
+/// client_msg_id body cap
+///
+/// IM.SEND's replicated form (see the module comment): the sequence set to `seq` (marked for the
+/// gap when replayed, as SEQ.SET's value), the token `sha1hex(sender|client_msg_id)` recorded
+/// with `seq`, `expires-ms` and COUNT 1's fingerprint after the `dropped` oldest tokens go, then
+/// the inboxes, caps and markers as IM.SEND wrote them. Replicates as called. Internal, like
+/// SEQ.IDMPSET; the channel type is carried along, unused.
+pub(crate) fn sendset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    if ctx.keys_position_request() {
+        key_positions(ctx, args, SENDSET_PREFIX);
+        return Ok(());
+    }
+    let [_, seq, msgid, uid, expires, dropped, rest @ ..] = args else {
+        return Err(Error::WrongArity);
+    };
+    let s = parse(rest)?;
+    let seq = seq.int_in("seq", 0, MAX_VALUE as i64)?.unsigned_abs();
+    let msgid = parse_msgid(msgid)?.to_text();
+    let uid = uid.int_in("uid", 0, i64::MAX)?.unsigned_abs();
+    let expires = expires.int_in("expires-ms", 0, i64::MAX)?.unsigned_abs();
+    let dropped = usize::try_from(dropped.int_in("dropped", 0, i64::MAX)?).unwrap_or(usize::MAX);
+    let token = send::token(s.sender, s.client_msg_id);
+    let entry = Entry::new(&token, seq, expires, fingerprint(b"", 1))
+        .ok_or(Error::Static(c"ERR internal error: token"))?;
+    let new = Seq::new(seq, ctx.is_replay()).ok_or_else(|| err("seq out of range"))?;
+    let mut seqkey = SeqKey::open(ctx, s.seq, true)?;
+    check_keys(ctx, &s)?;
+    seqkey.set_with_token(new, dropped, entry)?;
+    drop(seqkey);
+    ctx.changed(NEXT.event, s.seq);
+    let mut digits = [0u8; 20];
+    deliver(ctx, &s, seq, &msgid, send::decimal(uid, &mut digits))?;
+    ctx.replicate_verbatim();
+    ctx.reply_ok();
+    Ok(())
+}

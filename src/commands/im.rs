@@ -121,7 +121,9 @@ pub(crate) fn send(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         clock: node::idmp_clock::for_call(ctx),
     };
     let mut seqkey = SeqKey::open(ctx, s.seq, true)?;
-    let stored = match settle(ctx, &NEXT, &mut seqkey, 1, Some(&idmp), || check_keys(ctx, &s))? {
+    let stored = match settle(ctx, &NEXT, &mut seqkey, 1, Some(&idmp), || {
+        check_keys(ctx, &s)
+    })? {
         Settled::Duplicate(last) => {
             drop(seqkey);
             return retry(ctx, &s, last);
@@ -175,8 +177,7 @@ fn check_keys(ctx: &Ctx, s: &Send) -> Result<(), Error> {
 /// Whether `inbox` is also the sequence or a trimmed key of the call.
 fn aliased(inbox: &[u8], s: &Send) -> bool {
     inbox == s.seq.bytes()
-        || s
-            .pairs
+        || s.pairs
             .chunks_exact(2)
             .any(|p| p.get(1).is_some_and(|t| t.bytes() == inbox))
 }
@@ -185,8 +186,9 @@ fn aliased(inbox: &[u8], s: &Send) -> bool {
 /// IM.SENDSET write after the sequence, in the script's order (per recipient: ZADD, ZPOPMIN of
 /// the excess, SEQ.ADVANCE of the marker), with the script's keyspace events.
 fn deliver(ctx: &Ctx, s: &Send, seq: u64, msgid: &[u8], uid: &[u8]) -> Result<(), Error> {
-    let member = Member::new(&send::member(msgid, uid, s.sender, s.body))
-        .ok_or(Error::Static(c"ERR internal error: could not make the member"))?;
+    let member = Member::new(&send::member(msgid, uid, s.sender, s.body)).ok_or(Error::Static(
+        c"ERR internal error: could not make the member",
+    ))?;
     let score = send::score(seq);
     for pair in s.pairs.chunks_exact(2) {
         let [inbox, trimmed] = pair else { continue };

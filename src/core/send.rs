@@ -172,7 +172,15 @@ mod tests {
         assert_eq!(cap(b"1").unwrap(), 1);
         assert_eq!(cap(b"007").unwrap(), 7);
         assert_eq!(cap(b"999999999999999").unwrap(), 999_999_999_999_999);
-        for bad in [&b""[..], b"-1", b"+1", b"1.5", b" 1", b"1000000000000000", b"x"] {
+        for bad in [
+            &b""[..],
+            b"-1",
+            b"+1",
+            b"1.5",
+            b" 1",
+            b"1000000000000000",
+            b"x",
+        ] {
             assert_eq!(
                 cap(bad).unwrap_err().text(),
                 "ERR inbox cap must be an integer in 0..999999999999999",
@@ -180,7 +188,10 @@ mod tests {
             );
         }
         for zero in [&b"0"[..], b"000"] {
-            assert_eq!(cap(zero).unwrap_err().text(), "ERR inbox cap must be at least 1");
+            assert_eq!(
+                cap(zero).unwrap_err().text(),
+                "ERR inbox cap must be at least 1"
+            );
         }
     }
 
@@ -204,7 +215,10 @@ mod tests {
             &token(b"alice", b"c1"),
             b"1542fbc39d8acca600ac5246aaccae5a892ccc92"
         );
-        assert_eq!(&token(b"", b"x"), b"5a56232b18044dde82436e769b5bc9f7b48db209");
+        assert_eq!(
+            &token(b"", b"x"),
+            b"5a56232b18044dde82436e769b5bc9f7b48db209"
+        );
     }
 
     #[test]

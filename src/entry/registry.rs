@@ -74,9 +74,10 @@ pub(crate) struct Spec {
 
 /// IM.SEND's keys (`prefix` 0) and IM.SENDSET's (after its 5 values): the conversation's tag
 /// (routing only, as MSGID.GEN's target), its sequence (read and written, as SEQ.NEXT's), then per
-/// recipient an inbox (a sorted set: a member inserted, the oldest deleted beyond the cap, and on a
-/// retry read back: `access` where the reply carries it) and a trimmed marker (a sequence raised,
-/// never returned). The pairs end 5 arguments before the last.
+/// recipient an inbox (a sorted set changed in place, `update`: a member inserted and the oldest
+/// deleted beyond the cap, Redis allowing one of insert/delete/update per spec; on a retry read
+/// back, `access`, where the reply carries it) and a trimmed marker (a sequence raised, never
+/// returned). The pairs end 5 arguments before the last.
 pub(crate) const fn send_specs(prefix: i32, inbox_access: bool) -> [Spec; 4] {
     let access = if inbox_access {
         raw::REDISMODULE_CMD_KEY_ACCESS
@@ -84,16 +85,23 @@ pub(crate) const fn send_specs(prefix: i32, inbox_access: bool) -> [Spec; 4] {
         0
     };
     [
-        Spec { index: 1 + prefix, last: 0, step: 1, flags: ROUTING_ONLY },
-        Spec { index: 2 + prefix, last: 0, step: 1, flags: RW_ACCESS_UPDATE },
+        Spec {
+            index: 1 + prefix,
+            last: 0,
+            step: 1,
+            flags: ROUTING_ONLY,
+        },
+        Spec {
+            index: 2 + prefix,
+            last: 0,
+            step: 1,
+            flags: RW_ACCESS_UPDATE,
+        },
         Spec {
             index: 3 + prefix,
             last: -7,
             step: 2,
-            flags: raw::REDISMODULE_CMD_KEY_RW
-                | access
-                | raw::REDISMODULE_CMD_KEY_INSERT
-                | raw::REDISMODULE_CMD_KEY_DELETE,
+            flags: raw::REDISMODULE_CMD_KEY_RW | access | raw::REDISMODULE_CMD_KEY_UPDATE,
         },
         Spec {
             index: 4 + prefix,

@@ -108,11 +108,12 @@ impl<'a> ZsetKey<'a> {
         let mut flags: c_int = 0;
         // SAFETY: the handle is live and open for writing (a read handle is refused by Redis);
         // the member is a live string, which Redis copies.
-        let rc = unsafe {
-            raw::RedisModule_ZsetAdd.map(|f| f(self.ptr, score, member.0, &mut flags))
-        };
+        let rc =
+            unsafe { raw::RedisModule_ZsetAdd.map(|f| f(self.ptr, score, member.0, &mut flags)) };
         if rc != Some(raw::REDISMODULE_OK as c_int) {
-            return Err(Error::Static(c"ERR internal error: could not add to the sorted set"));
+            return Err(Error::Static(
+                c"ERR internal error: could not add to the sorted set",
+            ));
         }
         Ok(flags & (raw::REDISMODULE_ZADD_ADDED | raw::REDISMODULE_ZADD_UPDATED) as c_int != 0)
     }
@@ -242,7 +243,9 @@ impl Ctx {
                     uid,
                     expires,
                     dropped,
-                    args.as_ptr().cast_mut().cast::<*mut raw::RedisModuleString>(),
+                    args.as_ptr()
+                        .cast_mut()
+                        .cast::<*mut raw::RedisModuleString>(),
                     args.len(),
                 );
             }

@@ -31,6 +31,7 @@ mod exposure;
 mod failed_load;
 mod guard;
 mod harness;
+mod im_send;
 mod lease;
 mod loading;
 mod msgid;

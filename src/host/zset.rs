@@ -23,7 +23,12 @@ impl Member {
             raw::RedisModule_CreateString
                 .map(|create| create(std::ptr::null_mut(), bytes.as_ptr().cast(), bytes.len()))
         }?;
-        (!s.is_null()).then_some(Member(s))
+        // Not `then_some`: it would wrap (and so free, on drop) a null string too.
+        if s.is_null() {
+            None
+        } else {
+            Some(Member(s))
+        }
     }
 
     /// The string's bytes.
@@ -135,7 +140,11 @@ impl<'a> ZsetKey<'a> {
             let mut s = 0.0;
             let e = raw::RedisModule_ZsetRangeCurrentElement?(self.ptr, &mut s);
             raw::RedisModule_ZsetRangeStop?(self.ptr);
-            (!e.is_null()).then_some(Member(e))
+            if e.is_null() {
+                None
+            } else {
+                Some(Member(e))
+            }
         }
     }
 

@@ -316,17 +316,20 @@ const USERS: [&str; 6] = ["ann", "ben", "cat", "dan", "eve", "fay"];
 /// message id or one sent before (a retry, maybe with another body and other recipients), a
 /// cap, now and then a bad argument.
 fn random_call(rng: &mut Rng, sent: &mut Vec<(String, String, String)>, n: usize) -> Call {
-    let conv = format!("m{}", rng.below(3));
-    let sender = USERS[rng.below(6) as usize];
     let to: Vec<&str> = (0..=rng.below(4))
         .map(|_| USERS[rng.below(6) as usize])
         .collect();
-    let (sender, cid) = match rng.below(10) {
+    let (conv, sender, cid) = match rng.below(10) {
+        // a retry, in its conversation (mostly a recent send)
         0..=2 if !sent.is_empty() => {
-            let (_, s, id) = sent[rng.below(sent.len() as u64) as usize].clone();
-            (s, id)
+            let back = rng.below(sent.len().min(12) as u64) as usize + 1;
+            sent[sent.len() - back].clone()
         }
-        _ => (sender.to_owned(), format!("id{n}")),
+        _ => (
+            format!("m{}", rng.below(3)),
+            USERS[rng.below(6) as usize].to_owned(),
+            format!("id{n}"),
+        ),
     };
     let cap = ["1", "2", "3", "5", "100", "2"][rng.below(6) as usize];
     let body = format!("b{n}{}", ["", "|", "||x", " "][rng.below(4) as usize]);

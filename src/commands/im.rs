@@ -121,21 +121,20 @@ pub(crate) fn send(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         clock: node::idmp_clock::for_call(ctx),
     };
     let mut seqkey = SeqKey::open(ctx, s.seq, true)?;
-    let stored = match settle(ctx, &NEXT, &mut seqkey, 1, Some(&idmp), || {
-        check_keys(ctx, &s)
-    })? {
-        Settled::Duplicate(last) => {
-            drop(seqkey);
-            return retry(ctx, &s, last);
-        }
-        Settled::Stored(st) => st,
-    };
+    let (stored, keys) =
+        match settle(ctx, &NEXT, &mut seqkey, 1, Some(&idmp), || open_pairs(ctx, &s))? {
+            Settled::Duplicate(last) => {
+                drop(seqkey);
+                return retry(ctx, &s, last);
+            }
+            Settled::Stored(st, keys) => (st, keys),
+        };
     drop(seqkey);
     finish(ctx, &NEXT, s.seq, &stored, 1);
     let seq = stored.last;
     let mut digits = [0u8; 20];
     let uid_text = send::decimal(uid, &mut digits);
-    deliver(ctx, &s, seq, &msgid, uid_text)?;
+    deliver(ctx, &s, keys, seq, &msgid, uid_text)?;
     let (expires, dropped) = token_effect(&stored);
     ctx.replicate_send(
         c"IM.SENDSET",
@@ -159,9 +158,39 @@ fn token_effect(s: &Stored) -> (i64, i64) {
     }
 }
 
-/// Every inbox a sorted set (or missing), every trimmed key a sequence (or missing), before
-/// anything is written. A missing inbox that is also the sequence or a trimmed key would have to
-/// hold two types: WRONGTYPE too, as the script would find once it had written the other.
+/// The inbox and trimmed keys of a send, checked before anything is written: every inbox a
+/// sorted set (or missing), every trimmed key a sequence (or missing).
+enum Pairs<'a> {
+    /// Every name distinct (the usual case): each key opened once, for writing, here, and
+    /// written through the same handle.
+    Held(Vec<(ZsetKey<'a>, SeqKey<'a>)>),
+    /// A name given twice (a recipient named twice, a key in two roles): checked here, then
+    /// opened again one at a time as the script reaches it, so that a key written in one role
+    /// is seen as it is now in the next (two handles on one missing key must not both create
+    /// it).
+    OneByOne,
+}
+
+fn open_pairs<'a>(ctx: &'a Ctx, s: &Send) -> Result<Pairs<'a>, Error> {
+    let names = std::iter::once(s.seq.bytes()).chain(s.pairs.iter().map(Arg::bytes));
+    if !send::distinct(names) {
+        check_keys(ctx, s)?;
+        return Ok(Pairs::OneByOne);
+    }
+    let mut held = Vec::with_capacity(s.pairs.len() / 2);
+    for pair in s.pairs.chunks_exact(2) {
+        let [inbox, trimmed] = pair else { continue };
+        held.push((
+            ZsetKey::open(ctx, inbox, true)?,
+            SeqKey::open(ctx, trimmed, true)?,
+        ));
+    }
+    Ok(Pairs::Held(held))
+}
+
+/// The checks of [`Pairs::OneByOne`]. A missing inbox that is also the sequence or a trimmed key
+/// would have to hold two types: WRONGTYPE too, as the script would find once it had written
+/// the other.
 fn check_keys(ctx: &Ctx, s: &Send) -> Result<(), Error> {
     for pair in s.pairs.chunks_exact(2) {
         let [inbox, trimmed] = pair else { continue };
@@ -185,46 +214,81 @@ fn aliased(inbox: &[u8], s: &Send) -> bool {
 /// The message into every inbox, each kept to the cap, each marker raised: what IM.SEND and
 /// IM.SENDSET write after the sequence, in the script's order (per recipient: ZADD, ZPOPMIN of
 /// the excess, SEQ.ADVANCE of the marker), with the script's keyspace events.
-fn deliver(ctx: &Ctx, s: &Send, seq: u64, msgid: &[u8], uid: &[u8]) -> Result<(), Error> {
+fn deliver(
+    ctx: &Ctx,
+    s: &Send,
+    keys: Pairs,
+    seq: u64,
+    msgid: &[u8],
+    uid: &[u8],
+) -> Result<(), Error> {
     let member = Member::new(&send::member(msgid, uid, s.sender, s.body)).ok_or(Error::Static(
         c"ERR internal error: could not make the member",
     ))?;
     let score = send::score(seq);
-    for pair in s.pairs.chunks_exact(2) {
-        let [inbox, trimmed] = pair else { continue };
-        let mut z = ZsetKey::open(ctx, inbox, true)?;
-        let added = z.add(score, &member)?;
-        let excess = (z.len() as u64).saturating_sub(s.cap);
-        let mut top = None;
-        for _ in 0..excess {
-            match z.pop_min() {
-                Some(dropped) => top = Some(dropped),
-                None => break,
+    let names = s.pairs.chunks_exact(2);
+    match keys {
+        Pairs::Held(held) => {
+            for (pair, (mut z, mut t)) in names.zip(held) {
+                let [inbox, trimmed] = pair else { continue };
+                if let Some(top) = add_and_trim(ctx, &mut z, inbox, score, &member, s.cap)? {
+                    advance(ctx, &mut t, trimmed, send::marker(top))?;
+                }
             }
         }
-        drop(z);
-        if added {
-            ctx.zset_changed(c"zadd", inbox);
-        }
-        if let Some(dropped) = top {
-            ctx.zset_changed(c"zpopmin", inbox);
-            advance(ctx, trimmed, send::marker(dropped))?;
+        Pairs::OneByOne => {
+            for pair in names {
+                let [inbox, trimmed] = pair else { continue };
+                let mut z = ZsetKey::open(ctx, inbox, true)?;
+                let top = add_and_trim(ctx, &mut z, inbox, score, &member, s.cap)?;
+                drop(z);
+                if let Some(top) = top {
+                    let mut t = SeqKey::open(ctx, trimmed, true)?;
+                    advance(ctx, &mut t, trimmed, send::marker(top))?;
+                }
+            }
         }
     }
     Ok(())
 }
 
-/// SEQ.ADVANCE trimmed value: the marker raised to `value`, never lowered; signalled only when it
-/// moved.
-fn advance(ctx: &Ctx, key: &Arg, value: u64) -> Result<(), Error> {
-    let mut k = SeqKey::open(ctx, key, true)?;
+/// ZADD inbox score member, then ZPOPMIN of what exceeds the cap, each signalled and notified as
+/// those commands do; the highest score dropped, if any.
+fn add_and_trim(
+    ctx: &Ctx,
+    z: &mut ZsetKey,
+    inbox: &Arg,
+    score: f64,
+    member: &Member,
+    cap: u64,
+) -> Result<Option<f64>, Error> {
+    let added = z.add(score, member)?;
+    let excess = (z.len() as u64).saturating_sub(cap);
+    let mut top = None;
+    for _ in 0..excess {
+        match z.pop_min() {
+            Some(dropped) => top = Some(dropped),
+            None => break,
+        }
+    }
+    if added {
+        ctx.zset_changed(c"zadd", inbox);
+    }
+    if top.is_some() {
+        ctx.zset_changed(c"zpopmin", inbox);
+    }
+    Ok(top)
+}
+
+/// SEQ.ADVANCE trimmed value on the open key `k` (named `key`): the marker raised to `value`,
+/// never lowered; signalled only when it moved.
+fn advance(ctx: &Ctx, k: &mut SeqKey, key: &Arg, value: u64) -> Result<(), Error> {
     let old = k.get().unwrap_or_else(node::missing);
     let new = old
         .advance(value)
         .ok_or_else(|| err("value out of range"))?;
     if new.value() != old.value() {
         k.set(new)?;
-        drop(k);
         ctx.changed(c"seq.advance", key);
     }
     Ok(())
@@ -284,12 +348,12 @@ pub(crate) fn sendset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         .ok_or(Error::Static(c"ERR internal error: token"))?;
     let new = Seq::new(seq, ctx.is_replay()).ok_or_else(|| err("seq out of range"))?;
     let mut seqkey = SeqKey::open(ctx, s.seq, true)?;
-    check_keys(ctx, &s)?;
+    let keys = open_pairs(ctx, &s)?;
     seqkey.set_with_token(new, dropped, entry)?;
     drop(seqkey);
     ctx.changed(NEXT.event, s.seq);
     let mut digits = [0u8; 20];
-    deliver(ctx, &s, seq, &msgid, send::decimal(uid, &mut digits))?;
+    deliver(ctx, &s, keys, seq, &msgid, send::decimal(uid, &mut digits))?;
     ctx.replicate_verbatim();
     ctx.reply_ok();
     Ok(())

@@ -81,7 +81,7 @@ pub(crate) fn reserve(
             reply_idmp(ctx, last, true);
             return Ok(());
         }
-        Settled::Stored(s) => s,
+        Settled::Stored(s, ()) => s,
     };
     drop(target);
     let last = s.last;
@@ -108,11 +108,11 @@ pub(crate) fn reserve(
 }
 
 /// What [`settle`] did.
-pub(crate) enum Settled {
+pub(crate) enum Settled<C> {
     /// A retry: the token's first call replied this; nothing changed.
     Duplicate(u64),
-    /// Values reserved and stored.
-    Stored(Stored),
+    /// Values reserved and stored, and what the check found.
+    Stored(Stored, C),
 }
 
 /// A stored reservation: what to replicate, count and reply.
@@ -130,24 +130,24 @@ pub(crate) struct Stored {
 /// The protocol's decision and its store, for every command that reserves (SEQ.NEXT and
 /// SEQ.HNEXT through [`reserve`], IM.SEND directly, which replicates and replies on its own):
 /// runs `core::reserve::plan` on `target` and, when it reserves, `check` (what else the command
-/// must find in order before it writes anything; its error refuses the call, nothing stored),
-/// then stores what it reserved. Nothing is replicated, signalled or counted here ([`finish`]
+/// must find in order before it writes anything: its error refuses the call, nothing stored; its
+/// value is handed back), then stores what it reserved. Nothing is replicated, signalled or counted here ([`finish`]
 /// does the latter two).
 #[inline(always)]
-pub(crate) fn settle(
+pub(crate) fn settle<C>(
     ctx: &Ctx,
     kind: &Kind,
     target: &mut impl Target,
     count: u64,
     idmp: Option<&Idmp>,
-    check: impl FnOnce() -> Result<(), Error>,
-) -> Result<Settled, Error> {
+    check: impl FnOnce() -> Result<C, Error>,
+) -> Result<Settled<C>, Error> {
     let plan = reserve::plan(target, &Here(ctx), count, idmp).map_err(|r| refusal(r, kind))?;
     let r = match plan {
         Plan::Duplicate(last) => return Ok(Settled::Duplicate(last)),
         Plan::Reserve(r) => r,
     };
-    check()?;
+    let checked = check()?;
     let last = r.next.last;
     let effect = r.record.as_ref().map(|rec| {
         [
@@ -158,13 +158,16 @@ pub(crate) fn settle(
         ]
     });
     target.commit(r.next.state, r.record)?;
-    Ok(Settled::Stored(Stored {
-        last,
-        effect,
-        as_called: r.as_called,
-        skipped_gap: r.next.skipped_gap,
-        replay: r.replay,
-    }))
+    Ok(Settled::Stored(
+        Stored {
+            last,
+            effect,
+            as_called: r.as_called,
+            skipped_gap: r.next.skipped_gap,
+            replay: r.replay,
+        },
+        checked,
+    ))
 }
 
 /// After a stored reservation (and its replication): the gap counter, the key signalled with

@@ -90,6 +90,22 @@ pub fn token(sender: &[u8], client_msg_id: &[u8]) -> [u8; 40] {
     out
 }
 
+/// Whether every name differs from every other (a 64-bit FNV-1a hash of each, sorted: a
+/// collision reads as a repeat, which only sends the caller down its slower, always correct
+/// path).
+pub fn distinct<'a>(names: impl Iterator<Item = &'a [u8]>) -> bool {
+    use std::hash::Hasher;
+    let mut hashes: Vec<u64> = names
+        .map(|n| {
+            let mut h = crate::core::idmp::Fnv::default();
+            h.write(n);
+            h.finish()
+        })
+        .collect();
+    hashes.sort_unstable();
+    hashes.windows(2).all(|w| w.first() != w.get(1))
+}
+
 /// The decimal digits of `v`, written at the end of `buf` (20 digits hold any u64).
 pub fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
     let mut start = buf.len();
@@ -236,6 +252,15 @@ mod tests {
         let mut buf = [0; 20];
         assert_eq!(decimal(0, &mut buf), b"0");
         assert_eq!(decimal(u64::MAX, &mut buf), b"18446744073709551615");
+    }
+
+    #[test]
+    fn repeated_names_are_found() {
+        let d = |v: &[&str]| distinct(v.iter().map(|s| s.as_bytes()));
+        assert!(d(&["a", "b", "c"]));
+        assert!(d(&["a"]));
+        assert!(!d(&["a", "b", "a"]));
+        assert!(!d(&["x", "x"]));
     }
 
     #[test]

@@ -18,9 +18,9 @@ Three measurements, each on its own fresh redis-server with the module loaded:
 2. Throughput, native against send.lua in one run (redis-benchmark, 50 clients, pipeline 1 and
    16, the same keys: random conversations out of 1,000 per placeholder, cap 10, 1 recipient),
    in interleaved rounds; the median of the rounds.
-3. Latency of one send to 1, 100 and 1,000 recipients: the server's own time per call
-   (SLOWLOG with a threshold of 0 µs: how long the call blocked the server), median and max of
-   the sends after a warm-up that filled every inbox to the cap.
+3. Latency of one send to 1, 100 and 1,000 recipients: the server's own time per call (INFO
+   commandstats' usec_per_call: how long a call blocked the server), the mean of CALLS sends
+   after a warm-up that filled every inbox to the cap.
 
     server-bench/send.py --module target/release/libimid.so [--smoke] [--json out.json]
 """
@@ -294,22 +294,20 @@ def latency(workdir, module, sizes, calls):
                         raise RuntimeError(f"{name} to {recipients}: {r}")
                 for i in range(CAP + 1):  # every inbox full
                     send(i)
-                c("CONFIG", "SET", "slowlog-log-slower-than", "0")
-                c("CONFIG", "SET", "slowlog-max-len", "10000")
-                c("SLOWLOG", "RESET")
+                c("CONFIG", "RESETSTAT")
                 for i in range(CAP + 1, CAP + 1 + calls):
                     send(i)
-                log_rows = c("SLOWLOG", "GET", "10000")
-                c("CONFIG", "SET", "slowlog-log-slower-than", "10000")
                 verb = "im.send" if name == "IM.SEND" else "evalsha"
-                us = [e[2] for e in log_rows if str(e[3][0]).lower() == verb]
-                if len(us) != calls:
-                    raise RuntimeError(f"{name}: {len(us)} slowlog entries for {calls} calls")
+                stats = c("INFO", "commandstats")
+                line = [x for x in stats.splitlines() if x.startswith(f"cmdstat_{verb}:")][0]
+                fields = dict(kv.split("=") for kv in line.split(":", 1)[1].split(","))
+                if int(fields["calls"]) != calls:
+                    raise RuntimeError(f"{name}: {fields['calls']} calls counted, {calls} made")
                 row = {"recipients": recipients, "command": name,
-                       "median_us": statistics.median(us), "max_us": max(us)}
+                       "mean_us": float(fields["usec_per_call"])}
                 rows.append(row)
-                print(f"  {name:<8} to {recipients:>4} recipients: median {row['median_us']:>8,.0f}"
-                      f" µs, max {row['max_us']:>8,.0f} µs", file=sys.stderr, flush=True)
+                print(f"  {name:<8} to {recipients:>4} recipients: {row['mean_us']:>8,.1f} µs per "
+                      "call", file=sys.stderr, flush=True)
         c.close()
     finally:
         ins.stop(proc)
@@ -333,11 +331,10 @@ def render(data):
     for r in data["throughput"]:
         out.append(f"| {r['pipeline']} | {r['native_rps']:,.0f} | {r['lua_rps']:,.0f} | "
                    f"{r['ratio']:.2f} |")
-    out += ["", "Latency of one send (the server's time per call, SLOWLOG, inboxes full):", "",
-            "| recipients | command | median µs | max µs |", "| ---: | --- | ---: | ---: |"]
+    out += ["", "Latency of one send (the server's time per call, INFO commandstats, inboxes "
+            "full):", "", "| recipients | command | µs per call |", "| ---: | --- | ---: |"]
     for r in data["latency"]:
-        out.append(f"| {r['recipients']} | {r['command']} | {r['median_us']:,.0f} | "
-                   f"{r['max_us']:,.0f} |")
+        out.append(f"| {r['recipients']} | {r['command']} | {r['mean_us']:,.1f} |")
     return out
 
 

@@ -132,7 +132,7 @@ const COMMANDS: &[registry::Command] = &[
     command!("seq.hadvance", commands::seqmap::hadvance, "write deny-oom fast", "write fast", -4, keys(1, 0, RW_ACCESS_UPDATE), "Raises a field of a sequence map to at least a value, at most to a LIMIT sequence", limit_key(4)),
     // The IM flow (commands/im.rs): what examples/lua/send.lua does, natively.
     command!("im.send", commands::im::send, "write deny-oom", "write sortedset slow", -10, specs = IM_SEND_SPECS, "Sends a message into a conversation: seq, message ID and UID, each recipient's inbox, the inbox cap; at most once per client message id"),
-    command!("im.sendset", commands::im::sendset, "write deny-oom", "write sortedset slow dangerous", -15, specs = IM_SENDSET_SPECS, "Internal: the replicated form of IM.SEND (its IDs, seq and token record, then its arguments)"),
+    command!("im.sendset", commands::im::sendset, "write deny-oom", "write sortedset slow dangerous", -11, specs = IM_SENDSET_SPECS, "Internal: the replicated form of IM.SEND (its seq, IDs and token record, then its arguments)"),
 ];
 
 /// The test build's commands (`commands::test_hooks`); never in a release build.

@@ -17,22 +17,23 @@
 //! so a run of sends and retries takes the same IDs either way.
 //!
 //! Replication: replaying IM.SEND as called would issue other IDs (they come from the clock), so
-//! it replicates one command, `IM.SENDSET seq msgid uid expires-ms dropped <IM.SEND's
-//! arguments>`: the values it chose, then its own arguments by reference (one
-//! `RedisModule_Replicate`). IM.SENDSET sets the sequence to `seq`, records the token with its
+//! it replicates one command, `IM.SENDSET "seq msgid uid expires-ms dropped" <IM.SEND's
+//! arguments>`: the values it chose as one argument, then its own arguments by reference (one
+//! `RedisModule_Replicate`, one argument object made). IM.SENDSET sets the sequence to `seq`, records the token with its
 //! absolute expiry after dropping the `dropped` oldest (as SEQ.IDMPSET does), and writes the
 //! inboxes and markers as IM.SEND did: deterministic on the same data, so it replicates as
 //! called. Nothing is replicated for a retry. The leases (MSGID.FLOOR, UID.FLOOR) and the IDMP
 //! clock (SEQ.IDMPCLOCK) go out as for MSGID.GEN, UID.GEN and SEQ.NEXT ... IDMP.
 
-use super::msgid::{new_id, parse_msgid};
+use super::msgid::new_id;
 use super::reserve::{finish, settle, Kind, Settled, Stored};
 use super::uid::new_uid;
 use crate::core::idmp::{fingerprint, Entry};
 use crate::core::int;
+use crate::core::msgid::MsgId;
 use crate::core::reserve::Idmp;
 use crate::core::send;
-use crate::core::seq::{Seq, MAX_VALUE};
+use crate::core::seq::Seq;
 use crate::error::{err, Error, WRONGTYPE};
 use crate::host::zset::{Member, ZsetKey};
 use crate::host::{Arg, Ctx};
@@ -47,8 +48,8 @@ const NEXT: Kind = Kind {
     request: "COUNT",
 };
 
-/// IM.SENDSET's values before IM.SEND's arguments.
-const SENDSET_PREFIX: usize = 5;
+/// IM.SENDSET's argument before IM.SEND's arguments (`core::send::Ids`).
+const SENDSET_PREFIX: usize = 1;
 
 /// IM.SEND's arguments, checked (the channel type and the tag are MSGID.GEN's to check).
 struct Send<'a> {
@@ -121,27 +122,30 @@ pub(crate) fn send(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         clock: node::idmp_clock::for_call(ctx),
     };
     let mut seqkey = SeqKey::open(ctx, s.seq, true)?;
-    let (stored, keys) =
-        match settle(ctx, &NEXT, &mut seqkey, 1, Some(&idmp), || open_pairs(ctx, &s))? {
-            Settled::Duplicate(last) => {
-                drop(seqkey);
-                return retry(ctx, &s, last);
-            }
-            Settled::Stored(st, keys) => (st, keys),
-        };
+    let (stored, keys) = match settle(ctx, &NEXT, &mut seqkey, 1, Some(&idmp), || {
+        open_pairs(ctx, &s)
+    })? {
+        Settled::Duplicate(last) => {
+            drop(seqkey);
+            return retry(ctx, &s, last);
+        }
+        Settled::Stored(st, keys) => (st, keys),
+    };
     drop(seqkey);
     finish(ctx, &NEXT, s.seq, &stored, 1);
     let seq = stored.last;
     let mut digits = [0u8; 20];
     let uid_text = send::decimal(uid, &mut digits);
     deliver(ctx, &s, keys, seq, &msgid, uid_text)?;
-    let (expires, dropped) = token_effect(&stored);
-    ctx.replicate_send(
-        c"IM.SENDSET",
-        [int(seq), int(uid), expires, dropped],
-        &msgid,
-        rest,
-    );
+    let (expires_ms, dropped) = token_effect(&stored);
+    let ids = send::Ids {
+        seq,
+        msgid: &msgid,
+        uid,
+        expires_ms,
+        dropped,
+    };
+    ctx.replicate_send(c"IM.SENDSET", ids.text(&mut [0; send::IDS_MAX]), rest);
     ctx.reply_array(4);
     ctx.reply_int(int(seq));
     ctx.reply_bulk(&msgid);
@@ -151,9 +155,9 @@ pub(crate) fn send(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 }
 
 /// The token record's expiry and drop count, as SEQ.IDMPSET carries them.
-fn token_effect(s: &Stored) -> (i64, i64) {
+fn token_effect(s: &Stored) -> (u64, u64) {
     match s.effect {
-        Some([_, expires, _, dropped]) => (expires, dropped),
+        Some([_, expires, _, dropped]) => (expires.unsigned_abs(), dropped.unsigned_abs()),
         None => (0, 0),
     }
 }
@@ -321,7 +325,7 @@ fn retry(ctx: &Ctx, s: &Send, seq: u64) -> Result<(), Error> {
     Ok(())
 }
 
-/// IM.SENDSET seq msgid uid expires-ms dropped tag seq inbox trimmed [...] channel_type sender
+/// IM.SENDSET "seq msgid uid expires-ms dropped" tag seq inbox trimmed [...] channel_type sender
 /// client_msg_id body cap
 ///
 /// IM.SEND's replicated form (see the module comment): the sequence set to `seq` (marked for the
@@ -334,15 +338,15 @@ pub(crate) fn sendset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         key_positions(ctx, args, SENDSET_PREFIX);
         return Ok(());
     }
-    let [_, seq, msgid, uid, expires, dropped, rest @ ..] = args else {
+    let [_, ids, rest @ ..] = args else {
         return Err(Error::WrongArity);
     };
     let s = parse(rest)?;
-    let seq = seq.int_in("seq", 0, MAX_VALUE as i64)?.unsigned_abs();
-    let msgid = parse_msgid(msgid)?.to_text();
-    let uid = uid.int_in("uid", 0, i64::MAX)?.unsigned_abs();
-    let expires = expires.int_in("expires-ms", 0, i64::MAX)?.unsigned_abs();
-    let dropped = usize::try_from(dropped.int_in("dropped", 0, i64::MAX)?).unwrap_or(usize::MAX);
+    let ids = send::Ids::parse(ids.bytes())
+        .ok_or_else(|| err("ids must be 'seq msgid uid expires-ms dropped' (integers in 0..9223372036854775807 and a message id)"))?;
+    let msgid = MsgId::parse(ids.msgid).map_err(err)?.to_text();
+    let (seq, uid, expires) = (ids.seq, ids.uid, ids.expires_ms);
+    let dropped = usize::try_from(ids.dropped).unwrap_or(usize::MAX);
     let token = send::token(s.sender, s.client_msg_id);
     let entry = Entry::new(&token, seq, expires, fingerprint(b"", 1))
         .ok_or(Error::Static(c"ERR internal error: token"))?;

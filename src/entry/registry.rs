@@ -72,7 +72,7 @@ pub(crate) struct Spec {
     pub(crate) flags: u32,
 }
 
-/// IM.SEND's keys (`prefix` 0) and IM.SENDSET's (after its 5 values): the conversation's tag
+/// IM.SEND's keys (`prefix` 0) and IM.SENDSET's (after its one argument of values): the conversation's tag
 /// (routing only, as MSGID.GEN's target), its sequence (read and written, as SEQ.NEXT's), then per
 /// recipient an inbox (a sorted set changed in place, `update`: a member inserted and the oldest
 /// deleted beyond the cap, Redis allowing one of insert/delete/update per spec; on a retry read
@@ -112,7 +112,7 @@ pub(crate) const fn send_specs(prefix: i32, inbox_access: bool) -> [Spec; 4] {
     ]
 }
 pub(crate) const IM_SEND_SPECS: &[Spec] = &send_specs(0, true);
-pub(crate) const IM_SENDSET_SPECS: &[Spec] = &send_specs(5, false);
+pub(crate) const IM_SENDSET_SPECS: &[Spec] = &send_specs(1, false);
 
 /// Most [`Spec`]s one command may have.
 const MAX_SPECS: usize = 4;

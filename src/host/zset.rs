@@ -225,33 +225,23 @@ impl Ctx {
         }
     }
 
-    /// Replicates `cmd seq msgid uid expires dropped args...`: five values, then the call's own
-    /// arguments (after its name) as they came, each handed over by reference (format "lblll"
-    /// and "v": one command lookup and one argument vector, no copy of the arguments).
-    pub(crate) fn replicate_send(
-        &self,
-        cmd: &std::ffi::CStr,
-        [seq, uid, expires, dropped]: [i64; 4],
-        msgid: &[u8],
-        args: &[Arg],
-    ) {
-        // SAFETY: see the module comment of `host`; "lblllv" consumes a long long, a buffer and
-        // its length, three long longs, then an array of RedisModuleString* and its length, all
-        // passed in that order; `Arg` is a transparent wrapper of the string pointer, and Redis
-        // takes a reference to each string. Replicate fails only for an unknown command name,
-        // and the name passed is one of ours.
+    /// Replicates `cmd first args...`: one argument of this call's making, then the call's own
+    /// arguments (after its name) as they came, each handed over by reference (format "bv": one
+    /// command lookup, one argument object made, no copy of the arguments).
+    pub(crate) fn replicate_send(&self, cmd: &std::ffi::CStr, first: &[u8], args: &[Arg]) {
+        // SAFETY: see the module comment of `host`; "bv" consumes a buffer and its length, then
+        // an array of RedisModuleString* and its length, all passed in that order; `Arg` is a
+        // transparent wrapper of the string pointer, and Redis takes a reference to each
+        // string. Replicate fails only for an unknown command name, and the name passed is one
+        // of ours.
         unsafe {
             if let Some(f) = raw::RedisModule_Replicate {
                 f(
                     self.ptr,
                     cmd.as_ptr(),
-                    c"lblllv".as_ptr(),
-                    seq,
-                    msgid.as_ptr().cast::<c_char>(),
-                    msgid.len(),
-                    uid,
-                    expires,
-                    dropped,
+                    c"bv".as_ptr(),
+                    first.as_ptr().cast::<c_char>(),
+                    first.len(),
                     args.as_ptr()
                         .cast_mut()
                         .cast::<*mut raw::RedisModuleString>(),

@@ -108,11 +108,7 @@ fn write_calls(now_ms: u64) -> Vec<(Vec<String>, Vec<String>)> {
             s(&["t", "a", "i", "tr"]),
             s(&[
                 "IM.SENDSET",
-                "9",
-                "0000-0000-7VS6-D3E6",
-                "4198401",
-                "1",
-                "0",
+                "9 0000-0000-7VS6-D3E6 4198401 1 0",
                 "t",
                 "a",
                 "i",

@@ -81,9 +81,9 @@ const EXPECTED: &[(&str, i64, &str, [i64; 3], &str)] = &[
     ("im.send", -10, "denyoom movablekeys write", [1, 2, 1], "RO"),
     (
         "im.sendset",
-        -15,
+        -11,
         "denyoom movablekeys write",
-        [6, 7, 1],
+        [2, 3, 1],
         "RO",
     ),
 ];

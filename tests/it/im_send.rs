@@ -731,11 +731,7 @@ fn key_specs_and_getkeys_name_every_key() {
         "COMMAND",
         "GETKEYS",
         "IM.SENDSET",
-        "1",
-        "0000-0000-7VS6-D3E6",
-        "9",
-        "1",
-        "0",
+        "1 0000-0000-7VS6-D3E6 9 1 0",
     ];
     let native = c.native_argv();
     args.extend(native[1..].iter().map(String::as_str));
@@ -746,7 +742,7 @@ fn key_specs_and_getkeys_name_every_key() {
     // read-write; the pairs every second argument, up to 5 before the last
     for (name, first, inbox_flags) in [
         ("im.send", 1, vec!["RW", "access", "update"]),
-        ("im.sendset", 6, vec!["RW", "update"]),
+        ("im.sendset", 2, vec!["RW", "update"]),
     ] {
         let info: Vec<Vec<Value>> = cmd(&mut con, &["COMMAND", "INFO", name]).unwrap();
         let Value::Array(specs) = &info[0][8] else {

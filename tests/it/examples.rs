@@ -1045,6 +1045,10 @@ fn python_example_runs() {
         .args(["--host", "127.0.0.1", "--port", &s.port.to_string()]));
     assert!(stdout.contains("duplicate True"), "{stdout}");
     assert!(
+        stdout.contains("retry c2 through imid_send:") && !stdout.contains("duplicate False"),
+        "{stdout}"
+    );
+    assert!(
         stdout.contains("pull: 2 kind(s) changed ['friendship', 'group']")
             && stdout.contains("pull: 0 kind(s) changed []"),
         "{stdout}"
@@ -1064,28 +1068,30 @@ fn node_example_runs() {
         .arg(root().join("examples/node/im_flow.js"))
         .args(["--host", "127.0.0.1", "--port", &s.port.to_string()]));
     assert!(
-        stdout.contains("== via FCALL") && stdout.contains("== via EVALSHA"),
+        stdout.contains("== via IM.SEND")
+            && stdout.contains("== via FCALL")
+            && stdout.contains("== via EVALSHA"),
         "{stdout}"
     );
-    assert_eq!(stdout.matches("duplicate true").count(), 2, "{stdout}");
-    assert_eq!(stdout.matches("OPENID.DEC msgid").count(), 2, "{stdout}");
+    assert_eq!(stdout.matches("duplicate true").count(), 3, "{stdout}");
+    assert_eq!(stdout.matches("OPENID.DEC msgid").count(), 3, "{stdout}");
     assert_eq!(
         stdout
             .matches("pull: 2 kind(s) changed [friendship,group]")
             .count(),
-        2,
+        3,
         "{stdout}"
     );
     assert_eq!(
         stdout.matches("pull: 0 kind(s) changed []").count(),
-        2,
+        3,
         "{stdout}"
     );
     assert!(stdout.trim_end().ends_with("ok"), "{stdout}");
-    // What the program wrote is on the server: two conversations of 5 messages each.
+    // What the program wrote is on the server: three conversations of 5 messages each.
     let mut con = s.client();
     let seqs: Vec<String> = cmd(&mut con, &["KEYS", "*:seq"]).unwrap();
-    assert_eq!(seqs.len(), 2, "{seqs:?}");
+    assert_eq!(seqs.len(), 3, "{seqs:?}");
     for k in &seqs {
         assert_eq!(int(&mut con, &["SEQ.GET", k]), 5, "{k}");
     }

@@ -80,11 +80,12 @@ pub fn token(sender: &[u8], client_msg_id: &[u8]) -> [u8; 40] {
     h.update(client_msg_id);
     let digest = h.digest().bytes();
     let mut out = [0u8; 40];
-    const HEX: &[u8; 16] = b"0123456789abcdef";
+    // A nibble (0..15) as a lowercase hex digit.
+    let hex = |n: u8| if n < 10 { b'0' + n } else { b'a' + (n - 10) };
     for (pair, byte) in out.chunks_exact_mut(2).zip(digest) {
         if let [hi, lo] = pair {
-            *hi = HEX[usize::from(byte >> 4)];
-            *lo = HEX[usize::from(byte & 15)];
+            *hi = hex(byte >> 4);
+            *lo = hex(byte & 15);
         }
     }
     out

@@ -778,19 +778,14 @@ fn key_specs_and_getkeys_name_every_key() {
 fn acl_key_patterns_apply_to_every_key() {
     let s = Server::start();
     let mut admin = s.client();
-    ok(
-        &mut admin,
-        &[
-            "ACL",
-            "SETUSER",
-            "app",
-            "on",
-            ">pw",
-            "+@all",
-            "%R~{conv:1}",
-            "~{conv:1}:*",
-        ],
-    );
+    let mut user = |name: &str, markers: &str| {
+        let mut args = vec!["ACL", "SETUSER", name, "on", ">pw", "+@all", "%R~{conv:1}"];
+        args.extend(["~{conv:1}:seq", "~{conv:1}:inbox:*", markers]);
+        ok(&mut admin, &args);
+    };
+    user("app", "~{conv:1}:trimmed:*");
+    // markers readable only: a send may raise them, so it is refused
+    user("ro_markers", "%R~{conv:1}:trimmed:*");
     ok(
         &mut admin,
         &["ACL", "SETUSER", "ro", "on", ">pw", "+@all", "%R~*"],
@@ -812,13 +807,11 @@ fn acl_key_patterns_apply_to_every_key() {
         let e = native(&mut app, &c).unwrap_err();
         assert!(e.starts_with("NOPERM"), "{e}");
     }
-    // read-only key permission cannot send
-    let e = native(
-        &mut login("ro"),
-        &Call::new("1", &["bob"], 1, "a", "c2", "x", "5"),
-    )
-    .unwrap_err();
-    assert!(e.starts_with("NOPERM"), "{e}");
+    for user in ["ro_markers", "ro"] {
+        let c = Call::new("1", &["bob"], 1, "a", "c2", "x", "5");
+        let e = native(&mut login(user), &c).unwrap_err();
+        assert!(e.starts_with("NOPERM"), "{user}: {e}");
+    }
     assert_eq!(
         int(&mut admin, &["SEQ.GET", "{conv:1}:seq"]),
         1,

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """IM.SEND against examples/lua/send.lua and against its parts called alone (issue 29).
 
-Three measurements, each on its own fresh redis-server with the module loaded:
+Four measurements, each on its own fresh redis-server with the module loaded:
 
 1. Instructions per message inside Redis's call() (callgrind, as server-bench/instructions.py
    counts them), at 1, 5 and 50 recipients, for the same stream of sends three ways:
@@ -18,7 +18,9 @@ Three measurements, each on its own fresh redis-server with the module loaded:
 2. Throughput, native against send.lua in one run (redis-benchmark, 50 clients, pipeline 1 and
    16, the same keys: random conversations out of 1,000 per placeholder, cap 10, 1 recipient),
    in interleaved rounds; the median of the rounds.
-3. Latency of one send to 1, 100 and 1,000 recipients: the server's own time per call (INFO
+3. One inbox write three ways (--only zadd): the key API IM.SEND uses, RedisModule_Call of
+   ZADD, and ZADD itself (server-bench/floor.c's floor.zadd.api and floor.zadd.call).
+4. Latency of one send to 1, 100 and 1,000 recipients: the server's own time per call (INFO
    commandstats' usec_per_call: how long a call blocked the server), the mean of CALLS sends
    after a warm-up that filled every inbox to the cap.
 
@@ -314,6 +316,25 @@ def latency(workdir, module, sizes, calls):
     return rows
 
 
+def zadd_paths(workdir, module, n):
+    """One inbox write three ways, instructions per call inside call() (instructions.py's
+    count): the key API as IM.SEND writes (floor.zadd.api), RedisModule_Call of ZADD
+    (floor.zadd.call), and ZADD itself. Random keys out of 1,000, members of 80 bytes (sorted
+    sets past the listpack, as inboxes are)."""
+    floor = ins.build_floor(workdir)
+    member = "m:__rand_int__:" + "x" * 65
+    rows = []
+    for name, argv in (("key API (RedisModule_ZsetAdd)", ["floor.zadd.api"]),
+                       ("RedisModule_Call of ZADD", ["floor.zadd.call"]),
+                       ("ZADD, the command", ["ZADD"])):
+        v = ins.count(SERVER, workdir, module, floor,
+                      argv + ["z:__rand_int__", "__rand_int__", member], n, 1000, False, False,
+                      f"zadd{len(rows)}")
+        rows.append({"path": name, "instructions": v})
+        print(f"  {name:<32} {v:>8,.0f}", file=sys.stderr, flush=True)
+    return rows
+
+
 def render(data):
     out = ["Instructions per message inside call() (callgrind, " + data["server"] + "):", "",
            "| recipients | IM.SEND | send.lua | parts alone | IM.SEND / send.lua "
@@ -324,6 +345,10 @@ def render(data):
                    f"{r['parts']:,.0f} | {r['vs_lua']:.3f} "
                    f"({'met' if r['vs_lua'] <= MAX_VS_LUA else 'short'}) | {r['vs_parts']:.2f} "
                    f"({'met' if r['vs_parts'] <= MAX_VS_PARTS else 'short'}) |")
+    if data.get("zadd"):
+        out += ["", "One inbox write (instructions per call inside call()):", "",
+                "| path | instructions |", "| --- | ---: |"]
+        out += [f"| {r['path']} | {r['instructions']:,.0f} |" for r in data["zadd"]]
     out += ["", "Throughput (redis-benchmark, 50 clients, 1 recipient, cap 10, median of "
             f"{data['rounds']} interleaved rounds):", "",
             "| pipeline | IM.SEND req/s | send.lua req/s | IM.SEND / send.lua |",
@@ -345,7 +370,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--module", default=os.path.join(ROOT, "target/release/libimid.so"))
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks that it all runs")
-    ap.add_argument("--only", default="instructions,throughput,latency")
+    ap.add_argument("--only", default="instructions,zadd,throughput,latency")
     ap.add_argument("--json")
     args = ap.parse_args()
     module = os.path.abspath(args.module)
@@ -368,11 +393,13 @@ def main():
         counts, requests, rounds, calls = [(1, 4000), (5, 2000), (50, 400)], 100_000, 3, 50
     version = subprocess.run([SERVER, "--version"], capture_output=True, text=True).stdout
     data = {"server": version.strip(), "rounds": rounds, "instructions": [], "throughput": [],
-            "latency": []}
+            "latency": [], "zadd": []}
     with tempfile.TemporaryDirectory(prefix="imid-send-") as workdir:
         try:
             if "instructions" in only:
                 data["instructions"] = instructions(workdir, module, counts)
+            if "zadd" in only:
+                data["zadd"] = zadd_paths(workdir, module, 400 if args.smoke else 20_000)
             if "throughput" in only:
                 data["throughput"] = throughput(workdir, module, requests, rounds)
             if "latency" in only:

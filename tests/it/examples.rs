@@ -658,18 +658,6 @@ fn replica_holds_the_primarys_state() {
     }
 }
 
-/// A tiny deterministic generator for the scenarios below (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
-    }
-}
-
 const KINDS: [&str; 5] = [
     "friendship",
     "group",

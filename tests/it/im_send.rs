@@ -298,18 +298,6 @@ fn the_command_and_the_script_agree_on_a_frozen_clock() {
     assert!(trimmed > 0, "the cap dropped messages");
 }
 
-/// xorshift64*: a seeded, reproducible stream.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
-    }
-}
-
 const USERS: [&str; 6] = ["ann", "ben", "cat", "dan", "eve", "fay"];
 
 /// A random send: a conversation, a sender, 1 to 4 recipients (repeats allowed), a new client

@@ -5,87 +5,40 @@ use common::*;
 
 /// What COMMAND INFO must say of each command: name, arity, flags (without the `module` flag
 /// Redis adds to all), legacy key range (first, last, step), key-spec flags ("" when keyless).
+#[rustfmt::skip] // one line per command reads as the table it is
 const EXPECTED: &[(&str, i64, &str, [i64; 3], &str)] = &[
-    ("msgid.gen", 3, "fast write", [2, 2, 1], "RO"),
-    ("msgid.encode", 5, "fast readonly", [0, 0, 0], ""),
-    ("msgid.decode", 2, "fast readonly", [0, 0, 0], ""),
-    ("msgid.hash", 2, "fast readonly", [0, 0, 0], ""),
-    ("msgid.floor", 2, "fast write", [0, 0, 0], ""),
-    ("seq.idmpclock", 4, "fast write", [0, 0, 0], ""),
-    ("uid.gen", -2, "fast write", [1, 1, 1], "RO"),
-    ("uid.decode", -2, "fast readonly", [0, 0, 0], ""),
-    ("uid.encode", -4, "fast readonly", [0, 0, 0], ""),
-    ("uid.floor", 2, "fast write", [0, 0, 0], ""),
-    ("openid.enc", 4, "fast readonly", [0, 0, 0], ""),
-    ("openid.dec", 2, "fast readonly", [0, 0, 0], ""),
-    (
-        "seq.next",
-        -2,
-        "denyoom fast write",
-        [1, 1, 1],
-        "RW access update",
-    ),
-    ("seq.get", 2, "fast readonly", [1, 1, 1], "RO access"),
-    ("seq.mget", -2, "fast readonly", [1, -1, 1], "RO access"),
-    ("seq.set", 3, "denyoom fast write", [1, 1, 1], "OW update"),
-    (
-        "seq.advance",
-        -3,
-        "denyoom fast movablekeys write",
-        [1, 1, 1],
-        "RW access update",
-    ),
-    (
-        "seq.hnext",
-        -3,
-        "denyoom fast write",
-        [1, 1, 1],
-        "RW access update",
-    ),
-    (
-        "seq.idmpset",
-        7,
-        "denyoom write",
-        [1, 1, 1],
-        "RW access update",
-    ),
-    (
-        "seq.hidmpset",
-        -7,
-        "denyoom write",
-        [1, 1, 1],
-        "RW access update",
-    ),
-    ("seq.hget", 3, "fast readonly", [1, 1, 1], "RO access"),
-    ("seq.hmget", -3, "fast readonly", [1, 1, 1], "RO access"),
-    ("seq.hgetall", 2, "readonly", [1, 1, 1], "RO access"),
-    ("seq.hscan", -3, "readonly", [1, 1, 1], "RO access"),
-    (
-        "seq.hset",
-        -4,
-        "denyoom fast write",
-        [1, 1, 1],
-        "RW access update",
-    ),
-    ("seq.hdel", -3, "fast write", [1, 1, 1], "RW delete"),
-    ("seq.hlen", 2, "fast readonly", [1, 1, 1], "RO access"),
-    (
-        "seq.hadvance",
-        -4,
-        "denyoom fast movablekeys write",
-        [1, 1, 1],
-        "RW access update",
-    ),
+    ("msgid.gen",     3,   "fast write",                     [2, 2, 1],  "RO"),
+    ("msgid.encode",  5,   "fast readonly",                  [0, 0, 0],  ""),
+    ("msgid.decode",  2,   "fast readonly",                  [0, 0, 0],  ""),
+    ("msgid.hash",    2,   "fast readonly",                  [0, 0, 0],  ""),
+    ("msgid.floor",   2,   "fast write",                     [0, 0, 0],  ""),
+    ("seq.idmpclock", 4,   "fast write",                     [0, 0, 0],  ""),
+    ("uid.gen",       -2,  "fast write",                     [1, 1, 1],  "RO"),
+    ("uid.decode",    -2,  "fast readonly",                  [0, 0, 0],  ""),
+    ("uid.encode",    -4,  "fast readonly",                  [0, 0, 0],  ""),
+    ("uid.floor",     2,   "fast write",                     [0, 0, 0],  ""),
+    ("openid.enc",    4,   "fast readonly",                  [0, 0, 0],  ""),
+    ("openid.dec",    2,   "fast readonly",                  [0, 0, 0],  ""),
+    ("seq.next",      -2,  "denyoom fast write",             [1, 1, 1],  "RW access update"),
+    ("seq.get",       2,   "fast readonly",                  [1, 1, 1],  "RO access"),
+    ("seq.mget",      -2,  "fast readonly",                  [1, -1, 1], "RO access"),
+    ("seq.set",       3,   "denyoom fast write",             [1, 1, 1],  "OW update"),
+    ("seq.advance",   -3,  "denyoom fast movablekeys write", [1, 1, 1],  "RW access update"),
+    ("seq.hnext",     -3,  "denyoom fast write",             [1, 1, 1],  "RW access update"),
+    ("seq.idmpset",   7,   "denyoom write",                  [1, 1, 1],  "RW access update"),
+    ("seq.hidmpset",  -7,  "denyoom write",                  [1, 1, 1],  "RW access update"),
+    ("seq.hget",      3,   "fast readonly",                  [1, 1, 1],  "RO access"),
+    ("seq.hmget",     -3,  "fast readonly",                  [1, 1, 1],  "RO access"),
+    ("seq.hgetall",   2,   "readonly",                       [1, 1, 1],  "RO access"),
+    ("seq.hscan",     -3,  "readonly",                       [1, 1, 1],  "RO access"),
+    ("seq.hset",      -4,  "denyoom fast write",             [1, 1, 1],  "RW access update"),
+    ("seq.hdel",      -3,  "fast write",                     [1, 1, 1],  "RW delete"),
+    ("seq.hlen",      2,   "fast readonly",                  [1, 1, 1],  "RO access"),
+    ("seq.hadvance",  -4,  "denyoom fast movablekeys write", [1, 1, 1],  "RW access update"),
     // The tag and the sequence make the legacy range; the inbox/trimmed pairs (every second
     // argument) only the key specs and the getkeys API can say (tests/it/im_send.rs).
-    ("im.send", -10, "denyoom movablekeys write", [1, 2, 1], "RO"),
-    (
-        "im.sendset",
-        -11,
-        "denyoom movablekeys write",
-        [2, 3, 1],
-        "RO",
-    ),
+    ("im.send",       -10, "denyoom movablekeys write",      [1, 2, 1],  "RO"),
+    ("im.sendset",    -11, "denyoom movablekeys write",      [2, 3, 1],  "RO"),
 ];
 
 /// The LIMIT key of SEQ.ADVANCE and SEQ.HADVANCE: a second key spec, read-only, found after
@@ -116,19 +69,14 @@ fn limit_key_is_a_second_read_only_key() {
         };
         assert_eq!(int(&spec[3]), from, "{name} startfrom");
     }
+    #[rustfmt::skip]
     let cases: &[(&[&str], &[&str])] = &[
         (&["SEQ.ADVANCE", "k", "5"], &["k"]),
         (&["SEQ.ADVANCE", "k", "5", "LIMIT", "max"], &["k", "max"]),
         (&["SEQ.ADVANCE", "k", "5", "limit", "max"], &["k", "max"]),
         (&["SEQ.HADVANCE", "m", "f", "5"], &["m"]),
-        (
-            &["SEQ.HADVANCE", "m", "f", "5", "LIMIT", "max"],
-            &["m", "max"],
-        ),
-        (
-            &["SEQ.HADVANCE", "m", "LIMIT", "5", "LIMIT", "max"],
-            &["m", "max"],
-        ),
+        (&["SEQ.HADVANCE", "m", "f", "5", "LIMIT", "max"], &["m", "max"]),
+        (&["SEQ.HADVANCE", "m", "LIMIT", "5", "LIMIT", "max"], &["m", "max"]),
         (&["SEQ.HADVANCE", "m", "LIMIT", "5"], &["m"]),
         (&["SEQ.HNEXT", "m", "f", "COUNT", "3"], &["m"]),
         (&["SEQ.HMGET", "m", "a", "b"], &["m"]),
@@ -136,12 +84,7 @@ fn limit_key_is_a_second_read_only_key() {
         (&["SEQ.HDEL", "m", "a", "b"], &["m"]),
         (&["SEQ.HSCAN", "m", "0", "COUNT", "5"], &["m"]),
     ];
-    for (call, keys) in cases {
-        let mut args = vec!["COMMAND", "GETKEYS"];
-        args.extend_from_slice(call);
-        let got: Vec<String> = cmd(&mut con, &args).unwrap();
-        assert_eq!(got, *keys, "{call:?}");
-    }
+    assert_getkeys(&mut con, cases);
 }
 
 fn strings(v: &Value) -> Vec<String> {
@@ -273,10 +216,16 @@ fn getkeys_tell_the_truth() {
         (&["MSGID.DECODE", "0000-0000-0000-0000"], &[]),
         (&["OPENID.DEC", "SY62cbZxtnG2cbZxSIw"], &[]),
     ];
+    assert_getkeys(&mut con, cases);
+}
+
+/// COMMAND GETKEYS of each call finds exactly its keys; a call with none ("no key" error)
+/// is expected with an empty list.
+fn assert_getkeys(con: &mut Connection, cases: &[(&[&str], &[&str])]) {
     for (call, keys) in cases {
         let mut args = vec!["COMMAND", "GETKEYS"];
         args.extend_from_slice(call);
-        match cmd::<Vec<String>>(&mut con, &args) {
+        match cmd::<Vec<String>>(con, &args) {
             Ok(got) => assert_eq!(got, *keys, "{call:?}"),
             Err(e) => assert!(
                 keys.is_empty() && err_text(&e).contains("no key"),

@@ -277,100 +277,47 @@ fn refused_layouts_stop_the_load_and_say_why() {
     let soon = (now - 200 * day).to_string();
     let gone = (now - 400 * day).to_string();
     let future = (now + day).to_string();
-    let cases: Vec<(Vec<&str>, &str)> = vec![
-        // UidGenerator's default layout and epoch ran out on 2024-11-20.
-        (
-            vec![
-                "--imid.uid-layout",
-                "28,22,13",
-                "--imid.uid-time-unit",
-                "s",
-                "--imid.uid-epoch",
-                "1463702400000",
-            ],
-            "imid.uid-layout has run out: its time field ended on 2024-11-20T21:24:16Z",
-        ),
-        (
-            vec!["--imid.uid-layout", "35,14,14", "--imid.uid-epoch", &soon],
-            "within a year",
-        ),
-        (
-            vec!["--imid.uid-layout", "35,14,14", "--imid.uid-epoch", &gone],
-            "imid.uid-layout has run out",
-        ),
-        (
-            vec!["--imid.uid-epoch", &future],
-            "is after the server clock",
-        ),
-        (
-            vec!["--imid.uid-layout", "41,10,14"],
-            "imid.uid-layout widths must sum to 63 (or 64, the time field's top bit kept 0), not 65",
-        ),
-        (
-            vec!["--imid.uid-layout", "node:10,time:41,seq:12"],
-            "imid.uid-layout must name time first",
-        ),
-        (
-            vec!["--imid.uid-layout", "time:41,node:10,node:12"],
-            "imid.uid-layout names the node field twice",
-        ),
-        (
-            vec!["--imid.uid-layout", "snowflake"],
-            "imid.uid-layout must be auto, a named layout (twitter, discord, instagram, sonyflake, sonyflake-v2, uidgenerator, mastodon)",
-        ),
-        // A named scheme that has run out is refused like its widths are.
-        (
-            vec!["--imid.uid-layout", "uidgenerator"],
-            "imid.uid-layout has run out: its time field ended on 2024-11-20T21:24:16Z",
-        ),
-        (
-            vec!["--imid.uid-layout", "twitter", "--imid.uid-node", "1024"],
-            "imid.uid-node 1024 does not fit the layout's 10 node bits (0..1023)",
-        ),
-        (
-            vec!["--imid.uid-time-unit", "0ms"],
-            "imid.uid-time-unit must be auto, ms, s, or a whole number of them",
-        ),
-        (
-            vec!["--imid.uid-epoch", "1e3"],
-            "imid.uid-epoch must be auto or Unix ms",
-        ),
-        // Cluster mode: a named layout with fewer than 14 node bits needs a fixed node.
-        (
-            vec!["--cluster-enabled", "yes", "--imid.uid-layout", "instagram"],
-            "needs at least 14 node bits; the layout has 13: set imid.uid-node to this node's worker number (0..8191)",
-        ),
-        (
-            vec!["--imid.uid-layout", "0,31,32"],
-            "imid.uid-layout time width must be at least 1",
-        ),
-        (
-            vec!["--imid.uid-layout", "41,10"],
-            "imid.uid-layout must be auto, a named layout",
-        ),
-        (
-            vec!["--imid.uid-layout", "63,0,0"],
-            "reaches past the largest Unix time",
-        ),
-        (
-            vec!["--imid.uid-node", "1024"],
-            "imid.uid-node 1024 does not fit the layout's 10 node bits (0..1023)",
-        ),
-        (
-            vec!["--imid.uid-node", "-1"],
-            "imid.uid-node must be auto or a non-negative integer",
-        ),
-        (vec!["--imid.uid-time-unit", "us"], "imid.uid-time-unit"),
-        (vec!["--imid.uid-epoch", "-1"], "imid.uid-epoch"),
-        // In cluster mode `auto` puts the slot (14 bits) in the node field.
-        (
-            vec!["--cluster-enabled", "yes", "--imid.uid-layout", "41,10,12"],
-            "needs at least 14 node bits; the layout has 10",
-        ),
-    ];
-    for (args, want) in &cases {
+    let refused = |args: &[&str], want: &str| {
         let log = Server::build().args(args).refused("Can't load module").log;
         assert!(log.contains(want), "{args:?}: expected {want:?} in\n{log}");
+    };
+    // (imid.uid-layout given alone, what the log says)
+    #[rustfmt::skip]
+    let layouts = [
+        // A named scheme that has run out is refused like its widths are.
+        ("uidgenerator", "imid.uid-layout has run out: its time field ended on 2024-11-20T21:24:16Z"),
+        ("41,10,14", "imid.uid-layout widths must sum to 63 (or 64, the time field's top bit kept 0), not 65"),
+        ("node:10,time:41,seq:12", "imid.uid-layout must name time first"),
+        ("time:41,node:10,node:12", "imid.uid-layout names the node field twice"),
+        ("snowflake", "imid.uid-layout must be auto, a named layout (twitter, discord, instagram, sonyflake, sonyflake-v2, uidgenerator, mastodon)"),
+        ("0,31,32", "imid.uid-layout time width must be at least 1"),
+        ("41,10", "imid.uid-layout must be auto, a named layout"),
+        ("63,0,0", "reaches past the largest Unix time"),
+    ];
+    for (layout, want) in layouts {
+        refused(&["--imid.uid-layout", layout], want);
+    }
+    #[rustfmt::skip]
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        // UidGenerator's default layout and epoch ran out on 2024-11-20.
+        (vec!["--imid.uid-layout", "28,22,13", "--imid.uid-time-unit", "s", "--imid.uid-epoch", "1463702400000"], "imid.uid-layout has run out: its time field ended on 2024-11-20T21:24:16Z"),
+        (vec!["--imid.uid-layout", "35,14,14", "--imid.uid-epoch", &soon], "within a year"),
+        (vec!["--imid.uid-layout", "35,14,14", "--imid.uid-epoch", &gone], "imid.uid-layout has run out"),
+        (vec!["--imid.uid-epoch", &future], "is after the server clock"),
+        (vec!["--imid.uid-time-unit", "0ms"], "imid.uid-time-unit must be auto, ms, s, or a whole number of them"),
+        (vec!["--imid.uid-time-unit", "us"], "imid.uid-time-unit"),
+        (vec!["--imid.uid-epoch", "1e3"], "imid.uid-epoch must be auto or Unix ms"),
+        (vec!["--imid.uid-epoch", "-1"], "imid.uid-epoch"),
+        (vec!["--imid.uid-node", "1024"], "imid.uid-node 1024 does not fit the layout's 10 node bits (0..1023)"),
+        (vec!["--imid.uid-node", "-1"], "imid.uid-node must be auto or a non-negative integer"),
+        (vec!["--imid.uid-layout", "twitter", "--imid.uid-node", "1024"], "imid.uid-node 1024 does not fit the layout's 10 node bits (0..1023)"),
+        // Cluster mode: a named layout with fewer than 14 node bits needs a fixed node.
+        (vec!["--cluster-enabled", "yes", "--imid.uid-layout", "instagram"], "needs at least 14 node bits; the layout has 13: set imid.uid-node to this node's worker number (0..8191)"),
+        // In cluster mode `auto` puts the slot (14 bits) in the node field.
+        (vec!["--cluster-enabled", "yes", "--imid.uid-layout", "41,10,12"], "needs at least 14 node bits; the layout has 10"),
+    ];
+    for (args, want) in &cases {
+        refused(args, want);
     }
 }
 

@@ -80,10 +80,7 @@ fn uid_borrowing_is_bounded_and_never_moves_message_ids() {
     // fast the machine is.
     let second = server_time_ms(&mut con) / 1000 * 1000;
     let frozen = second + 500;
-    ok(
-        &mut con,
-        &["IMID.TEST-CLOCK", "FREEZE", &frozen.to_string()],
-    );
+    freeze(&mut con, frozen);
     assert_eq!(msgid_time(&mut con), frozen);
     assert_eq!(s.imid_stat("msgid_high_water_ms"), frozen + LEASE_MS);
 
@@ -142,7 +139,7 @@ fn uid_borrowing_is_bounded_and_never_moves_message_ids() {
 /// replays its own AOF and loads its own RDB file; past the caps a replayed floor is refused.
 #[test]
 fn leases_at_their_caps_write_files_the_node_loads() {
-    let mut s = Server::with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut s = Server::with(&AOF_ALWAYS);
     s.kill();
     for (cmd_, v) in [
         ("MSGID.FLOOR", (MSGID_CAP - 1).to_string()),
@@ -261,7 +258,7 @@ fn a_replica_reaches_exactly_the_primarys_two_marks() {
 
 #[test]
 fn uid_floor_from_a_client() {
-    let s = Server::with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let s = Server::with(&AOF_ALWAYS);
     let mut con = s.client();
     // UID.GEN renews the UID lease only, and writes UID.FLOOR, not MSGID.FLOOR.
     let first: i64 = cmd(&mut con, &["UID.GEN", "x"]).unwrap();

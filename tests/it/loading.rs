@@ -225,8 +225,7 @@ fn module_arguments_are_checked_like_configs() {
         (&["--imid.seq-gap", "-7"], "seq-gap"),
     ];
     for (args, want) in cases {
-        let log = Server::build().args(args).refused("Can't load module").log;
-        assert!(log.contains(want), "{args:?}: expected {want:?} in\n{log}");
+        let log = refused_load(args, want);
         assert!(!log.contains("secret"), "a key list is never logged: {log}");
     }
 }

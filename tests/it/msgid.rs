@@ -19,9 +19,7 @@ fn fields_of(id: &str) -> (u64, u64, u64, u64) {
 fn encode_and_decode_every_reference_vector() {
     let s = Server::start();
     let mut con = s.client();
-    let rows = vectors("msgid.tsv");
-    assert!(rows.len() > 300);
-    for r in &rows {
+    for r in &vector_rows("msgid.tsv", 301, |_| true) {
         let id: String = cmd(
             &mut con,
             &[
@@ -34,25 +32,16 @@ fn encode_and_decode_every_reference_vector() {
         )
         .unwrap();
         assert_eq!(id, r["msgid_str"], "encode {r:?}");
-        let f: Vec<(String, i64)> = {
-            let v: Vec<Value> = cmd(&mut con, &["MSGID.DECODE", &r["msgid_str"]]).unwrap();
-            v.chunks(2)
-                .map(|p| {
-                    (
-                        redis::from_redis_value(p[0].clone()).unwrap(),
-                        redis::from_redis_value(p[1].clone()).unwrap(),
-                    )
-                })
-                .collect()
-        };
-        let names: Vec<&str> = f.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["time", "seq", "channel_type", "hash"]);
-        let vals: Vec<String> = f.iter().map(|(_, v)| v.to_string()).collect();
-        assert_eq!(
-            vals,
-            [&r["time_ms"], &r["seq"], &r["channel_type"], &r["hash22"]].map(String::as_str),
-            "decode {r:?}"
-        );
+        // (field, its column in the vectors)
+        let want = [
+            ("time", "time_ms"),
+            ("seq", "seq"),
+            ("channel_type", "channel_type"),
+            ("hash", "hash22"),
+        ]
+        .map(|(name, column)| (name.to_owned(), r[column].clone()));
+        let got = reply_pairs(&mut con, &["MSGID.DECODE", &r["msgid_str"]]).unwrap();
+        assert_eq!(got, want, "decode {r:?}");
     }
 }
 
@@ -86,17 +75,11 @@ fn hash_matches_java_for_every_reference_target() {
 fn every_decode_rejection_vector_is_an_err() {
     let s = Server::start();
     let mut con = s.client();
-    let mut n = 0;
-    for r in vectors("reject.tsv")
-        .iter()
-        .filter(|r| r["command"] == "MSGID.DECODE")
-    {
+    for r in &vector_rows("reject.tsv", 40, |r| r["command"] == "MSGID.DECODE") {
         let arg = unescape(&r["arg1"]);
         let e = expect_err(&mut con, &[b"MSGID.DECODE", &arg]);
         assert!(e.starts_with("ERR invalid message id"), "{r:?}: {e}");
-        n += 1;
     }
-    assert!(n >= 40, "only {n} rows");
 }
 
 #[test]
@@ -226,15 +209,17 @@ fn java_mode_refuses_invalid_utf8_targets() {
 fn hash_mode_config_is_validated_and_switchable() {
     let s = Server::start();
     let mut con = s.client();
-    let v: Vec<String> = cmd(&mut con, &["CONFIG", "GET", "imid.msgid-hash"]).unwrap();
-    assert_eq!(v, ["imid.msgid-hash", "auto"]);
+    assert_eq!(config(&mut con, "imid.msgid-hash"), "auto");
     // auto on a non-cluster server is java
     let h: i64 = cmd(&mut con, &["MSGID.HASH", "user1"]).unwrap();
     assert_eq!(h, 2526662);
     let e = cmd::<()>(&mut con, &["CONFIG", "SET", "imid.msgid-hash", "murmur"]).unwrap_err();
     assert!(err_text(&e).starts_with("ERR"), "{e}");
-    let v: Vec<String> = cmd(&mut con, &["CONFIG", "GET", "imid.msgid-hash"]).unwrap();
-    assert_eq!(v[1], "auto", "a refused value changes nothing");
+    assert_eq!(
+        config(&mut con, "imid.msgid-hash"),
+        "auto",
+        "a refused value changes nothing"
+    );
     config_set(&mut con, "imid.msgid-hash", "slot");
     // slot mode: CRC16 slot of the target (12182 for "foo") in the top 14 bits
     let h: i64 = cmd(&mut con, &["MSGID.HASH", "foo"]).unwrap();
@@ -251,11 +236,7 @@ fn hash_mode_config_is_validated_and_switchable() {
 #[test]
 fn bad_config_at_load_is_refused() {
     for (name, value) in [("--imid.msgid-hash", "bogus"), ("--imid.msgid-hash", "")] {
-        let log = Server::build()
-            .args(&[name, value])
-            .refused("Can't load module")
-            .log;
-        assert!(log.contains("imid.msgid-hash"), "{log}");
+        refused_load(&[name, value], "imid.msgid-hash");
     }
 }
 
@@ -428,6 +409,5 @@ fn module_loadex_with_a_bad_config_leaves_no_module_behind() {
         );
     }
     loadex(&mut con, &module, &[("imid.msgid-hash", "slot")]).unwrap();
-    let v: Vec<String> = cmd(&mut con, &["CONFIG", "GET", "imid.msgid-hash"]).unwrap();
-    assert_eq!(v[1], "slot");
+    assert_eq!(config(&mut con, "imid.msgid-hash"), "slot");
 }

@@ -189,8 +189,7 @@ fn values_survive_an_aof_restart_without_rdb_preamble() {
 
 #[test]
 fn nothing_issued_is_reissued_after_kill_9() {
-    let args = ["--appendonly", "yes", "--appendfsync", "always"];
-    let mut s = Server::with(&args);
+    let mut s = Server::with(&AOF_ALWAYS);
     let mut con = s.client();
     let mut last = 0;
     for _ in 0..500 {

@@ -218,9 +218,7 @@ fn configs_show_and_cannot_change_at_runtime() {
         "1760000000000",
     ]);
     let mut con = s.client();
-    let v: Vec<String> = cmd(&mut con, &["CONFIG", "GET", "imid.uid-*"]).unwrap();
-    let mut pairs: Vec<(String, String)> =
-        v.chunks(2).map(|c| (c[0].clone(), c[1].clone())).collect();
+    let mut pairs = reply_pairs(&mut con, &["CONFIG", "GET", "imid.uid-*"]).unwrap();
     pairs.sort();
     assert_eq!(
         pairs,
@@ -261,8 +259,7 @@ fn module_arguments_set_the_defaults() {
     let mut con = s.client();
     let uid: i64 = cmd(&mut con, &["UID.GEN", "t"]).unwrap();
     assert_eq!(decode(&mut con, uid).1, 9);
-    let v: Vec<String> = cmd(&mut con, &["CONFIG", "GET", "imid.uid-layout"]).unwrap();
-    assert_eq!(v[1], "40,11,12");
+    assert_eq!(config(&mut con, "imid.uid-layout"), "40,11,12");
 }
 
 #[test]
@@ -277,10 +274,6 @@ fn refused_layouts_stop_the_load_and_say_why() {
     let soon = (now - 200 * day).to_string();
     let gone = (now - 400 * day).to_string();
     let future = (now + day).to_string();
-    let refused = |args: &[&str], want: &str| {
-        let log = Server::build().args(args).refused("Can't load module").log;
-        assert!(log.contains(want), "{args:?}: expected {want:?} in\n{log}");
-    };
     // (imid.uid-layout given alone, what the log says)
     #[rustfmt::skip]
     let layouts = [
@@ -295,7 +288,7 @@ fn refused_layouts_stop_the_load_and_say_why() {
         ("63,0,0", "reaches past the largest Unix time"),
     ];
     for (layout, want) in layouts {
-        refused(&["--imid.uid-layout", layout], want);
+        refused_load(&["--imid.uid-layout", layout], want);
     }
     #[rustfmt::skip]
     let cases: Vec<(Vec<&str>, &str)> = vec![
@@ -317,7 +310,7 @@ fn refused_layouts_stop_the_load_and_say_why() {
         (vec!["--cluster-enabled", "yes", "--imid.uid-layout", "41,10,12"], "needs at least 14 node bits; the layout has 10"),
     ];
     for (args, want) in &cases {
-        refused(args, want);
+        refused_load(args, want);
     }
 }
 
@@ -488,7 +481,7 @@ fn uids_have_a_time_lease_of_their_own() {
 
 #[test]
 fn lease_renewals_reach_replicas_and_the_aof() {
-    let primary = Server::with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let primary = Server::with(&AOF_ALWAYS);
     let replica = primary.replica(&[]);
     let mut con = primary.client();
     let uid: i64 = cmd(&mut con, &["UID.GEN", "t"]).unwrap();

@@ -138,8 +138,7 @@ fn agree(layout: &str, node: u64, lib: Lib, time_res: u64) {
         &node.to_string(),
     ]);
     let mut con = s.client();
-    let conf: Vec<String> = cmd(&mut con, &["CONFIG", "GET", "imid.uid-layout"]).unwrap();
-    assert_eq!(conf[1], layout);
+    assert_eq!(config(&mut con, "imid.uid-layout"), layout);
     let order: Vec<&str> = if layout.starts_with("sonyflake") {
         vec!["time", "seq", "node"]
     } else {
@@ -250,32 +249,23 @@ fn agree(layout: &str, node: u64, lib: Lib, time_res: u64) {
     );
 }
 
-#[test]
-fn twitter_agrees_with_sapphire_snowflake() {
-    agree("twitter", 677, Lib::Node, 1);
+/// One test per layout, `name: layout, node, library, time resolution;` ([`agree`]).
+macro_rules! agreement_tests {
+    ($($name:ident: $layout:literal, $node:expr, $lib:expr, $time_res:expr;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                agree($layout, $node, $lib, $time_res);
+            }
+        )*
+    };
 }
 
-#[test]
-fn discord_agrees_with_sapphire_snowflake() {
-    agree("discord", 33, Lib::Node, 1);
-}
-
-#[test]
-fn instagram_agrees_with_snowflake_id_toolkit() {
-    agree("instagram", 5_001, Lib::Python, 1);
-}
-
-#[test]
-fn sonyflake_agrees_with_sonyflake_py_v1() {
-    agree("sonyflake", 4_660, Lib::PythonSonyflakeV1, 1);
-}
-
-#[test]
-fn sonyflake_v2_agrees_with_sonyflake_2_0_3() {
-    agree("sonyflake-v2", 65_535, Lib::Python, 1);
-}
-
-#[test]
-fn mastodon_agrees_with_mastodon_py() {
-    agree("mastodon", 0, Lib::Python, 1000);
+agreement_tests! {
+    twitter_agrees_with_sapphire_snowflake: "twitter", 677, Lib::Node, 1;
+    discord_agrees_with_sapphire_snowflake: "discord", 33, Lib::Node, 1;
+    instagram_agrees_with_snowflake_id_toolkit: "instagram", 5_001, Lib::Python, 1;
+    sonyflake_agrees_with_sonyflake_py_v1: "sonyflake", 4_660, Lib::PythonSonyflakeV1, 1;
+    sonyflake_v2_agrees_with_sonyflake_2_0_3: "sonyflake-v2", 65_535, Lib::Python, 1;
+    mastodon_agrees_with_mastodon_py: "mastodon", 0, Lib::Python, 1000;
 }

@@ -18,6 +18,11 @@ pub fn set_clock(con: &mut Connection, args: &[&str]) {
     let _: String = cmd(con, &a).unwrap();
 }
 
+/// Freezes the test-hooks build's clock at `ms` Unix ms (IMID.TEST-CLOCK FREEZE).
+pub fn freeze(con: &mut Connection, ms: impl std::fmt::Display) {
+    set_clock(con, &["FREEZE", &ms.to_string()]);
+}
+
 /// The local wall clock in Unix ms (all test servers share this host's clock).
 pub fn wall_ms() -> u64 {
     std::time::SystemTime::now()

@@ -84,6 +84,25 @@ pub fn modules(con: &mut Connection) -> Vec<String> {
         .collect()
 }
 
+/// A RESP2 reply of names and values in turn (a decoder's, CONFIG GET's) as (name, value as
+/// text) pairs in order.
+pub fn reply_pairs(
+    con: &mut Connection,
+    args: &[&str],
+) -> redis::RedisResult<Vec<(String, String)>> {
+    let v: Vec<Value> = cmd(con, args)?;
+    Ok(v.chunks(2)
+        .map(|p| {
+            let name: String = redis::from_redis_value(p[0].clone()).unwrap();
+            let val = match &p[1] {
+                Value::Int(i) => i.to_string(),
+                other => redis::from_redis_value::<String>(other.clone()).unwrap(),
+            };
+            (name, val)
+        })
+        .collect())
+}
+
 /// A reply that must be a RESP3 map (`con` from [`Server::client_resp3`]), as its pairs in
 /// order, each value read as a `T`.
 pub fn resp3_map<T: redis::FromRedisValue>(

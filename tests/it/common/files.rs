@@ -38,6 +38,18 @@ pub fn vectors(name: &str) -> Vec<std::collections::HashMap<String, String>> {
         .collect()
 }
 
+/// The rows of the reference vectors `name` ([`vectors`]) that `keep` keeps, which must be at
+/// least `min`: a test that runs over them cannot pass on a truncated or misread file.
+pub fn vector_rows(
+    name: &str,
+    min: usize,
+    keep: impl Fn(&std::collections::HashMap<String, String>) -> bool,
+) -> Vec<std::collections::HashMap<String, String>> {
+    let rows: Vec<_> = vectors(name).into_iter().filter(|r| keep(r)).collect();
+    assert!(rows.len() >= min, "{name}: only {} rows", rows.len());
+    rows
+}
+
 /// Undoes the vectors' escaping: `\\`, `\t`, `\n`, `\r`, `\xHH`.
 pub fn unescape(s: &str) -> Vec<u8> {
     let b = s.as_bytes();

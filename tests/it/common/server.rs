@@ -508,8 +508,19 @@ pub struct Refusal {
     pub output: String,
 }
 
+/// Starts a server with `args` that must refuse to load the module and say `want` in its log;
+/// returns the log.
+pub fn refused_load(args: &[&str], want: &str) -> String {
+    let log = Server::build().args(args).refused("Can't load module").log;
+    assert!(log.contains(want), "{args:?}: expected {want:?} in\n{log}");
+    log
+}
+
 /// The AOF with fsync every second, as `make run` and docs/durability.md recommend.
 pub const AOF_EVERYSEC: [&str; 4] = ["--appendonly", "yes", "--appendfsync", "everysec"];
+
+/// The AOF fsynced on every write.
+pub const AOF_ALWAYS: [&str; 4] = ["--appendonly", "yes", "--appendfsync", "always"];
 
 /// The server arguments of an AOF fsynced on every write, with the RDB preamble `preamble`
 /// (`yes`, or `no` so that the AOF rewrite callbacks run).

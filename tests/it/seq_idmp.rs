@@ -80,39 +80,20 @@ fn map_fields_take_tokens_too() {
     assert_eq!(hidmp(&mut con, "m", "group", "t2", 3), (3, 1));
     assert_eq!(int(&mut con, &["SEQ.HGET", "m", "group"]), 4);
     // the token names one request: another field or count is refused
-    for args in [
-        &["SEQ.HNEXT", "m", "group", "IDMP", "t1"][..],
-        &["SEQ.HNEXT", "m", "friendship", "COUNT", "2", "IDMP", "t1"],
-    ] {
-        let a: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        let e = expect_err(&mut con, &a);
-        assert!(
-            e.starts_with("ERR IDMP token already used on this key with another field or COUNT"),
-            "{e}"
-        );
-    }
-    for (args, want) in [
+    const OTHER: &str = "ERR IDMP token already used on this key with another field or COUNT";
+    let rows: &[Refused] = &[
+        ("SEQ.HNEXT m group IDMP t1", &[], OTHER),
+        ("SEQ.HNEXT m friendship COUNT 2 IDMP t1", &[], OTHER),
+        ("SEQ.HNEXT m f IDMP", &[], "ERR IDMP needs a token"),
+        ("SEQ.HNEXT m f IDMP a IDMP b", &[], "ERR IDMP given twice"),
         (
-            &["SEQ.HNEXT", "m", "f", "IDMP"][..],
-            "ERR IDMP needs a token",
-        ),
-        (
-            &["SEQ.HNEXT", "m", "f", "IDMP", "a", "IDMP", "b"],
-            "ERR IDMP given twice",
-        ),
-        (
-            &["SEQ.HNEXT", "m", "f", "IDMP", ""],
+            "SEQ.HNEXT m f IDMP _",
+            &[""],
             "ERR IDMP token must be 1..64 bytes",
         ),
-        (
-            &["SEQ.HIDMPSET", "nokey", "t", "1", "1", "1", "0"],
-            "ERR no such key",
-        ),
-    ] {
-        let a: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        let e = expect_err(&mut con, &a);
-        assert!(e.starts_with(want), "{args:?}: {e}");
-    }
+        ("SEQ.HIDMPSET nokey t 1 1 1 0", &[], "ERR no such key"),
+    ];
+    assert_refusals(&mut con, rows, |_, _| {});
     assert_eq!(int(&mut con, &["SEQ.HLEN", "m"]), 2, "nothing created");
     // tokens of a map and of a sequence key are separate
     assert_eq!(idmp(&mut con, "s", "t1", 1), (1, 0));
@@ -127,50 +108,24 @@ fn bad_calls_are_refused_and_change_nothing() {
     let mut con = s.client();
     assert_eq!(idmp(&mut con, "k", "m1", 2), (2, 0));
     let long = "x".repeat(65);
-    let cases: &[(&[&str], &str)] = &[
+    const TOKEN: &str = "ERR IDMP token must be 1..64 bytes";
+    const TWICE: &str = "ERR IDMP given twice";
+    const OTHER: &str = "ERR IDMP token already used on this key with another COUNT";
+    let rows: &[Refused] = &[
+        ("SEQ.NEXT k IDMP _", &["", &long], TOKEN),
         (
-            &["SEQ.NEXT", "k", "IDMP", ""],
-            "ERR IDMP token must be 1..64 bytes",
-        ),
-        (
-            &["SEQ.NEXT", "k", "IDMP", &long],
-            "ERR IDMP token must be 1..64 bytes",
-        ),
-        (
-            &["SEQ.NEXT", "k", "IDMP"],
+            "SEQ.NEXT k IDMP",
+            &[],
             "ERR IDMP needs a token (1..64 bytes)",
         ),
-        (
-            &["SEQ.NEXT", "k", "COUNT", "2", "IDMP"],
-            "ERR IDMP needs a token",
-        ),
-        (
-            &["SEQ.NEXT", "k", "IDMP", "a", "IDMP", "b"],
-            "ERR IDMP given twice",
-        ),
-        (
-            &["SEQ.NEXT", "k", "IDMP", "a", "IDMP", "a"],
-            "ERR IDMP given twice",
-        ),
-        (
-            &["SEQ.NEXT", "k", "IDMP", "a", "COUNT", "0"],
-            "ERR COUNT must be an integer in 1..1000000",
-        ),
-        (&["SEQ.NEXT", "k", "IDMP", "a", "NOPE"], "ERR syntax error"),
-        (
-            &["SEQ.NEXT", "k", "COUNT", "3", "IDMP", "m1"],
-            "ERR IDMP token already used on this key with another COUNT",
-        ),
-        (
-            &["SEQ.NEXT", "k", "IDMP", "m1"],
-            "ERR IDMP token already used on this key with another COUNT",
-        ),
+        ("SEQ.NEXT k COUNT 2 IDMP", &[], "ERR IDMP needs a token"),
+        ("SEQ.NEXT k IDMP a IDMP _", &["b", "a"], TWICE),
+        ("SEQ.NEXT k IDMP a COUNT 0", &[], COUNT),
+        ("SEQ.NEXT k IDMP a NOPE", &[], SYNTAX),
+        ("SEQ.NEXT k COUNT 3 IDMP m1", &[], OTHER),
+        ("SEQ.NEXT k IDMP m1", &[], OTHER),
     ];
-    for (args, want) in cases {
-        let a: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        let e = expect_err(&mut con, &a);
-        assert!(e.starts_with(want), "{args:?}: {e}");
-    }
+    assert_refusals(&mut con, rows, |_, _| {});
     assert_eq!(int(&mut con, &["SEQ.GET", "k"]), 2, "nothing reserved");
     assert_eq!(
         idmp(&mut con, "k", "a", 1),
@@ -181,61 +136,41 @@ fn bad_calls_are_refused_and_change_nothing() {
     let e = expect_err(&mut con, &[b"SEQ.NEXT", b"str", b"IDMP", b"a"]);
     assert!(e.starts_with("WRONGTYPE"), "{e}");
     // the internal command checks what it restores
-    for (args, want) in [
+    const LAST: &str = "ERR last must be an integer in 0..9223372036854775807";
+    const TTL_RANGE: &str = "ERR ttl-ms must be in 1000..604800000";
+    const MAX_RANGE: &str = "ERR max must be in 1..1000000";
+    const CLIENT: &str =
+        "ERR SEQ.IDMPCLOCK is written by imid to replicas and the AOF, not called by clients";
+    let rows: &[Refused] = &[
+        ("SEQ.IDMPSET k _ 1 1 1 0", &[""], TOKEN),
+        ("SEQ.IDMPSET k t -1 1 1 0", &[], LAST),
         (
-            vec!["SEQ.IDMPSET", "k", "", "1", "1", "1", "0"],
-            "ERR IDMP token must be 1..64 bytes",
-        ),
-        (
-            vec!["SEQ.IDMPSET", "k", "t", "-1", "1", "1", "0"],
-            "ERR last must be an integer in 0..9223372036854775807",
-        ),
-        (
-            vec!["SEQ.IDMPSET", "k", "t", "1", "-1", "1", "0"],
+            "SEQ.IDMPSET k t 1 -1 1 0",
+            &[],
             "ERR expires must be an integer",
         ),
         (
-            vec!["SEQ.IDMPSET", "k", "t", "1", "1", "x", "0"],
+            "SEQ.IDMPSET k t 1 1 x 0",
+            &[],
             "ERR fingerprint must be an integer",
         ),
         (
-            vec!["SEQ.IDMPSET", "k", "t", "1", "1", "1", "-1"],
+            "SEQ.IDMPSET k t 1 1 1 -1",
+            &[],
             "ERR dropped must be an integer",
         ),
         // the IDMP clock (src/node/idmp_clock.rs): checked, then refused to a client
         (
-            vec!["SEQ.IDMPCLOCK", "-1", "10000", "5"],
+            "SEQ.IDMPCLOCK -1 10000 5",
+            &[],
             "ERR ms must be an integer in 0..9223372036854775807",
         ),
-        (
-            vec!["SEQ.IDMPCLOCK", "1", "999", "5"],
-            "ERR ttl-ms must be in 1000..604800000",
-        ),
-        (
-            vec!["SEQ.IDMPCLOCK", "1", "604800001", "5"],
-            "ERR ttl-ms must be in 1000..604800000",
-        ),
-        (
-            vec!["SEQ.IDMPCLOCK", "1", "10000", "0"],
-            "ERR max must be in 1..1000000",
-        ),
-        (
-            vec!["SEQ.IDMPCLOCK", "1", "10000", "1000001"],
-            "ERR max must be in 1..1000000",
-        ),
-        (
-            vec!["SEQ.IDMPCLOCK", "1", "10000", "5"],
-            "ERR SEQ.IDMPCLOCK is written by imid to replicas and the AOF, not called by clients",
-        ),
-        (
-            vec!["SEQ.IDMPCLOCK", "1", "10000"],
-            "ERR wrong number of arguments",
-        ),
-    ] {
-        let a: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        let e = expect_err(&mut con, &a);
-        assert!(e.starts_with(want), "{args:?}: {e}");
-    }
+        ("SEQ.IDMPCLOCK 1 _ 5", &["999", "604800001"], TTL_RANGE),
+        ("SEQ.IDMPCLOCK 1 10000 _", &["0", "1000001"], MAX_RANGE),
+        ("SEQ.IDMPCLOCK 1 10000 5", &[], CLIENT),
+        ("SEQ.IDMPCLOCK 1 10000", &[], ARITY),
+    ];
+    assert_refusals(&mut con, rows, |_, _| {});
     assert_eq!(int(&mut con, &["SEQ.GET", "k"]), 3);
 }
 
@@ -359,10 +294,6 @@ fn tokens_expire_by_count_oldest_first() {
 }
 
 /// The hooked build's clock, frozen at `ms`.
-fn freeze(con: &mut Connection, ms: u64) {
-    ok(con, &["IMID.TEST-CLOCK", "FREEZE", &ms.to_string()]);
-}
-
 #[test]
 fn tokens_expire_by_time_and_the_next_write_drops_them_everywhere() {
     let primary = Server::build()
@@ -571,30 +502,16 @@ fn tokens_survive_reload_restart_restore_and_copy() {
     assert_eq!(idmp(&mut con, "k0", "new", 1), (before + 1001, 0));
     assert_eq!(idmp(&mut con, "k0", "new", 1), (before + 1001, 1));
 
-    // DUMP/RESTORE (what MIGRATE sends) and COPY carry the tokens
-    let dump: Vec<u8> = redis::cmd("DUMP").arg("k1").query(&mut con).unwrap();
-    let r: String = redis::cmd("RESTORE")
-        .arg("k1r")
-        .arg(0)
-        .arg(&dump)
-        .query(&mut con)
-        .unwrap();
-    assert_eq!(r, "OK");
-    assert_eq!(int(&mut con, &["COPY", "k1", "k1c"]), 1);
+    // DUMP/RESTORE (what MIGRATE sends) and COPY carry the tokens, a sequence's and a map's
+    for key in ["k1", "m1"] {
+        let dump: Vec<u8> = redis::cmd("DUMP").arg(key).query(&mut con).unwrap();
+        assert_eq!(restore(&mut con, &format!("{key}r"), &dump).unwrap(), "OK");
+        assert_eq!(int(&mut con, &["COPY", key, &format!("{key}c")]), 1);
+    }
     let (_, _, t, count, last) = made.iter().rev().find(|m| m.0 == "k1").unwrap();
     for k in ["k1r", "k1c"] {
         assert_eq!(idmp(&mut con, k, t, *count), (*last, 1), "{k}");
     }
-    // and a map's
-    let dump: Vec<u8> = redis::cmd("DUMP").arg("m1").query(&mut con).unwrap();
-    let r: String = redis::cmd("RESTORE")
-        .arg("m1r")
-        .arg(0)
-        .arg(&dump)
-        .query(&mut con)
-        .unwrap();
-    assert_eq!(r, "OK");
-    assert_eq!(int(&mut con, &["COPY", "m1", "m1c"]), 1);
     let m = made.iter().rev().find(|m| m.0 == "m1").unwrap();
     for k in ["m1r", "m1c"] {
         let f = m.1.as_deref().unwrap();
@@ -614,8 +531,7 @@ fn tokens_survive_reload_restart_restore_and_copy() {
 
 #[test]
 fn a_retry_after_kill_9_with_aof_everysec_is_a_duplicate() {
-    let args = ["--appendonly", "yes", "--appendfsync", "everysec"];
-    let mut s = Server::with(&args);
+    let mut s = Server::with(&AOF_EVERYSEC);
     let mut con = s.client();
     let mut made = Vec::new();
     for i in 0..200 {
@@ -722,10 +638,7 @@ fn clocks_in_aof(s: &Server) -> usize {
 #[test]
 fn the_idmp_clock_is_written_once_per_second_and_again_after_a_fork() {
     // src/node/idmp_clock.rs: an IDMP call replicates as called, after the clock it decided by.
-    let mut s = Server::build()
-        .hooked()
-        .args(&["--appendonly", "yes", "--appendfsync", "always"])
-        .start();
+    let mut s = Server::build().hooked().args(&AOF_ALWAYS).start();
     let mut con = s.client();
     let t0 = 1_800_000_000_000u64;
     freeze(&mut con, t0);
@@ -769,22 +682,32 @@ fn the_idmp_clock_is_written_once_per_second_and_again_after_a_fork() {
     assert_eq!(digest(&s), want);
 }
 
+/// A replica's own IDMP configs, unlike its primary's (whose tokens live 10 s).
+const REPLICA_IDMP: [&str; 4] = ["--imid.seq-idmp-ttl", "20", "--imid.seq-idmp-max", "7"];
+
+/// A primary whose tokens live 10 s and a hooked replica of it with `extra` arguments and
+/// configs of its own ([`REPLICA_IDMP`]); the primary's clock frozen and its first IDMP call
+/// (key `k`, token `a`) replicated. Returns both and a client of the primary.
+fn primary_and_replica_of_other_configs(extra: &[&str]) -> (Server, Server, Connection) {
+    let primary = Server::build()
+        .hooked()
+        .args(&["--imid.seq-idmp-ttl", "10"])
+        .start();
+    let replica = primary.hooked_replica(&[extra, &REPLICA_IDMP].concat());
+    let mut p = primary.client();
+    freeze(&mut p, 1_800_000_000_000u64);
+    assert_eq!(idmp(&mut p, "k", "a", 1), (1, 0));
+    primary.wait_replica(&replica);
+    (primary, replica, p)
+}
+
 #[test]
 fn a_replica_restarted_from_its_own_rdb_keeps_the_primarys_clock() {
     // The primary writes its clock once for a frozen second. A replica that restarts from its
     // own RDB file and continues the stream (a partial resync) must take the clock from that
     // file's aux data: its own clock and configs (unfrozen, another TTL and maximum) would
     // give other expiries.
-    let primary = Server::build()
-        .hooked()
-        .args(&["--imid.seq-idmp-ttl", "10"])
-        .start();
-    let mut replica =
-        primary.hooked_replica(&["--imid.seq-idmp-ttl", "20", "--imid.seq-idmp-max", "7"]);
-    let mut p = primary.client();
-    freeze(&mut p, 1_800_000_000_000);
-    assert_eq!(idmp(&mut p, "k", "a", 1), (1, 0));
-    primary.wait_replica(&replica);
+    let (primary, mut replica, mut p) = primary_and_replica_of_other_configs(&[]);
     ok(&mut replica.client(), &["SAVE"]);
     replica.kill();
     replica.restart();
@@ -806,27 +729,8 @@ fn a_replicas_own_aof_gets_the_clock_again_after_its_rewrite() {
     // writes no clock for this frozen second: the replica must write the clock it holds before
     // the next IDMP call it replays (src/node/idmp_clock.rs). Without the RDB preamble the
     // rewritten base has no aux data to carry it.
-    let primary = Server::build()
-        .hooked()
-        .args(&["--imid.seq-idmp-ttl", "10"])
-        .start();
-    let own = [
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--aof-use-rdb-preamble",
-        "no",
-        "--imid.seq-idmp-ttl",
-        "20",
-        "--imid.seq-idmp-max",
-        "7",
-    ];
-    let mut replica = primary.hooked_replica(&own);
-    let mut p = primary.client();
-    freeze(&mut p, 1_800_000_000_000);
-    assert_eq!(idmp(&mut p, "k", "a", 1), (1, 0));
-    primary.wait_replica(&replica);
+    let aof = aof_always("no");
+    let (primary, mut replica, mut p) = primary_and_replica_of_other_configs(&aof);
     // (a replica rewrites its AOF after a full sync on its own: let that finish first)
     replica.wait_for_aof_rewrite();
     replica.rewrite_aof();
@@ -837,7 +741,7 @@ fn a_replicas_own_aof_gets_the_clock_again_after_its_rewrite() {
     let want = digest(&primary);
     assert_eq!(digest(&replica), want);
     // replayed alone from its own AOF (no primary), it reaches the same tokens
-    replica.restart_with(&own);
+    replica.restart_with(&[&aof[..], &REPLICA_IDMP].concat());
     assert_eq!(digest(&replica), want);
 }
 
@@ -846,22 +750,8 @@ fn a_write_on_a_writable_replica_leaves_the_primarys_clock_alone() {
     // A client's IDMP call on a writable replica (`replica-read-only no`) decides by that
     // node's own clock and configs, and must not change the clock the primary's calls replay
     // by (src/node/idmp_clock.rs).
-    let primary = Server::build()
-        .hooked()
-        .args(&["--imid.seq-idmp-ttl", "10"])
-        .start();
-    let replica = primary.hooked_replica(&[
-        "--replica-read-only",
-        "no",
-        "--imid.seq-idmp-ttl",
-        "20",
-        "--imid.seq-idmp-max",
-        "7",
-    ]);
-    let mut p = primary.client();
-    freeze(&mut p, 1_800_000_000_000);
-    assert_eq!(idmp(&mut p, "k", "a", 1), (1, 0));
-    primary.wait_replica(&replica);
+    let (primary, replica, mut p) =
+        primary_and_replica_of_other_configs(&["--replica-read-only", "no"]);
     let mut r = replica.client();
     // (a replica's data is inherited: the new key skips the gap)
     assert_eq!(idmp(&mut r, "local", "x", 1), (1001, 0));
@@ -961,6 +851,19 @@ fn token_fields(token: &[u8], last: u64, expires: u64, fp: u64) -> Vec<u8> {
     b
 }
 
+/// The body of a map in encoding version 1 (a token's request kept as its fingerprint): field
+/// `a` at 5 and one token `tok` (last 5, expiring at `expires`) whose fingerprint is FNV-1a of
+/// its request.
+fn map_of_one_token(expires: u64) -> Vec<u8> {
+    let mut b = field(OP_UINT, 1);
+    b.extend(string_field(b"\x00a\x05"));
+    b.extend(field(OP_UINT, 0));
+    b.extend(field(OP_UINT, 1));
+    b.extend(token_fields(b"tok", 5, expires, fnv1a(b"a", 1)));
+    b.extend(rdb_len(OP_EOF));
+    b
+}
+
 fn restore(con: &mut Connection, key: &str, payload: &[u8]) -> redis::RedisResult<String> {
     redis::cmd("RESTORE")
         .arg(key)
@@ -993,15 +896,7 @@ fn a_token_expiry_past_2_63_is_refused_where_it_enters() {
         b.extend(rdb_len(OP_EOF));
         payload(seq_id | 3, &b, seq_ver)
     };
-    let map = |expires: u64| {
-        let mut b = field(OP_UINT, 1);
-        b.extend(string_field(b"\x00a\x05"));
-        b.extend(field(OP_UINT, 0));
-        b.extend(field(OP_UINT, 1));
-        b.extend(token_fields(b"tok", 5, expires, fnv1a(b"a", 1)));
-        b.extend(rdb_len(OP_EOF));
-        payload(map_id | 1, &b, map_ver)
-    };
+    let map = |expires: u64| payload(map_id | 1, &map_of_one_token(expires), map_ver);
     for expires in [MAX + 1, u64::MAX] {
         for (key, p) in [("s", seq(expires)), ("m", map(expires))] {
             let e = restore(&mut con, key, &p).unwrap_err();
@@ -1080,10 +975,7 @@ fn a_refused_or_answered_idmp_call_writes_nothing() {
     // docs/durability.md: an error replicates nothing, and a retry answered from its token
     // replicates nothing. Before, such a call still moved the IDMP clock and wrote it
     // (SEQ.IDMPCLOCK) to replicas and the AOF.
-    let s = Server::build()
-        .hooked()
-        .args(&["--appendonly", "yes", "--appendfsync", "always"])
-        .start();
+    let s = Server::build().hooked().args(&AOF_ALWAYS).start();
     let mut con = s.client();
     let replica = s.hooked_replica(&[]);
     let t0 = 1_800_000_000_000u64;
@@ -1248,12 +1140,7 @@ fn map_tokens_of_older_builds_still_answer_their_retries() {
     let mut con = s.client();
     let (map_id, map_ver) = dump_id(&mut con, "t2", &["SEQ.HSET", "t2", "a", "1"]);
     let far = 4_000_000_000_000u64;
-    let mut b = field(OP_UINT, 1);
-    b.extend(string_field(b"\x00a\x05"));
-    b.extend(field(OP_UINT, 0));
-    b.extend(field(OP_UINT, 1));
-    b.extend(token_fields(b"tok", 5, far, fnv1a(b"a", 1)));
-    b.extend(rdb_len(OP_EOF));
+    let b = map_of_one_token(far);
     assert_eq!(
         restore(&mut con, "old", &payload(map_id | 1, &b, map_ver)).unwrap(),
         "OK"

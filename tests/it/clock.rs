@@ -34,6 +34,19 @@ fn uid_decode(con: &mut Connection, uid: i64) -> (i64, i64, i64) {
     (v[0], v[1], v[2])
 }
 
+/// A test-hooks server started with `args` (a layout), its clock frozen at `at` Unix ms.
+fn frozen_at(args: &[&str], at: i64) -> (Server, Connection) {
+    let s = Server::build().hooked().args(args).start();
+    let mut con = s.client();
+    freeze(&mut con, at);
+    (s, con)
+}
+
+/// `UID.GEN t COUNT n`: one batch of `n` UIDs.
+fn uid_batch(con: &mut Connection, n: usize) -> Vec<i64> {
+    cmd(con, &["UID.GEN", "t", "COUNT", &n.to_string()]).unwrap()
+}
+
 /// Each `(i, fields)`: `ids[i]` decodes to `fields` (UID.DECODE's three, in its order).
 fn assert_decoded(con: &mut Connection, ids: &[i64], want: &[(usize, (i64, i64, i64))]) {
     for &(i, fields) in want {
@@ -73,9 +86,7 @@ fn with<'a>(layout: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
 
 #[test]
 fn frozen_clock_borrows_exactly_one_ms_per_4096_ids() {
-    let s = Server::build().hooked().args(&[]).start();
-    let mut con = s.client();
-    set_clock(&mut con, &["FREEZE", "1893456000000"]); // 2030-01-01, frozen
+    let (s, mut con) = frozen_at(&[], 1_893_456_000_000); // 2030-01-01
     let ids = msgids(&mut con, 10_000, "t");
     assert_increasing("message IDs", &ids);
     assert_eq!(ids.iter().collect::<HashSet<_>>().len(), 10_000);
@@ -93,7 +104,7 @@ fn frozen_clock_borrows_exactly_one_ms_per_4096_ids() {
 
 #[test]
 fn clock_stepping_back_never_repeats_an_id() {
-    let s = Server::build().hooked().args(&[]).start();
+    let s = Server::build().hooked().start();
     let mut con = s.client();
     let before = msgids(&mut con, 3_000, "t");
     set_clock(&mut con, &["OFFSET", "-30000"]); // the wall clock jumps 30 seconds back
@@ -118,10 +129,7 @@ fn clock_stepping_back_never_repeats_an_id() {
 
 #[test]
 fn restart_from_aof_with_the_clock_behind_starts_above_old_ids() {
-    let mut s = Server::build()
-        .hooked()
-        .args(&["--appendonly", "yes", "--appendfsync", "always"])
-        .start();
+    let mut s = Server::build().hooked().args(&AOF_ALWAYS).start();
     let mut con = s.client();
     let old = msgids(&mut con, 5_000, "t");
     let mut con = s.crash_restart(); // kill -9
@@ -132,10 +140,7 @@ fn restart_from_aof_with_the_clock_behind_starts_above_old_ids() {
 
 /// A test-hooks server writing an AOF with every write fsynced.
 fn hooked_aof_always() -> Server {
-    Server::build()
-        .hooked()
-        .args(&["--appendonly", "yes", "--appendfsync", "always"])
-        .start()
+    Server::build().hooked().args(&AOF_ALWAYS).start()
 }
 
 /// A test-hooks server writing an AOF with every write fsynced and no RDB preamble (so a
@@ -200,7 +205,7 @@ fn aof_files(s: &Server, suffix: &str) -> String {
 
 #[test]
 fn restart_from_rdb_with_the_clock_behind_starts_above_old_ids() {
-    let mut s = Server::build().hooked().args(&[]).start();
+    let mut s = Server::build().hooked().start();
     let mut con = s.client();
     let old = msgids(&mut con, 5_000, "t");
     s.shutdown(true); // SHUTDOWN SAVE: the high-water mark travels as RDB aux data
@@ -213,7 +218,7 @@ fn restart_from_rdb_with_the_clock_behind_starts_above_old_ids() {
 
 #[test]
 fn debug_reload_keeps_the_mark() {
-    let s = Server::build().hooked().args(&[]).start();
+    let s = Server::build().hooked().start();
     let mut con = s.client();
     let old = msgids(&mut con, 100, "t");
     let hwm = s.imid_stat("msgid_high_water_ms");
@@ -248,7 +253,7 @@ fn fail_over<'a>(
 #[test]
 fn promoted_replica_with_a_slow_clock_issues_above_the_old_primary() {
     for full_sync_first in [true, false] {
-        let mut primary = Server::build().hooked().args(&[]).start();
+        let mut primary = Server::build().hooked().start();
         let mut pcon = primary.client();
         // IDs issued before the replica exists reach it through the full sync (RDB aux) ...
         let mut old = if full_sync_first {
@@ -324,7 +329,7 @@ fn floors_past_the_time_field_are_refused_from_the_primary_and_the_aof() {
 
 #[test]
 fn a_panic_in_a_handler_is_an_error_and_the_server_lives() {
-    let s = Server::build().hooked().args(&[]).start();
+    let s = Server::build().hooked().start();
     let mut con = s.client();
     let _: String = cmd(&mut con, &["SET", "k", "v"]).unwrap();
     let e = cmd::<Value>(&mut con, &["IMID.TEST-PANIC"]).unwrap_err();
@@ -351,14 +356,11 @@ fn release_build_has_no_test_hooks() {
 
 #[test]
 fn frozen_clock_fills_the_seq_field_then_borrows_the_next_ms() {
-    let s = Server::build().hooked().args(&[]).start();
-    let mut con = s.client();
     let frozen = EPOCH + 1_000_000;
-    set_clock(&mut con, &["FREEZE", &frozen.to_string()]);
+    let (s, mut con) = frozen_at(&[], frozen);
     let mut ids = uids(&mut con, 5_000, "t");
     // ... and batches on the same frozen clock continue the same lane
-    let batch: Vec<i64> = cmd(&mut con, &["UID.GEN", "t", "COUNT", "5000"]).unwrap();
-    ids.extend(batch);
+    ids.extend(uid_batch(&mut con, 5_000));
     assert_increasing("UIDs", &ids);
     assert_eq!(ids.iter().collect::<HashSet<_>>().len(), 10_000);
     // (time, node, seq); the 4097th UID borrows the next ms
@@ -381,14 +383,9 @@ fn frozen_clock_fills_the_seq_field_then_borrows_the_next_ms() {
 
 #[test]
 fn frozen_clock_in_seconds_borrows_the_next_second() {
-    let s = Server::build().hooked().args(SECONDS).start();
-    let mut con = s.client();
-    let frozen = EPOCH + 5_000_500; // mid-second
-    set_clock(&mut con, &["FREEZE", &frozen.to_string()]);
-    let mut ids: Vec<i64> = Vec::new();
-    for _ in 0..2 {
-        ids.extend(cmd::<Vec<i64>>(&mut con, &["UID.GEN", "t", "COUNT", "10000"]).unwrap());
-    }
+    let (s, mut con) = frozen_at(SECONDS, EPOCH + 5_000_500); // mid-second
+    let mut ids = uid_batch(&mut con, 10_000);
+    ids.extend(uid_batch(&mut con, 10_000));
     assert_increasing("UIDs", &ids);
     let second = EPOCH + 5_000_000;
     assert_decoded(
@@ -402,13 +399,11 @@ fn frozen_clock_in_seconds_borrows_the_next_second() {
 
 #[test]
 fn frozen_clock_under_sonyflake_borrows_the_next_ten_ms_and_never_sleeps() {
-    let s = Server::build().hooked().args(SONYFLAKE).start();
-    let mut con = s.client();
     let unit = EPOCH + 1_000_000; // a multiple of 10 ms after Sonyflake's 2014 epoch
-    set_clock(&mut con, &["FREEZE", &(unit + 7).to_string()]);
+    let (s, mut con) = frozen_at(SONYFLAKE, unit + 7);
     // With the clock frozen, a generator that waited for the next 10 ms would hang here.
     let mut ids = uids(&mut con, 1_000, "t");
-    ids.extend(cmd::<Vec<i64>>(&mut con, &["UID.GEN", "t", "COUNT", "5000"]).unwrap());
+    ids.extend(uid_batch(&mut con, 5_000));
     assert_increasing("UIDs", &ids);
     // UID.DECODE replies in the layout's order: (time, seq, node); the 257th borrows the
     // next 10 ms
@@ -469,10 +464,7 @@ fn restart_from_aof_with_the_clock_behind_starts_above_old_uids() {
     for layout in [MS, SECONDS, SONYFLAKE] {
         let mut s = Server::build()
             .hooked()
-            .args(&with(
-                layout,
-                &["--appendonly", "yes", "--appendfsync", "always"],
-            ))
+            .args(&with(layout, &AOF_ALWAYS))
             .start();
         let mut con = s.client();
         let old = uids(&mut con, 5_000, "t");
@@ -513,11 +505,11 @@ fn a_restart_within_the_same_second_moves_to_a_later_second() {
         .args(&with(SECONDS, &["--appendonly", "yes"]))
         .start();
     let mut con = s.client();
-    let frozen = (EPOCH + 9_000_250).to_string();
-    set_clock(&mut con, &["FREEZE", &frozen]);
+    let frozen = EPOCH + 9_000_250;
+    freeze(&mut con, frozen);
     let old = uids(&mut con, 100, "t");
     let mut con = s.crash_restart();
-    set_clock(&mut con, &["FREEZE", &frozen]);
+    freeze(&mut con, frozen);
     let new = uids(&mut con, 100, "t");
     assert!(new[0] > *old.last().unwrap());
     assert!(uid_time_of(&mut con, new[0]) > uid_time_of(&mut con, *old.last().unwrap()));

@@ -6,7 +6,7 @@
 //! say, nothing is written by a refused call, the key specs and ACL key patterns, CROSSSLOT in a
 //! cluster, the recipient limit.
 use crate::common;
-use common::cluster::{tags_in, Cluster};
+use common::cluster::{key_of_another_slot, tags_in, Cluster};
 use common::*;
 
 const SEND_LUA: &str = include_str!("../../examples/lua/send.lua");
@@ -80,7 +80,7 @@ fn lua(con: &mut Connection, sha: &str, c: &Call) -> Reply {
 fn frozen(at: u64, extra: &[&str]) -> Server {
     let s = Server::build().hooked().args(extra).start();
     let mut con = s.client();
-    set_clock(&mut con, &["FREEZE", &at.to_string()]);
+    freeze(&mut con, at);
     config_set(&mut con, "notify-keyspace-events", "KEA");
     s
 }
@@ -398,24 +398,11 @@ fn a_retry_is_recognised_across_the_script_and_the_command() {
     assert_ne!(before, after_second);
     native(&mut con, &by_native).unwrap();
     assert_eq!(digest(&s), after_second);
-    assert!(exec_survives(
-        &s,
-        "{conv:x}:seq",
-        &by_native
-            .native_argv()
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>()
-    ));
-    assert!(exec_survives(
-        &s,
-        "{conv:x}:inbox:bob",
-        &by_native
-            .native_argv()
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>()
-    ));
+    let argv = by_native.native_argv();
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    for watched in ["{conv:x}:seq", "{conv:x}:inbox:bob"] {
+        assert!(exec_survives(&s, watched, &argv), "{watched}");
+    }
 }
 
 /// Sends with retries and moving clocks on a primary whose replica's clock is 10 days ahead:
@@ -424,10 +411,7 @@ fn a_retry_is_recognised_across_the_script_and_the_command() {
 fn replicas_and_the_aof_reach_the_primarys_state_whatever_their_clocks() {
     let primary = frozen(T0, &aof_always("no"));
     let replica = primary.hooked_replica(&[]);
-    set_clock(
-        &mut replica.client(),
-        &["FREEZE", &(T0 + 10 * 86_400_000).to_string()],
-    );
+    freeze(&mut replica.client(), T0 + 10 * 86_400_000);
     let mut con = primary.client();
     config_set(&mut con, "imid.seq-idmp-max", "6");
     let mut rng = Rng(0xA0F_0002);
@@ -436,7 +420,7 @@ fn replicas_and_the_aof_reach_the_primarys_state_whatever_their_clocks() {
     for n in 0..300 {
         if rng.below(8) == 0 {
             now += [1, 1_500, 301_000][rng.below(3) as usize];
-            set_clock(&mut con, &["FREEZE", &now.to_string()]);
+            freeze(&mut con, now);
         }
         let _ = native(&mut con, &random_call(&mut rng, &mut sent, n));
     }
@@ -474,55 +458,37 @@ fn errors_match_the_script_and_a_refused_send_writes_nothing() {
     let sha: String = cmd(&mut con, &["SCRIPT", "LOAD", SEND_LUA]).unwrap();
     let to = ["bob", "carol"];
     let ok_call = |conv: &str| Call::new(conv, &to, 1, "alice", "c1", "hi", "1");
-    let mut cases: Vec<(Call, &str, Option<&str>)> = Vec::new();
-    let with = |f: &dyn Fn(&mut Call)| {
-        let mut c = ok_call("e");
-        f(&mut c);
-        c
-    };
-    // (call, IM.SEND's error, send.lua's when it differs)
-    cases.push((
-        with(&|c| c.args[4] = "0".into()),
-        "ERR inbox cap must be at least 1",
-        None,
-    ));
-    cases.push((
-        with(&|c| c.args[4] = "000".into()),
-        "ERR inbox cap must be at least 1",
-        None,
-    ));
-    for cap in ["", "x", "-1", "1.5", "1000000000000000"] {
-        cases.push((
-            with(&|c| c.args[4] = cap.into()),
+    // (argument: channel_type 0, sender 1, client message id 2, body 3, cap 4; values refused
+    // there; the error, the same from IM.SEND and send.lua)
+    let bad_args: &[(usize, &[&str], &str)] = &[
+        (4, &["0", "000"], "ERR inbox cap must be at least 1"),
+        (
+            4,
+            &["", "x", "-1", "1.5", "1000000000000000"],
             "ERR inbox cap must be an integer in 0..999999999999999",
-            None,
-        ));
+        ),
+        (1, &["a|b"], "ERR sender must not contain '|'"),
+        (2, &[""], "ERR client message id must not be empty"),
+        (
+            0,
+            &["16", "-1"],
+            "ERR channel_type must be an integer in 0..15",
+        ),
+    ];
+    // (call, IM.SEND's error, send.lua's when it differs)
+    let mut cases: Vec<(Call, &str, Option<&str>)> = Vec::new();
+    for &(arg, values, want) in bad_args {
+        for v in values {
+            let mut c = ok_call("e");
+            c.args[arg] = v.to_string();
+            cases.push((c, want, None));
+        }
     }
-    cases.push((
-        with(&|c| c.args[1] = "a|b".into()),
-        "ERR sender must not contain '|'",
-        None,
-    ));
-    cases.push((
-        with(&|c| c.args[2] = String::new()),
-        "ERR client message id must not be empty",
-        None,
-    ));
-    cases.push((
-        with(&|c| c.args[0] = "16".into()),
-        "ERR channel_type must be an integer in 0..15",
-        None,
-    ));
-    cases.push((
-        with(&|c| c.args[0] = "-1".into()),
-        "ERR channel_type must be an integer in 0..15",
-        None,
-    ));
     // an odd number of keys
+    let mut odd = ok_call("e");
+    odd.keys.pop();
     cases.push((
-        with(&|c| {
-            c.keys.pop();
-        }),
+        odd,
         "ERR send: expected tag, seq, then inbox/trimmed pairs, then channel_type sender client_msg_id body cap",
         Some("ERR send: expected KEYS tag, seq, then inbox/trimmed pairs"),
     ));
@@ -812,10 +778,9 @@ fn acl_key_patterns_apply_to_every_key() {
 /// getkeys API reports; Redis 8.2 and Valkey 9.1 those of the key specs.
 fn keys_of_another_slot_are_crossslot(bin: Option<std::path::PathBuf>) {
     let cluster = Cluster::start(bin.as_deref(), &[], 0..1);
-    let tags = tags_in(0..1, 1);
-    let t = &tags[0];
-    let owner = cluster.owner(slot(t));
-    let mut con = cluster.nodes[owner].client();
+    let t = tags_in(0..1, 1).remove(0);
+    let node = cluster.owner_of(&t);
+    let mut con = node.client();
     let good = Call {
         keys: vec![
             format!("{{{t}}}"),
@@ -828,11 +793,8 @@ fn keys_of_another_slot_are_crossslot(bin: Option<std::path::PathBuf>) {
         args: ["1", "alice", "c1", "hi", "5"].map(str::to_owned).to_vec(),
     };
     native(&mut con, &good).unwrap();
-    let other = (0..)
-        .map(|i| format!("other{i}"))
-        .find(|k| slot(k) != slot(t))
-        .unwrap();
-    let before = digest(&cluster.nodes[owner]);
+    let other = key_of_another_slot(&t);
+    let before = digest(node);
     for i in 0..6 {
         let mut c = good.clone();
         c.keys[i] = other.clone();
@@ -840,7 +802,7 @@ fn keys_of_another_slot_are_crossslot(bin: Option<std::path::PathBuf>) {
         let e = native(&mut con, &c).unwrap_err();
         assert!(e.starts_with("CROSSSLOT"), "key {i}: {e}");
     }
-    assert_eq!(digest(&cluster.nodes[owner]), before, "nothing written");
+    assert_eq!(digest(node), before, "nothing written");
 }
 
 #[test]

@@ -118,6 +118,11 @@ impl Cluster {
         last
     }
 
+    /// The node that owns `key`'s slot ([`Cluster::owner`]).
+    pub fn owner_of(&self, key: &str) -> &Server {
+        &self.nodes[self.owner(slot(key))]
+    }
+
     /// The index of the node that owns `slot`, in node 0's view (`CLUSTER SLOTS`).
     pub fn owner(&self, slot: u16) -> usize {
         let slots: Vec<(i64, i64, Vec<Value>)> = redis::cmd("CLUSTER")
@@ -196,7 +201,7 @@ impl Cluster {
 
     /// Freezes node `i`'s clock (IMID.TEST-CLOCK) at `at` Unix ms.
     pub fn freeze_node(&self, i: usize, at: u64) {
-        set_clock(&mut self.nodes[i].client(), &["FREEZE", &at.to_string()]);
+        freeze(&mut self.nodes[i].client(), at);
     }
 
     /// The primary that owns `slot`, and another primary (the next one) to move it to.
@@ -281,6 +286,14 @@ impl Cluster {
         let worker = std::thread::spawn(move || load(&mut c, &ids, &seqs, &s));
         Loader { stop, worker }
     }
+}
+
+/// A key whose slot differs from `key`'s (whichever node owns it).
+pub fn key_of_another_slot(key: &str) -> String {
+    (0..)
+        .map(|i| format!("other{i}"))
+        .find(|k| slot(k) != slot(key))
+        .unwrap()
 }
 
 /// Conversation tags whose key slot is in `slots`, `per_slot` of them for each slot.

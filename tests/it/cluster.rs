@@ -122,31 +122,39 @@ fn gen(con: &mut ClusterConnection, ty: u8, target: &str) -> String {
     routed(con, redis::cmd("MSGID.GEN").arg(ty).arg(target), target)
 }
 
-/// 10,000 targets `<prefix>:<i>`, checked to spread over the slots of all three primaries.
-fn spread_targets(prefix: &str) -> Vec<String> {
+/// Five rounds over 10,000 targets `<prefix>:<i>` (checked to spread over the slots of all
+/// three primaries): `issue` gives an ID for a target in a round (and checks it), and all
+/// 50,000 IDs are distinct.
+fn unique_over_five_rounds<T: std::hash::Hash + Eq + std::fmt::Display>(
+    prefix: &str,
+    mut issue: impl FnMut(usize, &str) -> T,
+) {
     let targets: Vec<String> = (0..10_000).map(|i| format!("{prefix}:{i}")).collect();
     let slots: HashSet<u16> = targets.iter().map(|t| slot(t)).collect();
     assert!(
         slots.len() > 7_000,
         "targets spread over all three primaries"
     );
-    targets
+    let mut seen = HashSet::new();
+    for round in 0..5 {
+        for t in &targets {
+            let id = issue(round, t);
+            let text = id.to_string();
+            assert!(seen.insert(id), "duplicate {text}");
+        }
+    }
+    assert_eq!(seen.len(), 50_000);
 }
 
 #[test]
 fn ids_are_unique_cluster_wide_and_carry_the_slot_of_their_target() {
     let cluster = Cluster::start();
     let mut con = cluster.client();
-    let targets = spread_targets("conv");
-    let mut seen = HashSet::new();
-    for round in 0..5 {
-        for t in &targets {
-            let id = gen(&mut con, (round % 16) as u8, t);
-            assert_eq!(hash_of(&id) >> 8, u32::from(slot(t)), "{t} -> {id}");
-            assert!(seen.insert(id.clone()), "duplicate {id}");
-        }
-    }
-    assert_eq!(seen.len(), 50_000);
+    unique_over_five_rounds("conv", |round, t| {
+        let id = gen(&mut con, (round % 16) as u8, t);
+        assert_eq!(hash_of(&id) >> 8, u32::from(slot(t)), "{t} -> {id}");
+        id
+    });
     // The default client routing (by the first argument) still ends on the right primary
     // through MOVED redirects.
     let id: String = redis::cmd("MSGID.GEN")
@@ -173,22 +181,17 @@ fn uids_are_unique_cluster_wide_and_carry_the_slot_of_their_target() {
     let cluster = Cluster::start();
     let mut con = cluster.client();
     // The cluster layout (auto): 41 bits of ms, the 14-bit slot as node, 8 bits of seq.
-    let targets = spread_targets("user");
-    let mut seen = HashSet::new();
     let mut last_per_slot: HashMap<u16, i64> = HashMap::new();
-    for _round in 0..5 {
-        for t in &targets {
-            let uid = gen_uid(&mut con, t);
-            assert!(uid > 0);
-            let s = slot(t);
-            assert_eq!((uid >> 8) & 0x3FFF, i64::from(s), "{t} -> {uid}");
-            assert!(seen.insert(uid), "duplicate {uid}");
-            if let Some(prev) = last_per_slot.insert(s, uid) {
-                assert!(uid > prev, "slot {s}: {uid} after {prev}");
-            }
+    unique_over_five_rounds("user", |_round, t| {
+        let uid = gen_uid(&mut con, t);
+        assert!(uid > 0);
+        let s = slot(t);
+        assert_eq!((uid >> 8) & 0x3FFF, i64::from(s), "{t} -> {uid}");
+        if let Some(prev) = last_per_slot.insert(s, uid) {
+            assert!(uid > prev, "slot {s}: {uid} after {prev}");
         }
-    }
-    assert_eq!(seen.len(), 50_000);
+        uid
+    });
     // COUNT batches and the default client routing (MOVED) land on the slot's primary too.
     let v: Vec<i64> = redis::cmd("UID.GEN")
         .arg("{conv:42}")
@@ -206,12 +209,10 @@ fn uids_are_unique_cluster_wide_and_carry_the_slot_of_their_target() {
         redis::from_redis_value::<i64>(f[3].clone()).unwrap(),
         i64::from(slot("{conv:42}"))
     );
-    let layout: Vec<String> = cmd(
-        &mut cluster.nodes[0].client(),
-        &["CONFIG", "GET", "imid.uid-layout"],
-    )
-    .unwrap();
-    assert_eq!(layout[1], "auto");
+    assert_eq!(
+        config(&mut cluster.nodes[0].client(), "imid.uid-layout"),
+        "auto"
+    );
     assert_eq!(
         cluster.nodes[0].imid_stat("uid_time_ends_ms"),
         1_767_225_600_000 + (1 << 41)

@@ -274,6 +274,13 @@ mod tests {
         }
     }
 
+    /// Records of one kind, each `(conv, term, value)`.
+    fn recs(kind: Kind, rows: &[(u16, u16, u128)]) -> Vec<Rec> {
+        rows.iter()
+            .map(|&(conv, term, v)| rec(kind, conv, term, v))
+            .collect()
+    }
+
     fn idmp(token: u64, term: u16, value: i64) -> IdmpRec {
         IdmpRec {
             conv: 0,
@@ -292,15 +299,11 @@ mod tests {
         let terms = [term("a", 0), term("b", 100)];
         // Clean: a's values, then b's above them; a token retried with its first answer.
         let clean = [
-            rec(Kind::Seq, 0, 0, 1),
-            rec(Kind::Seq, 0, 0, 2),
-            rec(Kind::Seq, 0, 1, 1003),
-            rec(Kind::Seq, 1, 1, 1),
-            rec(Kind::MsgId, 0, 0, 10),
-            rec(Kind::MsgId, 0, 1, 20),
-            rec(Kind::Uid, 0, 0, 10),
-            rec(Kind::Uid, 1, 1, 30),
-        ];
+            recs(Kind::Seq, &[(0, 0, 1), (0, 0, 2), (0, 1, 1003), (1, 1, 1)]),
+            recs(Kind::MsgId, &[(0, 0, 10), (0, 1, 20)]),
+            recs(Kind::Uid, &[(0, 0, 10), (1, 1, 30)]),
+        ]
+        .concat();
         let f = run(&clean, &[idmp(1, 0, 5), idmp(1, 1, 5)], &terms, |_| 0);
         assert_eq!((f.duplicates(), f.order_violations()), (0, 0), "{f:?}");
         assert_eq!((f.seq.checked, f.idmp_tokens), (5, 1));
@@ -308,15 +311,11 @@ mod tests {
         // The old primary (a) keeps issuing after b began: 3 twice on key 0, an ID and a UID
         // twice, a token answered 5 by a and 9 by b.
         let dirty = [
-            rec(Kind::Seq, 0, 0, 3),
-            rec(Kind::Seq, 0, 1, 3),
-            rec(Kind::Seq, 0, 1, 4),
-            rec(Kind::MsgId, 0, 0, 10),
-            rec(Kind::MsgId, 0, 1, 10),
-            rec(Kind::Uid, 0, 0, 7),
-            rec(Kind::Uid, 1, 1, 7),
-            rec(Kind::Uid, 1, 1, 6),
-        ];
+            recs(Kind::Seq, &[(0, 0, 3), (0, 1, 3), (0, 1, 4)]),
+            recs(Kind::MsgId, &[(0, 0, 10), (0, 1, 10)]),
+            recs(Kind::Uid, &[(0, 0, 7), (1, 1, 7), (1, 1, 6)]),
+        ]
+        .concat();
         let f = run(&dirty, &[idmp(1, 0, 5), idmp(1, 1, 9)], &terms, |_| 0);
         assert_eq!(f.seq.twice, 1, "{f:?}");
         assert_eq!(f.seq.order, 1, "b's 3 is not above a's 3");

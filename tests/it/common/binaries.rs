@@ -154,19 +154,22 @@ pub fn find_newer_server(name: &str) -> Option<PathBuf> {
     let p = std::env::var_os(var)
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("target/servers").join(file));
+    let how = format!("run `bash scripts/servers.sh {name}` or set {var}; `make test` does both");
+    existing_or_skip(p, &test, &how)
+}
+
+/// `p` if it exists. Else, with `IMID_NEWER_SERVERS=require`, a failure; without, `None`
+/// after saying on stderr that `what` is skipped, where `p` was looked for and `how` to get it.
+pub fn existing_or_skip(p: PathBuf, what: &str, how: &str) -> Option<PathBuf> {
     if p.exists() {
         return Some(p);
     }
-    let how = format!("run `bash scripts/servers.sh {name}` or set {var}; `make test` does both");
     assert!(
         std::env::var("IMID_NEWER_SERVERS").as_deref() != Ok("require"),
         "{} not found: {how}",
         p.display()
     );
-    eprintln!(
-        "SKIPPED {test}: needs {file}, not found at {}: {how}",
-        p.display()
-    );
+    eprintln!("SKIPPED {what}: {} not found: {how}", p.display());
     None
 }
 

@@ -55,7 +55,7 @@ test-matrix: deps-test build build-test-hooks
 
 # Crash (kill -9) and failover runs under load, with Sentinel too, and RDB-only crashes against
 # what INFO announced (the `#[ignore]`d tests of tests/it/soak.rs, sentinel.rs and
-# exposure.rs, all named `soak`; the other ignored tests wait for a fix and are left out);
+# exposure.rs, all named `soak`);
 # sizes via IMID_SOAK_CYCLES, IMID_SOAK_KEYS, IMID_SOAK_FAILOVERS.
 soak: deps-test build build-test-hooks
 	cargo test --release --test it -- --ignored --test-threads 1 --nocapture soak

@@ -381,7 +381,8 @@ fn the_new_owner_issues_above_the_old_owners_ids_each_way() {
 fn a_cluster_node_of_the_runs_server_loads_and_says_whether_it_follows_migrations() {
     // On `$REDIS_SERVER` (the matrix runs this on each server): Valkey 9 takes the declaration
     // and the event; a Valkey without them (8.0) refuses the subscription, which is logged at
-    // notice level and does not fail the load; Redis is not asked at all (its numbers differ).
+    // notice level and does not fail the load. Redis is asked for its own event (its numbers
+    // differ): Redis 8.4+ takes it, older ones refuse it, logged the same way.
     let n = Server::with(&NODE_ARGS);
     let mut con = n.client();
     let _: String = cmd(&mut con, &["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]).unwrap();
@@ -399,12 +400,28 @@ fn a_cluster_node_of_the_runs_server_loads_and_says_whether_it_follows_migration
     let log = n.log_text();
     let refused = log.contains("imid: this Valkey has no atomic slot migration event");
     let undeclared = log.contains("imid: this Valkey has no atomic slot migration (Valkey 9.0+)");
+    let redis_refused =
+        log.contains("imid: this Redis has no atomic slot migration event (Redis 8.4+)");
+    let version = |v: &str| -> (u32, u32) {
+        let mut p = v.split('.').map(|x| x.parse::<u32>().unwrap_or(0));
+        (p.next().unwrap_or(0), p.next().unwrap_or(0))
+    };
     match valkey.as_deref() {
-        Some(v) if v.split('.').next().and_then(|m| m.parse::<u32>().ok()) >= Some(9) => {
-            assert!(!refused && !undeclared, "Valkey {v}: {log}");
+        Some(v) if version(v) >= (9, 0) => {
+            assert!(
+                !refused && !undeclared && !redis_refused,
+                "Valkey {v}: {log}"
+            );
         }
-        Some(v) => assert!(refused && undeclared, "Valkey {v} logged: {log}"),
-        None => assert!(!refused && !undeclared, "Redis: {log}"),
+        Some(v) => assert!(
+            refused && undeclared && !redis_refused,
+            "Valkey {v} logged: {log}"
+        ),
+        None => {
+            let v = n.info_field("server", "redis_version").unwrap();
+            assert!(!refused && !undeclared, "Redis {v}: {log}");
+            assert_eq!(redis_refused, version(&v) < (8, 4), "Redis {v}: {log}");
+        }
     }
 }
 

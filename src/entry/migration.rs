@@ -83,6 +83,8 @@ pub(crate) fn subscribe(ctx: &Ctx) {
     };
     if rc != raw::REDISMODULE_OK as c_int {
         ctx.log_notice(refused);
+    } else if !is_valkey() {
+        crate::host::server::set_redis_atomic_migration();
     }
 }
 

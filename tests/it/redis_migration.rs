@@ -455,8 +455,19 @@ fn maps_and_idmp_tokens_move_with_the_slot_in_the_snapshot_and_the_stream() {
     let map = format!("{{{}}}:map", tags_in(0..1, 1)[0]);
     let (a, b) = cluster.owner_and_next(0);
     let mut c = cluster.client();
+    // b decided IDMP calls of its own an hour ago, by an IDMP clock that old; then the clocks
+    // meet: a token streamed from a must still count on b for its TTL (300 s) from a's clock
+    cluster.freeze(|i| if i == b { T - 3_600_000 } else { T });
+    let own = format!("{{{}}}:seq", tags_in(6000..6001, 1)[0]);
+    assert_eq!(cluster.owner(6000), b);
+    let r: Vec<i64> = cmd(&mut c, &["SEQ.NEXT", &own, "IDMP", "old"]).unwrap();
+    assert_eq!(r, [1, 0]);
+    cluster.freeze_node(b, T);
     let idmp = |c: &mut redis::cluster::ClusterConnection, token: &str| -> Vec<i64> {
         cmd(c, &["SEQ.NEXT", &key, "IDMP", token]).unwrap()
+    };
+    let hidmp = |c: &mut redis::cluster::ClusterConnection, token: &str| -> Vec<i64> {
+        cmd(c, &["SEQ.HNEXT", &map, "g", "IDMP", token]).unwrap()
     };
     assert_eq!(idmp(&mut c, "in-snapshot"), [1, 0]);
     assert_eq!(int(&mut c, &["SEQ.HNEXT", &map, "f", "COUNT", "50"]), 50);
@@ -465,6 +476,7 @@ fn maps_and_idmp_tokens_move_with_the_slot_in_the_snapshot_and_the_stream() {
     assert_eq!(idmp(&mut c, "in-stream"), [2, 0]);
     assert_eq!(idmp(&mut c, "in-stream"), [2, 1]);
     assert_eq!(int(&mut c, &["SEQ.HNEXT", &map, "f"]), 51);
+    assert_eq!(hidmp(&mut c, "map-in-stream"), [1, 0]);
     release(&cluster, a);
     wait_state(&cluster.nodes[b], &id, "completed");
     cluster.wait_settled();
@@ -472,6 +484,13 @@ fn maps_and_idmp_tokens_move_with_the_slot_in_the_snapshot_and_the_stream() {
     // retries reaching the new owner get the first answers
     assert_eq!(idmp(&mut c, "in-snapshot"), [1, 1]);
     assert_eq!(idmp(&mut c, "in-stream"), [2, 1]);
+    assert_eq!(hidmp(&mut c, "map-in-stream"), [1, 1]);
+    assert!(
+        !cluster.nodes[b]
+            .log_text()
+            .contains("replayed before any SEQ.IDMPCLOCK"),
+        "b replayed an IDMP call without the source's clock"
+    );
     // and a new token there skips the gap, as any first NEXT on a moved key does
     assert_eq!(idmp(&mut c, "after"), [1003, 0]);
     // the map's field too, once
@@ -511,16 +530,22 @@ fn the_targets_replica_and_its_aof_reach_the_targets_state() {
     let id = start_held(&cluster, a, b, &[(0, 0)]);
     let streamed: Vec<i64> = (0..20).map(|_| next(&mut c)).collect();
     assert_eq!(streamed.last(), Some(&25));
+    // an IDMP call streams too, and a map's
+    let map = format!("{{{}}}:map", tags_in(0..1, 1)[0]);
+    let got: Vec<i64> = cmd(&mut c, &["SEQ.NEXT", &key, "IDMP", "t"]).unwrap();
+    assert_eq!(got, [26, 0]);
+    let got: Vec<i64> = cmd(&mut c, &["SEQ.HNEXT", &map, "f", "IDMP", "t"]).unwrap();
+    assert_eq!(got, [1, 0]);
     release(&cluster, a);
     wait_state(&cluster.nodes[b], &id, "completed");
     cluster.wait_settled();
     assert_eq!(
         int(&mut cluster.nodes[b].client(), &["SEQ.GET", &key]),
-        25,
+        26,
         "the stream was replayed exactly"
     );
-    assert_eq!(next(&mut c), 1026, "the new owner skips the gap once");
-    assert_eq!(next(&mut c), 1027);
+    assert_eq!(next(&mut c), 1027, "the new owner skips the gap once");
+    assert_eq!(next(&mut c), 1028);
 
     let (dst, replica) = (&cluster.nodes[b], &cluster.nodes[r]);
     let mut bc = dst.client();
@@ -530,9 +555,18 @@ fn the_targets_replica_and_its_aof_reach_the_targets_state() {
     let _: String = cmd(&mut rc, &["READONLY"]).unwrap();
     assert_eq!(
         int(&mut rc, &["SEQ.GET", &key]),
-        1027,
+        1028,
         "the replica has b's value"
     );
+    // tokens and all (DEBUG DIGEST-VALUE covers them)
+    let digests = |con: &mut Connection| -> Vec<String> {
+        [&key, &map]
+            .iter()
+            .map(|k| cmd::<Vec<String>>(con, &["DEBUG", "DIGEST-VALUE", k]).unwrap()[0].clone())
+            .collect()
+    };
+    let on_b = digests(&mut bc);
+    assert_eq!(digests(&mut rc), on_b, "the replica's keys are b's");
     // b's AOF replays the import (the snapshot's RESTORE, the stream, the new owner's writes)
     // to the same value
     wait_until("AOF rewrite still running", 30, || {
@@ -541,7 +575,8 @@ fn the_targets_replica_and_its_aof_reach_the_targets_state() {
             == Some("0")
     });
     ok(dst, &["DEBUG", "LOADAOF"]);
-    assert_eq!(int(&mut bc, &["SEQ.GET", &key]), 1027);
+    assert_eq!(int(&mut bc, &["SEQ.GET", &key]), 1028);
+    assert_eq!(digests(&mut bc), on_b, "b's AOF replays to b's keys");
     // the replica followed the import (Redis fires the import's events on the target's
     // replicas too) and adopted the source's promise with it: carried inside the migration
     // (MSGID.PROMISE reached it in b's stream as b applied it)

@@ -11,9 +11,7 @@
 use crate::common;
 use common::cluster::*;
 use common::*;
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// Slots that hold sequence keys (and message ID / UID targets): their snapshot carries the
@@ -379,38 +377,15 @@ fn id_time_stays_within_the_lease_of_the_clock_through_migrations() {
     // forth under load, each move within a second of the last: what a client sees of ID time.
     let Some(cluster) = start() else { return };
     let (a, b) = cluster.owner_and_next(0);
-    let mut con = cluster.client();
-    for t in tags_in(SEQ_SLOTS.0..SEQ_SLOTS.1 + 1, 2) {
-        let _: i64 = redis::cmd("SEQ.NEXT")
-            .arg(format!("{{{t}}}:seq"))
-            .query(&mut con)
-            .unwrap();
-    }
-    let pause = Duration::from_millis(3);
-    let fresh = issue_measuring(&mut con, 1_000, &[], pause, None);
+    let seq_tags = tags_in(SEQ_SLOTS.0..SEQ_SLOTS.1 + 1, 2);
     let tags = tags_in(0..4, 2);
-    let stop = Arc::new(AtomicBool::new(false));
-    let worker = {
-        let (stop, tags) = (stop.clone(), tags.clone());
-        let mut c = cluster.client();
-        std::thread::spawn(move || issue_measuring(&mut c, usize::MAX, &tags, pause, Some(&stop)))
-    };
-    let settle = || std::thread::sleep(Duration::from_millis(500));
-    settle();
-    for to in [b, a, b, a] {
-        migrate(&cluster, to, &[(0, 3)]);
-        settle();
-    }
-    stop.store(true, Ordering::Relaxed);
-    let moves = worker.join().unwrap();
-    fresh.check("fresh cluster", PROMISE_MS);
-    moves.check("atomic migrations (Redis) under load", LEASE_MS);
-    let ids: HashSet<&String> = fresh.ids.iter().chain(&moves.ids).collect();
-    assert_eq!(
-        ids.len(),
-        fresh.ids.len() + moves.ids.len(),
-        "an ID issued twice"
-    );
+    let what = "atomic migrations (Redis) under load";
+    check_lead_through_moves(&cluster, &seq_tags, &tags, what, |settle| {
+        for to in [b, a, b, a] {
+            migrate(&cluster, to, &[(0, 3)]);
+            settle();
+        }
+    });
 }
 
 #[test]

@@ -32,6 +32,8 @@ mod exposure;
 mod failed_load;
 mod guard;
 mod harness;
+mod im_send;
+mod jepsen;
 mod lease;
 mod loading;
 mod msgid;

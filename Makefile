@@ -59,7 +59,6 @@ test-matrix: deps-test build build-test-hooks
 # IMID_SOAK_FAILOVERS. And the Jepsen-style runs of tests/it/jepsen/ (as root: each makes a
 # network namespace): the CI rows by default, IMID_JEPSEN_ROWS=all for every row,
 # IMID_JEPSEN_SCALE for bigger runs, IMID_JEPSEN_EXPECT=report|dupes|clean for what fails them.
-# Other ignored tests wait for a fix and are left out.
 soak: deps-test build build-test-hooks
 	cargo test --release --test it -- --ignored --test-threads 1 --nocapture soak jepsen
 

@@ -106,6 +106,7 @@ const COMMANDS: &[registry::Command] = &[
     command!("msgid.decode", commands::msgid::decode, "readonly fast", "read fast", 2, None, "Splits a message ID into its fields"),
     command!("msgid.hash", commands::msgid::hash, "readonly fast", "read fast", 2, None, "The 22-bit target hash MSGID.GEN would embed"),
     command!("msgid.floor", commands::msgid::floor, "write fast", "write fast dangerous", 2, None, "Raises the message-ID time floor (replication and AOF of the time lease)"),
+    command!("msgid.promise", commands::msgid::promise, "write fast", "write fast dangerous", 5, keys(1, 0, ROUTING_ONLY), "Internal: a slot migration's source's promise of its message-ID and UID time, carried to the target"),
     command!("uid.gen", commands::uid::gen, "write fast", "write fast", -2, keys(1, 0, ROUTING_ONLY), "Issues a new 64-bit numeric ID (or COUNT of them, increasing)"),
     command!("uid.decode", commands::uid::decode, "readonly fast", "read fast", -2, None, "Splits a 64-bit ID into time, node and seq (under the node's layout or another)"),
     command!("uid.encode", commands::uid::encode, "readonly fast", "read fast", -4, None, "Builds a 64-bit ID from explicit fields (under the node's layout or another)"),
@@ -143,6 +144,7 @@ const TEST_COMMANDS: &[registry::Command] = &[
     command!("imid.test-panic", commands::test_hooks::test_panic, "fast", "", 1, None, "Test builds only: panics inside a guarded handler"),
     command!("imid.test-panic-next", commands::test_hooks::test_panic_next, "fast", "", 2, None, "Test builds only: the next call into the named entry panics"),
     command!("imid.test-replicate-floor", commands::test_hooks::test_replicate_floor, "write", "", 2, None, "Test builds only: replicates MSGID.FLOOR with any value"),
+    command!("imid.test-deaf", commands::test_hooks::test_deaf, "fast", "", 2, None, "Test builds only: the cluster bus receiver drops (1) or hears (0) peers' promises"),
 ];
 
 redis_module! {

@@ -1,5 +1,6 @@
-//! MSGID.GEN / ENCODE / DECODE / HASH, and MSGID.FLOOR (the replicated time high-water mark;
-//! `commands::floor`).
+//! MSGID.GEN / ENCODE / DECODE / HASH, MSGID.FLOOR (the replicated time high-water mark;
+//! `commands::floor`), and MSGID.PROMISE (a slot migration's source's promise, carried inside
+//! the migration).
 
 use crate::config::{effective_hash_mode, HashMode, CLUSTER_MODE};
 use crate::core::int;
@@ -7,8 +8,10 @@ use crate::core::javahash::java_hash22;
 use crate::core::msgid::{Fields, MsgId, MAX_HASH, MAX_SEQ, MAX_TIME, MAX_TYPE};
 use crate::core::slot::{key_slot, slot_hash22, slot_of_hash22};
 use crate::error::{err, Error};
+use crate::host::cluster::NODE_ID_LEN;
 use crate::host::{Arg, Ctx, Val};
-use crate::node::ids;
+use crate::node::promises::Leases;
+use crate::node::{cluster, ids};
 use std::sync::atomic::Ordering;
 
 /// The `INFO imid` fields of this family, in order.
@@ -138,4 +141,35 @@ pub(crate) fn floor(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         ids::MSGID_LEASE_CAP,
         ids::raise_floor,
     )
+}
+
+/// MSGID.PROMISE key node-id msgid-ms uid-ms
+///
+/// Internal: the promise of a Redis 8.4+ atomic slot migration's source (`node::promises`),
+/// carried to the target inside the migration (`node::ids`, `node::migration`); `key` is a key
+/// of a migrating slot, which is what routes it into the migration, and is not touched.
+/// Replayed, it records `node-id`'s promise as if heard over the bus (the target adopts it when
+/// it takes the slots over; the source's replicas and AOF just note it). It changes no key and
+/// replicates nothing: a replica of the target gets it from the target's stream as applied.
+/// A client's call is refused after the argument checks.
+pub(crate) fn promise(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, _key, node, msgid, uid] = args else {
+        return Err(Error::WrongArity);
+    };
+    let node = node.bytes();
+    if node.len() != NODE_ID_LEN {
+        return Err(err(format_args!(
+            "node-id must be a cluster node ID ({NODE_ID_LEN} characters)"
+        )));
+    }
+    let msgid = msgid.int_in("msgid-ms", 0, i64::MAX)?.unsigned_abs();
+    let uid = uid.int_in("uid-ms", 0, i64::MAX)?.unsigned_abs();
+    if !ctx.is_replay() {
+        return Err(err(
+            "MSGID.PROMISE is written by imid into slot migrations, not called by clients",
+        ));
+    }
+    cluster::carried(ctx, node, Leases { msgid, uid });
+    ctx.reply_ok();
+    Ok(())
 }

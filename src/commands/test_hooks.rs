@@ -11,10 +11,12 @@
 //! `IMID.TEST-REPLICATE-FLOOR <ms>`: writes `MSGID.FLOOR <ms>` to the AOF and replicas, as a
 //! lease renewal does, without any check or local effect (to test what replay and replicas do
 //! with a floor no client could set).
+//! `IMID.TEST-DEAF 1|0`: the cluster bus receiver drops (1) or hears (0) the peers' promises
+//! (to test what travels inside a slot migration without the bus).
 
 use crate::error::{Error, SYNTAX};
 use crate::host::{Arg, Ctx};
-use crate::node::test_hooks::{arm_panic, set_clock, ClockMode};
+use crate::node::test_hooks::{arm_panic, set_clock, set_deaf, ClockMode};
 
 /// IMID.TEST-CLOCK REAL | OFFSET ms | FREEZE unix_ms
 pub(crate) fn test_clock(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
@@ -58,6 +60,19 @@ pub(crate) fn test_replicate_floor(ctx: &Ctx, args: &[Arg]) -> Result<(), Error>
         return Err(Error::WrongArity);
     };
     ctx.replicate_arg(c"MSGID.FLOOR", ms);
+    ctx.reply_ok();
+    Ok(())
+}
+
+/// IMID.TEST-DEAF 1|0
+pub(crate) fn test_deaf(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, on] = args else {
+        return Err(Error::WrongArity);
+    };
+    match on.int() {
+        Some(v @ (0 | 1)) => set_deaf(v == 1),
+        _ => return Err(SYNTAX),
+    }
     ctx.reply_ok();
     Ok(())
 }

@@ -1,18 +1,30 @@
-//! Valkey 9's atomic slot migration (`CLUSTER MIGRATESLOTS`), raw side: the subscription to the
-//! migration event and its callback, which decodes the event's data and hands it to
-//! `node::migration` (the rules) inside [`guard`]. (The module option that declares support is
-//! set in `host::server`.)
+//! Atomic slot migration, raw side: the subscription to the server's migration event and its
+//! callback, which decodes the event's data and hands it to `node::migration` (the rules)
+//! inside [`guard`]; one for Valkey 9 (`CLUSTER MIGRATESLOTS`), one for Redis 8.4+ (`CLUSTER
+//! MIGRATION`). (The module option Valkey needs is set in `host::server`.)
 //!
-//! The constants and the event's data layout are Valkey's, from its `src/valkeymodule.h`
-//! (atomic slot migration came with Valkey 9.0); the `redis-module` crate's header predates
-//! them. Checked on Valkey 9.1.2: the event fires as id 19 with these subevents, and the job
-//! name and slot ranges read through this layout are those `CLUSTER GETSLOTMIGRATIONS` shows.
+//! The two servers number their events independently, and the same numbers mean different
+//! things: on Valkey 9.1 event 18 is an authentication attempt and 19 the slot migration, on
+//! Redis 8.4+ 18 is the slot migration and 19 its trimming. So each is subscribed to only on
+//! its own server (`host::server::is_valkey`).
+//!
+//! Valkey: the constants and the event's data layout are from its `src/valkeymodule.h` (atomic
+//! slot migration came with Valkey 9.0); the `redis-module` crate's header predates them.
+//! Checked on Valkey 9.1.2: the event fires as id 19 with these subevents, and the job name and
+//! slot ranges read through this layout are those `CLUSTER GETSLOTMIGRATIONS` shows.
+//!
+//! Redis: from Redis 8.6.3's `src/redismodule.h` (`REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION`,
+//! `RedisModuleClusterSlotMigrationInfoV1`), the event since Redis 8.4; Redis 8.2 and older
+//! refuse the subscription. Its data names the source and the destination. The trimming event
+//! (19) is not subscribed to: imid keeps nothing per key outside the keys, so a trim has nothing
+//! of imid's to undo (and subscribing to the per-key trim notification would force Redis to
+//! trim on its main thread).
 
 use super::{guard, Entry};
 use crate::host::cluster::NODE_ID_LEN;
 use crate::host::server::is_valkey;
 use crate::host::Ctx;
-use crate::node::migration::{on_import, Phase};
+use crate::node::migration::{before_snapshot, on_import, on_migrate, Phase};
 use redis_module::raw;
 use std::ffi::c_void;
 use std::os::raw::{c_char, c_int};
@@ -44,28 +56,35 @@ struct MigrationInfoV1 {
     num_slot_ranges: u32,
 }
 
-/// Subscribes to Valkey's atomic slot migration event (OnLoad, cluster mode, Valkey only). A
-/// server that does not know the event refuses the subscription; that is logged and the load
-/// goes on: such a server cannot run the migration either.
+/// Subscribes to the server's atomic slot migration event (OnLoad, cluster mode): Valkey's or
+/// Redis's. A server that does not know the event refuses the subscription; that is logged and
+/// the load goes on: such a server cannot run the migration either.
 pub(crate) fn subscribe(ctx: &Ctx) {
-    if !is_valkey() {
-        return;
-    }
-    let event = raw::RedisModuleEvent {
-        id: VALKEY_EVENT_ATOMIC_SLOT_MIGRATION,
-        dataver: 1,
+    let (id, callback, refused): (u64, raw::RedisModuleEventCallback, &str) = if is_valkey() {
+        (
+            VALKEY_EVENT_ATOMIC_SLOT_MIGRATION,
+            Some(on_migration_event),
+            "imid: this Valkey has no atomic slot migration event (Valkey 9.0+); not subscribed",
+        )
+    } else {
+        (
+            REDIS_EVENT_CLUSTER_SLOT_MIGRATION,
+            Some(on_redis_migration_event),
+            "imid: this Redis has no atomic slot migration event (Redis 8.4+); not subscribed",
+        )
     };
+    let event = raw::RedisModuleEvent { id, dataver: 1 };
     // SAFETY: ctx is the live OnLoad context; the callback matches the C signature and
     // lives as long as the module.
     let rc = unsafe {
         raw::RedisModule_SubscribeToServerEvent.map_or(raw::REDISMODULE_ERR as c_int, |f| {
-            f(ctx.raw(), event, Some(on_migration_event))
+            f(ctx.raw(), event, callback)
         })
     };
     if rc != raw::REDISMODULE_OK as c_int {
-        ctx.log_notice(
-            "imid: this Valkey has no atomic slot migration event (Valkey 9.0+); not subscribed",
-        );
+        ctx.log_notice(refused);
+    } else if !is_valkey() {
+        crate::host::server::set_redis_atomic_migration();
     }
 }
 
@@ -129,7 +148,165 @@ unsafe extern "C" fn on_migration_event(
             let info = unsafe { &*data.cast::<MigrationInfoV1>() };
             // SAFETY: as above.
             let slots = unsafe { migration_slots(info) };
-            let line = on_import(&c, phase, &job_name(info), &slots);
+            let line = on_import(&c, phase, &job_name(info), &slots, None);
+            c.log_notice(&line);
+        },
+    );
+}
+
+/// `REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION` (Redis 8.4+), data version 1.
+const REDIS_EVENT_CLUSTER_SLOT_MIGRATION: u64 = 18;
+/// Its subevents (`REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_*`).
+const REDIS_IMPORT_STARTED: u64 = 0;
+const REDIS_IMPORT_FAILED: u64 = 1;
+const REDIS_IMPORT_COMPLETED: u64 = 2;
+const REDIS_MIGRATE_STARTED: u64 = 3;
+const REDIS_MIGRATE_FAILED: u64 = 4;
+const REDIS_MIGRATE_COMPLETED: u64 = 5;
+const REDIS_MIGRATE_MODULE_PROPAGATE: u64 = 6;
+
+/// `RedisModuleSlotRange`: one inclusive range of hash slots.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct RedisSlotRange {
+    start: u16,
+    end: u16,
+}
+
+/// `RedisModuleSlotRangeArray`: a count, then that many ranges (a flexible array member).
+#[repr(C)]
+struct RedisSlotRangeArray {
+    num_ranges: i32,
+    ranges: [RedisSlotRange; 0],
+}
+
+/// `RedisModuleClusterSlotMigrationInfoV1`, the event's data.
+#[repr(C)]
+struct RedisMigrationInfoV1 {
+    version: u64,
+    source_node_id: [c_char; NODE_ID_LEN + 1],
+    destination_node_id: [c_char; NODE_ID_LEN + 1],
+    task_id: *const c_char,
+    slots: *const RedisSlotRangeArray,
+}
+
+/// What a Redis migration event asks of imid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RedisStep {
+    /// On the target (and its replicas).
+    Import(Phase),
+    /// On the source.
+    Migrate(Phase),
+    /// In the fork child writing the source's snapshot: commands to send before the keys.
+    BeforeSnapshot,
+}
+
+fn redis_step(subevent: u64) -> Option<RedisStep> {
+    Some(match subevent {
+        REDIS_IMPORT_STARTED => RedisStep::Import(Phase::Started),
+        REDIS_IMPORT_COMPLETED => RedisStep::Import(Phase::Completed),
+        // a failure, and a cancel (which Redis reports as a failure)
+        REDIS_IMPORT_FAILED => RedisStep::Import(Phase::Aborted),
+        REDIS_MIGRATE_STARTED => RedisStep::Migrate(Phase::Started),
+        REDIS_MIGRATE_COMPLETED => RedisStep::Migrate(Phase::Completed),
+        REDIS_MIGRATE_FAILED => RedisStep::Migrate(Phase::Aborted),
+        REDIS_MIGRATE_MODULE_PROPAGATE => RedisStep::BeforeSnapshot,
+        _ => return None,
+    })
+}
+
+/// The slots of a Redis event's ranges (a range that is inverted or past 16383 is cut to what
+/// is valid).
+///
+/// # Safety
+/// `slots` must be null or the live range array of the running callback's event data.
+unsafe fn redis_slots(slots: *const RedisSlotRangeArray) -> Vec<u16> {
+    if slots.is_null() {
+        return Vec::new();
+    }
+    // SAFETY: per the contract, `slots` points to a live array header.
+    let n = usize::try_from(unsafe { (*slots).num_ranges }).unwrap_or(0);
+    // SAFETY: Redis allocates the header and its `num_ranges` ranges together (the flexible
+    // array member), alive for the callback; `addr_of!` takes the member's address without
+    // making a reference to the zero-length array.
+    let ranges = unsafe {
+        std::slice::from_raw_parts(
+            std::ptr::addr_of!((*slots).ranges).cast::<RedisSlotRange>(),
+            n,
+        )
+    };
+    let mut out = Vec::new();
+    for r in ranges {
+        out.extend(r.start..=r.end.min(LAST_SLOT));
+    }
+    out
+}
+
+/// A NUL-terminated node ID field of the event (40 characters and a NUL).
+fn node_id(field: &[c_char; NODE_ID_LEN + 1]) -> Vec<u8> {
+    field
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect()
+}
+
+/// The task's ID as text, for the log.
+///
+/// # Safety
+/// `p` must be null or a NUL-terminated string alive for the running callback.
+unsafe fn task_id(p: *const c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: per the contract.
+    unsafe { std::ffi::CStr::from_ptr(p) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+unsafe extern "C" fn on_redis_migration_event(
+    ctx: *mut raw::RedisModuleCtx,
+    eid: raw::RedisModuleEvent,
+    subevent: u64,
+    data: *mut c_void,
+) {
+    let Some(step) = redis_step(subevent) else {
+        return;
+    };
+    if eid.id != REDIS_EVENT_CLUSTER_SLOT_MIGRATION || data.is_null() {
+        return;
+    }
+    // SAFETY: ctx is the live context of this event callback; the Ctx is used only within it.
+    let c = unsafe { Ctx::from_raw(ctx) };
+    guard(
+        ctx,
+        Entry::Named("the atomic slot migration event"),
+        || (),
+        || {
+            // SAFETY: Redis passes a live RedisModuleClusterSlotMigrationInfo (version 1, or a
+            // later one that starts with the same fields) for the duration of the callback.
+            let info = unsafe { &*data.cast::<RedisMigrationInfoV1>() };
+            // SAFETY: as above; `slots` is the task's own range array.
+            let slots = unsafe { redis_slots(info.slots) };
+            // SAFETY: as above; the task's ID is NUL-terminated.
+            let task = unsafe { task_id(info.task_id) };
+            let line = match step {
+                RedisStep::Import(phase) => {
+                    let source = node_id(&info.source_node_id);
+                    let source = (source.len() == NODE_ID_LEN).then_some(&source[..]);
+                    on_import(&c, phase, &task, &slots, source)
+                }
+                RedisStep::Migrate(phase) => {
+                    on_migrate(phase, &task, &slots, &node_id(&info.destination_node_id))
+                }
+                RedisStep::BeforeSnapshot => match before_snapshot(&c, &slots) {
+                    Ok(()) => return,
+                    Err(why) => format!(
+                        "imid: atomic slot migration {task}: this node's promise could not go before the snapshot: {why}"
+                    ),
+                },
+            };
             c.log_notice(&line);
         },
     );
@@ -164,5 +341,59 @@ mod tests {
         let mut named = info(ranges.as_ptr(), 0);
         named.job_name[0] = b'j' as c_char;
         assert_eq!(job_name(&named), "j");
+    }
+
+    #[test]
+    fn redis_event_data_reads_through_its_layout() {
+        // the offsets of Redis 8.6.3's RedisModuleClusterSlotMigrationInfoV1 on 64-bit Linux
+        assert_eq!(
+            std::mem::offset_of!(RedisMigrationInfoV1, source_node_id),
+            8
+        );
+        assert_eq!(
+            std::mem::offset_of!(RedisMigrationInfoV1, destination_node_id),
+            49
+        );
+        assert_eq!(std::mem::offset_of!(RedisMigrationInfoV1, task_id), 96);
+        assert_eq!(std::mem::offset_of!(RedisMigrationInfoV1, slots), 104);
+        assert_eq!(std::mem::offset_of!(RedisSlotRangeArray, ranges), 4);
+        // an array as Redis lays it out: the count, then the ranges right after it
+        #[repr(C)]
+        struct Three {
+            num_ranges: i32,
+            ranges: [RedisSlotRange; 3],
+        }
+        let a = Three {
+            num_ranges: 3,
+            ranges: [
+                RedisSlotRange { start: 3, end: 5 },
+                RedisSlotRange {
+                    start: 16_382,
+                    end: 20_000,
+                },
+                RedisSlotRange { start: 9, end: 8 },
+            ],
+        };
+        let p = std::ptr::addr_of!(a).cast::<RedisSlotRangeArray>();
+        // SAFETY: `p` points at a header followed by its three ranges, alive for the call.
+        assert_eq!(unsafe { redis_slots(p) }, vec![3, 4, 5, 16_382, 16_383]);
+        // SAFETY: a null array is checked before use.
+        assert!(unsafe { redis_slots(std::ptr::null()) }.is_empty());
+        let mut id = [0 as c_char; NODE_ID_LEN + 1];
+        id[0] = b'a' as c_char;
+        id[1] = b'b' as c_char;
+        assert_eq!(node_id(&id), b"ab");
+        // SAFETY: a NUL-terminated literal; null is checked.
+        assert_eq!(unsafe { task_id(c"t1".as_ptr()) }, "t1");
+        // SAFETY: as above.
+        assert_eq!(unsafe { task_id(std::ptr::null()) }, "");
+        assert_eq!(redis_step(0), Some(RedisStep::Import(Phase::Started)));
+        assert_eq!(redis_step(1), Some(RedisStep::Import(Phase::Aborted)));
+        assert_eq!(redis_step(2), Some(RedisStep::Import(Phase::Completed)));
+        assert_eq!(redis_step(3), Some(RedisStep::Migrate(Phase::Started)));
+        assert_eq!(redis_step(4), Some(RedisStep::Migrate(Phase::Aborted)));
+        assert_eq!(redis_step(5), Some(RedisStep::Migrate(Phase::Completed)));
+        assert_eq!(redis_step(6), Some(RedisStep::BeforeSnapshot));
+        assert_eq!(redis_step(7), None);
     }
 }

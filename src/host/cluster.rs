@@ -1,8 +1,11 @@
 //! Cluster node IDs and the cluster bus, as imid calls them: this node's ID, a replica's
-//! primary, and sending a message to every other node. (Receiving is a callback: `entry`.)
+//! primary, and sending a message to every other node (receiving is a callback: `entry`); and
+//! the commands a node sends along with a Redis 8.4+ atomic slot migration it is the source of
+//! (replicated with a key of a migrating slot, or handed to the migration before its snapshot).
 
 use super::Ctx;
 use redis_module::raw;
+use std::ffi::{c_void, CStr};
 use std::os::raw::{c_char, c_int};
 
 /// The length of a cluster node ID (`REDISMODULE_NODE_ID_LEN`).
@@ -77,6 +80,105 @@ impl Ctx {
                     payload.as_ptr().cast::<c_char>(),
                     len,
                 );
+            }
+        }
+    }
+}
+
+/// `RedisModule_ClusterPropagateForSlotMigration` (Redis 8.4+), which the `redis-module` crate's
+/// header predates: looked up by name where needed.
+type PropagateForSlotMigration =
+    unsafe extern "C" fn(*mut raw::RedisModuleCtx, *const c_char, *const c_char, ...) -> c_int;
+
+/// A key name in hash slot `slot` (`RedisModule_ClusterCanonicalKeyNameInSlot`): a short string
+/// the server keeps for good; `None` where the server does not have the call.
+fn key_in_slot(slot: u16) -> Option<&'static CStr> {
+    // SAFETY: see the module comment of `host`; the server returns a pointer into a static
+    // table of NUL-terminated strings, or NULL for a slot past 16383.
+    unsafe {
+        let p = raw::RedisModule_ClusterCanonicalKeyNameInSlot?(u32::from(slot));
+        (!p.is_null()).then(|| CStr::from_ptr(p))
+    }
+}
+
+impl Ctx {
+    /// Replicates `cmd <a key of slot> <node> <a> <b>` (format "cbll") to replicas and the AOF,
+    /// and, while this node is the source of a Redis 8.4+ atomic slot migration of `slot`, into
+    /// the migration's stream to the target (Redis forwards what a node replicates with a key
+    /// of a migrating slot; it drops commands without a key). False where the server cannot
+    /// name a key of the slot.
+    pub(crate) fn replicate_in_slot(
+        &self,
+        cmd: &CStr,
+        slot: u16,
+        node: &NodeId,
+        [a, b]: [i64; 2],
+    ) -> bool {
+        let Some(key) = key_in_slot(slot) else {
+            return false;
+        };
+        // SAFETY: see the module comment of `host`; "cbll" consumes one NUL-terminated string,
+        // a buffer with its length (size_t) and two long longs, all passed in that order.
+        unsafe {
+            match raw::RedisModule_Replicate {
+                Some(f) => {
+                    f(
+                        self.ptr,
+                        cmd.as_ptr(),
+                        c"cbll".as_ptr(),
+                        key.as_ptr(),
+                        node.as_ptr().cast::<c_char>(),
+                        node.len(),
+                        a,
+                        b,
+                    ) == raw::REDISMODULE_OK as c_int
+                }
+                None => false,
+            }
+        }
+    }
+
+    /// Hands `cmd <a key of slot> <node> <a> <b>` to a Redis 8.4+ atomic slot migration, which
+    /// sends it to the target before the slots' keys. Only in the fork child that writes the
+    /// migration's snapshot, during the event that asks for such commands (Redis refuses it
+    /// elsewhere). The error says why not (Redis's errno).
+    pub(crate) fn propagate_for_slot_migration(
+        &self,
+        cmd: &CStr,
+        slot: u16,
+        node: &NodeId,
+        [a, b]: [i64; 2],
+    ) -> Result<(), String> {
+        let key = key_in_slot(slot).ok_or("the server names no key of the slot")?;
+        let mut f: Option<PropagateForSlotMigration> = None;
+        // SAFETY: see the module comment of `host`; GetApi writes the function's address (or
+        // nothing) into a pointer-sized slot, which `Option<fn>` is; then "cbll" consumes one
+        // NUL-terminated string, a buffer with its length (size_t) and two long longs, all
+        // passed in that order.
+        unsafe {
+            let get = raw::RedisModule_GetApi.ok_or("no RedisModule_GetApi")?;
+            get(
+                c"RedisModule_ClusterPropagateForSlotMigration".as_ptr(),
+                (&raw mut f).cast::<c_void>(),
+            );
+            let f = f.ok_or("the server has no RedisModule_ClusterPropagateForSlotMigration")?;
+            let rc = f(
+                self.ptr,
+                cmd.as_ptr(),
+                c"cbll".as_ptr(),
+                key.as_ptr(),
+                node.as_ptr().cast::<c_char>(),
+                node.len(),
+                a,
+                b,
+            );
+            if rc == raw::REDISMODULE_OK as c_int {
+                Ok(())
+            } else {
+                Err(format!(
+                    "RedisModule_ClusterPropagateForSlotMigration: {}",
+                    std::io::Error::last_os_error()
+                ))
             }
         }
     }

@@ -115,6 +115,22 @@ pub(crate) fn atomic_migration_declared() -> bool {
     ASM_DECLARED.load(Ordering::Relaxed)
 }
 
+/// Whether this Redis cluster node follows Redis 8.4+'s atomic slot migration (its slot
+/// migration event was subscribed to, [`set_redis_atomic_migration`]).
+static REDIS_ASM: AtomicBool = AtomicBool::new(false);
+
+/// Records that this Redis cluster node subscribed to Redis's slot migration event (8.4+).
+pub(crate) fn set_redis_atomic_migration() {
+    REDIS_ASM.store(true, Ordering::Relaxed);
+}
+
+/// Whether slots may reach this cluster node by an atomic slot migration (Valkey 9's, declared;
+/// Redis 8.4+'s, subscribed to). Such a migration replays the source's writes on the target
+/// through a stream of its own that carries no keyless command.
+pub(crate) fn atomic_migration_possible() -> bool {
+    atomic_migration_declared() || REDIS_ASM.load(Ordering::Relaxed)
+}
+
 /// Whether context flags `flags` are those of the atomic migration's import client. Only
 /// where support was declared: the bit means something else, or nothing, on other servers.
 pub(crate) fn is_import_client(flags: c_int) -> bool {

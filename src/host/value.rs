@@ -6,7 +6,10 @@
 //!
 //! A registered type (`key::TypeSlot<B>`) holds only words made here for its `B`, by the type's
 //! callbacks (load, copy) and by its key handles; that is what makes reading one back sound.
-//! Everything here runs on Redis's main thread.
+//! Everything here runs on Redis's main thread, except [`free`]: Redis also frees values in a
+//! background thread (`FLUSHALL ASYNC`, Redis 8.4+ trimming the slots a migration moved away),
+//! where dropping a box is as safe (Redis's allocator is thread-safe, and a value owns nothing
+//! shared).
 
 use std::marker::PhantomData;
 

@@ -4,7 +4,9 @@
 //! node's floors (`node::ids`) to what the book of promises (`node::promises`) says the slot's
 //! old owner promised.
 
-use super::promises::{self, decode, heard, import_cancelled, import_started, restore_imports};
+use super::promises::{
+    self, decode, heard, import_cancelled, import_started, restore_imports, Leases,
+};
 use crate::host::cluster::my_cluster_id;
 use crate::host::Ctx;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -33,6 +35,26 @@ pub(crate) fn received(ctx: &Ctx, sender: Option<&[u8]>, bytes: &[u8]) {
     let Some(leases) = decode(bytes) else {
         return;
     };
+    #[cfg(feature = "test-hooks")]
+    if super::test_hooks::deaf() {
+        return;
+    }
+    record(ctx, sender, leases);
+}
+
+/// A promise of the node `sender` carried inside a Redis 8.4+ atomic slot migration (replayed
+/// `MSGID.PROMISE`: on the target from the migration, on the source's replicas and AOF from the
+/// source): recorded as if heard over the bus. This node's own promise, replayed from its AOF,
+/// is not a peer's.
+pub(crate) fn carried(ctx: &Ctx, sender: &[u8], leases: Leases) {
+    if my_cluster_id().is_some_and(|me| me[..] == *sender) {
+        return;
+    }
+    record(ctx, Some(sender), leases);
+}
+
+/// Records a peer's promise; a refusal is logged at most once a minute.
+fn record(ctx: &Ctx, sender: Option<&[u8]>, leases: Leases) {
     if let Err(why) = heard(sender, leases, super::now_ms()) {
         // At most one line a minute: a peer repeats its promise every second.
         let now = super::now_ms();

@@ -29,9 +29,11 @@
 //! then continues its primary's stream (a partial resync) finds the clock in that file's aux
 //! data (`types::seq::aux`).
 //!
-//! Valkey 9's atomic slot migration replays the source's writes on the target through a stream
-//! of its own, which carries no keyless command; there, IDMP keeps its explicit effect (see
-//! [`for_call`]).
+//! Valkey 9's and Redis 8.4+'s atomic slot migrations replay the source's writes on the target
+//! through a stream of their own, which carries no keyless command (Redis drops them from it),
+//! so `SEQ.IDMPCLOCK` never reaches the target and a streamed call would decide there by the
+//! target's own, possibly older, clock; on a cluster node of those servers IDMP keeps its
+//! explicit effect (see [`for_call`]).
 
 use crate::config::{seq_idmp_max, seq_idmp_ttl_ms};
 pub(crate) use crate::core::idmp::Clock;
@@ -114,9 +116,9 @@ impl CallClock {
 /// - A replay (the primary's stream, the AOF at load) takes the clock last replayed. Should
 ///   there be none (no correct stream lacks it), the call decides by this node's own clock and
 ///   configs, and a warning is logged once.
-/// - Where IDMP calls cannot replicate as called (a Valkey 9 cluster node, see the module
-///   comment), and for a client's write on a writable replica, the wall clock and the configs,
-///   nothing written.
+/// - Where IDMP calls cannot replicate as called (a Valkey 9 or Redis 8.4+ cluster node, see
+///   the module comment), and for a client's write on a writable replica, the wall clock and
+///   the configs, nothing written.
 /// - Else (a primary's call) the clock, moved as the module comment says; a moved clock, or
 ///   one not written since the last fork, is written as `SEQ.IDMPCLOCK` when the call commits.
 pub(crate) fn for_call(ctx: &Ctx) -> Result<CallClock, Error> {
@@ -140,7 +142,7 @@ fn read(ctx: &Ctx) -> CallClock {
     // A client's write on a writable replica stays on that node: its own clock and configs,
     // the primary's clock untouched (later replays decide by it).
     if origin == WriteOrigin::ReplicaClient
-        || (origin == WriteOrigin::Primary && server::atomic_migration_declared())
+        || (origin == WriteOrigin::Primary && server::atomic_migration_possible())
     {
         return nothing(local(false));
     }

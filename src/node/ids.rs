@@ -25,8 +25,10 @@ use crate::core::uid::{
     parse_epoch, parse_unit, Layout, LayoutError, LayoutSpec, NodeSpec, Run, UidGenerator, UidStats,
 };
 use crate::error::{err, Error};
+use crate::host::cluster::{my_cluster_id, NodeId};
 use crate::host::Ctx;
 use crate::node::promises::{self, Family, Leases, LEASE_MESSAGE};
+use std::ffi::CStr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -97,7 +99,7 @@ pub(crate) fn issue_msgid(ctx: &Ctx, slot: Option<u16>) -> Result<Issued, MsgidE
     };
     publish_renewal(ctx, renewed);
     if slot.is_some() && promises::issued(Family::MsgId, issued.time) {
-        send_promise(ctx);
+        promise_moved(ctx);
     }
     Ok(issued)
 }
@@ -147,7 +149,7 @@ fn issue_uid_at(ctx: &Ctx, slot: Option<u16>, count: u32, now_ms: u64) -> Result
     };
     publish_renewal(ctx, renewed);
     if slot.is_some() && promises::issued(Family::Uid, run.time_ms) {
-        send_promise(ctx);
+        promise_moved(ctx);
     }
     Ok(run)
 }
@@ -199,6 +201,41 @@ pub(crate) fn send_promise(ctx: &Ctx) {
     if p != Leases::default() {
         ctx.send_cluster_message(LEASE_MESSAGE, &promises::encode(p));
     }
+}
+
+/// This node's promise moved (an ID was issued within half a promise of it): every other node
+/// hears it over the bus, and while this node is the source of a Redis 8.4+ atomic slot
+/// migration the new promise also goes to the target inside the migration, as
+/// `MSGID.PROMISE <key of a migrating slot> <this node> <msgid-ms> <uid-ms>` replicated (in
+/// order with the slots' writes, all applied before the target takes the slots over; the bus
+/// gives no such order). Nothing while writes are paused (Redis aborts on anything replicated
+/// then; no ID is issued then either: MSGID.GEN and UID.GEN are write commands).
+fn promise_moved(ctx: &Ctx) {
+    send_promise(ctx);
+    let Some(slot) = promises::carried_slot() else {
+        return;
+    };
+    if !ctx.is_primary() || ctx.writes_paused() {
+        return;
+    }
+    if let Some((me, p)) = promise_to_carry() {
+        if !ctx.replicate_in_slot(PROMISE_COMMAND, slot, &me, p) {
+            ctx.log_warning(
+                "imid: this node's promise cannot go with the slot migration: the server names no key of the slot",
+            );
+        }
+    }
+}
+
+/// The command that carries a promise inside a slot migration (`commands::msgid::promise`).
+pub(crate) const PROMISE_COMMAND: &CStr = c"MSGID.PROMISE";
+
+/// What `MSGID.PROMISE` carries: this node's ID and its promise (message IDs', UIDs'). `None`
+/// outside cluster mode or before any promise.
+pub(crate) fn promise_to_carry() -> Option<(NodeId, [i64; 2])> {
+    let p = promises::advertised(floors());
+    let me = my_cluster_id()?;
+    (p != Leases::default()).then_some((me, [int(p.msgid), int(p.uid)]))
 }
 
 /// The floors of the two ID families: every ID issued from now on lies at or above them.

@@ -33,7 +33,7 @@ use super::Counter;
 use crate::core::msgid::MAX_TIME;
 pub(crate) use crate::host::cluster::{NodeId, NODE_ID_LEN};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// The cluster bus message type carrying a node's promises ([`encode`]).
@@ -49,6 +49,31 @@ pub(crate) const PROMISE_MS: u64 = 1_000;
 /// correct node gets there (a client's MSGID.FLOOR may lead by 60 s, a restart by the 5 s lease,
 /// UID borrowing by its bound), and taking it would move every later ID of this node as far.
 pub(crate) const MAX_PEER_LEAD_MS: u64 = 300_000;
+
+/// The first slot of the Redis 8.4+ atomic slot migration this node is the source of, plus
+/// one (0: none): while it is set, each new promise of this node also travels inside the
+/// migration (`node::ids`), replicated with a key of that slot.
+static CARRYING: AtomicU32 = AtomicU32::new(0);
+
+/// This node became the source of an atomic slot migration whose first slot is `slot` (Redis
+/// runs one at a time): its promises go with it from now on.
+pub(crate) fn carry_start(slot: u16) {
+    CARRYING.store(u32::from(slot) + 1, Ordering::Relaxed);
+}
+
+/// The migration this node was the source of ended (completed or failed).
+pub(crate) fn carry_end() {
+    CARRYING.store(0, Ordering::Relaxed);
+}
+
+/// The slot whose key carries this node's promises into the migration it is the source of
+/// (one load: the common case is none).
+pub(crate) fn carried_slot() -> Option<u16> {
+    CARRYING
+        .load(Ordering::Relaxed)
+        .checked_sub(1)
+        .and_then(|n| u16::try_from(n).ok())
+}
 
 /// The two time promises (or leases) of a node: message IDs' and UIDs' (Unix ms each).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -269,8 +294,10 @@ pub(crate) fn restore_imports(cluster_nodes: &[u8]) {
     }
 }
 
-/// This node became a replica: it imports nothing any more.
+/// This node became a replica: it imports nothing any more, nor is it the source of a
+/// migration.
 pub(crate) fn demoted() {
+    carry_end();
     let mut s = state();
     s.importing.clear();
     for w in &IMPORTING {
@@ -401,7 +428,16 @@ mod tests {
             Some(at(now + 5_000)),
             "a source not heard yet: every peer"
         );
+        // the source of a Redis migration carries its promise until it ends, or is demoted
+        assert_eq!(carried_slot(), None);
+        carry_start(16_383);
+        assert_eq!(carried_slot(), Some(16_383));
+        carry_end();
+        assert_eq!(carried_slot(), None);
+        carry_start(0);
+        assert_eq!(carried_slot(), Some(0));
         demoted();
+        assert_eq!(carried_slot(), None);
         assert_eq!(adopt(9), None);
         assert_eq!(adopt(16_383), None);
 

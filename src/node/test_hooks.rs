@@ -1,6 +1,7 @@
 //! Test-only state, compiled in only with the cargo feature `test-hooks` (never in a release
-//! build made by `make build` / `make run`): the steerable wall clock [`now_ms`] reads, and the
-//! panic armed for the next call into an entry ([`maybe_panic`], which `entry::guard` calls).
+//! build made by `make build` / `make run`): the steerable wall clock [`now_ms`] reads, the
+//! panic armed for the next call into an entry ([`maybe_panic`], which `entry::guard` calls),
+//! and a node deaf to its peers' promises over the bus ([`deaf`]).
 //! The commands that set them (`IMID.TEST-*`) are in `commands::test_hooks`.
 //!
 //! Why not libfaketime: it cannot preload into Debian's redis-server (jemalloc calls
@@ -79,4 +80,17 @@ pub(crate) fn maybe_panic(entry: &dyn Display) {
     ARMED.store(false, Ordering::Relaxed);
     drop(g);
     panic!("IMID.TEST-PANIC-NEXT armed for {name}");
+}
+
+/// Whether the cluster bus receiver drops peers' promises (`node::cluster::received`): what a
+/// node sees when the bus loses a promise, so that only what travels inside a slot migration
+/// reaches it.
+static DEAF: AtomicBool = AtomicBool::new(false);
+
+pub(crate) fn set_deaf(on: bool) {
+    DEAF.store(on, Ordering::Relaxed);
+}
+
+pub(crate) fn deaf() -> bool {
+    DEAF.load(Ordering::Relaxed)
 }

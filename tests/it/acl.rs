@@ -1,5 +1,5 @@
 //! ACL categories: where the server has them (Redis 7.2+, Valkey) every imid command is in
-//! `@write` or `@read`, `@fast` and `@imid` (MSGID.FLOOR, UID.FLOOR and SEQ.IDMPCLOCK also `@dangerous`), so a
+//! `@write` or `@read`, `@fast` and `@imid` (MSGID.FLOOR, UID.FLOOR, SEQ.IDMPCLOCK and MSGID.PROMISE also `@dangerous`), so a
 //! user denied `@write` cannot move a sequence or an ID floor by any path (directly, in MULTI, in EVAL, in
 //! FCALL), and a `+@read` user runs the readers. On Redis 7.0, which has no categories for module
 //! commands, the deny-by-name recipe of docs/access-control.md does the same.
@@ -9,6 +9,7 @@ use common::*;
 const WRITERS: &[&str] = &[
     "msgid.gen",
     "msgid.floor",
+    "msgid.promise",
     "uid.gen",
     "uid.floor",
     "seq.next",
@@ -54,7 +55,7 @@ fn expected_categories(name: &str) -> Vec<&'static str> {
         vec!["@read", "@fast", "@imid"]
     };
     // the floors, and the IDMP clock a primary writes for its replicas: dangerous
-    if ["msgid.floor", "uid.floor", "seq.idmpclock"].contains(&name) {
+    if ["msgid.floor", "uid.floor", "seq.idmpclock", "msgid.promise"].contains(&name) {
         v.push("@dangerous");
     }
     // the internal replicated form of SEQ.NEXT ... IDMP: not fast, and dangerous

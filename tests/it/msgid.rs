@@ -177,6 +177,28 @@ fn argument_errors_name_the_rule() {
         ),
         ("MSGID.HASH", &[], ARITY),
         ("MSGID.FLOOR -5", &[], "ERR time_ms must be an integer"),
+        // a slot migration's promise: checked, then refused to a client (a replay records it)
+        ("MSGID.PROMISE k n 1", &[], ARITY),
+        (
+            "MSGID.PROMISE k _ 1 1",
+            &["n", "nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn"],
+            "ERR node-id must be a cluster node ID (40 characters)",
+        ),
+        (
+            "MSGID.PROMISE k nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn _ 1",
+            &["-1", "x"],
+            "ERR msgid-ms must be an integer in 0..9223372036854775807",
+        ),
+        (
+            "MSGID.PROMISE k nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn 1 _",
+            &["-1", "x"],
+            "ERR uid-ms must be an integer in 0..9223372036854775807",
+        ),
+        (
+            "MSGID.PROMISE k nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn 1 1",
+            &[],
+            "ERR MSGID.PROMISE is written by imid into slot migrations, not called by clients",
+        ),
     ];
     assert_refusals(&mut con, rows, |_, _| {});
     // Edge values are accepted.

@@ -1,22 +1,17 @@
-//! Redis 8.4+'s atomic slot migration (`CLUSTER MIGRATION IMPORT <start> <end> ...`, sent to
-//! the target): the source sends the slots' keys (module values as `RESTORE` payloads) and
-//! streams their writes, pauses its writers, and the target claims the slots. No `CLUSTER
-//! SETSLOT` runs, and imid does not follow Redis's migration event yet (issue 30).
+//! Never reissue through Redis 8.4+'s atomic slot migration (`CLUSTER MIGRATION IMPORT <start>
+//! <end> ...`, sent to the target): the source sends the slots' keys (module values as
+//! `RESTORE` payloads) and streams their writes, pauses its writers, and the target claims the
+//! slots. No `CLUSTER SETSLOT` runs, so the importing primary learns of the move from Redis's
+//! slot migration event, and the source's promise also travels inside the migration
+//! (`MSGID.PROMISE`, before the snapshot and in the stream).
 //!
 //! Always on Redis 8.6.3 (`newer_server!("redis8.6")`), whatever `$REDIS_SERVER` is. Clocks are
 //! the test build's (IMID.TEST-CLOCK), frozen at the same instant on two primaries and a minute
 //! behind on the importing one, as in tests/it/atomic_migration.rs (Valkey's migration).
-//!
-//! The tests of "above the old owner" are `#[ignore]`d: they fail on today's code (the new owner
-//! issues from its own clock) and wait for the handling of the event. `make soak` runs only the
-//! soak runs among the ignored tests; run these with
-//! `cargo test --release --test it -- --ignored redis_migration::`.
 use crate::common;
 use common::cluster::*;
 use common::*;
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// Slots that hold sequence keys (and message ID / UID targets): their snapshot carries the
@@ -184,7 +179,6 @@ fn seq_key_in_slot_0() -> String {
 }
 
 #[test]
-#[ignore = "fails on today's code: imid does not follow Redis's atomic slot migration yet (issue 30)"]
 fn the_new_owner_issues_above_the_old_owners_ids_each_way() {
     // One key-less slot moved a -> b -> a -> b, no load: each new owner's first message ID and
     // UID for the slot must lie above the old owner's last, although b's clock is a minute
@@ -245,7 +239,6 @@ fn the_new_owner_issues_above_the_old_owners_ids_each_way() {
 }
 
 #[test]
-#[ignore = "fails on today's code: imid does not follow Redis's atomic slot migration yet (issue 30)"]
 fn migrations_back_and_forth_under_load_reissue_nothing() {
     let Some(cluster) = start() else { return };
     let a = cluster.owner(0);
@@ -280,9 +273,102 @@ fn migrations_back_and_forth_under_load_reissue_nothing() {
         got.seqs.len() == seq_tags.len() && got.seqs.values().all(|v| v.len() > 10),
         "every sequence got values"
     );
+    // the importers logged each import's phases, the sources their migrations
+    let (la, lb) = (cluster.nodes[a].log_text(), cluster.nodes[b].log_text());
+    let (ida, idb) = (&cluster.ids[a], &cluster.ids[b]);
+    for (log, what) in [
+        (
+            &lb,
+            format!("import started for 2 slot(s) (0-2), source {ida}"),
+        ),
+        (&lb, "import completed for 2 slot(s) (1-3)".to_owned()),
+        (
+            &la,
+            format!("import started for 4 slot(s) (0-3), source {idb}"),
+        ),
+        (&la, "import aborted for 4 slot(s) (0-3)".to_owned()),
+        (&la, "import completed for 4 slot(s) (0-3)".to_owned()),
+        (
+            &la,
+            format!(
+                "migration of 2 slot(s) (0-2) to {idb} started (this node's promise goes with it)"
+            ),
+        ),
+        (
+            &la,
+            format!("migration of 2 slot(s) (1-3) to {idb} completed"),
+        ),
+        (&lb, format!("migration of 4 slot(s) (0-3) to {ida} failed")),
+    ] {
+        assert!(log.contains(&what), "no log line {what:?}");
+    }
     for n in &cluster.nodes {
         assert!(!n.log_text().contains("internal error"));
+        assert_eq!(n.imid_stat("cluster_slots_importing"), 0);
     }
+}
+
+#[test]
+fn the_promise_travels_inside_the_migration_when_the_bus_loses_it() {
+    // b, the importer, is deaf to the bus (IMID.TEST-DEAF): it hears no promise of a's but what
+    // the migration carries. One key-less slot moved a -> b (a's promise at the fork, sent
+    // before the snapshot), b -> a, then a -> b with a's promise renewed while the slot's
+    // writes stream (a's clock moved 10 s on then, past its promise at the fork): each new
+    // owner's first ID and UID for the slot above the old owner's last.
+    let Some(cluster) = start() else { return };
+    let (a, b) = cluster.owner_and_next(2);
+    cluster.freeze(|i| if i == b { T - 60_000 } else { T });
+    ok(&cluster.nodes[b], &["IMID.TEST-DEAF", "1"]);
+    let target = format!("{{{}}}:conv", tags_in(2..3, 1)[0]);
+    let mut ids: Vec<String> = Vec::new();
+    let mut uids: Vec<i64> = Vec::new();
+    let issue = |n: &Server, ids: &mut Vec<String>, uids: &mut Vec<i64>, count: usize| {
+        let mut con = n.client();
+        for _ in 0..count {
+            ids.push(cmd(&mut con, &["MSGID.GEN", "1", &target]).unwrap());
+            uids.push(int(&mut con, &["UID.GEN", &target]));
+        }
+    };
+    let first_after = |ids: &[String], uids: &[i64], at: usize, what: &str| {
+        println!(
+            "{what}: new owner's first message ID {} (time {}) after the old owner's last {} \
+             (time {}); first UID {} (time {}) after {} (time {})",
+            ids[at],
+            msgid_time(&ids[at]),
+            ids[at - 1],
+            msgid_time(&ids[at - 1]),
+            uids[at],
+            uid_time(uids[at]),
+            uids[at - 1],
+            uid_time(uids[at - 1])
+        );
+    };
+    let s = [(2, 2)];
+    issue(&cluster.nodes[a], &mut ids, &mut uids, 100);
+    migrate(&cluster, b, &s);
+    let at = ids.len();
+    issue(&cluster.nodes[b], &mut ids, &mut uids, 100);
+    first_after(&ids, &uids, at, "carried before the snapshot");
+    assert!(
+        cluster.nodes[b].imid_stat("cluster_peer_lease_ms") > 0,
+        "b recorded a's carried promise"
+    );
+    migrate(&cluster, a, &s);
+    issue(&cluster.nodes[a], &mut ids, &mut uids, 100);
+    let id = start_held(&cluster, a, b, &s);
+    // a still owns the slot while its writes stream: its IDs 10 s on renew its promise
+    cluster.freeze_node(a, T + 10_000);
+    issue(&cluster.nodes[a], &mut ids, &mut uids, 100);
+    release(&cluster, a);
+    wait_state(&cluster.nodes[b], &id, "completed");
+    cluster.wait_settled();
+    assert_eq!(cluster.owner(2), b);
+    let at = ids.len();
+    issue(&cluster.nodes[b], &mut ids, &mut uids, 100);
+    first_after(&ids, &uids, at, "carried in the stream");
+    assert_increasing("message IDs", &ids);
+    assert_increasing("UIDs", &uids);
+    assert_eq!(cluster.nodes[b].imid_stat("cluster_slots_importing"), 0);
 }
 
 #[test]
@@ -291,38 +377,15 @@ fn id_time_stays_within_the_lease_of_the_clock_through_migrations() {
     // forth under load, each move within a second of the last: what a client sees of ID time.
     let Some(cluster) = start() else { return };
     let (a, b) = cluster.owner_and_next(0);
-    let mut con = cluster.client();
-    for t in tags_in(SEQ_SLOTS.0..SEQ_SLOTS.1 + 1, 2) {
-        let _: i64 = redis::cmd("SEQ.NEXT")
-            .arg(format!("{{{t}}}:seq"))
-            .query(&mut con)
-            .unwrap();
-    }
-    let pause = Duration::from_millis(3);
-    let fresh = issue_measuring(&mut con, 1_000, &[], pause, None);
+    let seq_tags = tags_in(SEQ_SLOTS.0..SEQ_SLOTS.1 + 1, 2);
     let tags = tags_in(0..4, 2);
-    let stop = Arc::new(AtomicBool::new(false));
-    let worker = {
-        let (stop, tags) = (stop.clone(), tags.clone());
-        let mut c = cluster.client();
-        std::thread::spawn(move || issue_measuring(&mut c, usize::MAX, &tags, pause, Some(&stop)))
-    };
-    let settle = || std::thread::sleep(Duration::from_millis(500));
-    settle();
-    for to in [b, a, b, a] {
-        migrate(&cluster, to, &[(0, 3)]);
-        settle();
-    }
-    stop.store(true, Ordering::Relaxed);
-    let moves = worker.join().unwrap();
-    fresh.check("fresh cluster", PROMISE_MS);
-    moves.check("atomic migrations (Redis) under load", LEASE_MS);
-    let ids: HashSet<&String> = fresh.ids.iter().chain(&moves.ids).collect();
-    assert_eq!(
-        ids.len(),
-        fresh.ids.len() + moves.ids.len(),
-        "an ID issued twice"
-    );
+    let what = "atomic migrations (Redis) under load";
+    check_lead_through_moves(&cluster, &seq_tags, &tags, what, |settle| {
+        for to in [b, a, b, a] {
+            migrate(&cluster, to, &[(0, 3)]);
+            settle();
+        }
+    });
 }
 
 #[test]
@@ -367,8 +430,19 @@ fn maps_and_idmp_tokens_move_with_the_slot_in_the_snapshot_and_the_stream() {
     let map = format!("{{{}}}:map", tags_in(0..1, 1)[0]);
     let (a, b) = cluster.owner_and_next(0);
     let mut c = cluster.client();
+    // b decided IDMP calls of its own an hour ago, by an IDMP clock that old; then the clocks
+    // meet: a token streamed from a must still count on b for its TTL (300 s) from a's clock
+    cluster.freeze(|i| if i == b { T - 3_600_000 } else { T });
+    let own = format!("{{{}}}:seq", tags_in(6000..6001, 1)[0]);
+    assert_eq!(cluster.owner(6000), b);
+    let r: Vec<i64> = cmd(&mut c, &["SEQ.NEXT", &own, "IDMP", "old"]).unwrap();
+    assert_eq!(r, [1, 0]);
+    cluster.freeze_node(b, T);
     let idmp = |c: &mut redis::cluster::ClusterConnection, token: &str| -> Vec<i64> {
         cmd(c, &["SEQ.NEXT", &key, "IDMP", token]).unwrap()
+    };
+    let hidmp = |c: &mut redis::cluster::ClusterConnection, token: &str| -> Vec<i64> {
+        cmd(c, &["SEQ.HNEXT", &map, "g", "IDMP", token]).unwrap()
     };
     assert_eq!(idmp(&mut c, "in-snapshot"), [1, 0]);
     assert_eq!(int(&mut c, &["SEQ.HNEXT", &map, "f", "COUNT", "50"]), 50);
@@ -377,6 +451,7 @@ fn maps_and_idmp_tokens_move_with_the_slot_in_the_snapshot_and_the_stream() {
     assert_eq!(idmp(&mut c, "in-stream"), [2, 0]);
     assert_eq!(idmp(&mut c, "in-stream"), [2, 1]);
     assert_eq!(int(&mut c, &["SEQ.HNEXT", &map, "f"]), 51);
+    assert_eq!(hidmp(&mut c, "map-in-stream"), [1, 0]);
     release(&cluster, a);
     wait_state(&cluster.nodes[b], &id, "completed");
     cluster.wait_settled();
@@ -384,6 +459,13 @@ fn maps_and_idmp_tokens_move_with_the_slot_in_the_snapshot_and_the_stream() {
     // retries reaching the new owner get the first answers
     assert_eq!(idmp(&mut c, "in-snapshot"), [1, 1]);
     assert_eq!(idmp(&mut c, "in-stream"), [2, 1]);
+    assert_eq!(hidmp(&mut c, "map-in-stream"), [1, 1]);
+    assert!(
+        !cluster.nodes[b]
+            .log_text()
+            .contains("replayed before any SEQ.IDMPCLOCK"),
+        "b replayed an IDMP call without the source's clock"
+    );
     // and a new token there skips the gap, as any first NEXT on a moved key does
     assert_eq!(idmp(&mut c, "after"), [1003, 0]);
     // the map's field too, once
@@ -414,19 +496,31 @@ fn the_targets_replica_and_its_aof_reach_the_targets_state() {
         .arg(5)
         .query(&mut c)
         .unwrap();
+    // a has a promise to carry: it issued an ID
+    let _: String = redis::cmd("MSGID.GEN")
+        .arg(1)
+        .arg(format!("{{{}}}:conv", tags_in(0..1, 1)[0]))
+        .query(&mut c)
+        .unwrap();
     let id = start_held(&cluster, a, b, &[(0, 0)]);
     let streamed: Vec<i64> = (0..20).map(|_| next(&mut c)).collect();
     assert_eq!(streamed.last(), Some(&25));
+    // an IDMP call streams too, and a map's
+    let map = format!("{{{}}}:map", tags_in(0..1, 1)[0]);
+    let got: Vec<i64> = cmd(&mut c, &["SEQ.NEXT", &key, "IDMP", "t"]).unwrap();
+    assert_eq!(got, [26, 0]);
+    let got: Vec<i64> = cmd(&mut c, &["SEQ.HNEXT", &map, "f", "IDMP", "t"]).unwrap();
+    assert_eq!(got, [1, 0]);
     release(&cluster, a);
     wait_state(&cluster.nodes[b], &id, "completed");
     cluster.wait_settled();
     assert_eq!(
         int(&mut cluster.nodes[b].client(), &["SEQ.GET", &key]),
-        25,
+        26,
         "the stream was replayed exactly"
     );
-    assert_eq!(next(&mut c), 1026, "the new owner skips the gap once");
-    assert_eq!(next(&mut c), 1027);
+    assert_eq!(next(&mut c), 1027, "the new owner skips the gap once");
+    assert_eq!(next(&mut c), 1028);
 
     let (dst, replica) = (&cluster.nodes[b], &cluster.nodes[r]);
     let mut bc = dst.client();
@@ -436,9 +530,18 @@ fn the_targets_replica_and_its_aof_reach_the_targets_state() {
     let _: String = cmd(&mut rc, &["READONLY"]).unwrap();
     assert_eq!(
         int(&mut rc, &["SEQ.GET", &key]),
-        1027,
+        1028,
         "the replica has b's value"
     );
+    // tokens and all (DEBUG DIGEST-VALUE covers them)
+    let digests = |con: &mut Connection| -> Vec<String> {
+        [&key, &map]
+            .iter()
+            .map(|k| cmd::<Vec<String>>(con, &["DEBUG", "DIGEST-VALUE", k]).unwrap()[0].clone())
+            .collect()
+    };
+    let on_b = digests(&mut bc);
+    assert_eq!(digests(&mut rc), on_b, "the replica's keys are b's");
     // b's AOF replays the import (the snapshot's RESTORE, the stream, the new owner's writes)
     // to the same value
     wait_until("AOF rewrite still running", 30, || {
@@ -447,7 +550,144 @@ fn the_targets_replica_and_its_aof_reach_the_targets_state() {
             == Some("0")
     });
     ok(dst, &["DEBUG", "LOADAOF"]);
-    assert_eq!(int(&mut bc, &["SEQ.GET", &key]), 1027);
+    assert_eq!(int(&mut bc, &["SEQ.GET", &key]), 1028);
+    assert_eq!(digests(&mut bc), on_b, "b's AOF replays to b's keys");
+    // the replica followed the import (Redis fires the import's events on the target's
+    // replicas too) and adopted the source's promise with it: carried inside the migration
+    // (MSGID.PROMISE reached it in b's stream as b applied it)
+    let rlog = replica.log_text();
+    for what in [
+        "import started for 1 slot(s) (0-0)",
+        "import completed for 1 slot(s) (0-0)",
+    ] {
+        assert!(
+            rlog.contains(what),
+            "the replica logged no {what:?}: {rlog}"
+        );
+    }
+    assert!(replica.imid_stat("cluster_slot_adoptions") >= 1);
+    assert_eq!(replica.imid_stat("cluster_slots_importing"), 0);
+    assert!(
+        replica.calls("msgid.promise") >= 1,
+        "the replica got the carried promise"
+    );
     assert!(!dst.log_text().contains("internal error"));
-    assert!(!replica.log_text().contains("internal error"));
+    assert!(!rlog.contains("internal error"));
+}
+
+/// Every `INFO imid` field of `n` but the largest promise heard from peers (which the peers
+/// move), by name.
+fn imid_info(n: &Server) -> Vec<(String, String)> {
+    let info: String = cmd(&mut n.client(), &["INFO", "imid"]).unwrap();
+    info.lines()
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(k, _)| k.starts_with("imid_") && *k != "imid_cluster_peer_lease_ms")
+        .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
+        .collect()
+}
+
+#[test]
+fn trimming_the_moved_keys_leaves_the_sources_marks_info_and_keyspace_events_alone() {
+    // After a migration Redis deletes the moved keys on the source: by default in a background
+    // thread (the whole slots' dictionaries at once: the type's free callback runs there), or
+    // key by key on the main thread ("active", here by DEBUG ASM-TRIM-METHOD). Sequences with
+    // IDMP tokens and maps (values the free callback releases) in slot 0 go the first way, in
+    // slot 1 the second. The source's marks and INFO imid stay as they were, imid publishes
+    // no keyspace event for the trimmed keys, and the keys live on at the target.
+    let Some(cluster) = start() else { return };
+    let (a, b) = cluster.owner_and_next(0);
+    assert_eq!(cluster.owner(1), a);
+    let src = &cluster.nodes[a];
+    let mut c = cluster.client();
+    const KEYS: usize = 200;
+    for s in 0..2 {
+        let tag = &tags_in(s..s + 1, 1)[0];
+        for i in 0..KEYS {
+            let seq = format!("{{{tag}}}:seq:{i}");
+            let map = format!("{{{tag}}}:map:{i}");
+            let r: Vec<i64> = cmd(&mut c, &["SEQ.NEXT", &seq, "IDMP", &format!("t{i}")]).unwrap();
+            assert_eq!(r, [1, 0]);
+            for f in ["f1", "f2", "f3"] {
+                assert_eq!(int(&mut c, &["SEQ.HNEXT", &map, f]), 1);
+            }
+        }
+    }
+    // the source's marks: IDs for a slot that stays
+    let stays = format!("{{{}}}:conv", tags_in(100..101, 1)[0]);
+    assert_eq!(cluster.owner(100), a);
+    let last: String = cmd(&mut src.client(), &["MSGID.GEN", "1", &stays]).unwrap();
+    let last_uid = int(&mut src.client(), &["UID.GEN", &stays]);
+    let before = imid_info(src);
+    ok(src, &["CONFIG", "SET", "notify-keyspace-events", "KEA"]);
+    let mut sub = src.client();
+    let mut ps = sub.as_pubsub();
+    ps.psubscribe("__key*__:*").unwrap();
+    let lazyfreed = |n: &Server| -> i64 {
+        n.info_field("memory", "lazyfreed_objects")
+            .and_then(|v| v.parse().ok())
+            .unwrap()
+    };
+    let gone = |slot: u16| {
+        src.wait_until("the moved keys trimmed", 30, || {
+            int(
+                &mut src.client(),
+                &["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()],
+            ) == 0
+                && src
+                    .info_field("memory", "lazyfree_pending_objects")
+                    .as_deref()
+                    == Some("0")
+        });
+    };
+    let freed_before = lazyfreed(src);
+    migrate(&cluster, b, &[(0, 0)]);
+    gone(0);
+    assert!(
+        src.log_text().contains(&format!(
+            "Background trim started for slots: 0-0 to trim {} keys",
+            2 * KEYS
+        )),
+        "trimmed in the background"
+    );
+    assert!(
+        lazyfreed(src) >= freed_before + 2 * KEYS as i64,
+        "the values were freed by the background thread"
+    );
+    ok(src, &["DEBUG", "ASM-TRIM-METHOD", "active"]);
+    migrate(&cluster, b, &[(1, 1)]);
+    gone(1);
+    let done = format!(
+        "Active trim completed for slots: 1-1, {} keys trimmed",
+        2 * KEYS
+    );
+    src.wait_until("the active trim completed", 30, || {
+        src.log_text().contains(&done)
+    });
+    // no keyspace event on the source: imid's, or any other
+    ps.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    if let Ok(msg) = ps.get_message() {
+        panic!(
+            "a keyspace event on the source: {} {:?}",
+            msg.get_channel_name(),
+            msg.get_payload::<String>()
+        );
+    }
+    assert_eq!(imid_info(src), before, "INFO imid of the source");
+    // its marks hold: the next IDs for the slot that stayed are above the last
+    let next: String = cmd(&mut src.client(), &["MSGID.GEN", "1", &stays]).unwrap();
+    assert!(next > last, "{next} after {last}");
+    assert!(int(&mut src.client(), &["UID.GEN", &stays]) > last_uid);
+    // the keys live at the target, tokens and fields too (and skip the gap there, once)
+    for s in 0..2 {
+        let tag = &tags_in(s..s + 1, 1)[0];
+        let seq = format!("{{{tag}}}:seq:7");
+        let r: Vec<i64> = cmd(&mut c, &["SEQ.NEXT", &seq, "IDMP", "t7"]).unwrap();
+        assert_eq!(r, [1, 1], "the token's retry at the new owner");
+        let map = format!("{{{tag}}}:map:7");
+        assert_eq!(int(&mut c, &["SEQ.HGET", &map, "f3"]), 1);
+    }
+    assert_eq!(cluster.owner(0), b);
+    let log = src.log_text();
+    assert!(!log.contains("internal error"), "{log}");
 }

@@ -348,3 +348,40 @@ fn writes_publish_keyspace_events_and_no_ops_do_not() {
     let events = keyspace_events(&mut ps, "conv", "conv-end");
     assert_eq!(events, ["seq.next", "seq.set", "seq.advance"]);
 }
+
+#[test]
+fn imids_writes_raise_no_overwritten_or_type_changed_events_on_redis_8_6() {
+    // Redis 8.4+'s keyspace events n (new), o (overwritten) and c (type_changed): imid replaces
+    // its values in place, so a sequence key's writes raise `new` once, at its creation, and
+    // imid's own events; a client's SET over it raises o and c, as over any type.
+    let bin = newer_server!("redis8.6");
+    let s = Server::build()
+        .args(&["--notify-keyspace-events", "Kdnoc"])
+        .bin(bin)
+        .start();
+    let mut con = s.client();
+    let mut sub = s.client();
+    let mut ps = sub.as_pubsub();
+    ps.psubscribe("__keyspace@0__:conv*").unwrap();
+    let _: i64 = cmd(&mut con, &["SEQ.NEXT", "conv"]).unwrap();
+    let _: i64 = cmd(&mut con, &["SEQ.NEXT", "conv"]).unwrap();
+    let _: String = cmd(&mut con, &["SEQ.SET", "conv", "10"]).unwrap();
+    let _: i64 = cmd(&mut con, &["SEQ.ADVANCE", "conv", "20"]).unwrap();
+    let _: Vec<i64> = cmd(&mut con, &["SEQ.NEXT", "conv", "IDMP", "t"]).unwrap();
+    let _: String = cmd(&mut con, &["SET", "conv", "over"]).unwrap();
+    let _: i64 = cmd(&mut con, &["SEQ.NEXT", "conv-end"]).unwrap();
+    let events = keyspace_events(&mut ps, "conv", "conv-end");
+    assert_eq!(
+        events,
+        [
+            "new",
+            "seq.next",
+            "seq.next",
+            "seq.set",
+            "seq.advance",
+            "seq.next",
+            "overwritten",
+            "type_changed"
+        ]
+    );
+}

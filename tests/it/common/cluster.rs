@@ -538,3 +538,46 @@ pub fn issue_measuring(
     }
     got
 }
+
+/// The lead tests of the atomic migrations (real clocks, one host: no skew): gives each of
+/// `seq_tags` a sequence key (`{tag}:seq`), measures 1,000 rounds on the fresh cluster, then
+/// issues for `tags` (and a new conversation each round) while `moves` runs (its moves made
+/// half a second apart by the caller's `settle`), and checks what a client saw: the fresh
+/// cluster's IDs within the promise of the clock, the moves' within the lease, none twice.
+/// `what` names the moves in the printed figures.
+pub fn check_lead_through_moves(
+    cluster: &Cluster,
+    seq_tags: &[String],
+    tags: &[String],
+    what: &str,
+    moves: impl FnOnce(&dyn Fn()),
+) {
+    let mut con = cluster.client();
+    for t in seq_tags {
+        let _: i64 = redis::cmd("SEQ.NEXT")
+            .arg(format!("{{{t}}}:seq"))
+            .query(&mut con)
+            .unwrap();
+    }
+    let pause = Duration::from_millis(3);
+    let fresh = issue_measuring(&mut con, 1_000, &[], pause, None);
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let worker = {
+        let (stop, tags) = (stop.clone(), tags.to_vec());
+        let mut c = cluster.client();
+        std::thread::spawn(move || issue_measuring(&mut c, usize::MAX, &tags, pause, Some(&stop)))
+    };
+    let settle = || std::thread::sleep(Duration::from_millis(500));
+    settle();
+    moves(&settle);
+    stop.store(true, Ordering::Relaxed);
+    let moved = worker.join().unwrap();
+    fresh.check("fresh cluster", PROMISE_MS);
+    moved.check(what, LEASE_MS);
+    let ids: HashSet<&String> = fresh.ids.iter().chain(&moved.ids).collect();
+    assert_eq!(
+        ids.len(),
+        fresh.ids.len() + moved.ids.len(),
+        "an ID issued twice"
+    );
+}

@@ -157,6 +157,22 @@ impl Arena {
         read_entry(&self.chunk(addr)?.bytes, addr & OFFSET_MASK)
     }
 
+    /// Asks the CPU to start loading the entry at `addr` (a hint; no effect on the result).
+    #[inline]
+    pub(super) fn prefetch(&self, addr: usize) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(c) = self.chunk(addr) {
+            let p = c.bytes.as_ptr().wrapping_add(addr & OFFSET_MASK);
+            // SAFETY: a prefetch is only a hint: it never faults and never changes memory, whatever
+            // the address (SSE, which has it, is part of x86_64).
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = addr;
+    }
+
     /// Whether the entry at `addr` is named `name` (`len_byte` is its length minus one): the
     /// length byte first, most non-matching entries stop there.
     #[inline]

@@ -507,6 +507,15 @@ impl SeqMap {
         assert_eq!(indexed, live, "index and live entries");
     }
 
+    /// How far a resize of the index and a compaction pass are, each 0 to 1 (tests).
+    #[cfg(test)]
+    pub fn progress(&self) -> (Option<f64>, Option<f64>) {
+        (
+            self.index.resize_progress(),
+            self.arena.compaction_progress(),
+        )
+    }
+
     /// Whether the index is being resized and the arena compacted (tests).
     #[cfg(test)]
     pub fn phase(&self) -> (bool, bool) {
@@ -917,5 +926,53 @@ mod tests {
         fn model_few_names(ops in proptest::collection::vec((0u8..10, 0u16..300, 0u64..1 << 40), 1..4000)) {
             run_model(ops).map(drop)?;
         }
+    }
+
+    /// The write sequences of tests/it/seqmap_persistence.rs
+    /// (`intermediate_states_persist_replicate_and_digest_alike`), which must leave its maps
+    /// in the middle of background work: the same calls here (SEQ.HSET of one field is one
+    /// `set`, SEQ.HDEL of one field one `remove`; where a resize or pass stands depends only on
+    /// the counts and sizes of the entries, not on the hash key), and the progress checked to be
+    /// well inside, so that no change of the hash moves it out.
+    #[test]
+    fn the_servers_intermediate_states() {
+        let name = |i: u32| format!("f:{i:06}");
+        // "grow": 31,000 inserts, the index halfway through a resize.
+        let mut m = SeqMap::new();
+        for i in 0..31_000u32 {
+            m.set(name(i).as_bytes(), seq(u64::from(i), false)).unwrap();
+        }
+        let (resize, _) = m.progress();
+        assert!(
+            resize.is_some_and(|p| (0.15..0.85).contains(&p)),
+            "{resize:?}"
+        );
+        // "widen": 40,000 inserts, then 17,500 values widened all over the map, a compaction
+        // pass under way.
+        let mut m = SeqMap::new();
+        for i in 0..40_000u32 {
+            m.set(name(i).as_bytes(), seq(u64::from(i), false)).unwrap();
+        }
+        for j in 0..17_500u32 {
+            let i = j * 7919 % 40_000;
+            m.set(name(i).as_bytes(), seq(u64::from(i) + (1 << 32), false))
+                .unwrap();
+        }
+        let (_, pass) = m.progress();
+        assert!(pass.is_some_and(|p| (0.15..0.85).contains(&p)), "{pass:?}");
+        // "shrink": 40,000 inserts, then the first 30,000 removed, the index halfway through
+        // shrinking.
+        let mut m = SeqMap::new();
+        for i in 0..40_000u32 {
+            m.set(name(i).as_bytes(), seq(u64::from(i), false)).unwrap();
+        }
+        for i in 0..30_000u32 {
+            assert!(m.remove(name(i).as_bytes()));
+        }
+        let (resize, _) = m.progress();
+        assert!(
+            resize.is_some_and(|p| (0.15..0.85).contains(&p)),
+            "{resize:?}"
+        );
     }
 }

@@ -513,3 +513,138 @@ fn kill_9_under_load_never_reissues_a_field_value() {
     }
     assert!(got.values().map(Vec::len).sum::<usize>() >= 9000);
 }
+
+/// The write sequences of `core::seqmap::tests::the_servers_intermediate_states` (one field per
+/// call), which leave "grow" halfway through a resize of its index, "widen" halfway through a
+/// compaction pass of its entries and "shrink" halfway through shrinking its index. Returns
+/// what each key holds.
+fn intermediate(con: &mut Connection) -> Vec<(&'static str, HashMap<Vec<u8>, i64>)> {
+    let name = |i: u32| format!("f:{i:06}");
+    let mut calls: Vec<redis::Cmd> = Vec::new();
+    let mut grow = HashMap::new();
+    for i in 0..31_000u32 {
+        calls.push(
+            redis::cmd("SEQ.HSET")
+                .arg("grow")
+                .arg(name(i))
+                .arg(i)
+                .clone(),
+        );
+        grow.insert(name(i).into_bytes(), i64::from(i));
+    }
+    let mut widen = HashMap::new();
+    let mut shrink = HashMap::new();
+    for i in 0..40_000u32 {
+        for (key, model) in [("widen", &mut widen), ("shrink", &mut shrink)] {
+            calls.push(redis::cmd("SEQ.HSET").arg(key).arg(name(i)).arg(i).clone());
+            model.insert(name(i).into_bytes(), i64::from(i));
+        }
+    }
+    for j in 0..17_500u32 {
+        let i = j * 7919 % 40_000;
+        let v = i64::from(i) + (1 << 32);
+        calls.push(
+            redis::cmd("SEQ.HSET")
+                .arg("widen")
+                .arg(name(i))
+                .arg(v)
+                .clone(),
+        );
+        widen.insert(name(i).into_bytes(), v);
+    }
+    for i in 0..30_000u32 {
+        calls.push(redis::cmd("SEQ.HDEL").arg("shrink").arg(name(i)).clone());
+        shrink.remove(name(i).as_bytes());
+    }
+    for chunk in calls.chunks(10_000) {
+        let mut pipe = redis::pipe();
+        for c in chunk {
+            pipe.add_command(c.clone()).ignore();
+        }
+        let _: () = pipe.query(con).unwrap();
+    }
+    vec![("grow", grow), ("widen", widen), ("shrink", shrink)]
+}
+
+/// Every field of `key` through SEQ.HSCAN pages of `count` (a field may come twice).
+fn scan(con: &mut Connection, key: &str, count: usize) -> HashMap<Vec<u8>, i64> {
+    let mut cursor = "0".to_owned();
+    let mut seen = HashMap::new();
+    loop {
+        let (next, page): (String, Vec<(Vec<u8>, i64)>) = redis::cmd("SEQ.HSCAN")
+            .arg(key)
+            .arg(&cursor)
+            .arg("COUNT")
+            .arg(count)
+            .query(con)
+            .unwrap();
+        seen.extend(page);
+        if next == "0" {
+            return seen;
+        }
+        cursor = next;
+    }
+}
+
+/// What a map in the middle of background work answers to HGETALL, HSCAN, DEBUG DIGEST-VALUE
+/// (against a COPY, which is built whole) and DUMP/RESTORE.
+fn check_intermediate(con: &mut Connection, maps: &[(&str, HashMap<Vec<u8>, i64>)]) {
+    for (key, model) in maps {
+        assert_eq!(&getall(con, key), model, "{key}");
+        assert_eq!(int(con, &["SEQ.HLEN", key]), model.len() as i64);
+        assert_eq!(&scan(con, key, 7), model, "{key}: HSCAN");
+        let dv: Vec<String> = cmd(con, &["DEBUG", "DIGEST-VALUE", key]).unwrap();
+        let copy = format!("{key}:copy");
+        assert_eq!(int(con, &["COPY", key, &copy]), 1);
+        let dc: Vec<String> = cmd(con, &["DEBUG", "DIGEST-VALUE", &copy]).unwrap();
+        assert_eq!(dc, dv, "{key}: a copy digests alike");
+        let p: Vec<u8> = redis::cmd("DUMP").arg(*key).query(con).unwrap();
+        let restored = format!("{key}:restored");
+        let _: () = redis::cmd("RESTORE")
+            .arg(&restored)
+            .arg(0)
+            .arg(&p)
+            .query(con)
+            .unwrap();
+        assert_eq!(&getall(con, &restored), model, "{key}: RESTORE");
+        let dr: Vec<String> = cmd(con, &["DEBUG", "DIGEST-VALUE", &restored]).unwrap();
+        assert_eq!(dr, dv, "{key}: RESTORE digests alike");
+        let _: i64 = cmd(con, &["DEL", &copy, &restored]).unwrap();
+        assert!(int(con, &["MEMORY", "USAGE", key]) > 10 * model.len() as i64);
+    }
+}
+
+/// Maps halfway through a resize of their index, or a compaction pass, read by everything
+/// that reads a whole map: HGETALL, HSCAN, digest, DUMP, COPY, an RDB save and load (DEBUG
+/// RELOAD), and an AOF rewrite with and without the RDB preamble replayed after a restart.
+#[test]
+fn intermediate_states_persist_and_digest_alike() {
+    let s = Server::with(&["--imid.seq-gap", "0"]);
+    let mut con = s.client();
+    let maps = intermediate(&mut con);
+    check_intermediate(&mut con, &maps);
+    let d = digest(&mut con);
+    let _: () = cmd(&mut con, &["DEBUG", "RELOAD"]).unwrap();
+    for (key, model) in &maps {
+        assert_eq!(&getall(&mut con, key), model, "{key} after DEBUG RELOAD");
+    }
+    assert_eq!(digest(&mut con), d);
+    for preamble in ["no", "yes"] {
+        let args = [&aof_always(preamble)[..], &["--imid.seq-gap", "0"]].concat();
+        let mut s = Server::with(&args);
+        let mut con = s.client();
+        let maps = intermediate(&mut con);
+        let d = digest(&mut con);
+        // The rewrite reads the maps as they stand.
+        s.rewrite_aof();
+        let mut con = s.crash_restart();
+        for (key, model) in &maps {
+            assert_eq!(
+                &getall(&mut con, key),
+                model,
+                "{key} after an AOF rewrite ({preamble})"
+            );
+        }
+        assert_eq!(digest(&mut con), d);
+    }
+}

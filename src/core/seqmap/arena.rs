@@ -456,6 +456,13 @@ impl Arena {
         spent
     }
 
+    /// How far a compaction pass is over the chunks, 0 to 1 (tests).
+    #[cfg(test)]
+    pub(super) fn compaction_progress(&self) -> Option<f64> {
+        self.compact
+            .map(|(id, _)| f64::from(id) / self.chunks.len().max(1) as f64)
+    }
+
     /// Every live entry's address, chunk by chunk (tests).
     #[cfg(test)]
     pub(super) fn live_addresses(&self) -> Vec<usize> {

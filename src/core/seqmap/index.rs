@@ -686,6 +686,12 @@ impl Index {
             })
     }
 
+    /// How far a resize is, 0 to 1 (tests).
+    #[cfg(test)]
+    pub(super) fn resize_progress(&self) -> Option<f64> {
+        self.old.as_deref().map(|o| o.sweep as f64 / o.t.cap as f64)
+    }
+
     /// Checks the invariants (tests): hash order across both tables, each entry after its
     /// home (or the sweep) with no empty slot in between, split between the halves. Returns
     /// the addresses (plus one) in order.

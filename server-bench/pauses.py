@@ -174,6 +174,14 @@ def ms(us):
     return f"{us / 1000:.2f}" if us >= SLOWER_THAN_US else f"< {SLOWER_THAN_US / 1000:.1f}"
 
 
+def worst(r):
+    """The worst call, and the median one where every call was logged (the bulk calls)."""
+    out = ms(r["worst_us"])
+    if r.get("median_us") is not None:
+        out += f" (median {ms(r['median_us'])})"
+    return out
+
+
 def render(data):
     """The results as markdown lines (also used by server-bench/report.py)."""
     out = [
@@ -186,8 +194,8 @@ def render(data):
             out.append(f"| {s['name']} | skipped: {s['skipped']} | | | | | | | |")
             continue
         for m, h in zip(s["map"], s["hash"]):
-            out.append(f"| {s['version']} | {m['phase']} | {m['calls']:,} | {ms(m['worst_us'])} | "
-                       f"{m['over_1ms']} | {m['over_5ms']} | {ms(h['worst_us'])} | "
+            out.append(f"| {s['version']} | {m['phase']} | {m['calls']:,} | {worst(m)} | "
+                       f"{m['over_1ms']} | {m['over_5ms']} | {worst(h)} | "
                        f"{h['over_1ms']} | {h['over_5ms']} |")
     return out
 

@@ -76,13 +76,15 @@ pub struct SeqMap {
     work: Work,
 }
 
-/// Background work (tests): index slots swept, compaction units, cluster slots shifted.
+/// Background work (tests): index slots swept, compaction units, cluster slots shifted, and
+/// slots of a small table (at most `index::SMALL_CAP`) resized at once.
 #[cfg(test)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Work {
     pub sweep: usize,
     pub compact: usize,
     pub shift: usize,
+    pub at_once: usize,
 }
 
 /// Checks a field name's length.
@@ -209,7 +211,11 @@ impl SeqMap {
         if !self.arena.fits(entry_size(name.len(), wc)) {
             return Err(MapError::Full);
         }
-        self.index.grow_for(self.len + 1);
+        let _at_once = self.index.grow_for(self.len + 1, &self.arena);
+        #[cfg(test)]
+        {
+            self.work.at_once += _at_once;
+        }
         let addr = self.arena.append(name, s, wc).ok_or(MapError::Full)?;
         let _shifted = self.index.insert(h, addr, &self.arena);
         #[cfg(test)]
@@ -245,7 +251,11 @@ impl SeqMap {
                 ..SeqMap::default()
             };
         } else {
-            self.index.shrink_for(self.len);
+            let _at_once = self.index.shrink_for(self.len, &self.arena);
+            #[cfg(test)]
+            {
+                self.work.at_once += _at_once;
+            }
             self.settle(SWEEP_STEP);
         }
         true
@@ -705,9 +715,11 @@ mod tests {
             max.sweep = max.sweep.max(w.sweep);
             max.compact = max.compact.max(w.compact);
             max.shift = max.shift.max(w.shift);
+            max.at_once = max.at_once.max(w.at_once);
             total.sweep += w.sweep;
             total.compact += w.compact;
             total.shift += w.shift;
+            total.at_once += w.at_once;
         };
         for i in 0..N {
             m.set(format!("f{i}").as_bytes(), seq(1, false)).unwrap();
@@ -737,6 +749,11 @@ mod tests {
         assert!(total.compact > N as usize, "{total:?}");
         assert!(max.sweep <= 4 * SWEEP_STEP, "{max:?}");
         assert!(max.compact <= COMPACT_STEP + arena::MOVE_COST, "{max:?}");
+        // A table of one allocation is resized at once: at most SMALL_CAP slots.
+        assert!(
+            max.at_once > 0 && max.at_once <= index::SMALL_CAP,
+            "{max:?}"
+        );
         // Cluster shifts are the probing's own, bounded by the longest cluster.
         assert!(max.shift < 5_000, "{max:?}");
     }

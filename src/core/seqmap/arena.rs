@@ -130,12 +130,12 @@ pub(super) struct Arena {
     tail: u32,
     /// The first free chunk's id plus one, 0 for none (the list runs through `Chunk::dead`).
     free: u32,
-    /// Bytes of entries, live and dead (the chunks' lengths).
-    used: usize,
+    /// Bytes of entries, live and dead (the chunks' lengths; below MAX_USED, so below 2^32).
+    used: u32,
     /// Bytes of dead entries.
-    dead: usize,
-    /// The chunks' allocations, at their size classes.
-    allocated: usize,
+    dead: u32,
+    /// The chunks' allocations, at their size classes (at most MAX_CHUNKS chunks of CHUNK).
+    allocated: u32,
     /// During a compaction pass: the chunk it is at and the offset of the next entry there.
     compact: Option<(u32, u32)>,
 }
@@ -187,22 +187,22 @@ impl Arena {
 
     /// Entry bytes, live and dead.
     pub(super) fn used(&self) -> usize {
-        self.used
+        self.used as usize
     }
 
     /// Dead entry bytes.
     pub(super) fn dead(&self) -> usize {
-        self.dead
+        self.dead as usize
     }
 
     /// Whether `bytes` more of entries can be appended.
     pub(super) fn fits(&self, bytes: usize) -> bool {
-        self.used.saturating_add(bytes) <= MAX_USED
+        (self.used as usize).saturating_add(bytes) <= MAX_USED
     }
 
     /// Heap bytes: the chunks and their directory.
     pub(super) fn heap_bytes(&self) -> usize {
-        self.allocated + heap(self.chunks.capacity() * std::mem::size_of::<Chunk>())
+        self.allocated as usize + heap(self.chunks.capacity() * std::mem::size_of::<Chunk>())
     }
 
     /// Writes the value (and mark) of the entry at `addr` in place; `wc` is its width code.
@@ -249,11 +249,11 @@ impl Arena {
         if let Some(c) = self.chunks.get_mut(self.tail as usize) {
             let want = size_class(c.bytes.len().max(1));
             if want < c.bytes.capacity() {
-                self.allocated -= heap(c.bytes.capacity());
+                self.allocated -= heap(c.bytes.capacity()) as u32;
                 let mut v = Vec::with_capacity(want);
                 v.extend_from_slice(&c.bytes);
                 c.bytes = v;
-                self.allocated += heap(c.bytes.capacity());
+                self.allocated += heap(c.bytes.capacity()) as u32;
             }
         }
     }
@@ -286,16 +286,16 @@ impl Arena {
             } else {
                 size_class(need.max(cap + cap / 8).max(64)).min(CHUNK)
             };
-            self.allocated -= heap(cap);
+            self.allocated -= heap(cap) as u32;
             c.bytes.reserve_exact(want - c.bytes.len());
-            self.allocated += heap(c.bytes.capacity());
+            self.allocated += heap(c.bytes.capacity()) as u32;
         }
         let off = c.bytes.len();
         c.bytes.push(header);
         c.bytes.push(len);
         c.bytes.extend_from_slice(name);
         c.bytes.extend_from_slice(value);
-        self.used += size;
+        self.used += size as u32;
         Some(id << CHUNK_BITS | off)
     }
 
@@ -309,6 +309,10 @@ impl Arena {
         } else {
             if self.chunks.len() >= MAX_CHUNKS {
                 return None;
+            }
+            if self.chunks.len() < 4 {
+                // A small map's directory holds what it uses (Vec would reserve four).
+                self.chunks.reserve_exact(1);
             }
             self.chunks.push(Chunk::default());
             self.chunks.len() - 1
@@ -328,7 +332,7 @@ impl Arena {
             *h |= DEAD;
         }
         c.dead += size as u32;
-        self.dead += size;
+        self.dead += size as u32;
         if c.dead as usize == c.bytes.len() {
             self.release(id);
         }
@@ -341,13 +345,13 @@ impl Arena {
         let Some(c) = self.chunks.get_mut(id) else {
             return;
         };
-        self.used -= c.bytes.len();
-        self.dead -= c.dead as usize;
+        self.used -= c.bytes.len() as u32;
+        self.dead -= c.dead;
         if tail {
             c.bytes.clear();
             c.dead = 0;
         } else {
-            self.allocated -= heap(c.bytes.capacity());
+            self.allocated -= heap(c.bytes.capacity()) as u32;
             c.bytes = Vec::new();
             c.dead = self.free;
             self.free = id as u32 + 1;
@@ -362,7 +366,8 @@ impl Arena {
 
     /// Whether a compaction pass runs or should start.
     pub(super) fn compaction_due(&self) -> bool {
-        self.compact.is_some() || (self.dead >= COMPACT_MIN && self.dead * 4 >= self.used)
+        self.compact.is_some()
+            || (self.dead as usize >= COMPACT_MIN && self.dead as usize * 4 >= self.used as usize)
     }
 
     /// One bounded step of compaction: at most `budget` work units (a chunk or an entry
@@ -492,16 +497,16 @@ impl Arena {
     #[cfg(test)]
     pub(super) fn check(&self) {
         let used: usize = self.chunks.iter().map(|c| c.bytes.len()).sum();
-        assert_eq!(used, self.used);
+        assert_eq!(used, self.used as usize);
         let dead: usize = self
             .chunks
             .iter()
             .filter(|c| !c.bytes.is_empty())
             .map(|c| c.dead as usize)
             .sum();
-        assert_eq!(dead, self.dead);
+        assert_eq!(dead, self.dead as usize);
         let allocated: usize = self.chunks.iter().map(|c| heap(c.bytes.capacity())).sum();
-        assert_eq!(allocated, self.allocated);
+        assert_eq!(allocated, self.allocated as usize);
         // The free list holds exactly the chunks without bytes, other than the tail.
         let mut free = std::collections::HashSet::new();
         let mut f = self.free;

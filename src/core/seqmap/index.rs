@@ -22,9 +22,14 @@ use super::arena::Arena;
 use crate::core::hash::hash;
 
 pub(super) const PAGE_BITS: u32 = 10;
-/// Slots per page (4 KiB). A table of at most this many slots is one page of any size class.
+/// Slots per page (4 KiB) of a table of pages.
 pub(super) const PAGE: usize = 1 << PAGE_BITS;
 const PAGE_MASK: usize = PAGE - 1;
+/// A table of at most this many slots (8 KiB) is one allocation of its size class instead, and
+/// is resized at once (moving at most about 1,700 entries).
+pub(super) const SMALL_CAP: usize = 2 * PAGE;
+/// The page shift of a table of one page (any size).
+const ONE_PAGE: u32 = 31;
 /// Slots a lookup compares by name before it bisects the rest of the run by hash. Most hits
 /// are within them (a hit is on average 2 to 4 slots from its home at the loads kept); a miss
 /// in a long run (in the old table during a resize above all) reads a few more, not the run.
@@ -56,50 +61,84 @@ pub(super) struct Pos {
     pub(super) slot: usize,
 }
 
-/// One table. `pages` holds `cap` slots: one page of `cap` slots when `cap <= PAGE`, else
-/// `cap / PAGE` pages of `PAGE`; a page not yet written is an empty box (reads as empty slots).
+/// One table. `pages` holds `cap` slots: one page of `cap` slots when `cap <= SMALL_CAP` (or
+/// when such a table's tail was extended), else `cap / PAGE` pages of `PAGE`; a page not yet
+/// written is an empty box (reads as empty slots).
 #[derive(Debug, Default)]
 pub(super) struct Table {
     pages: Vec<Box<[u32]>>,
-    buckets: usize,
-    cap: usize,
+    /// Home slots (`cap` minus the tail).
+    n_buckets: u32,
+    /// Slots.
+    n_cap: u32,
     /// Slots allocated (pages written), for memory accounting.
-    allocated: usize,
+    allocated: u32,
+    /// Slot `i` is in page `i >> shift`: PAGE_BITS, or ONE_PAGE for a table of one page.
+    shift: u32,
 }
 
 impl Table {
-    /// A table of `cap` slots (a multiple of PAGE above PAGE), nothing allocated yet.
+    /// A table of `cap` slots (a multiple of PAGE above SMALL_CAP), nothing allocated yet.
     fn with_cap(cap: usize) -> Table {
-        let pages = if cap <= PAGE { 1 } else { cap / PAGE };
+        let (pages, shift) = if cap <= SMALL_CAP {
+            (1, ONE_PAGE)
+        } else {
+            (cap / PAGE, PAGE_BITS)
+        };
         Table {
             pages: (0..pages).map(|_| Box::default()).collect(),
-            buckets: cap - tail(cap),
-            cap,
+            n_buckets: (cap - tail(cap)) as u32,
+            n_cap: cap as u32,
             allocated: 0,
+            shift,
         }
     }
 
     #[inline]
+    fn buckets(&self) -> usize {
+        self.n_buckets as usize
+    }
+
+    #[inline]
+    fn cap(&self) -> usize {
+        self.n_cap as usize
+    }
+
+    #[inline]
+    fn mask(&self) -> usize {
+        (1usize << self.shift) - 1
+    }
+
+    fn one_page(&self) -> bool {
+        self.shift == ONE_PAGE
+    }
+
+    #[inline]
     pub(super) fn home(&self, h: u64) -> usize {
-        fastrange(h, self.buckets)
+        fastrange(h, self.buckets())
     }
 
     #[inline]
     pub(super) fn get(&self, i: usize) -> u32 {
         self.pages
-            .get(i >> PAGE_BITS)
-            .and_then(|p| p.get(i & PAGE_MASK))
+            .get(i >> self.shift)
+            .and_then(|p| p.get(i & self.mask()))
             .copied()
             .unwrap_or(0)
     }
 
     fn page_len(&self) -> usize {
-        self.cap.min(PAGE)
+        if self.one_page() {
+            self.cap()
+        } else {
+            PAGE
+        }
     }
 
     fn set(&mut self, i: usize, v: u32) {
         let len = self.page_len();
-        let Some(p) = self.pages.get_mut(i >> PAGE_BITS) else {
+        let mask = self.mask();
+        let Some(p) = self.pages.get_mut(i >> self.shift) else {
             return;
         };
         if p.is_empty() {
@@ -107,50 +146,50 @@ impl Table {
                 return;
             }
             *p = vec![0u32; len].into_boxed_slice();
-            self.allocated += len;
+            self.allocated += len as u32;
         }
-        if let Some(s) = p.get_mut(i & PAGE_MASK) {
+        if let Some(s) = p.get_mut(i & mask) {
             *s = v;
         }
     }
 
-    /// More room at the end (the tail), homes unchanged: a one-page table one size class up to
-    /// a page, then a page more.
+    /// More room at the end (the tail), homes unchanged: a one-page table one size class up,
+    /// a table of pages a page more.
     fn extend(&mut self) {
-        if self.cap < PAGE {
-            let cap = (super::size_class(self.cap * 4 + 1) / 4).min(PAGE);
+        if self.one_page() {
+            let cap = super::size_class(self.cap() * 4 + 1) / 4;
             if let Some(p) = self.pages.first_mut() {
                 if !p.is_empty() {
                     let mut v = std::mem::take(p).into_vec();
                     v.resize(cap, 0);
                     *p = v.into_boxed_slice();
-                    self.allocated = cap;
+                    self.allocated = cap as u32;
                 }
             }
-            self.cap = cap;
+            self.n_cap = cap as u32;
         } else {
             self.pages.push(Box::default());
-            self.cap = self.pages.len() * PAGE;
+            self.n_cap = (self.pages.len() * PAGE) as u32;
         }
     }
 
     /// Frees the page before slot `i` when `i` starts a page (the sweep passed it).
     fn free_before(&mut self, i: usize) {
-        if i & PAGE_MASK != 0 || i == 0 {
+        if self.one_page() || i & PAGE_MASK != 0 || i == 0 {
             return;
         }
         if let Some(p) = self.pages.get_mut((i >> PAGE_BITS) - 1) {
-            self.allocated -= p.len();
+            self.allocated -= p.len() as u32;
             *p = Box::default();
         }
     }
 
     pub(super) fn heap_bytes(&self) -> usize {
         super::heap(self.pages.capacity() * std::mem::size_of::<Box<[u32]>>())
-            + if self.cap <= PAGE {
-                super::heap(self.allocated * 4)
+            + if self.one_page() {
+                super::heap(self.allocated as usize * 4)
             } else {
-                self.allocated * 4
+                self.allocated as usize * 4
             }
     }
 
@@ -166,8 +205,8 @@ impl Table {
         h: u64,
         arena: &Arena,
     ) -> Option<usize> {
-        let page = self.pages.get(start >> PAGE_BITS)?;
-        let near = page.get(start & PAGE_MASK..)?;
+        let page = self.pages.get(start >> self.shift)?;
+        let near = page.get(start & self.mask()..)?;
         for (k, &s) in near.iter().take(LINEAR_PROBES).enumerate() {
             if s == 0 {
                 return None;
@@ -195,7 +234,7 @@ impl Table {
         h: u64,
         arena: &Arena,
     ) -> Option<usize> {
-        let end = self.empty_from(from).unwrap_or(self.cap);
+        let end = self.empty_from(from).unwrap_or(self.cap());
         let hash_at = |i: usize| {
             arena
                 .entry((self.get(i) as usize).wrapping_sub(1))
@@ -224,15 +263,15 @@ impl Table {
 
     /// The first empty slot at or after `p`, if any before the end.
     fn empty_from(&self, mut p: usize) -> Option<usize> {
-        while p < self.cap {
-            let page = self.pages.get(p >> PAGE_BITS)?;
+        while p < self.cap() {
+            let page = self.pages.get(p >> self.shift)?;
             if page.is_empty() {
                 return Some(p);
             }
-            let from = p & PAGE_MASK;
+            let from = p & self.mask();
             match page.get(from..)?.iter().position(|&s| s == 0) {
                 Some(k) => return Some(p + k),
-                None => p = (p | PAGE_MASK) + 1,
+                None => p = (p | self.mask()) + 1,
             }
         }
         None
@@ -320,32 +359,42 @@ pub(super) struct Index {
     old: Option<Box<Old>>,
 }
 
-/// Grow the index past this load (in percent of the home slots). The old table still takes
-/// the inserts above the split while it is swept (a few percent more by the end), and a probe
-/// there reads about 4 entries at 75% but 9 at 80% and 30 at 88%: lookups, misses above all,
-/// stay cheap in every state. The index costs 5.4 to 6.4 bytes per field at this load (a resize
-/// grows it by 3/16), about 0.8 more than at 85%.
+/// Grow a table of more than a page past this load (in percent of the home slots). Its old
+/// table still takes the inserts above the split while it is swept (about 6% of its homes more
+/// by the end): a miss there read 9 entries on average from a start at 75%, 50 from a start at
+/// 85% (the map of 1,000,000 fields in the core's timing runs). The index costs 5.4 to 6.4
+/// bytes per field at this load (a resize grows it by 3/16), about 0.8 more than at 85%.
 pub(super) const MAX_LOAD_PCT: usize = 75;
+/// Grow a table of one page (resized at once, so never overloaded) past this load.
+const SMALL_MAX_LOAD_PCT: usize = 85;
 /// Shrink it below this load...
 const MIN_LOAD_PCT: usize = 25;
 /// ... to this one.
 const SHRUNK_LOAD_PCT: usize = 50;
-/// Load after a bulk build (RDB, RESTORE, COPY): a little below [`MAX_LOAD_PCT`] (a resize
-/// is only a few slots per write, so no room for growth need be kept).
+/// Load after a bulk build (RDB, RESTORE, COPY) of more than a page: a little below
+/// [`MAX_LOAD_PCT`] (a resize is only a few slots per write, so no room for growth need be
+/// kept).
 pub(super) const BUILD_LOAD_PCT: usize = 72;
+/// Load after a bulk build of one page.
+const SMALL_BUILD_LOAD_PCT: usize = 78;
 /// Slots of the smallest table (64 bytes).
 const MIN_CAP: usize = 16;
 
-/// Most entries `buckets` homes take before growing.
-fn max_load(buckets: usize) -> usize {
-    buckets * MAX_LOAD_PCT / 100
+/// Most entries a table of `cap` slots (`buckets` homes) takes before growing.
+fn max_load(buckets: usize, cap: usize) -> usize {
+    let pct = if cap <= SMALL_CAP {
+        SMALL_MAX_LOAD_PCT
+    } else {
+        MAX_LOAD_PCT
+    };
+    buckets * pct / 100
 }
 
 /// The capacity after `cap`: one allocator size class up (14% to 25% more) while one page,
 /// then 3/16 more pages (at least one).
 fn grown(cap: usize) -> usize {
-    if cap < PAGE {
-        (super::size_class(cap * 4 + 1) / 4).clamp(MIN_CAP, PAGE)
+    if cap < SMALL_CAP {
+        (super::size_class(cap * 4 + 1) / 4).clamp(MIN_CAP, SMALL_CAP)
     } else {
         let pages = cap / PAGE;
         (pages + (pages * 3 / 16).max(1)) * PAGE
@@ -369,7 +418,7 @@ impl Index {
         let mut next = 0usize;
         for &(h, v) in entries {
             let p = t.home(h).max(next);
-            if p >= t.cap {
+            if p >= t.cap() {
                 return None;
             }
             t.set(p, v);
@@ -380,12 +429,14 @@ impl Index {
 
     /// Capacity for a bulk build of `n` entries.
     pub(super) fn build_cap(n: usize) -> usize {
-        let cap = cap_for(n, BUILD_LOAD_PCT);
-        if cap <= PAGE {
+        let cap = cap_for(n, SMALL_BUILD_LOAD_PCT);
+        if cap <= SMALL_CAP {
             return cap;
         }
-        // Above a page, any number of pages: the fewest that take n.
-        let mut pages = (n * 100 / BUILD_LOAD_PCT).div_ceil(PAGE).max(2);
+        // Above, any number of pages: the fewest that take n.
+        let mut pages = (n * 100 / BUILD_LOAD_PCT)
+            .div_ceil(PAGE)
+            .max(SMALL_CAP / PAGE + 1);
         while (pages * PAGE - tail(pages * PAGE)) * BUILD_LOAD_PCT < n * 100 {
             pages += 1;
         }
@@ -417,7 +468,7 @@ impl Index {
     /// The slot holding `name` (hash `h`).
     #[inline]
     pub(super) fn find(&self, name: &[u8], h: u64, arena: &Arena) -> Option<Pos> {
-        if self.cur.buckets == 0 {
+        if self.cur.buckets() == 0 {
             return None;
         }
         let len_byte = u8::try_from(name.len().checked_sub(1)?).ok()?;
@@ -494,40 +545,52 @@ impl Index {
     }
 
     /// Starts growing when one more entry would pass the load (and no resize runs).
-    pub(super) fn grow_for(&mut self, len: usize) {
-        if self.old.is_none() && len > max_load(self.cur.buckets) {
-            let mut cap = grown(self.cur.cap);
-            while max_load(cap - tail(cap)) < len {
+    /// Returns the slots a small table's resize moved at once.
+    pub(super) fn grow_for(&mut self, len: usize, arena: &Arena) -> usize {
+        if self.old.is_none() && len > max_load(self.cur.buckets(), self.cur.cap()) {
+            let mut cap = grown(self.cur.cap());
+            while max_load(cap - tail(cap), cap) < len {
                 cap = grown(cap);
             }
-            self.resize(cap);
+            return self.resize(cap, arena);
         }
+        0
     }
 
     /// Starts shrinking when `len` entries leave the table under a quarter full.
-    pub(super) fn shrink_for(&mut self, len: usize) {
+    /// Returns the slots a small table's resize moved at once.
+    pub(super) fn shrink_for(&mut self, len: usize, arena: &Arena) -> usize {
         if self.old.is_none()
-            && self.cur.cap > MIN_CAP
-            && len * 100 < self.cur.buckets * MIN_LOAD_PCT
+            && self.cur.cap() > MIN_CAP
+            && len * 100 < self.cur.buckets() * MIN_LOAD_PCT
         {
             let cap = cap_for(len, SHRUNK_LOAD_PCT);
-            if cap < self.cur.cap {
-                self.resize(cap);
+            if cap < self.cur.cap() {
+                return self.resize(cap, arena);
             }
         }
+        0
     }
 
-    fn resize(&mut self, cap: usize) {
+    fn resize(&mut self, cap: usize, arena: &Arena) -> usize {
         let t = std::mem::replace(&mut self.cur, Table::with_cap(cap));
         if t.allocated == 0 {
             // Nothing to move (a new map's first table).
-            return;
+            return 0;
         }
+        let small = t.cap() <= SMALL_CAP && cap <= SMALL_CAP;
+        let old_cap = t.cap();
         self.old = Some(Box::new(Old {
             t,
             sweep: 0,
             split: 0,
         }));
+        if small {
+            // One page to another (at most SMALL_CAP slots, well under a millisecond): at once,
+            // so that a small map never holds two tables.
+            return self.sweep(old_cap, arena);
+        }
+        0
     }
 
     /// Slots the sweep must visit per insert so that it ends before `len` entries pass the
@@ -536,8 +599,8 @@ impl Index {
         let Some(o) = self.old.as_deref() else {
             return 0;
         };
-        let rest = o.t.cap.saturating_sub(o.sweep);
-        match max_load(self.cur.buckets).checked_sub(len) {
+        let rest = o.t.cap().saturating_sub(o.sweep);
+        match max_load(self.cur.buckets(), self.cur.cap()).checked_sub(len) {
             Some(room) if room > 0 => rest.div_ceil(room).max(min),
             _ => rest,
         }
@@ -556,7 +619,7 @@ impl Index {
         };
         // The entries about to move are all over the arena: their loads are started together
         // instead of one after the other.
-        for i in o.sweep..(o.sweep + budget + 1).min(o.t.cap) {
+        for i in o.sweep..(o.sweep + budget + 1).min(o.t.cap()) {
             let s = o.t.get(i);
             if s != 0 {
                 arena.prefetch(s as usize - 1);
@@ -564,7 +627,7 @@ impl Index {
         }
         let mut spent = 0;
         let mut last: Option<u64> = None;
-        while o.sweep < o.t.cap {
+        while o.sweep < o.t.cap() {
             let h = hash_at(&o.t, o.sweep);
             // Past the budget only for the entries that share the last one's hash.
             if spent >= budget && (h.is_none() || h != last) {
@@ -587,9 +650,9 @@ impl Index {
             Some(u64::MAX) => true,
             Some(h) => {
                 o.split = h + 1;
-                o.sweep >= o.t.cap
+                o.sweep >= o.t.cap()
             }
-            None => o.sweep >= o.t.cap,
+            None => o.sweep >= o.t.cap(),
         };
         if finished {
             self.old = None;
@@ -617,7 +680,7 @@ impl Index {
         arena: &Arena,
         mut out: impl FnMut(u32, u64) -> bool,
     ) -> u64 {
-        if self.cur.buckets == 0 {
+        if self.cur.buckets() == 0 {
             return 0;
         }
         let mut empties = 0usize;
@@ -647,7 +710,7 @@ impl Index {
             // cluster.
             let end_home = below.map(|s| t.home(s));
             let mut i = start;
-            while i < t.cap {
+            while i < t.cap() {
                 let s = t.get(i);
                 if s == 0 {
                     if end_home.is_some_and(|e| i >= e) {
@@ -657,7 +720,7 @@ impl Index {
                     if empties > empty_budget {
                         // Every entry homed at or before i sits before it (i is empty): go on
                         // from the first hash homed after it.
-                        let next = first_hash_of(i + 1, t.buckets);
+                        let next = first_hash_of(i + 1, t.buckets());
                         match (next, below) {
                             (Some(n), Some(b)) => return n.min(b),
                             (Some(n), None) => return n,
@@ -689,7 +752,9 @@ impl Index {
     /// How far a resize is, 0 to 1 (tests).
     #[cfg(test)]
     pub(super) fn resize_progress(&self) -> Option<f64> {
-        self.old.as_deref().map(|o| o.sweep as f64 / o.t.cap as f64)
+        self.old
+            .as_deref()
+            .map(|o| o.sweep as f64 / o.t.cap() as f64)
     }
 
     /// Checks the invariants (tests): hash order across both tables, each entry after its
@@ -705,14 +770,14 @@ impl Index {
             .chain(self.old.as_deref().map(|o| Some((&o.t, o.sweep, true))))
             .flatten();
         for (t, floor, old) in tables {
-            if t.cap == 0 {
+            if t.cap() == 0 {
                 continue;
             }
-            assert!(t.cap <= PAGE || t.cap % PAGE == 0);
-            assert!(t.buckets + 8 <= t.cap);
+            assert!(t.one_page() || (t.cap() > SMALL_CAP && t.cap() % PAGE == 0));
+            assert!(t.buckets() + 8 <= t.cap());
             let allocated: usize = t.pages.iter().map(|p| p.len()).sum();
-            assert_eq!(allocated, t.allocated);
-            for i in 0..t.cap {
+            assert_eq!(allocated, t.allocated as usize);
+            for i in 0..t.cap() {
                 let s = t.get(i);
                 if s == 0 {
                     continue;

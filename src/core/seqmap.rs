@@ -837,7 +837,7 @@ mod tests {
     /// across all of it; the structure checked in intermediate states. The names are long
     /// enough and many enough for several chunks and index pages, so that resizes and
     /// compaction passes happen while everything else goes on.
-    fn run_model(ops: Vec<(u8, u16, u64)>) -> Result<HashSet<(bool, bool)>, TestCaseError> {
+    fn run_model(ops: Vec<(u8, u16, u64)>) -> Result<HashMap<(bool, bool), usize>, TestCaseError> {
         let mut m = SeqMap::new();
         let mut model: HashMap<Vec<u8>, Seq> = HashMap::new();
         let name = |k: u16| {
@@ -849,12 +849,14 @@ mod tests {
         let mut cursor = 0u64;
         let mut seen: HashSet<Vec<u8>> = HashSet::new();
         let mut whole: HashSet<Vec<u8>> = model.keys().cloned().collect();
-        let mut phases = HashSet::new();
+        let mut phases: HashMap<(bool, bool), usize> = HashMap::new();
         for (i, (op, k, v)) in ops.into_iter().enumerate() {
             let n = name(k);
             match op {
                 0..=3 => {
-                    let s = seq(v >> (k % 40), v % 2 == 0);
+                    // values of every width (op 3: as given, the widest)
+                    let shift = if op == 3 { 0 } else { k % 40 };
+                    let s = seq(v >> shift, v % 2 == 0);
                     prop_assert_eq!(m.set(&n, s).unwrap(), !model.contains_key(&n));
                     model.insert(n, s);
                 }
@@ -880,8 +882,8 @@ mod tests {
                     }
                 }
             }
-            phases.insert(m.phase());
-            if i % 256 == 0 {
+            *phases.entry(m.phase()).or_default() += 1;
+            if i % 1024 == 0 {
                 m.check();
             }
         }
@@ -902,8 +904,9 @@ mod tests {
         Ok(phases)
     }
 
-    /// The model over one long fixed run, which must pass through resizes and compaction
-    /// passes (and be checked inside them).
+    /// The model over one long fixed run over 20,000 names, which must pass through many
+    /// incremental resizes (the index above 2,048 slots) and compaction passes, and be checked
+    /// inside them.
     #[test]
     fn model_through_every_phase() {
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
@@ -915,26 +918,121 @@ mod tests {
         };
         // Growth first (mostly sets), then churn, then mostly removes.
         let mut ops = Vec::new();
-        for i in 0..60_000u32 {
+        for i in 0..200_000u32 {
             let r = next();
-            let op = match i {
-                0..20_000 => [0, 1, 2, 3, 6, 7, 8][(r % 7) as usize],
-                20_000..40_000 => (r % 10) as u8,
-                _ => [4, 5, 4, 5, 0, 6, 7, 8][(r % 8) as usize],
-            };
-            ops.push((op, ((r >> 8) % 3000) as u16, r >> 24));
+            let k = ((r >> 8) % 20_000) as u16;
+            ops.push(match i {
+                // growth
+                0..60_000 => ([0, 1, 2, 3, 6, 6, 7, 8][(r % 8) as usize], k, r >> 24),
+                // churn
+                60_000..100_000 => ((r % 10) as u8, k, r >> 24),
+                // new names (the index grows) between rewrites of old ones to wide values
+                // (compaction): both at once
+                100_000..150_000 if i % 4 == 0 => (0, 20_000 + k, r >> 24),
+                100_000..150_000 => (3, k, u64::MAX >> 24),
+                // removes (the index shrinks)
+                _ => ([4, 5, 4, 5, 0, 6, 7, 8][(r % 8) as usize], k, r >> 24),
+            });
         }
         let phases = run_model(ops).unwrap();
-        eprintln!("phases {phases:?}");
-        assert!(phases.contains(&(true, false)), "{phases:?}");
-        assert!(phases.contains(&(false, true)), "{phases:?}");
-        assert!(phases.contains(&(true, true)), "{phases:?}");
+        eprintln!("ops per phase (resizing, compacting): {phases:?}");
+        let count = |p: (bool, bool)| phases.get(&p).copied().unwrap_or(0);
+        assert!(
+            count((true, false)) + count((true, true)) > 20_000,
+            "{phases:?}"
+        );
+        assert!(
+            count((false, true)) + count((true, true)) > 5_000,
+            "{phases:?}"
+        );
+    }
+
+    /// A resize of the index that starts during a compaction pass (compaction then relocates
+    /// entries into both tables, the sweep moves relocated ones): the map against a HashMap,
+    /// a scan across, and the structure checked, while both run.
+    #[test]
+    fn a_resize_during_a_compaction_pass() {
+        let name = |i: u32| format!("c{i:07}");
+        let mut m = SeqMap::new();
+        let mut model: HashMap<Vec<u8>, Seq> = HashMap::new();
+        let mut set = |m: &mut SeqMap, model: &mut HashMap<Vec<u8>, Seq>, i: u32, v: u64| {
+            let s = seq(v, false);
+            assert_eq!(
+                m.set(name(i).as_bytes(), s).unwrap(),
+                model.insert(name(i).into_bytes(), s).is_none()
+            );
+        };
+        // Grown to the edge of a resize of a table of pages...
+        let mut n = 0u32;
+        while n < 20_000 || !m.index.grows_at_next_insert(m.len) {
+            set(&mut m, &mut model, n, 1);
+            n += 1;
+            if m.pending() && !m.index.grows_at_next_insert(m.len) {
+                while m.step(64) {}
+            }
+        }
+        while m.step(64) {}
+        assert!(m.index.grows_at_next_insert(m.len));
+        // ... then values widened all over it until a compaction pass is due (an update never
+        // grows the index)...
+        let mut w = 0u32;
+        while !m.phase().1 {
+            set(&mut m, &mut model, w * 7919 % n, 1 << 40);
+            w += 1;
+        }
+        // ... then one insert: both at once.
+        set(&mut m, &mut model, n, 1);
+        n += 1;
+        assert_eq!(m.phase(), (true, true));
+        m.check();
+        let mut both = 0;
+        let (mut cursor, mut seen) = (0u64, HashSet::new());
+        let whole: HashSet<Vec<u8>> = model.keys().cloned().collect();
+        for k in 0..20_000u32 {
+            match k % 4 {
+                0 => {
+                    set(&mut m, &mut model, n, 1);
+                    n += 1;
+                }
+                1 => set(&mut m, &mut model, (w + k) * 7919 % n, 1 << 40),
+                2 => {
+                    let i = (k * 31) % n;
+                    assert_eq!(
+                        m.get(name(i).as_bytes()),
+                        model.get(name(i).as_bytes()).copied()
+                    );
+                }
+                _ => {
+                    if cursor != 0 || k == 3 {
+                        cursor = m.scan(cursor, 25, |f, _| {
+                            seen.insert(f.to_vec());
+                        });
+                    }
+                }
+            }
+            both += usize::from(m.phase() == (true, true));
+            if k % 500 == 0 {
+                m.check();
+            }
+        }
+        m.check();
+        assert!(both > 100, "{both} writes found both under way");
+        assert_eq!(cursor, 0, "the scan ended");
+        assert!(
+            whole.iter().all(|f| seen.contains(f)),
+            "the scan missed a field"
+        );
+        for (f, s) in m.iter() {
+            assert_eq!(model.get(f), Some(&s));
+        }
+        assert_eq!(m.len(), model.len());
     }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Names enough for indexes of several pages (resized incrementally).
         #[test]
-        fn model(ops in proptest::collection::vec((0u8..10, 0u16..3000, 0u64..1 << 40), 1..4000)) {
+        fn model(ops in proptest::collection::vec((0u8..10, 0u16..12_000, 0u64..1 << 40), 1..12_000)) {
             run_model(ops).map(drop)?;
         }
 
@@ -946,7 +1044,7 @@ mod tests {
     }
 
     /// The write sequences of tests/it/seqmap_persistence.rs
-    /// (`intermediate_states_persist_replicate_and_digest_alike`), which must leave its maps
+    /// (`intermediate_states_persist_and_digest_alike`), which must leave its maps
     /// in the middle of background work: the same calls here (SEQ.HSET of one field is one
     /// `set`, SEQ.HDEL of one field one `remove`; where a resize or pass stands depends only on
     /// the counts and sizes of the entries, not on the hash key), and the progress checked to be

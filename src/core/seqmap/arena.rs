@@ -138,6 +138,9 @@ pub(super) struct Arena {
     allocated: u32,
     /// During a compaction pass: the chunk it is at and the offset of the next entry there.
     compact: Option<(u32, u32)>,
+    /// Moves the index did not follow (tests: must stay 0).
+    #[cfg(test)]
+    unfollowed: usize,
 }
 
 /// What a compaction step did: the entries it moved, each with its old and new address and its
@@ -456,6 +459,10 @@ impl Arena {
                 // The index does not know the old copy (cannot happen): the new one dies and the
                 // old one stays.
                 self.kill(new, size);
+                #[cfg(test)]
+                {
+                    self.unfollowed += 1;
+                }
             }
         }
         spent
@@ -496,6 +503,7 @@ impl Arena {
     /// Checks the arena's own bookkeeping (tests).
     #[cfg(test)]
     pub(super) fn check(&self) {
+        assert_eq!(self.unfollowed, 0, "moves the index did not follow");
         let used: usize = self.chunks.iter().map(|c| c.bytes.len()).sum();
         assert_eq!(used, self.used as usize);
         let dead: usize = self

@@ -749,6 +749,12 @@ impl Index {
             })
     }
 
+    /// Whether the next insert into a map of `len` fields starts growing the index (tests).
+    #[cfg(test)]
+    pub(super) fn grows_at_next_insert(&self, len: usize) -> bool {
+        self.old.is_none() && len + 1 > max_load(self.cur.buckets(), self.cur.cap())
+    }
+
     /// How far a resize is, 0 to 1 (tests).
     #[cfg(test)]
     pub(super) fn resize_progress(&self) -> Option<f64> {

@@ -955,7 +955,7 @@ mod tests {
         let name = |i: u32| format!("c{i:07}");
         let mut m = SeqMap::new();
         let mut model: HashMap<Vec<u8>, Seq> = HashMap::new();
-        let mut set = |m: &mut SeqMap, model: &mut HashMap<Vec<u8>, Seq>, i: u32, v: u64| {
+        let set = |m: &mut SeqMap, model: &mut HashMap<Vec<u8>, Seq>, i: u32, v: u64| {
             let s = seq(v, false);
             assert_eq!(
                 m.set(name(i).as_bytes(), s).unwrap(),

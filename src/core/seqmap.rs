@@ -1,8 +1,8 @@
 //! The sequence map, Redis-free: many named sequences in one value, each with exactly the
 //! rules of [`Seq`] (the SEQ.H* commands apply them; this file only stores the states).
 //!
-//! Layout, chosen for memory (a counter with a 10-byte name and a value below 2^32 costs about
-//! 21 bytes, see docs/operations.md, "Sequence maps") with O(1) access, and so that no call
+//! Layout, chosen for memory (a counter with a 10-byte name and a value below 2^32 costs 21 to
+//! 22 bytes, see docs/operations.md, "Sequence maps") with O(1) access, and so that no call
 //! ever does work in proportion to the whole map:
 //!
 //! - the arena ([`arena`]): the entries back to back in chunks of at most 16 KiB. An entry is a
@@ -16,15 +16,16 @@
 //!   few slots per write, fast enough to end before the new one passes its load. At every
 //!   moment the entries below a hash `split` are in the new table and the rest in the old one,
 //!   both in hash order, so a lookup needs one probe and [`SeqMap::scan`] can use "the next hash
-//!   to return" as a cursor that survives growth, deletes and compaction.
+//!   to return" as a cursor that survives growth, deletes and compaction. A table of at most
+//!   2,048 slots (8 KiB, about 1,700 fields) is one allocation, resized at once.
 //!
 //! Every write ends with a bounded step of that background work ([`SeqMap::step`], which a
 //! timer may also call for a map nobody writes): an insert sweeps the old table at the rate that
 //! ends the resize in time (at least [`SWEEP_STEP`] slots), any other write [`SWEEP_STEP`]
 //! slots, and each write spends [`COMPACT_STEP`] units on compaction while it is due. No
-//! allocation is ever reallocated above 16 KiB (a chunk) except the two directories of chunks
-//! and pages (16 and 32 bytes per 16 KiB and 4 KiB). Everything that reads the whole map
-//! (RDB, DUMP, AOF rewrite, digest, HGETALL) reads it in any of these intermediate states.
+//! allocation is ever reallocated above 16 KiB (a chunk) except the two directories (32 bytes
+//! per 16 KiB chunk, 16 per 4 KiB page). Everything that reads the whole map (RDB, DUMP, AOF
+//! rewrite, digest, HGETALL) reads it in any of these intermediate states.
 //!
 //! Allocations are sized to the allocator's size classes (jemalloc: four per doubling), so that
 //! [`SeqMap::mem_usage`] reports the bytes `used_memory` counts.

@@ -16,11 +16,12 @@
 )]
 
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion};
-use imid::core::generator::{system_now_ms, Generator};
+use imid::core::generator::Generator;
 use imid::core::javahash::java_hash22;
 use imid::core::msgid::{Fields, MsgId};
 use imid::core::openid::{decode_plain, encode_plain, Key, OpenId};
 use imid::core::uid::{Layout, NodeMode, TimeUnit, UidGenerator, Widths, DEFAULT_EPOCH_MS};
+use imid::system_now_ms;
 
 /// Inputs per ring: a power of two so the index is a mask, small enough to stay in L1.
 const RING: usize = 64;

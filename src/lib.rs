@@ -1,10 +1,22 @@
 //! imid: identifiers for instant-messaging backends, natively inside Redis.
 //!
-//! This file is the table of contents: the module, its commands, its configs, and init.
-//! Redis-free logic lives in `core/`, command handlers in `commands/`, the one unsafe layer
-//! between them and Redis in `glue/` (every raw call and every callback, behind one panic
-//! guard), node-wide state in `node`, the error type in `error`. Only `core` is public: the
-//! benches, examples and tests link it; everything else is internal to the module.
+//! This file is the table of contents: the module, its commands, and init. The layers, from the
+//! bottom (docs/architecture.md draws them; each imports only from layers below it):
+//! - `error`: the error a handler returns;
+//! - `core`: Redis-free logic (ID layouts, generators, sequences, maps, IDMP, the reserve
+//!   protocol), unit-tested without a server;
+//! - `host`: what imid calls in Redis (context, arguments, keys, replies, replication, RDB/AOF
+//!   handles), unsafe;
+//! - `config`: the `imid.*` configs' values and rules;
+//! - `node`: node-wide state (ID generators and leases, the IDMP clock, slot adoption, server
+//!   events, exposure);
+//! - `types`: the two data types, a folder each;
+//! - `commands`: the handlers, one file per family;
+//! - `entry`: where Redis calls in (every callback, behind one panic guard; registration),
+//!   unsafe.
+//!
+//! Only `core` is public (the benches, examples and tests link it), and the system clock the
+//! benches time; everything else is internal to the module.
 // Only `core` is the crate's public API (benches, examples and tests link it); everything else
 // is internal to the module and says so (`pub(crate)`).
 #![deny(unreachable_pub)]
@@ -21,23 +33,19 @@
 mod commands;
 mod config;
 pub mod core;
+mod entry;
 mod error;
-mod events;
-mod glue;
-mod info;
-mod migration;
+mod host;
 mod node;
-mod seq_type;
-mod seqmap_type;
-#[cfg(feature = "test-hooks")]
-mod test_hooks;
+mod types;
 
-use config::CLUSTER_MODE;
-use glue::registry::{
+/// The wall clock the generators read (without a test build's steering), for the benches.
+pub use host::clock::system_now_ms;
+
+use entry::registry::{
     self, command, keys, limit_key, OW_UPDATE, ROUTING_ONLY, RO_ACCESS, RW_ACCESS_UPDATE, RW_DELETE,
 };
-use redis_module::{redis_module, Context, ContextFlags, RedisString, Status};
-use std::sync::atomic::Ordering;
+use redis_module::{redis_module, Context, RedisString, Status};
 
 /// The global allocator: Redis's own inside redis-server (so `used_memory` and `MEMORY USAGE`
 /// see our allocations), the system allocator in unit tests and benches, which run without a
@@ -77,64 +85,13 @@ const MODULE_VERSION: i32 = {
     out
 };
 
-/// OnLoad, through the guard: a panic fails the load instead of aborting the server.
+/// OnLoad (`entry::load`), with the command tables below.
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
-    glue::guard(
-        ctx.ctx,
-        glue::Entry::Named("OnLoad"),
-        || Status::Err,
-        || load(ctx, args),
-    )
-}
-
-/// OnLoad's own steps, in the one order that leaves nothing behind when a step fails: Redis
-/// then unloads the library, but it removes only commands, configs and (Redis 7.2+, Valkey)
-/// event subscriptions and filters. It keeps timers, cluster-bus receivers and (Redis 7.0) event
-/// subscriptions and filters pointing into the unloaded code, and a server crashes on the next
-/// cron tick or message. So every step that can fail comes first (configs loaded and checked,
-/// the UID layout, commands registered), then the data type (it fails only when another module
-/// holds its name), and only then what calls into the module on its own: server events, then
-/// (cluster mode) the command filter, after which nothing can fail; the bus receiver and the
-/// lease timer wait for the first cron tick (see `glue::cluster::init`). (The `redis_module!`
-/// macro's own steps before this function, the INFO callback, live in the module's structure
-/// and go with it.)
-fn load(ctx: &Context, args: &[RedisString]) -> Status {
-    // Configs are registered here rather than in the macro's table because the macro ignores
-    // a failed RedisModule_LoadConfigs: a `MODULE LOADEX ... CONFIG imid.x <bad>` would then
-    // leave the module loaded with defaults, e.g. encoding plain public IDs when keys were
-    // asked for. Failing OnLoad unloads it cleanly.
-    if config::register(ctx, args) == Status::Err {
-        return Status::Err;
-    }
-    CLUSTER_MODE.store(
-        ctx.get_flags().contains(ContextFlags::CLUSTER),
-        Ordering::Relaxed,
-    );
-    if commands::uid::configure(ctx) == Status::Err {
-        return Status::Err;
-    }
     #[cfg(feature = "test-hooks")]
-    if test_hooks::register(ctx) == Status::Err {
-        return Status::Err;
-    }
-    registry::add_module_category(ctx);
-    if registry::register(ctx, COMMANDS) == Status::Err {
-        return Status::Err;
-    }
-    glue::types::set_module_options(ctx);
-    if glue::types::create(ctx) == Status::Err || glue::map_type::create(ctx) == Status::Err {
-        return Status::Err;
-    }
-    // A subscription refused undoes the earlier ones before failing.
-    if glue::events::subscribe(ctx) == Status::Err {
-        return Status::Err;
-    }
-    // Nothing below can fail.
-    if CLUSTER_MODE.load(Ordering::Relaxed) {
-        glue::cluster::init(ctx);
-        glue::migration::subscribe(ctx);
-    }
-    Status::Ok
+    let tables: &[&[registry::Command]] = &[TEST_COMMANDS, COMMANDS];
+    #[cfg(not(feature = "test-hooks"))]
+    let tables: &[&[registry::Command]] = &[COMMANDS];
+    entry::load(ctx, args, tables)
 }
 
 /// Every command: name (lowercase, as Redis lists its own), handler, flags, ACL categories,
@@ -172,6 +129,16 @@ const COMMANDS: &[registry::Command] = &[
     command!("seq.hlen", commands::seqmap::hlen, "readonly fast", "read fast", 2, keys(1, 0, RO_ACCESS), "The number of fields of a sequence map"),
     command!("seq.hidmpset", commands::seqmap::hidmpset, "write deny-oom", "write dangerous", -7, keys(1, 0, RW_ACCESS_UPDATE), "Internal: records one IDMP token of a sequence map (the replicated form of SEQ.HNEXT ... IDMP)"),
     command!("seq.hadvance", commands::seqmap::hadvance, "write deny-oom fast", "write fast", -4, keys(1, 0, RW_ACCESS_UPDATE), "Raises a field of a sequence map to at least a value, at most to a LIMIT sequence", limit_key(4)),
+];
+
+/// The test build's commands (`commands::test_hooks`); never in a release build.
+#[cfg(feature = "test-hooks")]
+#[rustfmt::skip]
+const TEST_COMMANDS: &[registry::Command] = &[
+    command!("imid.test-clock", commands::test_hooks::test_clock, "fast", "", -2, None, "Test builds only: steers the module's wall clock"),
+    command!("imid.test-panic", commands::test_hooks::test_panic, "fast", "", 1, None, "Test builds only: panics inside a guarded handler"),
+    command!("imid.test-panic-next", commands::test_hooks::test_panic_next, "fast", "", 2, None, "Test builds only: the next call into the named entry panics"),
+    command!("imid.test-replicate-floor", commands::test_hooks::test_replicate_floor, "write", "", 2, None, "Test builds only: replicates MSGID.FLOOR with any value"),
 ];
 
 redis_module! {

@@ -1,9 +1,15 @@
-//! Command handlers, one file per family. Each parses its arguments, calls the Redis-free core,
-//! replies through the glue's context as its last step, and replicates what it changed.
-//! Shared helpers (errors, argument parsing, replies) live in `glue`.
+//! Command handlers, one file per family; each handler parses its arguments, calls the core,
+//! the node or a data type's key view, and replies through `host::Ctx` as its last step. What
+//! several families share: the sequence commands' arguments (`args`), the reserve protocol's
+//! Redis side (`reserve`, SEQ.NEXT and SEQ.HNEXT), the FLOOR commands' rules (`floor`).
 
+pub(crate) mod args;
+pub(crate) mod floor;
 pub(crate) mod msgid;
 pub(crate) mod openid;
+pub(crate) mod reserve;
 pub(crate) mod seq;
 pub(crate) mod seqmap;
+#[cfg(feature = "test-hooks")]
+pub(crate) mod test_hooks;
 pub(crate) mod uid;

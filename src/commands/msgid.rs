@@ -1,16 +1,18 @@
-//! MSGID.GEN / ENCODE / DECODE / HASH, and MSGID.FLOOR (the replicated time high-water mark).
+//! MSGID.GEN / ENCODE / DECODE / HASH, and MSGID.FLOOR (the replicated time high-water mark;
+//! `commands::floor`).
 
 use crate::config::{effective_hash_mode, HashMode, CLUSTER_MODE};
+use crate::core::int;
 use crate::core::javahash::java_hash22;
 use crate::core::msgid::{Fields, MsgId, MAX_HASH, MAX_SEQ, MAX_TIME, MAX_TYPE};
 use crate::core::slot::{key_slot, slot_hash22, slot_of_hash22};
 use crate::error::{err, Error};
-use crate::glue::{Arg, Ctx, Val};
-use crate::node::{self, cluster, ids};
+use crate::host::{Arg, Ctx, Val};
+use crate::node::ids;
 use std::sync::atomic::Ordering;
 
 /// The `INFO imid` fields of this family, in order.
-pub(crate) fn info_fields() -> [(&'static str, u64); 9] {
+pub(crate) fn info_fields() -> [(&'static str, u64); 5] {
     let g = ids::msgid_stats();
     [
         ("msgid_generated", g.generated),
@@ -18,10 +20,6 @@ pub(crate) fn info_fields() -> [(&'static str, u64); 9] {
         ("msgid_clock_regressions", g.clock_regressions),
         ("msgid_lease_renewals", ids::lease_renewals()),
         ("msgid_high_water_ms", ids::high_water()),
-        ("cluster_peer_lease_ms", cluster::peer_lease()),
-        ("cluster_slot_adoptions", cluster::ADOPTIONS.get()),
-        ("cluster_leases_refused", cluster::REFUSED.get()),
-        ("cluster_slots_importing", cluster::importing()),
     ]
 }
 
@@ -93,7 +91,7 @@ pub(crate) fn decode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     };
     let f = parse_msgid(msgid)?.fields();
     ctx.reply_fields(&[
-        ("time", Val::Int(i64::try_from(f.time).unwrap_or(i64::MAX))),
+        ("time", Val::Int(int(f.time))),
         ("seq", Val::Int(i64::from(f.seq))),
         ("channel_type", Val::Int(i64::from(f.channel_type))),
         ("hash", Val::Int(i64::from(f.hash))),
@@ -113,78 +111,21 @@ pub(crate) fn hash(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     Ok(())
 }
 
-/// How far ahead of this server's clock a client may set the floor (replication and AOF
-/// replay may go further: they carry the lease of a primary whose clock may be ahead).
-pub(crate) const CLIENT_FLOOR_LEAD_MS: u64 = 60_000;
-
 /// MSGID.FLOOR time_ms
 ///
 /// Raises the node's message-ID time floor, and its UID floor with it: IDs issued afterwards
 /// have a time at or above it. The primary writes it (renewing its message-ID lease) into the
 /// AOF and the replication stream, so that a restarted node or a promoted replica starts above
 /// every ID issued before. Never lowers. (Raising the UID floor too keeps AOF files and
-/// replication streams of earlier versions, whose one lease covered UIDs, covering them.)
-///
-/// From a client the time may lead this server's clock by at most a minute: the floor is
-/// persisted and replicated and can never be lowered, so one mistaken call (microseconds for
-/// milliseconds, say) would otherwise move every later ID into the future for good. From any
-/// source it must be at most 2^42 (the end of the 42-bit time field, the lease's cap: every
-/// message ID is below it): no correct writer produces more, so a replayed or replicated one
-/// is refused (and logged) like a client's.
+/// replication streams of earlier versions, whose one lease covered UIDs, covering them.) The
+/// rules every FLOOR command shares are in `commands::floor`; at most 2^42 here (the end of the
+/// 42-bit time field, the lease's cap: every message ID is below it).
 pub(crate) fn floor(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
-    apply_floor(
+    super::floor::apply(
         ctx,
         args,
         "MSGID.FLOOR",
         ids::MSGID_LEASE_CAP,
         ids::raise_floor,
     )
-}
-
-/// A FLOOR command (`MSGID.FLOOR`, `UID.FLOOR`): `time_ms` in `0..=cap` from any source, at
-/// most [`CLIENT_FLOOR_LEAD_MS`] ahead of the server clock from a client; then `raise`, and
-/// the command is replicated as called.
-pub(crate) fn apply_floor(
-    ctx: &Ctx,
-    args: &[Arg],
-    name: &str,
-    cap: u64,
-    raise: fn(u64) -> Result<(), Error>,
-) -> Result<(), Error> {
-    let [_, ms] = args else {
-        return Err(Error::WrongArity);
-    };
-    // An atomic slot migration's snapshot starts with the source's marks (it is written by
-    // our AOF rewrite). They cover every ID the source issued in all its slots and reach 5 s
-    // past its last, so applying them would put this node's IDs up to 5 s ahead per migration,
-    // adding up when slots move back and forth. The source's promise, adopted for the moving
-    // slots as for any import (node::cluster), is what keeps this node above the source's IDs;
-    // so the marks are taken as read, changing nothing and replicating nothing.
-    if ctx.is_slot_import() {
-        ctx.reply_ok();
-        return Ok(());
-    }
-    let from_client = !ctx.is_replay();
-    let max = i64::try_from(cap).unwrap_or(i64::MAX);
-    let ms = match ms.int_in("time_ms", 0, max) {
-        Ok(v) => v.unsigned_abs(),
-        Err(e) => {
-            if !from_client {
-                ctx.log_warning(&format!(
-                    "imid: refused {name} {} from the AOF or the primary: not a time in 0..{max} ms; the floor is unchanged",
-                    String::from_utf8_lossy(ms.bytes())
-                ));
-            }
-            return Err(e);
-        }
-    };
-    if from_client && ms > node::now_ms().saturating_add(CLIENT_FLOOR_LEAD_MS) {
-        return Err(err(
-            "time_ms must be at most 60000 ms ahead of the server clock",
-        ));
-    }
-    raise(ms)?;
-    ctx.replicate_verbatim();
-    ctx.reply_ok();
-    Ok(())
 }

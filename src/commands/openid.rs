@@ -2,9 +2,10 @@
 
 use super::msgid::parse_msgid;
 use crate::config::OPENID_KEYS;
+use crate::core::int;
 use crate::core::openid::OpenId;
 use crate::error::{err, Error};
-use crate::glue::{Arg, Ctx, Val};
+use crate::host::{Arg, Ctx, Val};
 use crate::node::{OPENID_DECODED, OPENID_ENCODED, OPENID_REJECTED};
 
 /// The `INFO imid` fields of this family, in order.
@@ -53,12 +54,11 @@ pub(crate) fn dec(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     };
     OPENID_DECODED.add(1);
     let msgid = id.msgid.to_text();
-    let time = i64::try_from(id.msgid.fields().time).unwrap_or(i64::MAX);
     ctx.reply_fields(&[
         ("msgid", Val::Bulk(&msgid)),
         ("msg_type", Val::Int(i64::from(id.msg_type))),
         ("direction", Val::Int(i64::from(id.direction))),
-        ("time", Val::Int(time)),
+        ("time", Val::Int(int(id.msgid.fields().time))),
     ]);
     Ok(())
 }

@@ -1,35 +1,26 @@
-//! SEQ.NEXT / GET / MGET / SET / ADVANCE, and SEQ.IDMPSET (the replicated form of IDMP).
+//! SEQ.NEXT / GET / MGET / SET / ADVANCE, and the two internal commands IDMP replicates by
+//! (SEQ.IDMPSET, its explicit effect; SEQ.IDMPCLOCK, the IDMP clock).
 //!
 //! Replication (to replicas and the AOF) follows one rule: a write goes as called when replaying
-//! it reproduces the primary's effect exactly, else as its explicit effect `SEQ.SET key value`.
-//! SEQ.SET and SEQ.ADVANCE are deterministic given the key's value, and so is SEQ.NEXT except
-//! for the never-reissue gap: a SEQ.NEXT that skipped the gap replicates `SEQ.SET`, every other
-//! one goes as called, and a SEQ.NEXT replayed from the primary or the AOF never applies the gap.
-//! Nothing is replicated when nothing changed.
-//!
-//! `SEQ.NEXT ... IDMP token` decides by the clock (a token's expiry) and two configs (which tokens
-//! to drop). It decides by the IDMP clock (`node::idmp_clock`), which the primary writes to
-//! replicas and the AOF as `SEQ.IDMPCLOCK ms ttl-ms max` before the first call that uses it, so
-//! replay decides alike and the call replicates as called. Where that cannot hold it replicates
-//! its explicit effect, `SEQ.IDMPSET key token last expires fingerprint dropped`, which sets the
-//! value to `last`, drops the `dropped` oldest tokens and records the token with its absolute
-//! expiry: when the call skipped the gap (replay never does), and on a Valkey 9 cluster node
-//! (see `node::idmp_clock`). A duplicate changes nothing and replicates nothing (but the clock,
-//! when it moved).
+//! it reproduces the primary's effect exactly, else as its explicit effect. SEQ.SET and
+//! SEQ.ADVANCE are deterministic given the key's value; SEQ.NEXT is too except for the gap and
+//! its IDMP clock (see `commands::reserve`, which SEQ.NEXT shares with SEQ.HNEXT). Nothing is
+//! replicated when nothing changed.
 //!
 //! Every write opens its key once, for writing, and signals it only when it changed it
 //! (`Ctx::changed`): a no-op (an older ack, the same value, an IDMP retry) leaves a client's
 //! WATCH alone.
 
-use crate::config::seq_gap;
-use crate::core::idmp::{fingerprint, Entry, Lookup};
-use crate::core::seq::{Next, NextError, Seq, MAX_BLOCK, MAX_VALUE};
-use crate::error::{err, Error, SYNTAX};
-use crate::glue::{Arg, Ctx};
-use crate::node::idmp_clock::Clock;
+use super::args::{advance_target, limit_key_positions, next_options, seq_token_record, value_arg};
+use super::reserve::{reserve, Kind, Target};
+use crate::core::idmp::SeqTokens;
+use crate::core::int;
+use crate::core::reserve::{Idmp, Record, Store};
+use crate::core::seq::Seq;
+use crate::error::{err, Error};
+use crate::host::{Arg, Ctx};
 use crate::node::{self, SEQ_GAP_SKIPS, SEQ_ISSUED};
-use crate::seq_type::{check_token, SeqKey};
-use std::ffi::CStr;
+use crate::types::seq::key::SeqKey;
 
 /// The `INFO imid` fields of this family, in order.
 pub(crate) fn info_fields() -> [(&'static str, u64); 6] {
@@ -44,22 +35,33 @@ pub(crate) fn info_fields() -> [(&'static str, u64); 6] {
     ]
 }
 
-pub(crate) fn value_arg(arg: &Arg) -> Result<u64, Error> {
-    // The range starts at 0, so the conversion keeps the value.
-    arg.int_in("value", 0, MAX_VALUE as i64)
-        .map(|v| v.unsigned_abs())
+const NEXT: Kind = Kind {
+    event: c"seq.next",
+    set: c"SEQ.SET",
+    idmpset: c"SEQ.IDMPSET",
+    request: "COUNT",
+};
+
+/// A sequence key as the target of SEQ.NEXT: its tokens remember the COUNT.
+impl Store for SeqKey<'_> {
+    type Request = u64;
+    #[inline(always)]
+    fn state(&self) -> Option<Seq> {
+        self.get()
+    }
+    fn tokens(&self) -> Option<&SeqTokens> {
+        self.window()
+    }
 }
 
-/// The state a write starts from: a missing key is 0, marked for the gap when this node
-/// inherited its data (see `node::inherited`).
-fn current(k: &SeqKey) -> Seq {
-    k.get()
-        .unwrap_or_else(|| Seq::new(0, node::inherited()).unwrap_or_default())
-}
-
-/// Sequence values are at most 2^63-1 by construction.
-pub(crate) fn int(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
+impl Target for SeqKey<'_> {
+    #[inline(always)]
+    fn commit(&mut self, s: Seq, record: Option<Record<u64>>) -> Result<(), Error> {
+        match record {
+            None => self.set(s),
+            Some(r) => self.set_with_token(s, r.dropped, r.entry),
+        }
+    }
 }
 
 /// SEQ.NEXT key [COUNT n] [IDMP token]
@@ -68,162 +70,32 @@ pub(crate) fn next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         return Err(Error::WrongArity);
     };
     let (count, token) = next_options(opts)?;
-    if let Some(token) = token {
-        return next_idmp(ctx, key, count, token);
+    match token {
+        None => reserve(
+            ctx,
+            &NEXT,
+            key,
+            None,
+            SeqKey::open(ctx, key, true)?,
+            count,
+            None,
+        ),
+        Some(token) => next_idmp(ctx, key, count, token),
     }
-    let mut k = SeqKey::open(ctx, key, true)?;
-    let (n, replay) = reserve(ctx, &k, count)?;
-    k.set(n.state)?;
-    drop(k);
-    next_done(ctx, key, c"seq.next", n, replay, count, || {
-        ctx.replicate_key_int(c"SEQ.SET", key, int(n.last))
-    });
-    Ok(())
-}
-
-/// The end of a plain NEXT (SEQ.NEXT's, SEQ.HNEXT's) that stored its reservation: replicated
-/// as called, or by `effect` when it skipped the gap (replay could not know it was due);
-/// counted (a replay hands nothing out: the primary did), signalled as `event`, replied.
-#[inline(always)]
-pub(crate) fn next_done(
-    ctx: &Ctx,
-    key: &Arg,
-    event: &CStr,
-    n: Next,
-    replay: bool,
-    count: u64,
-    effect: impl FnOnce(),
-) {
-    if n.skipped_gap {
-        effect();
-        SEQ_GAP_SKIPS.add(1);
-    } else {
-        ctx.replicate_verbatim();
-    }
-    ctx.changed(event, key);
-    if !replay {
-        SEQ_ISSUED.add(count);
-    }
-    ctx.reply_int(int(n.last));
-}
-
-/// One NEXT on an open key: the reservation, and whether the call is a replay.
-#[inline(always)]
-fn reserve(ctx: &Ctx, k: &SeqKey, count: u64) -> Result<(Next, bool), Error> {
-    reserve_from(ctx, current(k), count)
-}
-
-/// One NEXT from the state `old` (a SEQ key's, a map field's): the reservation, and whether
-/// the call is a replay.
-#[inline(always)]
-pub(crate) fn reserve_from(ctx: &Ctx, old: Seq, count: u64) -> Result<(Next, bool), Error> {
-    // Only a marked state can make replay differ, so only then is the context asked whether
-    // this call is itself a replay (a replica's and an AOF's keys are all marked).
-    let replay = old.needs_gap() && ctx.is_replay();
-    let n = if replay {
-        old.replay_next(count)
-    } else {
-        old.next(count, seq_gap())
-    }
-    .map_err(|e| match e {
-        NextError::Overflow => err("sequence overflow"),
-        NextError::ZeroCount => err("COUNT must be an integer in 1..1000000"),
-    })?;
-    Ok((n, replay))
 }
 
 /// SEQ.NEXT key [COUNT n] IDMP token: `[last, duplicate]`. Kept out of line so that plain
 /// SEQ.NEXT stays as it was.
 #[inline(never)]
 fn next_idmp(ctx: &Ctx, key: &Arg, count: u64, token: &Arg) -> Result<(), Error> {
-    let clock = node::idmp_clock::for_call(ctx);
-    let fp = fingerprint(b"", count);
-    let mut k = SeqKey::open(ctx, key, true)?;
-    let lookup = k
-        .window()
-        .map_or(Lookup::Miss, |w| w.lookup(token.bytes(), fp, clock.now_ms));
-    if answered(ctx, lookup, "COUNT")? {
-        return Ok(());
-    }
-    let (n, replay) = reserve(ctx, &k, count)?;
-    let dropped = k.window().map_or(0, |w| w.plan(clock.now_ms, clock.max));
-    let entry = token_entry(token, n.last, clock.expires_ms(), fp)?;
-    k.set_with_token(n.state, dropped, entry)?;
-    drop(k);
-    let r = Reserved::new(clock, n, replay, count, fp, dropped);
-    idmp_reserved(ctx, c"SEQ.IDMPSET", c"seq.next", key, token, None, r);
-    Ok(())
-}
-
-/// What an IDMP call that reserved decided (SEQ.NEXT's, SEQ.HNEXT's), for [`idmp_reserved`].
-pub(crate) struct Reserved {
-    clock: Clock,
-    next: Next,
-    replay: bool,
-    count: u64,
-    fingerprint: u64,
-    /// How many of the oldest tokens the call dropped.
-    dropped: usize,
-}
-
-impl Reserved {
-    pub(crate) fn new(
-        clock: Clock,
-        next: Next,
-        replay: bool,
-        count: u64,
-        fingerprint: u64,
-        dropped: usize,
-    ) -> Reserved {
-        Reserved {
-            clock,
-            next,
-            replay,
-            count,
-            fingerprint,
-            dropped,
-        }
-    }
-}
-
-/// The end of an IDMP call that reserved: replicated as called after the clock it decided by,
-/// or as its explicit effect (`effect`, with `field` for a map) where replay could not reproduce
-/// it (the gap skipped, a clock that is not replicated: see `node::idmp_clock`); counted,
-/// signalled, replied `[last, 0]`.
-pub(crate) fn idmp_reserved(
-    ctx: &Ctx,
-    effect: &CStr,
-    event: &CStr,
-    key: &Arg,
-    token: &Arg,
-    field: Option<&Arg>,
-    r: Reserved,
-) {
-    let n = r.next;
-    if n.skipped_gap || !r.clock.verbatim {
-        ctx.replicate_token(
-            effect,
-            key,
-            token,
-            [
-                int(n.last),
-                int(r.clock.expires_ms()),
-                r.fingerprint as i64,
-                int(r.dropped as u64),
-            ],
-            field,
-        );
-        if n.skipped_gap {
-            SEQ_GAP_SKIPS.add(1);
-        }
-    } else {
-        ctx.replicate_verbatim();
-    }
-    ctx.changed(event, key);
-    if !r.replay {
-        SEQ_ISSUED.add(r.count);
-    }
-    reply_idmp(ctx, n.last, false);
+    let clock = node::idmp_clock::for_call(ctx)?;
+    let idmp = Idmp {
+        token: token.bytes(),
+        ask: count,
+        clock: clock.clock(),
+    };
+    let k = SeqKey::open(ctx, key, true)?;
+    reserve(ctx, &NEXT, key, None, k, count, Some((token, idmp, clock)))
 }
 
 /// SEQ.IDMPCLOCK ms ttl-ms max
@@ -239,7 +111,7 @@ pub(crate) fn idmpclock(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let ms = ms.int_in("ms", 0, i64::MAX)?.unsigned_abs();
     let ttl = ttl.int_in("ttl-ms", 0, i64::MAX)?.unsigned_abs();
     let max = max.int_in("max", 0, i64::MAX)?.unsigned_abs();
-    let (ttl, max) = node::idmp_clock::bounds(ttl, max).map_err(err)?;
+    let (ttl, max) = node::idmp_clock::check(ms, ttl, max).map_err(err)?;
     if ctx.is_slot_import() {
         ctx.reply_ok();
         return Ok(());
@@ -255,99 +127,6 @@ pub(crate) fn idmpclock(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     Ok(())
 }
 
-/// `[COUNT n] [IDMP token]` of SEQ.NEXT and SEQ.HNEXT: the block size (1 without COUNT) and the
-/// token. The last COUNT wins, as in Redis's own option parsing; IDMP names one request, so
-/// twice is refused.
-pub(crate) fn next_options(opts: &[Arg]) -> Result<(u64, Option<&Arg>), Error> {
-    let mut count = 1;
-    let mut token = None;
-    let mut rest = opts;
-    while let [name, tail @ ..] = rest {
-        match tail {
-            [n, tail @ ..] if name.is("COUNT") => {
-                count = n.int_in("COUNT", 1, MAX_BLOCK as i64)?.unsigned_abs();
-                rest = tail;
-            }
-            [t, tail @ ..] if name.is("IDMP") => {
-                token = Some(idmp_token(t, token)?);
-                rest = tail;
-            }
-            [] if name.is("IDMP") => return Err(idmp_missing()),
-            _ => return Err(SYNTAX),
-        }
-    }
-    Ok((count, token))
-}
-
-/// The token of an `IDMP token` option, refused when one was given already or it breaks the
-/// length rule (shared by SEQ.NEXT and SEQ.HNEXT).
-fn idmp_token<'a>(t: &'a Arg, given: Option<&Arg>) -> Result<&'a Arg, Error> {
-    if given.is_some() {
-        return Err(err("IDMP given twice"));
-    }
-    check_token(t.bytes()).map_err(err)?;
-    Ok(t)
-}
-
-/// `IDMP` as the last argument.
-fn idmp_missing() -> Error {
-    err("IDMP needs a token (1..64 bytes)")
-}
-
-/// What a lookup decides before anything is reserved: a live token with the same request is
-/// answered here (`true`: the call is done); one used for another request is refused, the
-/// error naming what differs (`what`); a miss goes on to reserve (`false`).
-pub(crate) fn answered(ctx: &Ctx, lookup: Lookup, what: &str) -> Result<bool, Error> {
-    match lookup {
-        Lookup::Hit(last) => {
-            reply_idmp(ctx, last, true);
-            Ok(true)
-        }
-        Lookup::Conflict => Err(err(format_args!(
-            "IDMP token already used on this key with another {what} (a retry must repeat its request)"
-        ))),
-        Lookup::Miss => Ok(false),
-    }
-}
-
-/// The recorded token of SEQ.IDMPSET and SEQ.HIDMPSET, `token last expires fingerprint
-/// dropped`: the entry, and how many of the oldest tokens to drop first.
-pub(crate) fn token_record(args: &[Arg]) -> Result<(Entry, usize), Error> {
-    let [token, last, expires, fp, dropped] = args else {
-        return Err(Error::WrongArity);
-    };
-    check_token(token.bytes()).map_err(err)?;
-    let last = last
-        .int_in("last", 0, MAX_VALUE as i64)
-        .map(i64::unsigned_abs)?;
-    let expires = expires.int_in("expires", 0, i64::MAX)?.unsigned_abs();
-    let fp = fp
-        .int()
-        .ok_or_else(|| err("fingerprint must be an integer"))? as u64;
-    let dropped = usize::try_from(dropped.int_in("dropped", 0, i64::MAX)?).unwrap_or(usize::MAX);
-    let entry = token_entry(token, last, expires, fp)?;
-    Ok((entry, dropped))
-}
-
-/// The window entry of `token` (its length was checked when parsed; refused again here rather
-/// than trusted).
-pub(crate) fn token_entry(
-    token: &Arg,
-    last: u64,
-    expires_ms: u64,
-    fp: u64,
-) -> Result<Entry, Error> {
-    Entry::new(token.bytes(), last, expires_ms, fp)
-        .ok_or_else(|| err("IDMP token must be 1..64 bytes"))
-}
-
-/// `[last, duplicate]`.
-pub(crate) fn reply_idmp(ctx: &Ctx, last: u64, duplicate: bool) {
-    ctx.reply_array(2);
-    ctx.reply_int(int(last));
-    ctx.reply_int(i64::from(duplicate));
-}
-
 /// SEQ.IDMPSET key token last expires fingerprint dropped
 ///
 /// The explicit effect of `SEQ.NEXT ... IDMP` (replicas, the AOF) and of an AOF rewrite: sets
@@ -358,7 +137,7 @@ pub(crate) fn idmpset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, key, record @ ..] = args else {
         return Err(Error::WrongArity);
     };
-    let (entry, dropped) = token_record(record)?;
+    let (entry, dropped) = seq_token_record(record)?;
     let new = Seq::new(entry.last, ctx.is_replay()).ok_or_else(|| err("last out of range"))?;
     SeqKey::open(ctx, key, true)?.set_with_token(new, dropped, entry)?;
     ctx.replicate_verbatim();
@@ -421,40 +200,6 @@ pub(crate) fn set(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     Ok(())
 }
 
-/// The value an ADVANCE moves to: `value`, clamped to the current value of the sequence
-/// `LIMIT seqkey` names when given (a missing key counts as 0, a key of another type is
-/// WRONGTYPE). The LIMIT key is declared read-only in the key specs, so Cluster requires it in
-/// the slot of the advanced key and ACL key patterns apply to it. Replay reads the same value
-/// there (sequence values replicate exactly), so the call still replicates as called.
-pub(crate) fn advance_target(ctx: &Ctx, value: &Arg, opts: &[Arg]) -> Result<u64, Error> {
-    let value = value_arg(value)?;
-    match opts {
-        [] => Ok(value),
-        [limit, seqkey] if limit.is("LIMIT") => {
-            let cap = SeqKey::open(ctx, seqkey, false)?
-                .get()
-                .map_or(0, Seq::value);
-            Ok(value.min(cap))
-        }
-        _ => Err(SYNTAX),
-    }
-}
-
-/// Answers Redis's keys position request for a command whose LIMIT key follows the keyword
-/// LIMIT at argument `from` or later (as its key spec says; see `glue::registry::limit_key`).
-pub(crate) fn limit_key_positions(ctx: &Ctx, args: &[Arg], from: usize) {
-    ctx.key_at(1);
-    let limit = args
-        .iter()
-        .enumerate()
-        .skip(from)
-        .find(|(_, a)| a.is("LIMIT"))
-        .map(|(i, _)| i + 1);
-    if let Some(i) = limit.filter(|&i| i < args.len()) {
-        ctx.key_at(i);
-    }
-}
-
 /// SEQ.ADVANCE key value [LIMIT seqkey]
 ///
 /// Keeps the gap mark: an acknowledged read position says nothing about values lost in a
@@ -471,7 +216,7 @@ pub(crate) fn advance(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     // An older acknowledgement changes nothing, so it neither signals the key (a client's
     // WATCH) nor replicates (see the module comment).
     let mut k = SeqKey::open(ctx, key, true)?;
-    let old = current(&k);
+    let old = k.get().unwrap_or_else(node::missing);
     let new = old
         .advance(value)
         .ok_or_else(|| err("value out of range"))?;

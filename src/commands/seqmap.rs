@@ -1,28 +1,27 @@
-//! SEQ.HNEXT / HGET / HMGET / HGETALL / HSCAN / HSET / HDEL / HLEN / HADVANCE: sequence maps,
-//! one key holding many named sequences, each field with exactly the rules of a SEQ key
-//! (`commands::seq`): 0 when missing, 0..2^63-1, NEXT strictly increasing, the gap skipped once
-//! after a field came from elsewhere (a missing field on a node that inherited its data counts
-//! as such, as a missing SEQ key does).
+//! SEQ.HNEXT / HGET / HMGET / HGETALL / HSCAN / HSET / HDEL / HLEN / HADVANCE, and SEQ.HIDMPSET
+//! (the replicated form of SEQ.HNEXT ... IDMP): sequence maps, one key holding many named
+//! sequences, each field with exactly the rules of a SEQ key: 0 when missing, 0..2^63-1, NEXT
+//! strictly increasing, the gap skipped once after a field came from elsewhere (a missing field
+//! on a node that inherited its data counts as such, as a missing SEQ key does).
 //!
 //! Replication follows the SEQ rule: as called when replay reproduces the effect exactly, else
-//! the explicit effect (a SEQ.HNEXT that skipped the gap replicates `SEQ.HSET key field last`);
-//! nothing when nothing changed. `SEQ.HNEXT ... IDMP token` replicates as called, deciding by
-//! the IDMP clock, and where that cannot hold its explicit effect, `SEQ.HIDMPSET key token last
-//! expires fingerprint dropped field` (see `commands::seq` for SEQ.NEXT's). A write opens its
-//! key once, for writing, and signals it only when it changed it (`Ctx::changed`), so a no-op
-//! leaves a client's WATCH alone.
+//! the explicit effect; nothing when nothing changed. SEQ.HNEXT shares the reserve protocol with
+//! SEQ.NEXT (`commands::reserve`). Every write opens its key once, for writing, and signals it
+//! only when it changed it (`Ctx::changed`), so a no-op leaves a client's WATCH alone.
 
-use super::seq::{
-    advance_target, answered, idmp_reserved, int, limit_key_positions, next_done, next_options,
-    reserve_from, token_entry, token_record, value_arg, Reserved,
+use super::args::{
+    advance_target, limit_key_positions, map_token_record, next_options, value_arg, MapRecord,
 };
-use crate::core::idmp::{fingerprint, Lookup, Window};
+use super::reserve::{reserve, Kind, Target};
+use crate::core::idmp::{FieldRequest, MapTokens};
+use crate::core::int;
+use crate::core::reserve::{Idmp, Record, Store};
 use crate::core::seq::Seq;
-use crate::core::seqmap::{check_name, MapError, SeqMap, MAX_NAME};
+use crate::core::seqmap::{check_name, Located, MapError, SeqMap, MAX_NAME};
 use crate::error::{err, Error, SYNTAX};
-use crate::glue::map_type::MapKey;
-use crate::glue::{Arg, Ctx};
+use crate::host::{Arg, Ctx};
 use crate::node;
+use crate::types::map::key::{MapKey, WriteError};
 use std::collections::HashMap;
 
 fn field_arg(a: &Arg) -> Result<&[u8], Error> {
@@ -42,10 +41,73 @@ fn map_error(e: MapError) -> Error {
     }
 }
 
-/// A field's state before a write: missing is 0, marked when this node inherited its data.
+impl From<WriteError> for Error {
+    fn from(e: WriteError) -> Error {
+        match e {
+            WriteError::Map(e) => map_error(e),
+            WriteError::Host(e) => e,
+        }
+    }
+}
+
+/// A field's state before a write: missing is [`node::missing`].
 fn current(m: Option<&SeqMap>, field: &[u8]) -> Seq {
-    m.and_then(|m| m.get(field))
-        .unwrap_or_else(|| Seq::new(0, node::inherited()).unwrap_or_default())
+    m.and_then(|m| m.get(field)).unwrap_or_else(node::missing)
+}
+
+const HNEXT: Kind = Kind {
+    event: c"seq.hnext",
+    set: c"SEQ.HSET",
+    idmpset: c"SEQ.HIDMPSET",
+    request: "field or COUNT",
+};
+
+/// One field of a map key, as the target of SEQ.HNEXT: located once (one hash and one probe for
+/// the read and the write).
+struct Field<'k, 'a> {
+    key: MapKey<'a>,
+    name: &'k [u8],
+    at: Option<Located>,
+}
+
+impl<'k, 'a> Field<'k, 'a> {
+    /// Opens `key` for writing and locates the field `name` in it.
+    #[inline(always)]
+    fn open(ctx: &'a Ctx, key: &Arg, name: &'k [u8]) -> Result<Field<'k, 'a>, Error> {
+        let key = MapKey::open(ctx, key, true)?;
+        let at = key.get().map(|m| m.locate(name));
+        Ok(Field { key, name, at })
+    }
+}
+
+/// Its tokens remember the field and the COUNT.
+impl Store for Field<'_, '_> {
+    type Request = FieldRequest;
+    #[inline(always)]
+    fn state(&self) -> Option<Seq> {
+        self.key
+            .get()
+            .zip(self.at.as_ref())
+            .and_then(|(m, at)| m.state(at))
+    }
+    fn tokens(&self) -> Option<&MapTokens> {
+        self.key.get().and_then(|m| m.tokens.as_deref())
+    }
+}
+
+impl Target for Field<'_, '_> {
+    #[inline(always)]
+    fn commit(&mut self, s: Seq, record: Option<Record<FieldRequest>>) -> Result<(), Error> {
+        let (name, at) = (self.name, self.at.take());
+        self.key.update(|m| match at {
+            Some(at) => m.store(name, at, s),
+            None => m.set(name, s),
+        })?;
+        if let Some(r) = record {
+            self.key.record_token(r.dropped, r.entry)?;
+        }
+        Ok(())
+    }
 }
 
 /// SEQ.HNEXT key field [COUNT n] [IDMP token]
@@ -55,116 +117,64 @@ pub(crate) fn hnext(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     };
     let field = field_arg(field_a)?;
     let (count, token) = next_options(opts)?;
-    if let Some(token) = token {
-        return hnext_idmp(ctx, key, field_a, count, token);
-    }
-    let mut k = MapKey::open(ctx, key, true)?;
-    // One hash and one probe for the read and the write.
-    let at = k.get().map(|m| m.locate(field));
-    let old = k
-        .get()
-        .zip(at.as_ref())
-        .and_then(|(m, at)| m.state(at))
-        .unwrap_or_else(|| Seq::new(0, node::inherited()).unwrap_or_default());
-    let (n, replay) = reserve_from(ctx, old, count)?;
-    let m = k.get_or_create()?;
-    let stored = match at {
-        Some(at) => m.store(field, at, n.state),
-        None => m.set(field, n.state),
-    };
-    if let Err(e) = stored {
-        if m.is_empty() {
-            k.delete();
+    match token {
+        None => {
+            let target = Field::open(ctx, key, field)?;
+            reserve(ctx, &HNEXT, key, Some(field_a), target, count, None)
         }
-        return Err(map_error(e));
+        Some(token) => hnext_idmp(ctx, key, field_a, count, token),
     }
-    drop(k);
-    next_done(ctx, key, c"seq.hnext", n, replay, count, || {
-        ctx.replicate_key_arg_int(c"SEQ.HSET", key, field_a, int(n.last))
-    });
-    Ok(())
 }
 
-/// One NEXT of a field: the reservation, and whether the call is a replay.
-#[inline(always)]
-fn reserve(
-    ctx: &Ctx,
-    m: Option<&SeqMap>,
-    field: &[u8],
-    count: u64,
-) -> Result<(crate::core::seq::Next, bool), Error> {
-    reserve_from(ctx, current(m, field), count)
-}
-
-/// SEQ.HNEXT key field [COUNT n] IDMP token: `[last, duplicate]`. The request's fingerprint
-/// covers the field and the count, so a token reused for another field is refused.
+/// SEQ.HNEXT key field [COUNT n] IDMP token: `[last, duplicate]`. The token remembers the field
+/// and the count themselves, so a token reused for another field or count is refused.
 #[inline(never)]
 fn hnext_idmp(ctx: &Ctx, key: &Arg, field_a: &Arg, count: u64, token: &Arg) -> Result<(), Error> {
     let field = field_a.bytes();
-    let clock = node::idmp_clock::for_call(ctx);
-    let fp = fingerprint(field, count);
-    let mut k = MapKey::open(ctx, key, true)?;
-    let lookup = k
-        .get()
-        .and_then(|m| m.tokens.as_deref())
-        .map_or(Lookup::Miss, |w| w.lookup(token.bytes(), fp, clock.now_ms));
-    if answered(ctx, lookup, "field or COUNT")? {
-        return Ok(());
-    }
-    let (n, replay) = reserve(ctx, k.get(), field, count)?;
-    let m = k.get_or_create()?;
-    if let Err(e) = m.set(field, n.state) {
-        if m.is_empty() {
-            k.delete();
-        }
-        return Err(map_error(e));
-    }
-    let window = m.tokens.get_or_insert_with(Box::default);
-    let dropped = window.plan(clock.now_ms, clock.max);
-    let entry = token_entry(token, n.last, clock.expires_ms(), fp)?;
-    window.apply(dropped, entry);
-    drop(k);
-    let r = Reserved::new(clock, n, replay, count, fp, dropped);
-    idmp_reserved(
+    let clock = node::idmp_clock::for_call(ctx)?;
+    let idmp = Idmp {
+        token: token.bytes(),
+        ask: (field, count),
+        clock: clock.clock(),
+    };
+    let target = Field::open(ctx, key, field)?;
+    reserve(
         ctx,
-        c"SEQ.HIDMPSET",
-        c"seq.hnext",
+        &HNEXT,
         key,
-        token,
         Some(field_a),
-        r,
-    );
-    Ok(())
+        target,
+        count,
+        Some((token, idmp, clock)),
+    )
 }
 
-/// SEQ.HIDMPSET key token last expires fingerprint dropped [field]
+/// SEQ.HIDMPSET key token last expires dropped COUNT n FIELD field [SET]
+/// SEQ.HIDMPSET key token last expires fingerprint dropped [field] (the first form)
 ///
-/// The explicit effect of `SEQ.HNEXT ... IDMP` (with the field: it is set to `last`, marked
+/// The explicit effect of `SEQ.HNEXT ... IDMP` (with SET: the field is set to `last`, marked
 /// when replayed, as SEQ.HSET marks) and of an AOF rewrite (without: the fields came first).
-/// Drops the `dropped` oldest tokens and records `token`. Internal, as SEQ.IDMPSET.
+/// Drops the `dropped` oldest tokens and records `token` with its request, the field and
+/// COUNT. The first form, which builds before this one wrote, records a fingerprint of the
+/// request instead (its field, when given, is set). Internal, as SEQ.IDMPSET.
 pub(crate) fn hidmpset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
-    let (key, record, field) = match args {
-        [_, key, record @ ..] if record.len() == 5 => (key, record, None),
-        [_, key, record @ .., field] if record.len() == 5 => (key, record, Some(field_arg(field)?)),
-        _ => return Err(Error::WrongArity),
+    let [_, key, record @ ..] = args else {
+        return Err(Error::WrongArity);
     };
-    let (entry, dropped) = token_record(record)?;
+    let MapRecord {
+        entry,
+        dropped,
+        set: field,
+    } = map_token_record(record)?;
     let new = Seq::new(entry.last, ctx.is_replay()).ok_or_else(|| err("last out of range"))?;
     let mut k = MapKey::open(ctx, key, true)?;
     if field.is_none() && k.get().is_none() {
         return Err(err("no such key (a token without a field needs the map)"));
     }
-    let m = k.get_or_create()?;
     if let Some(field) = field {
-        if let Err(e) = m.set(field, new) {
-            if m.is_empty() {
-                k.delete();
-            }
-            return Err(map_error(e));
-        }
+        k.set_field(field, new)?;
     }
-    let window: &mut Window = m.tokens.get_or_insert_with(Box::default);
-    window.apply(dropped, entry);
+    k.record_token(dropped, entry)?;
     drop(k);
     ctx.replicate_verbatim();
     ctx.changed(c"seq.hidmpset", key);
@@ -288,9 +298,10 @@ pub(crate) fn hscan(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 
 /// SEQ.HSET key field value [field value ...] -> the number of fields added.
 ///
-/// Every pair is checked before anything changes. A repeated field takes its last value, as in
-/// HSET. A value this process did not choose (AOF replay, the primary's stream) is marked for
-/// the gap; a client's write clears the mark.
+/// Every pair is checked before anything changes, and the whole write fits the map before the
+/// first field is set. A repeated field takes its last value, as in HSET. A value this process
+/// did not choose (AOF replay, the primary's stream) is marked for the gap; a client's write
+/// clears the mark.
 pub(crate) fn hset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, key, pairs @ ..] = args else {
         return Err(Error::WrongArity);
@@ -310,8 +321,8 @@ pub(crate) fn hset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
             order.push(name);
         }
     }
+    let mut k = MapKey::open(ctx, key, true)?;
     let (added, changed) = {
-        let k = MapKey::open(ctx, key, false)?;
         let m = k.get();
         let mut added = 0u64;
         let mut changed = false;
@@ -333,17 +344,12 @@ pub(crate) fn hset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         (added, changed)
     };
     if changed {
-        let mut k = MapKey::open(ctx, key, true)?;
-        let m = k.get_or_create()?;
-        for name in &order {
-            let new = last.get(name).copied().unwrap_or_default();
-            if let Err(e) = m.set(name, new) {
-                if m.is_empty() {
-                    k.delete();
-                }
-                return Err(map_error(e));
+        k.update(|m| {
+            for name in &order {
+                m.set(name, last.get(name).copied().unwrap_or_default())?;
             }
-        }
+            Ok(())
+        })?;
         drop(k);
         ctx.replicate_verbatim();
         ctx.changed(c"seq.hset", key);
@@ -353,34 +359,36 @@ pub(crate) fn hset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 }
 
 /// SEQ.HDEL key field [field ...] -> the number of fields removed. Removing the last field
-/// deletes the key, as for a Redis hash.
+/// deletes the key and publishes `seq.hdel` then `del`, as HDEL does for a Redis hash.
 pub(crate) fn hdel(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let (key, names) = key_and_fields(args)?;
-    let present = {
-        let k = MapKey::open(ctx, key, false)?;
-        k.get()
-            .is_some_and(|m| names.iter().any(|n| m.get(n).is_some()))
-    };
+    let mut k = MapKey::open(ctx, key, true)?;
+    let present = k
+        .get()
+        .is_some_and(|m| names.iter().any(|n| m.get(n).is_some()));
     let mut removed = 0u64;
     if present {
-        let mut k = MapKey::open(ctx, key, true)?;
         let m = k.get_or_create()?;
         for n in &names {
             removed += u64::from(m.remove(n));
         }
-        if m.is_empty() {
+        let emptied = m.is_empty();
+        if emptied {
             k.delete();
         }
         drop(k);
         ctx.replicate_verbatim();
         ctx.changed(c"seq.hdel", key);
+        if emptied {
+            ctx.deleted(key);
+        }
     }
     ctx.reply_int(int(removed));
     Ok(())
 }
 
 /// SEQ.HADVANCE key field value [LIMIT seqkey] -> max(current, value), `value` first clamped
-/// to the SEQ key `seqkey` (see `seq::advance_target`). Keeps the field's gap mark, as
+/// to the SEQ key `seqkey` (see `args::advance_target`). Keeps the field's gap mark, as
 /// SEQ.ADVANCE does.
 pub(crate) fn hadvance(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     if ctx.keys_position_request() {
@@ -392,21 +400,11 @@ pub(crate) fn hadvance(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     };
     let field = field_arg(field)?;
     let to = advance_target(ctx, value, opts)?;
-    let (old, new) = {
-        let k = MapKey::open(ctx, key, false)?;
-        let old = current(k.get(), field);
-        let new = old.advance(to).ok_or_else(|| err("value out of range"))?;
-        (old, new)
-    };
+    let mut k = MapKey::open(ctx, key, true)?;
+    let old = current(k.get(), field);
+    let new = old.advance(to).ok_or_else(|| err("value out of range"))?;
     if new.value() != old.value() {
-        let mut k = MapKey::open(ctx, key, true)?;
-        let m = k.get_or_create()?;
-        if let Err(e) = m.set(field, new) {
-            if m.is_empty() {
-                k.delete();
-            }
-            return Err(map_error(e));
-        }
+        k.set_field(field, new)?;
         drop(k);
         ctx.replicate_verbatim();
         ctx.changed(c"seq.hadvance", key);

@@ -6,43 +6,14 @@
 //! borrowing never moves message IDs. Like MSGID.GEN it replicates nothing but the lease's
 //! renewals: the IDs are not state.
 
-use crate::config::{uid_settings, CLUSTER_MODE};
+use crate::config::CLUSTER_MODE;
+use crate::core::int;
 use crate::core::slot::key_slot;
-use crate::core::uid::{
-    parse_epoch, parse_unit, Field, Layout, LayoutError, LayoutSpec, NodeSpec, TimeUnit,
-    UidGenerator, MAX_BATCH,
-};
+use crate::core::uid::{Field, Layout, LayoutSpec, TimeUnit, MAX_BATCH};
 use crate::error::{err, Error, SYNTAX};
-use crate::glue::{Arg, Ctx, Val};
-use crate::node::{self, ids};
-use redis_module::{Context, Status};
+use crate::host::{Arg, Ctx, Val};
+use crate::node::ids;
 use std::sync::atomic::Ordering;
-
-/// Builds the generator from the `imid.uid-*` configs and checks them together against the
-/// server clock and mode. Called from init after the configs are loaded; a refusal fails the
-/// load with a log line that says why (for a layout that runs out, when).
-pub(crate) fn configure(ctx: &Context) -> Status {
-    match build(node::now_ms(), CLUSTER_MODE.load(Ordering::Relaxed)) {
-        Ok(g) => {
-            ids::set_uid_generator(g);
-            Status::Ok
-        }
-        Err(e) => {
-            ctx.log_warning(&format!("imid: {e}; not loading"));
-            Status::Err
-        }
-    }
-}
-
-fn build(now_ms: u64, cluster: bool) -> Result<UidGenerator, LayoutError> {
-    let (layout, epoch, unit, node) = uid_settings();
-    let spec = LayoutSpec::parse(&layout)?.unwrap_or(LayoutSpec::auto(cluster));
-    // An explicit epoch or unit overrides the named layout's.
-    let layout = spec.resolve(parse_epoch(&epoch)?, parse_unit(&unit)?)?;
-    layout.check_lifetime(now_ms)?;
-    let mode = layout.node_mode(NodeSpec::parse(&node)?, cluster)?;
-    Ok(UidGenerator::new(layout, mode))
-}
 
 /// The `INFO imid` fields of this family, in order.
 pub(crate) fn info_fields() -> [(&'static str, u64); 5] {
@@ -65,19 +36,13 @@ pub(crate) fn info_fields() -> [(&'static str, u64); 5] {
 /// As MSGID.FLOOR: from a client at most a minute ahead of the server clock; from any source
 /// at most 2^63-1 (the UID lease's cap).
 pub(crate) fn floor(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
-    super::msgid::apply_floor(
+    super::floor::apply(
         ctx,
         args,
         "UID.FLOOR",
         ids::UID_LEASE_CAP,
         ids::raise_uid_floor,
     )
-}
-
-/// UIDs, node and seq numbers and the layout's times are below 2^63 by construction (the
-/// widths sum to 63, Layout::new bounds the times).
-fn int(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
 }
 
 /// UID.GEN target [COUNT n] [STRING]

@@ -6,7 +6,7 @@
 //!   AOF or from a primary.
 //! - `until`: every ID this process issued has a time below it. Renewed, `LEASE_MS` ahead of the
 //!   issued time, once an issued time comes within half a lease of it; each renewal is persisted
-//!   and replicated by the glue (`node::ids`).
+//!   and replicated by the node (`node::ids`).
 //! - `cap`: neither ever goes past it. It is the largest mark the family's loaders accept (the
 //!   RDB aux data, the FLOOR command), so a node never writes a mark it would refuse at restart.
 //!

@@ -29,7 +29,7 @@ pub struct Seq {
 pub enum NextError {
     /// The block (after the gap, if due) would pass [`MAX_VALUE`].
     Overflow,
-    /// A count of 0 reserves nothing; the glue rejects it before this is reached.
+    /// A count of 0 reserves nothing; the commands reject it before this is reached.
     ZeroCount,
 }
 
@@ -67,7 +67,7 @@ impl Seq {
     /// The word stored as the module value "pointer", so a key costs no allocation of its own:
     /// `value << 2 | needs_gap << 1 | 1`, or `None` for a value above [`MAX_INLINE`]. The low
     /// bit 1 tells it from a pointer (aligned, so its low bit is 0) to a boxed state, which
-    /// keys with IDMP tokens and the rare larger values use (`src/glue/seq_value.rs`); the
+    /// keys with IDMP tokens and the rare larger values use (`src/types/seq/value.rs`); the
     /// word is never zero, which Redis would read as no value.
     pub const fn to_word(self) -> Option<u64> {
         if self.value > MAX_INLINE {

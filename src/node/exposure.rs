@@ -26,7 +26,8 @@
 //!   process: PERSISTENCE SYNC_RDB_START, then ENDED or FAILED.
 
 use super::{SEQ_GAP_SKIPS, SEQ_ISSUED};
-use crate::glue::{self, Ctx, ServerInfo};
+use crate::host::server::ServerInfo;
+use crate::host::{self, Ctx};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -179,7 +180,7 @@ pub(crate) fn current() -> Exposure {
         issued: BASE_ISSUED.load(Ordering::Relaxed),
         skips: BASE_SKIPS.load(Ordering::Relaxed),
     };
-    exposure(now(), base, crate::config::seq_gap(), glue::aof_on())
+    exposure(now(), base, crate::config::seq_gap(), host::aof_on())
 }
 
 /// FORK_CHILD BORN, in the parent right after the fork.

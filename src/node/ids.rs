@@ -16,13 +16,17 @@
 //! Commands run on Redis's main thread, so the lock is never contended; it is a Mutex only to
 //! make the static `Sync`.
 
+use crate::config::uid_settings;
 use crate::core::generator::{GenStats, Generator, Issued, MsgidExhausted};
+use crate::core::int;
 use crate::core::lease::{Lease, PastCap};
 use crate::core::msgid::MAX_TIME;
-use crate::core::uid::{Layout, Run, UidGenerator, UidStats};
+use crate::core::uid::{
+    parse_epoch, parse_unit, Layout, LayoutError, LayoutSpec, NodeSpec, Run, UidGenerator, UidStats,
+};
 use crate::error::{err, Error};
-use crate::glue::Ctx;
-use crate::node::cluster::{Family, Leases};
+use crate::host::Ctx;
+use crate::node::promises::{self, Family, Leases, LEASE_MESSAGE};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -76,8 +80,8 @@ enum Renewal {
 pub(crate) fn issue_msgid(ctx: &Ctx, slot: Option<u16>) -> Result<Issued, MsgidExhausted> {
     let (issued, renewed) = {
         let mut g = ids();
-        if let Some(peer) = slot.and_then(super::cluster::adopt) {
-            // A peer's lease past the cap is refused (node::cluster refuses it already).
+        if let Some(peer) = slot.and_then(promises::adopt) {
+            // A peer's lease past the cap is refused (`node::promises` refuses it already).
             let _ = g.raise_msgid_floor(peer.msgid);
         }
         let floor = g.msgid_lease.floor();
@@ -92,15 +96,24 @@ pub(crate) fn issue_msgid(ctx: &Ctx, slot: Option<u16>) -> Result<Issued, MsgidE
         (issued, renewed.map(Renewal::Msgid))
     };
     publish_renewal(ctx, renewed);
-    if slot.is_some() && super::cluster::issued(Family::MsgId, issued.time) {
+    if slot.is_some() && promises::issued(Family::MsgId, issued.time) {
         send_promise(ctx);
     }
     Ok(issued)
 }
 
-/// Installs the UID generator (at load, once the configs are checked).
-pub(crate) fn set_uid_generator(g: UidGenerator) {
-    ids().uid = Some(g);
+/// Builds the UID generator from the `imid.uid-*` configs, checked together against the clock
+/// `now_ms` and the server mode, and installs it (at load, once the configs are loaded). A
+/// refusal says why (for a layout that runs out, when); the load then fails.
+pub(crate) fn configure_uid(now_ms: u64, cluster: bool) -> Result<(), LayoutError> {
+    let (layout, epoch, unit, node) = uid_settings();
+    let spec = LayoutSpec::parse(&layout)?.unwrap_or(LayoutSpec::auto(cluster));
+    // An explicit epoch or unit overrides the named layout's.
+    let layout = spec.resolve(parse_epoch(&epoch)?, parse_unit(&unit)?)?;
+    layout.check_lifetime(now_ms)?;
+    let mode = layout.node_mode(NodeSpec::parse(&node)?, cluster)?;
+    ids().uid = Some(UidGenerator::new(layout, mode));
+    Ok(())
 }
 
 /// Issues a run of `count` UIDs for a target in hash slot `slot` (cluster mode only; standalone
@@ -123,7 +136,7 @@ fn issue_uid_at(ctx: &Ctx, slot: Option<u16>, count: u32, now_ms: u64) -> Result
         let uid = uid
             .as_mut()
             .ok_or_else(|| err("UID generator not configured"))?;
-        if let Some(peer) = slot.and_then(super::cluster::adopt) {
+        if let Some(peer) = slot.and_then(promises::adopt) {
             // A peer's lease past the cap is refused: it could not be persisted.
             let _ = uid_lease.raise_floor(peer.uid);
         }
@@ -133,7 +146,7 @@ fn issue_uid_at(ctx: &Ctx, slot: Option<u16>, count: u32, now_ms: u64) -> Result
         (run, uid_lease.cover(run.time_ms).map(Renewal::Uid))
     };
     publish_renewal(ctx, renewed);
-    if slot.is_some() && super::cluster::issued(Family::Uid, run.time_ms) {
+    if slot.is_some() && promises::issued(Family::Uid, run.time_ms) {
         send_promise(ctx);
     }
     Ok(run)
@@ -180,11 +193,11 @@ fn publish_renewal(ctx: &Ctx, renewed: Option<Renewal>) {
     }
 }
 
-/// Sends this node's promise to every other node of the cluster (node::cluster).
+/// Sends this node's promise to every other node of the cluster (`node::promises`).
 pub(crate) fn send_promise(ctx: &Ctx) {
-    let p = super::cluster::advertised(floors());
+    let p = promises::advertised(floors());
     if p != Leases::default() {
-        ctx.send_lease(p.msgid, p.uid);
+        ctx.send_cluster_message(LEASE_MESSAGE, &promises::encode(p));
     }
 }
 
@@ -197,9 +210,9 @@ pub(crate) fn floors() -> Leases {
     }
 }
 
-/// Raises the floors to what a slot adoption found (node::cluster): the old owner's promise,
+/// Raises the floors to what a slot adoption found (`node::cluster`): the old owner's promise,
 /// each family its own (the message-ID one raises the UID floor too, as everywhere). A promise
-/// past a lease's cap is refused (node::cluster refuses it already).
+/// past a lease's cap is refused (`node::promises` refuses it already).
 pub(crate) fn raise_floors(l: Leases) {
     let mut g = ids();
     let _ = g.raise_msgid_floor(l.msgid);
@@ -262,12 +275,12 @@ pub(crate) fn raise_uid_floor(ms: u64) -> Result<(), Error> {
 
 /// Writes the message-ID mark to the AOF and to replicas, as `MSGID.FLOOR ms`.
 pub(crate) fn replicate_floor(ctx: &Ctx, ms: u64) {
-    ctx.replicate_int(c"MSGID.FLOOR", i64::try_from(ms).unwrap_or(i64::MAX));
+    ctx.replicate_int(c"MSGID.FLOOR", int(ms));
 }
 
 /// Writes the UID mark to the AOF and to replicas, as `UID.FLOOR ms`.
 pub(crate) fn replicate_uid_floor(ctx: &Ctx, ms: u64) {
-    ctx.replicate_int(c"UID.FLOOR", i64::try_from(ms).unwrap_or(i64::MAX));
+    ctx.replicate_int(c"UID.FLOOR", int(ms));
 }
 
 /// The marks of an earlier process (RDB aux data of a restart or a full sync): raise the
@@ -318,8 +331,8 @@ pub(crate) fn marks_for_rewrite() -> Option<Marks> {
     }
     let g = ids();
     let m = Marks {
-        msgid: i64::try_from(g.msgid_lease.high_water()).unwrap_or(i64::MAX),
-        uid: i64::try_from(g.uid_lease.high_water()).unwrap_or(i64::MAX),
+        msgid: int(g.msgid_lease.high_water()),
+        uid: int(g.uid_lease.high_water()),
     };
     (m.msgid > 0 || m.uid > 0).then_some(m)
 }

@@ -1,22 +1,32 @@
-//! Node-wide state, below every command family: the clock, whether this node inherited its
-//! data, the counters `INFO imid` reports, (in `ids`) the ID generators with the time lease
-//! they share, and (in `exposure`) what a crash could take back since the last snapshot. The
-//! data type, the server events, INFO and the handlers import this; it imports none of them.
+//! Node-wide state, below the data types and the command families: the clock, whether this node
+//! inherited its data, the counters `INFO imid` reports; the ID generators with their time
+//! leases (`ids`); the IDMP clock (`idmp_clock`); slot adoption in cluster mode (`promises`, the
+//! book of what peers promised, and `cluster`, what the cluster tells this node); Valkey 9's
+//! atomic slot migration (`migration`); what each server event does (`events`); what a crash
+//! could take back since the last snapshot (`exposure`); and, in a test build, the steerable
+//! clock and armed panics (`test_hooks`). It imports the core, the configs and `host`; nothing
+//! above it.
 
 pub(crate) mod cluster;
+pub(crate) mod events;
 pub(crate) mod exposure;
 pub(crate) mod idmp_clock;
 pub(crate) mod ids;
+pub(crate) mod migration;
+pub(crate) mod promises;
+#[cfg(feature = "test-hooks")]
+pub(crate) mod test_hooks;
 
+use crate::core::seq::Seq;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// The wall clock the generators read: the system clock, or the tests' steerable clock in a
 /// build with the `test-hooks` feature.
 pub(crate) fn now_ms() -> u64 {
     #[cfg(feature = "test-hooks")]
-    return crate::test_hooks::now_ms();
+    return test_hooks::now_ms();
     #[cfg(not(feature = "test-hooks"))]
-    crate::core::generator::system_now_ms()
+    crate::host::clock::system_now_ms()
 }
 
 /// Set once this process has loaded data it did not write itself: an RDB or AOF at startup,
@@ -27,13 +37,20 @@ pub(crate) fn now_ms() -> u64 {
 /// new sequences at 1. Never cleared: a lost key can be used again at any later time.
 static INHERITED: AtomicBool = AtomicBool::new(false);
 
-/// Called from the loading and role-change server events (see `events`).
+/// Called from the loading and role-change server events (`events`).
 pub(crate) fn mark_inherited() {
     INHERITED.store(true, Ordering::Relaxed);
 }
 
 pub(crate) fn inherited() -> bool {
     INHERITED.load(Ordering::Relaxed)
+}
+
+/// The state a write starts from when the sequence (a key, a map field) is missing: 0, marked
+/// for the gap when this node inherited its data ([`inherited`]).
+#[inline]
+pub(crate) fn missing() -> Seq {
+    Seq::new(0, inherited()).unwrap_or_default()
 }
 
 /// A counter for `INFO imid`. Commands run on Redis's main thread; atomics keep the statics

@@ -163,7 +163,7 @@ fn assert_writers_denied(s: &Server, admin: &mut Connection, user: &str) {
     let generated = s.imid_stat("msgid_generated");
     let uids = s.imid_stat("uid_generated");
     let mut con = login(s, user);
-    let now = server_time_ms_u64(admin);
+    let now = server_time_ms(admin) as u64;
     for (keys, call) in write_calls(now) {
         let name = call[0].to_ascii_lowercase();
         let args: Vec<&str> = call.iter().map(String::as_str).collect();
@@ -262,7 +262,7 @@ fn read_user_runs_readers_only(bin: std::path::PathBuf) {
     let mut admin = setup(&s, "reader", &["-@all", "+@read"]);
     assert_readers_allowed(&s, "reader");
     let mut con = login(&s, "reader");
-    for (_, call) in write_calls(server_time_ms_u64(&mut admin)) {
+    for (_, call) in write_calls(server_time_ms(&mut admin) as u64) {
         let args: Vec<&str> = call.iter().map(String::as_str).collect();
         let e = cmd::<Value>(&mut con, &args).unwrap_err();
         assert_denied(&e, "reader", &call[0].to_ascii_lowercase(), "direct");

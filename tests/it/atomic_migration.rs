@@ -373,8 +373,8 @@ fn the_new_owner_issues_above_the_old_owners_ids_each_way() {
     migrate(&cluster, a, b, s);
     issue(&cluster.nodes[b], &mut ids, &mut uids);
     // In order across owners, strictly: none issued twice.
-    assert_increasing(&ids);
-    assert_increasing(&uids);
+    assert_increasing("message IDs", &ids);
+    assert_increasing("UIDs", &uids);
 }
 
 #[test]

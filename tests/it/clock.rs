@@ -63,7 +63,7 @@ fn assert_starts_above<T: Ord + std::fmt::Display>(
     let new = gen(con, n, "t");
     let last = old.iter().max().unwrap();
     assert!(new[0] > *last, "{} <= {last}", new[0]);
-    assert_increasing(&new);
+    assert_increasing("after the jump back", &new);
     new
 }
 
@@ -77,7 +77,7 @@ fn frozen_clock_borrows_exactly_one_ms_per_4096_ids() {
     let mut con = s.client();
     set_clock(&mut con, &["FREEZE", "1893456000000"]); // 2030-01-01, frozen
     let ids = msgids(&mut con, 10_000, "t");
-    assert_increasing(&ids);
+    assert_increasing("message IDs", &ids);
     assert_eq!(ids.iter().collect::<HashSet<_>>().len(), 10_000);
     assert_eq!(msgid_time_of(&mut con, &ids[0]), 1893456000000);
     assert_eq!(msgid_time_of(&mut con, &ids[4095]), 1893456000000);
@@ -99,7 +99,7 @@ fn clock_stepping_back_never_repeats_an_id() {
     set_clock(&mut con, &["OFFSET", "-30000"]); // the wall clock jumps 30 seconds back
     let after = msgids(&mut con, 10_000, "t");
     let all: Vec<String> = before.iter().chain(after.iter()).cloned().collect();
-    assert_increasing(&all);
+    assert_increasing("message IDs", &all);
     assert_eq!(all.iter().collect::<HashSet<_>>().len(), all.len());
     assert_eq!(
         s.imid_stat("msgid_clock_regressions"),
@@ -127,7 +127,7 @@ fn restart_from_aof_with_the_clock_behind_starts_above_old_ids() {
     let mut con = s.crash_restart(); // kill -9
                                      // The restarted node's clock is a minute behind.
     let new = assert_starts_above(&mut con, &old, 1_000, msgids);
-    assert_increasing(&new);
+    assert_increasing("after the restart", &new);
 }
 
 /// A test-hooks server writing an AOF with every write fsynced.
@@ -263,7 +263,7 @@ fn promoted_replica_with_a_slow_clock_issues_above_the_old_primary() {
         });
         // ... and the promoted replica's clock is a minute behind.
         let new = assert_starts_above(&mut rcon, &old, 1_000, msgids);
-        assert_increasing(&new);
+        assert_increasing("after the failover", &new);
     }
 }
 
@@ -359,7 +359,7 @@ fn frozen_clock_fills_the_seq_field_then_borrows_the_next_ms() {
     // ... and batches on the same frozen clock continue the same lane
     let batch: Vec<i64> = cmd(&mut con, &["UID.GEN", "t", "COUNT", "5000"]).unwrap();
     ids.extend(batch);
-    assert_increasing(&ids);
+    assert_increasing("UIDs", &ids);
     assert_eq!(ids.iter().collect::<HashSet<_>>().len(), 10_000);
     // (time, node, seq); the 4097th UID borrows the next ms
     assert_decoded(
@@ -389,7 +389,7 @@ fn frozen_clock_in_seconds_borrows_the_next_second() {
     for _ in 0..2 {
         ids.extend(cmd::<Vec<i64>>(&mut con, &["UID.GEN", "t", "COUNT", "10000"]).unwrap());
     }
-    assert_increasing(&ids);
+    assert_increasing("UIDs", &ids);
     let second = EPOCH + 5_000_000;
     assert_decoded(
         &mut con,
@@ -409,7 +409,7 @@ fn frozen_clock_under_sonyflake_borrows_the_next_ten_ms_and_never_sleeps() {
     // With the clock frozen, a generator that waited for the next 10 ms would hang here.
     let mut ids = uids(&mut con, 1_000, "t");
     ids.extend(cmd::<Vec<i64>>(&mut con, &["UID.GEN", "t", "COUNT", "5000"]).unwrap());
-    assert_increasing(&ids);
+    assert_increasing("UIDs", &ids);
     // UID.DECODE replies in the layout's order: (time, seq, node); the 257th borrows the
     // next 10 ms
     assert_decoded(
@@ -438,7 +438,7 @@ fn clock_thirty_seconds_back_never_repeats_a_uid() {
         set_clock(&mut con, &["OFFSET", "-30000"]); // the wall clock jumps 30 seconds back
         let after = uids(&mut con, 10_000, "t");
         let all: Vec<i64> = before.iter().chain(after.iter()).copied().collect();
-        assert_increasing(&all);
+        assert_increasing("UIDs", &all);
         // While the clock is behind, UIDs hold at the last time unit and count up.
         let last_before = uid_time_of(&mut con, *before.last().unwrap());
         assert!(uid_time_of(&mut con, after[0]) >= last_before);

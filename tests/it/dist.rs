@@ -1,5 +1,6 @@
 //! `make dist`: the release tarball holds the module, README, CHANGELOG, LICENSE, what README
-//! links to (docs/, examples/, and server-bench/RESULTS.md which the docs link to) and
+//! links to (docs/, examples/, and server-bench/README.md and RESULTS.md, which the README and
+//! the docs link to) and
 //! SHA256SUMS under one directory named after Cargo.toml's version; every relative link of every
 //! page in it leads to a file in it; the sums match; and the module unpacked from it loads into
 //! a fresh server and reports that version in MODULE LIST.
@@ -54,6 +55,7 @@ fn dist_tarball_unpacks_verifies_and_loads() {
             "--",
             "docs",
             "examples",
+            "server-bench/README.md",
             "server-bench/RESULTS.md",
         ])
         .current_dir(root()));

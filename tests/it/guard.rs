@@ -92,7 +92,7 @@ fn a_panic_in_a_type_callback_is_caught_and_the_server_lives() {
 
     assert_eq!(int(&mut con, &["SEQ.NEXT", "k"]), 6, "the dataset survives");
 
-    // The sequence map's callbacks are the same code (glue/data_type.rs), named for the type.
+    // The sequence map's callbacks are the same code (src/entry/data_type.rs), named for the type.
     assert_eq!(int(&mut con, &["SEQ.HSET", "m", "a", "5"]), 1);
     let payload: Vec<u8> = redis::cmd("DUMP").arg("m").query(&mut con).unwrap();
     arm(&mut con, "rdb_load (sequence map)");

@@ -6,16 +6,10 @@
 use crate::common;
 use common::*;
 
-const LEASE_MS: i64 = 5000;
 /// The message-ID lease's cap: every message ID's time is below 2^42.
 const MSGID_CAP: i64 = 1 << 42;
 /// The UID lease's cap (UID.FLOOR takes a signed 64-bit time).
 const UID_CAP: i64 = i64::MAX;
-
-fn ok(con: &mut Connection, args: &[&str]) {
-    let r: String = cmd(con, args).unwrap();
-    assert_eq!(r, "OK", "{args:?}");
-}
 
 /// The `time` field of a decoded ID (MSGID.DECODE or UID.DECODE).
 fn time_field(con: &mut Connection, decode: &str, id: &str) -> i64 {

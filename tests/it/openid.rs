@@ -267,7 +267,7 @@ fn bad_keys_are_refused_at_config_set_and_old_keys_stay() {
 #[test]
 fn malformed_key_at_startup_is_refused() {
     // As a config line (`--imid.openid-keys`), and as a module argument (right after the
-    // module's path, where refused_startup puts the arguments).
+    // module's path, where `Launch::args` puts them).
     let two = format!("{KEY_A},,{KEY_B}");
     let cases: [[&str; 2]; 3] = [
         ["--imid.openid-keys", BAD_KEY],
@@ -277,11 +277,70 @@ fn malformed_key_at_startup_is_refused() {
     for case in cases {
         // Redis aborts startup when a module config is refused (the module is unloaded and
         // "Can't load module ... server aborting"), so the bad key can never be in force.
-        let (log, output) = refused_startup(&case);
+        let Refusal { log, output } = Server::build().args(&case).refused("Can't load module");
         assert!(log.contains("imid.openid-keys entry"), "{log}");
         assert_no_key("startup log", &log);
         assert_no_key("startup output", &output);
     }
+}
+
+/// Keys given in the wrong shape as module arguments (`openid-keys K1, K2` with a space after
+/// the comma, two keys as two words, a key first, a key as another config's value) are refused,
+/// and no word of them reaches the log or the output, on every server: imid names arguments by
+/// position, never quoting one (docs/configuration.md). `MODULE LOADEX ... ARGS` and `... CONFIG`
+/// with such values log none either.
+#[test]
+fn no_key_reaches_the_log_from_module_arguments() {
+    let a_comma = format!("{KEY_A},");
+    let cases: [&[&str]; 5] = [
+        &["openid-keys", &a_comma, KEY_B],
+        &["openid-keys", KEY_A, KEY_B],
+        &[KEY_A, "openid-keys", KEY_B],
+        &["seq-gap", KEY_A],
+        &["imid.openid-keys", BAD_KEY, "uid-node", KEY_B],
+    ];
+    for bin in [
+        std::path::PathBuf::from(redis_server_bin()),
+        newer_server!("redis8"),
+        newer_server!("valkey9"),
+    ] {
+        for args in cases {
+            let Refusal { log, output } = Server::build()
+                .bin(&bin)
+                .args(args)
+                .refused("Can't load module");
+            assert!(log.contains("module argument "), "{args:?}: {log}");
+            assert_no_key("startup log", &log);
+            assert_no_key("startup output", &output);
+        }
+    }
+    let (s, module) = Server::loadable("yes");
+    let mut con = s.client();
+    for args in cases {
+        let mut c = redis::cmd("MODULE");
+        c.arg("LOADEX").arg(&module).arg("ARGS").arg(args);
+        let e = c
+            .query::<()>(&mut con)
+            .map_err(|e| err_text(&e))
+            .unwrap_err();
+        assert_no_key("MODULE LOADEX ... ARGS error", &e);
+    }
+    for value in [
+        BAD_KEY,
+        &format!("{KEY_A}, {BAD_KEY}"),
+        &format!("{KEY_A},,{KEY_B}"),
+    ] {
+        let e = loadex(&mut con, &module, &[("imid.openid-keys", value)]).unwrap_err();
+        assert_no_key("MODULE LOADEX ... CONFIG error", &e);
+    }
+    assert!(!modules(&mut con).contains(&"imid".to_owned()));
+    drop(con);
+    let log = std::fs::read_to_string(s.dir.join("redis.log")).unwrap();
+    assert!(
+        log.contains("module argument 1 of 3 is not a config"),
+        "{log}"
+    );
+    assert_no_key("redis.log", &log);
 }
 
 #[test]
@@ -309,9 +368,10 @@ fn mistyped_config_name_at_startup_is_refused_everywhere() {
     for bin in [
         std::path::PathBuf::from(redis_server_bin()),
         newer_server!("redis8"),
+        newer_server!("redis8.6"),
         newer_server!("valkey9"),
     ] {
-        refused_startup_on(&bin, &args, refused);
+        Server::build().bin(&bin).args(&args).refused(refused);
     }
 }
 

@@ -5,11 +5,6 @@ use crate::common;
 use common::rdb::*;
 use common::*;
 
-fn ok(con: &mut Connection, args: &[&str]) {
-    let r: String = cmd(con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert_eq!(r, "OK", "{args:?}");
-}
-
 /// A mixed workload; returns the keys it wrote.
 fn workload(con: &mut Connection) -> Vec<String> {
     for i in 0..20 {
@@ -628,7 +623,7 @@ fn load_rdb(s: &mut Server, rdb: &[u8], refusal: Option<&str>) {
     std::fs::write(s.dir.join("dump.rdb"), rdb).unwrap();
     match refusal {
         Some(line) => {
-            let log = refused_data_startup(&s.dir, line);
+            let log = Server::build().dir(s.dir.clone()).refused(line).log;
             assert!(log.contains("<imid>"), "logged through the module: {log}");
         }
         None => s.restart(),
@@ -653,13 +648,29 @@ fn rdb_marks_past_their_caps_are_refused_and_the_caps_load() {
     const UID_CAP: u64 = i64::MAX as u64;
     let mut s = Server::start();
     let mut con = s.client();
-    let floor = server_time_ms_u64(&mut con) / 1000 * 1000 + 50_000;
+    let floor = server_time_ms(&mut con) as u64 / 1000 * 1000 + 50_000;
+    // The line docs/durability.md quotes, around its "...": what the log says.
+    let durability = std::fs::read_to_string(root().join("docs/durability.md")).unwrap();
+    let quoted = durability
+        .split("the log says `<imid> message-id high-water mark ...")
+        .nth(1)
+        .and_then(|r| r.split('`').next())
+        .expect("docs/durability.md quotes the refusal")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     for mark in [CAP + 1, u64::MAX] {
         let rdb = rdb_with_aux(&s, &mut con, floor, |id| aux_record(v2(id), &[mark, floor]));
         let line = format!(
             "message-id high-water mark {mark} past the 42-bit time field (at most {CAP}: every ID below it)"
         );
-        load_rdb(&mut s, &rdb, Some(&line));
+        s.kill();
+        std::fs::write(s.dir.join("dump.rdb"), &rdb).unwrap();
+        let log = Server::build().dir(s.dir.clone()).refused(&line).log;
+        assert!(
+            log.contains(&format!("high-water mark {mark} {quoted}")),
+            "the documented line {quoted:?} is what the log says:\n{log}"
+        );
         con = reset(&mut s);
     }
     for mark in [UID_CAP + 1, u64::MAX] {
@@ -676,21 +687,38 @@ fn rdb_marks_past_their_caps_are_refused_and_the_caps_load() {
     assert_eq!(s.imid_stat("msgid_high_water_ms"), CAP as i64);
     assert_eq!(s.imid_stat("uid_high_water_ms"), UID_CAP as i64);
     assert_eq!(int(&mut s.client(), &["SEQ.GET", "template"]), 1007);
+    // A mark of exactly 2^42 loads (docs/durability.md): the field is used up.
+    assert_eq!(
+        expect_err(&mut s.client(), &[b"MSGID.GEN", b"1", b"conv"]),
+        "ERR message id time field exhausted (2^42-1 ms)"
+    );
 }
 
 #[test]
 fn the_idmp_clock_rides_in_the_rdb_and_a_bad_one_is_refused() {
     // Aux data version 3 ends with the IDMP clock (src/node/idmp_clock.rs): time, token
-    // lifetime (ms), window size. One outside SEQ.IDMPCLOCK's ranges refuses the file.
+    // lifetime (ms), window size. One outside SEQ.IDMPCLOCK's ranges refuses the file, as does
+    // one whose tokens would expire past 2^63-1 ms.
     let mut s = Server::start();
     let mut con = s.client();
-    let floor = server_time_ms_u64(&mut con) / 1000 * 1000 + 50_000;
-    let bad: [([u64; 3], String); 3] = [
+    let floor = server_time_ms(&mut con) as u64 / 1000 * 1000 + 50_000;
+    let bad: [([u64; 3], String); 4] = [
         ([floor, 999, 5], "ttl-ms must be in 1000..604800000".into()),
         ([floor, 10_000, 0], "max must be in 1..1000000".into()),
         (
             [1 << 63, 10_000, 5],
-            format!("IDMP clock time {} past 2^63-1", 1u64 << 63),
+            format!(
+                "IDMP clock {} 10000 5: ms + ttl-ms must be at most 9223372036854775807",
+                1u64 << 63
+            ),
+        ),
+        // A token it recorded would expire past 2^63-1, which no stream can write back.
+        (
+            [i64::MAX as u64 - 9_999, 10_000, 5],
+            format!(
+                "IDMP clock {} 10000 5: ms + ttl-ms must be at most 9223372036854775807",
+                i64::MAX as u64 - 9_999
+            ),
         ),
     ];
     for ([t, ttl, max], line) in bad {
@@ -702,7 +730,7 @@ fn the_idmp_clock_rides_in_the_rdb_and_a_bad_one_is_refused() {
     }
     // A good one, an hour ahead of the wall clock, loads: the node's IDMP clock never goes
     // back, so the first IDMP call decides by it and writes it to the new AOF.
-    let ahead = server_time_ms_u64(&mut con) + 3_600_000;
+    let ahead = server_time_ms(&mut con) as u64 + 3_600_000;
     let rdb = rdb_with_aux(&s, &mut con, floor, |id| {
         aux_record(id, &[floor, floor, ahead, 7_000, 3])
     });
@@ -734,7 +762,7 @@ fn an_rdb_of_the_first_aux_format_loads_its_one_mark_into_both_floors() {
     // (every module id with version 1, the aux record with one mark).
     let mut s = Server::start();
     let mut con = s.client();
-    let floor = server_time_ms_u64(&mut con) / 1000 * 1000 + 50_000;
+    let floor = server_time_ms(&mut con) as u64 / 1000 * 1000 + 50_000;
     let mark = floor + 3_000_000; // further than any client could set: only the file explains it
     let rdb = rdb_with_aux(&s, &mut con, floor, |id| {
         aux_record((id & !1023) | 1, &[mark])

@@ -343,7 +343,7 @@ fn truncated_and_corrupt_rdb_files_are_refused_without_a_crash() {
     // same happens to any module type.
     for cut in [rdb.len() / 3, rdb.len() / 2, rdb.len() * 2 / 3] {
         std::fs::write(s.dir.join("dump.rdb"), &rdb[..cut]).unwrap();
-        let log = refused_data_startup(&s.dir, "Short read");
+        let log = Server::build().dir(s.dir.clone()).refused("Short read").log;
         assert!(log.contains("<imid> truncated sequence map"), "{log}");
         assert!(!log.contains("crashed by signal"), "{log}");
     }
@@ -361,7 +361,10 @@ fn truncated_and_corrupt_rdb_files_are_refused_without_a_crash() {
     let mut bad = rdb.clone();
     bad[at[0] + 1] = b'a';
     std::fs::write(s.dir.join("dump.rdb"), with_crc(bad)).unwrap();
-    let log = refused_data_startup(&s.dir, "appears twice");
+    let log = Server::build()
+        .dir(s.dir.clone())
+        .refused("appears twice")
+        .log;
     assert!(log.contains("<imid>"), "logged through the module: {log}");
 }
 
@@ -444,7 +447,7 @@ fn a_replica_and_its_aof_reach_the_primarys_state() {
     let _: String = cmd(&mut r, &["REPLICAOF", "NO", "ONE"]).unwrap();
     let cur = getall(&mut r, "m2");
     let (f, v) = cur.iter().next().unwrap();
-    let mut next = || bcmd::<i64>(&mut r, &[b"SEQ.HNEXT", b"m2", f]).unwrap();
+    let mut next = || cmd::<i64>(&mut r, &[&b"SEQ.HNEXT"[..], b"m2", f]).unwrap();
     assert_eq!((next(), next()), (v + 1001, v + 1002));
     assert_eq!(int(&mut r, &["SEQ.HNEXT", "m2", "never"]), 1001);
     replica.kill();

@@ -201,7 +201,7 @@ fn cluster_layout_table_with_edges() {
         ],
     );
     let ids = uids(&mut con, 600, "anything");
-    assert_increasing(&ids);
+    assert_increasing("UIDs", &ids);
     assert!(ids.iter().all(|&u| decode(&mut con, u).1 == 16_383));
 }
 
@@ -369,7 +369,7 @@ fn refused_layouts_stop_the_load_and_say_why() {
         ),
     ];
     for (args, want) in &cases {
-        let (log, _) = refused_startup(args);
+        let log = Server::build().args(args).refused("Can't load module").log;
         assert!(log.contains(want), "{args:?}: expected {want:?} in\n{log}");
     }
 }
@@ -416,7 +416,7 @@ fn gen_replies_an_integer_or_an_increasing_array() {
     assert!(v[0] > one);
     let v: Vec<i64> = cmd(&mut con, &["UID.GEN", "conv:1", "count", "10000"]).unwrap();
     assert_eq!(v.len(), 10_000);
-    assert_increasing(&v);
+    assert_increasing("UID.GEN COUNT 10000", &v);
     let next: i64 = cmd(&mut con, &["UID.GEN", "other"]).unwrap();
     assert!(next > v[9_999], "one lane per node: every target shares it");
     // The last COUNT wins, as options usually do.
@@ -505,7 +505,7 @@ fn concurrent_pipelined_clients_get_unique_increasing_ids() {
     let mut all = Vec::new();
     for got in per_client {
         // Each client sees its IDs in increasing order (one lane per node).
-        assert_increasing(&got);
+        assert_increasing("one client's UIDs", &got);
         all.extend(got);
     }
     let n = all.len();
@@ -524,7 +524,7 @@ fn uids_have_a_time_lease_of_their_own() {
     let mut con = s.client();
     // 10,000 IDs on one clock reading at 8192 per second borrow the next second ...
     let ids: Vec<i64> = cmd(&mut con, &["UID.GEN", "t", "COUNT", "10000"]).unwrap();
-    assert_increasing(&ids);
+    assert_increasing("UID.GEN COUNT 10000", &ids);
     let (first_time, _, _) = decode(&mut con, ids[0]);
     let (last_time, _, _) = decode(&mut con, *ids.last().unwrap());
     assert!(last_time > first_time);
@@ -636,7 +636,7 @@ fn works_inside_multi_and_scripts() {
     let one: i64 = one.parse().unwrap();
     let many: Vec<i64> = many.iter().map(|m| m.parse().unwrap()).collect();
     assert!(one > u && many[0] > one);
-    assert_increasing(&many);
+    assert_increasing("UID.GEN STRING COUNT 3", &many);
     let v: Value = cmd(&mut con, &["UID.GEN", "t", "STRING"]).unwrap();
     assert!(matches!(v, Value::BulkString(_)), "{v:?}");
 }

@@ -179,7 +179,10 @@ fn cluster_mode_takes_a_named_layout_with_a_fixed_node_or_enough_node_bits() {
     let mut con = s.client();
     assert_eq!(config(&mut con, "imid.uid-layout"), "sonyflake");
     // refused without a node, and the log says what to set
-    let (log, _) = refused_startup(&["--cluster-enabled", "yes", "--imid.uid-layout", "discord"]);
+    let log = Server::build()
+        .args(&["--cluster-enabled", "yes", "--imid.uid-layout", "discord"])
+        .refused("Can't load module")
+        .log;
     assert!(
         log.contains("the layout has 10: set imid.uid-node to this node's worker number (0..1023), or use a layout with 14 or more node bits"),
         "{log}"

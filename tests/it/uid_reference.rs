@@ -147,9 +147,9 @@ fn agree(layout: &str, node: u64, lib: Lib, time_res: u64) {
     };
 
     // 1. Their IDs in imid: the fields they say, under the node's layout and under LAYOUT.
-    let before = server_time_ms_u64(&mut con);
+    let before = server_time_ms(&mut con) as u64;
     let theirs = ask(lib, &[format!("gen {layout} {node} 50")]);
-    let after = server_time_ms_u64(&mut con);
+    let after = server_time_ms(&mut con) as u64;
     assert_eq!(theirs.len(), 50);
     for &(id, time_ms, n, seq) in &theirs {
         let (f, names) = decode(&mut con, id, None);

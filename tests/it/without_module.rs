@@ -6,7 +6,7 @@
 //! imid and restores the mark; a sequence key needs imid like any module value.
 use crate::common;
 use common::*;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Whether the server calls `aux_save2` (Redis 7.2+, Valkey), so a record with nothing to keep
 /// is left out.
@@ -39,6 +39,12 @@ fn restarts_without_imid(s: &mut Server, key: &str, value: &str) {
     assert_eq!(v, value);
 }
 
+/// `bin` without imid refuses the files of the stopped `s`, logging `expect`; the log.
+fn refused_without_imid(s: &Server, bin: &Path, expect: &str) -> String {
+    let launch = Server::build().bin(bin).without_module().dir(s.dir.clone());
+    launch.refused(expect).log
+}
+
 fn with_imid(s: &mut Server) {
     s.shutdown(false);
     s.module = Some(module_path());
@@ -64,7 +70,7 @@ fn rdb_files(bin: Option<PathBuf>) {
         assert_eq!(s.imid_stat("msgid_high_water_ms"), 0);
     } else {
         s.shutdown(false);
-        refused_data_startup_with(&exe, None, &s.dir, "AUX module data I can't load");
+        refused_without_imid(&s, &exe, "AUX module data I can't load");
         with_imid(&mut s);
     }
 
@@ -74,7 +80,7 @@ fn rdb_files(bin: Option<PathBuf>) {
     assert_eq!(ok, "OK");
     save(&s);
     s.shutdown(false);
-    let log = refused_data_startup_with(&exe, None, &s.dir, "module data I can't load");
+    let log = refused_without_imid(&s, &exe, "module data I can't load");
     assert!(log.contains("imidseq01"), "{log}");
     with_imid(&mut s);
     assert_eq!(int(&mut s.client(), &["SEQ.GET", "seq"]), 5);
@@ -98,7 +104,7 @@ fn rdb_files(bin: Option<PathBuf>) {
         assert!(mark > 0, "{field}");
         save(&s);
         s.shutdown(false);
-        refused_data_startup_with(&exe, None, &s.dir, "AUX module data I can't load");
+        refused_without_imid(&s, &exe, "AUX module data I can't load");
         with_imid(&mut s);
         assert!(
             s.imid_stat(field) >= mark,

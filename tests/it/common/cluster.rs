@@ -6,9 +6,12 @@
 use super::*;
 use redis::cluster::{ClusterClient, ClusterConnection};
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::RedisResult;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 /// The server arguments that make a node a cluster node (the bus port stays Redis's default,
 /// port + 10000: the harness picks ports whose bus twin is free too).
@@ -30,19 +33,9 @@ pub struct Cluster {
     bin: Option<PathBuf>,
 }
 
-/// `redis-cli args...`; panics with its output when it fails.
-pub fn cli(args: &[&str]) -> String {
-    let out = Command::new("redis-cli")
-        .args(args)
-        .output()
-        .expect("redis-cli (Debian redis-tools) is needed");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "redis-cli {args:?}: {text}");
-    text
+/// `redis-cli args...` (Debian's redis-tools); fails the test when it fails.
+fn cli(args: &[&str]) {
+    run(Command::new("redis-cli").args(args));
 }
 
 /// A cluster node (not yet in a cluster) with the test-hooks module, on `bin` (None: the
@@ -116,7 +109,7 @@ impl Cluster {
         self.ids.push(id);
         let last = self.nodes.len() - 1;
         let node = &self.nodes[last];
-        wait_until("replica did not sync", 60, || {
+        node.wait_until("the replica synced", 60, || {
             node.info_field("replication", "master_link_status")
                 .as_deref()
                 == Some("up")
@@ -152,46 +145,40 @@ impl Cluster {
             .unwrap()
     }
 
-    /// Every node says cluster_state:ok and agrees on the owner of every watched slot.
+    /// Every node says cluster_state:ok and its CLUSTER NODES names the same owner for every
+    /// watched slot as every other node's.
     pub fn wait_settled(&self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let ok = self.nodes.iter().all(|n| {
-                let info: String = cmd(&mut n.client(), &["CLUSTER", "INFO"]).unwrap();
-                info.contains("cluster_state:ok")
-            });
-            if ok && self.watched.clone().all(|s| self.agree_on(s)) {
-                return;
-            }
-            assert!(Instant::now() < deadline, "cluster did not settle");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    /// Every node's CLUSTER NODES names the same owner for `slot`.
-    pub fn agree_on(&self, slot: u16) -> bool {
-        let views: HashSet<String> = self
-            .nodes
-            .iter()
-            .map(|n| {
-                let nodes: String = cmd(&mut n.client(), &["CLUSTER", "NODES"]).unwrap();
-                nodes
-                    .lines()
-                    .find(|l| {
-                        l.split_whitespace().skip(8).any(|r| {
-                            let (a, b) = r.split_once('-').unwrap_or((r, r));
-                            match (a.parse::<u16>(), b.parse::<u16>()) {
-                                (Ok(a), Ok(b)) => (a..=b).contains(&slot),
-                                _ => false,
-                            }
-                        })
+        /// The ID of the node that owns `slot` in a CLUSTER NODES reply, "" if none.
+        fn owner_in(nodes: &str, slot: u16) -> &str {
+            nodes
+                .lines()
+                .find(|l| {
+                    l.split_whitespace().skip(8).any(|r| {
+                        let (a, b) = r.split_once('-').unwrap_or((r, r));
+                        match (a.parse::<u16>(), b.parse::<u16>()) {
+                            (Ok(a), Ok(b)) => (a..=b).contains(&slot),
+                            _ => false,
+                        }
                     })
-                    .and_then(|l| l.split_whitespace().next())
-                    .unwrap_or("")
-                    .to_owned()
+                })
+                .and_then(|l| l.split_whitespace().next())
+                .unwrap_or("")
+        }
+        wait_until("the cluster settled", 60, || {
+            let mut views = Vec::new();
+            for n in &self.nodes {
+                let mut con = n.client();
+                let info: String = cmd(&mut con, &["CLUSTER", "INFO"]).unwrap();
+                if !info.contains("cluster_state:ok") {
+                    return false;
+                }
+                views.push(cmd::<String>(&mut con, &["CLUSTER", "NODES"]).unwrap());
+            }
+            self.watched.clone().all(|s| {
+                let owners: HashSet<&str> = views.iter().map(|v| owner_in(v, s)).collect();
+                owners.len() == 1 && !owners.contains("")
             })
-            .collect();
-        views.len() == 1 && !views.contains("")
+        });
     }
 
     /// A client of the whole cluster that follows MOVED and ASK (and retries while a slot's
@@ -209,16 +196,7 @@ impl Cluster {
 
     /// Freezes node `i`'s clock (IMID.TEST-CLOCK) at `at` Unix ms.
     pub fn freeze_node(&self, i: usize, at: u64) {
-        let _: String = cmd(
-            &mut self.nodes[i].client(),
-            &["IMID.TEST-CLOCK", "FREEZE", &at.to_string()],
-        )
-        .unwrap();
-    }
-
-    /// The sum over the nodes of the INFO imid field `field`.
-    pub fn imid_stat_sum(&self, field: &str) -> i64 {
-        self.nodes.iter().map(|n| n.imid_stat(field)).sum()
+        set_clock(&mut self.nodes[i].client(), &["FREEZE", &at.to_string()]);
     }
 
     /// The primary that owns `slot`, and another primary (the next one) to move it to.
@@ -294,6 +272,15 @@ impl Cluster {
         }
         self.wait_settled();
     }
+
+    /// Starts [`load`] on `id_tags` and `seq_tags` with a client of its own.
+    pub fn start_load(&self, id_tags: &[String], seq_tags: &[String]) -> Loader {
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let (s, ids, seqs) = (stop.clone(), id_tags.to_vec(), seq_tags.to_vec());
+        let mut c = self.client();
+        let worker = std::thread::spawn(move || load(&mut c, &ids, &seqs, &s));
+        Loader { stop, worker }
+    }
 }
 
 /// Conversation tags whose key slot is in `slots`, `per_slot` of them for each slot.
@@ -343,7 +330,7 @@ impl Received {
         let mut all = HashSet::new();
         for (s, ids) in &self.ids {
             // (an owner issued at or below an earlier owner's ID, if not)
-            assert_increasing_in(format!("slot {s}"), ids);
+            assert_increasing(format!("slot {s}"), ids);
             for id in ids {
                 assert_eq!(hash_of(id) >> 8, u32::from(*s), "{id} carries slot {s}");
                 assert!(all.insert(id.clone()), "{id} received twice");
@@ -352,9 +339,7 @@ impl Received {
         // UIDs (cluster layout 41,14,8, node = slot): per slot increasing across owners.
         let mut uids = HashSet::new();
         for (s, us) in &self.uids {
-            for w in us.windows(2) {
-                assert!(w[0] < w[1], "slot {s}: UID {} then {}", w[0], w[1]);
-            }
+            assert_increasing(format!("slot {s}: UID"), us);
             for u in us {
                 assert_eq!((u >> 8) & 0x3FFF, i64::from(*s), "UID {u} carries slot {s}");
                 assert!(uids.insert(*u), "UID {u} received twice");
@@ -362,13 +347,26 @@ impl Received {
         }
         let mut n_seqs = 0;
         for (k, vs) in &self.seqs {
-            for w in vs.windows(2) {
-                assert!(w[0] < w[1], "{k}: {} then {}", w[0], w[1]);
-            }
+            assert_increasing(k, vs);
             n_seqs += vs.len();
         }
         (all.len(), uids.len(), n_seqs)
     }
+}
+
+/// MSGID.GEN (channel type 1) and UID.GEN for `target`, each sent to the primary of its slot.
+fn issue(c: &mut ClusterConnection, target: &str) -> (RedisResult<String>, RedisResult<i64>) {
+    let route = || primary(slot(target));
+    let mut g = redis::cmd("MSGID.GEN");
+    g.arg(1).arg(target);
+    let mut u = redis::cmd("UID.GEN");
+    u.arg(target);
+    (
+        c.route_command(&g, route())
+            .and_then(|v| Ok(redis::from_redis_value(v)?)),
+        c.route_command(&u, route())
+            .and_then(|v| Ok(redis::from_redis_value(v)?)),
+    )
 }
 
 /// Until `stop`: MSGID.GEN and UID.GEN for every tag of `id_tags` (routed to its slot's
@@ -383,23 +381,13 @@ pub fn load(
     let mut got = Received::default();
     while !stop.load(Ordering::Relaxed) {
         for t in id_tags {
-            let target = format!("{{{t}}}:conv");
             let s = slot(t);
-            let mut g = redis::cmd("MSGID.GEN");
-            g.arg(1).arg(&target);
-            match c
-                .route_command(&g, primary(s))
-                .and_then(|v| Ok(redis::from_redis_value::<String>(v)?))
-            {
+            let (id, uid) = issue(c, &format!("{{{t}}}:conv"));
+            match id {
                 Ok(id) => got.ids.entry(s).or_default().push(id),
                 Err(_) => got.errors += 1,
             }
-            let mut u = redis::cmd("UID.GEN");
-            u.arg(&target);
-            match c
-                .route_command(&u, primary(s))
-                .and_then(|v| Ok(redis::from_redis_value::<i64>(v)?))
-            {
+            match uid {
                 Ok(uid) => got.uids.entry(s).or_default().push(uid),
                 Err(_) => got.errors += 1,
             }
@@ -421,17 +409,6 @@ pub struct Loader {
     worker: std::thread::JoinHandle<Received>,
 }
 
-impl Cluster {
-    /// Starts [`load`] on `id_tags` and `seq_tags` with a client of its own.
-    pub fn start_load(&self, id_tags: &[String], seq_tags: &[String]) -> Loader {
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let (s, ids, seqs) = (stop.clone(), id_tags.to_vec(), seq_tags.to_vec());
-        let mut c = self.client();
-        let worker = std::thread::spawn(move || load(&mut c, &ids, &seqs, &s));
-        Loader { stop, worker }
-    }
-}
-
 impl Loader {
     /// Stops the load and checks what it received ([`Received::check`]): more than 100 message
     /// IDs, UIDs and sequence values each, none twice, each in order. Prints the counts after
@@ -440,7 +417,11 @@ impl Loader {
         self.stop.store(true, Ordering::Relaxed);
         let got = self.worker.join().unwrap();
         let (n_ids, n_uids, n_seqs) = got.check();
-        let adoptions = cluster.imid_stat_sum("cluster_slot_adoptions");
+        let adoptions: i64 = cluster
+            .nodes
+            .iter()
+            .map(|n| n.imid_stat("cluster_slot_adoptions"))
+            .sum();
         println!(
             "{what}: {n_ids} IDs, {n_uids} UIDs and {n_seqs} sequence values checked, {} errors \
              retried, {adoptions} slot adoptions",
@@ -455,27 +436,6 @@ impl Loader {
 }
 
 // ---- What a client sees of ID time (the lead tests) ----
-
-/// Unix ms of a message ID's time field (its top 42 bits).
-pub fn msgid_time(id: &str) -> u64 {
-    let b = data_encoding::BASE32HEX_NOPAD
-        .decode(id.replace('-', "").as_bytes())
-        .unwrap();
-    let v = b.iter().fold(0u128, |acc, x| (acc << 8) | u128::from(*x));
-    (v >> 38) as u64
-}
-
-/// Unix ms of a UID's time field under the cluster default (`41,14,8`, ms, epoch 2026-01-01).
-pub fn uid_time(uid: i64) -> u64 {
-    1_767_225_600_000 + (uid as u64 >> 22)
-}
-
-pub fn wall_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-}
 
 /// What a client sees of ID time: the largest lead of an ID's time over the wall clock read
 /// right after the reply (so the lead over the issuing node's clock is at least this; all nodes
@@ -543,13 +503,8 @@ pub fn issue_measuring(
         let mut targets = vec![format!("conv:{}", rand::random::<u64>())];
         targets.extend(tags.iter().map(|t| format!("{{{t}}}:conv")));
         for target in targets {
-            let route = || primary(slot(&target));
-            let mut g = redis::cmd("MSGID.GEN");
-            g.arg(1).arg(&target);
-            match c
-                .route_command(&g, route())
-                .and_then(|v| Ok(redis::from_redis_value::<String>(v)?))
-            {
+            let (id, uid) = issue(c, &target);
+            match id {
                 Ok(id) => {
                     let lead = msgid_time(&id) as i64 - wall_ms() as i64;
                     got.msgid_ms = got.msgid_ms.max(lead);
@@ -557,12 +512,7 @@ pub fn issue_measuring(
                 }
                 Err(_) => got.errors += 1,
             }
-            let mut u = redis::cmd("UID.GEN");
-            u.arg(&target);
-            match c
-                .route_command(&u, route())
-                .and_then(|v| Ok(redis::from_redis_value::<i64>(v)?))
-            {
+            match uid {
                 Ok(uid) => {
                     let lead = uid_time(uid) as i64 - wall_ms() as i64;
                     got.uid_ms = got.uid_ms.max(lead);
@@ -575,9 +525,3 @@ pub fn issue_measuring(
     }
     got
 }
-
-/// The lease window (src/core/lease.rs): how far a restarted or promoted node's IDs may lead
-/// its clock.
-pub const LEASE_MS: i64 = 5_000;
-/// How far a primary's promise to its peers reaches past its last ID (src/node/cluster.rs).
-pub const PROMISE_MS: i64 = 1_000;

@@ -1,5 +1,5 @@
-//! Crafting RDB data and DUMP payloads by hand: lengths, module value fields, checksums, and
-//! the AOF base file, for the persistence tests of every data type.
+//! Crafting RDB data and DUMP payloads by hand: lengths, module value fields and checksums,
+//! for the persistence tests of every data type.
 
 /// An RDB length: 6-bit, 14-bit, 32-bit or 64-bit form.
 pub fn rdb_len(v: u64) -> Vec<u8> {
@@ -57,36 +57,4 @@ pub fn with_crc(mut rdb: Vec<u8>) -> Vec<u8> {
     let sum = crc::Crc::<u64>::new(&crc::CRC_64_REDIS).checksum(&rdb);
     rdb.extend_from_slice(&sum.to_le_bytes());
     rdb
-}
-
-/// The base file of Redis 7's multi-part AOF: its name and bytes.
-pub fn aof_base(s: &super::Server) -> (String, Vec<u8>) {
-    let dir = s.dir.join("appendonlydir");
-    let entry = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().contains(".base."))
-        .expect("an AOF base file");
-    (
-        entry.file_name().unwrap().to_string_lossy().into_owned(),
-        std::fs::read(&entry).unwrap(),
-    )
-}
-
-/// The incremental files of Redis 7's multi-part AOF, concatenated in name order.
-pub fn aof_incr(s: &super::Server) -> Vec<u8> {
-    let mut files: Vec<_> = std::fs::read_dir(s.dir.join("appendonlydir"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().contains(".incr."))
-        .collect();
-    files.sort();
-    files
-        .iter()
-        .flat_map(|p| std::fs::read(p).unwrap())
-        .collect()
-}
-
-pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
 }

@@ -1,0 +1,158 @@
+//! The reserve protocol's Redis side, written once for every command that hands out sequence
+//! values (SEQ.NEXT, SEQ.HNEXT): run `core::reserve::plan` on the call's target, then store,
+//! replicate, signal, count and reply as the plan says.
+//!
+//! Replication: as called when replaying the call reproduces its effect exactly (a replay never
+//! applies the gap; an IDMP call decides by the IDMP clock replicas replay, `node::idmp_clock`),
+//! else its explicit effect: `SEQ.SET key last` / `SEQ.HSET key field last` for a plain call,
+//! `SEQ.IDMPSET key token last expires count dropped` / `SEQ.HIDMPSET key token last expires
+//! dropped COUNT count FIELD field SET` for an IDMP one (the value set to `last`, the `dropped`
+//! oldest tokens dropped, the token recorded with its absolute expiry and its request). A retry changes nothing and replicates nothing. The key is opened
+//! once, for writing, and signalled only when it changed (`Ctx::changed`), so a retry leaves a
+//! client's WATCH alone.
+
+use crate::config::seq_gap;
+use crate::core::int;
+use crate::core::reserve::{self, Idmp, Node, Plan, Record, Refusal, Store};
+use crate::core::seq::Seq;
+use crate::error::{err, Error};
+use crate::host::{Arg, Ctx};
+use crate::node::idmp_clock::CallClock;
+use crate::node::{self, SEQ_GAP_SKIPS, SEQ_ISSUED};
+use std::ffi::CStr;
+
+/// The write side of a reservation's target (a sequence key, a field of a map).
+pub(crate) trait Target: Store {
+    /// Stores the new state and, with IDMP, records the token.
+    fn commit(&mut self, s: Seq, record: Option<Record<Self::Request>>) -> Result<(), Error>;
+}
+
+/// What differs between the commands that reserve: their keyspace event, their explicit
+/// effects, and what a reused token's request may differ in.
+pub(crate) struct Kind {
+    pub(crate) event: &'static CStr,
+    /// The plain call's effect (`SEQ.SET key last`, `SEQ.HSET key field last`).
+    pub(crate) set: &'static CStr,
+    /// The IDMP call's effect.
+    pub(crate) idmpset: &'static CStr,
+    /// What a request under a reused token may differ in, for the refusal.
+    pub(crate) request: &'static str,
+}
+
+/// The node as the protocol sees it from this call.
+struct Here<'c>(&'c Ctx);
+
+impl Node for Here<'_> {
+    #[inline]
+    fn missing(&self) -> Seq {
+        node::missing()
+    }
+    #[inline]
+    fn gap(&self) -> u64 {
+        seq_gap()
+    }
+    #[inline]
+    fn is_replay(&self) -> bool {
+        self.0.is_replay()
+    }
+}
+
+/// One reserving call on `target` (the key `key`, a map's `field`): `count` values, with
+/// `idmp` (the token argument and its request) when given; replies the last value, or
+/// `[last, duplicate]` with IDMP.
+#[inline(always)]
+pub(crate) fn reserve<T: Target>(
+    ctx: &Ctx,
+    kind: &Kind,
+    key: &Arg,
+    field: Option<&Arg>,
+    mut target: T,
+    count: u64,
+    idmp: Option<(&Arg, Idmp<'_, T::Request>, CallClock)>,
+) -> Result<(), Error> {
+    let plan = reserve::plan(&target, &Here(ctx), count, idmp.as_ref().map(|(_, i, _)| i))
+        .map_err(|r| refusal(r, kind))?;
+    let r = match plan {
+        Plan::Duplicate(last) => {
+            reply_idmp(ctx, last, true);
+            return Ok(());
+        }
+        Plan::Reserve(r) => r,
+    };
+    let last = r.next.last;
+    let effect = r.record.as_ref().map(|rec| {
+        [
+            int(last),
+            int(rec.entry.expires_ms),
+            int(rec.dropped as u64),
+        ]
+    });
+    target.commit(r.next.state, r.record)?;
+    drop(target);
+    // Only now, with the key changed, does the call's IDMP clock become the node's and reach
+    // the streams (before the call itself): a refused call wrote nothing.
+    let token = idmp.map(|(token, _, clock)| {
+        clock.commit(ctx);
+        token
+    });
+    if r.as_called {
+        ctx.replicate_verbatim();
+    } else {
+        match (token, effect) {
+            // A sequence key's request is its COUNT, which SEQ.IDMPSET takes as the
+            // fingerprint; a map's is the field and the COUNT.
+            (Some(token), Some([last, expires, dropped])) => match field {
+                None => ctx.replicate_token(
+                    kind.idmpset,
+                    key,
+                    token,
+                    [last, expires, int(count), dropped],
+                ),
+                Some(f) => ctx.replicate_field_token(
+                    kind.idmpset,
+                    key,
+                    token,
+                    [last, expires, dropped],
+                    int(count),
+                    f,
+                ),
+            },
+            _ => match field {
+                None => ctx.replicate_key_int(kind.set, key, int(last)),
+                Some(f) => ctx.replicate_key_arg_int(kind.set, key, f, int(last)),
+            },
+        }
+    }
+    if r.next.skipped_gap {
+        SEQ_GAP_SKIPS.add(1);
+    }
+    ctx.changed(kind.event, key);
+    if !r.replay {
+        SEQ_ISSUED.add(count);
+    }
+    if effect.is_some() {
+        reply_idmp(ctx, last, false);
+    } else {
+        ctx.reply_int(int(last));
+    }
+    Ok(())
+}
+
+fn refusal(r: Refusal, kind: &Kind) -> Error {
+    match r {
+        Refusal::Overflow => err("sequence overflow"),
+        Refusal::ZeroCount => err("COUNT must be an integer in 1..1000000"),
+        Refusal::Conflict => err(format_args!(
+            "IDMP token already used on this key with another {} (a retry must repeat its request)",
+            kind.request
+        )),
+        Refusal::Token => err("IDMP token must be 1..64 bytes"),
+    }
+}
+
+/// `[last, duplicate]`.
+fn reply_idmp(ctx: &Ctx, last: u64, duplicate: bool) {
+    ctx.reply_array(2);
+    ctx.reply_int(int(last));
+    ctx.reply_int(i64::from(duplicate));
+}

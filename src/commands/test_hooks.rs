@@ -1,0 +1,63 @@
+//! The test-only commands, compiled in only with the cargo feature `test-hooks` (never in a
+//! release build made by `make build` / `make run`); the state they set is `node::test_hooks`.
+//!
+//! `IMID.TEST-CLOCK OFFSET <ms>`: the module's clock reads real time + ms (ms may be negative).
+//! `IMID.TEST-CLOCK FREEZE <unix_ms>`: the clock reads exactly unix_ms until changed.
+//! `IMID.TEST-CLOCK REAL`: back to the system clock.
+//! `IMID.TEST-PANIC`: panics inside a guarded handler.
+//! `IMID.TEST-PANIC-NEXT <entry>`: the next call from Redis into the entry named `<entry>`, as
+//! the guard's log line names it (`digest`, `rdb_load`, `mem_usage`, `a config setter`, `the
+//! cron event`, `the lease timer`, ...), panics inside the guard, once.
+//! `IMID.TEST-REPLICATE-FLOOR <ms>`: writes `MSGID.FLOOR <ms>` to the AOF and replicas, as a
+//! lease renewal does, without any check or local effect (to test what replay and replicas do
+//! with a floor no client could set).
+
+use crate::error::{Error, SYNTAX};
+use crate::host::{Arg, Ctx};
+use crate::node::test_hooks::{arm_panic, set_clock, ClockMode};
+
+/// IMID.TEST-CLOCK REAL | OFFSET ms | FREEZE unix_ms
+pub(crate) fn test_clock(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let mode = args
+        .get(1)
+        .map(|a| String::from_utf8_lossy(a.bytes()).to_ascii_uppercase());
+    let value = args.get(2).map(Arg::int);
+    let mode = match (mode.as_deref(), value, args.len()) {
+        (Some("REAL"), None, 2) => ClockMode::Real,
+        (Some("OFFSET"), Some(Some(v)), 3) => ClockMode::Offset(v),
+        (Some("FREEZE"), Some(Some(v)), 3) if v >= 0 => ClockMode::Frozen(v.unsigned_abs()),
+        _ => return Err(SYNTAX),
+    };
+    set_clock(mode);
+    ctx.reply_ok();
+    Ok(())
+}
+
+/// IMID.TEST-PANIC
+#[allow(clippy::indexing_slicing)] // the point of this command
+pub(crate) fn test_panic(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let v: Vec<u8> = Vec::new();
+    // An out-of-bounds index that the compiler cannot see through.
+    ctx.reply_int(i64::from(v[args.len()]));
+    Ok(())
+}
+
+/// IMID.TEST-PANIC-NEXT entry
+pub(crate) fn test_panic_next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, entry] = args else {
+        return Err(Error::WrongArity);
+    };
+    arm_panic(&String::from_utf8_lossy(entry.bytes()));
+    ctx.reply_ok();
+    Ok(())
+}
+
+/// IMID.TEST-REPLICATE-FLOOR ms
+pub(crate) fn test_replicate_floor(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, ms] = args else {
+        return Err(Error::WrongArity);
+    };
+    ctx.replicate_arg(c"MSGID.FLOOR", ms);
+    ctx.reply_ok();
+    Ok(())
+}

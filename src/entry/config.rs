@@ -1,0 +1,214 @@
+//! The configs' registration (from OnLoad, starting from the module arguments) and the raw
+//! string config callbacks (getter, setter). What a config accepts and holds is safe Rust in
+//! `config` (the values, [`StringConfig`], the module arguments' rules).
+
+use super::{guard, Entry};
+use crate::config::{
+    parse_args, StringConfig, TextConfig, MSGID_HASH, OPENID_KEYS, SEQ_GAP, SEQ_GAP_RANGE,
+    SEQ_IDMP_MAX, SEQ_IDMP_MAX_RANGE, SEQ_IDMP_TTL, SEQ_IDMP_TTL_RANGE, UID_EPOCH, UID_LAYOUT,
+    UID_NODE, UID_TIME_UNIT,
+};
+use crate::host::string::HeldString;
+use redis_module::configuration::{
+    register_enum_configuration, register_i64_configuration, ConfigurationFlags,
+};
+use redis_module::{raw, Context, RedisString, Status};
+use std::ffi::{c_void, CStr, CString};
+use std::os::raw::{c_char, c_int};
+
+/// Redis's getter for a [`StringConfig`]; `privdata` is the `&'static T` registered.
+unsafe extern "C" fn get<T: StringConfig>(
+    _name: *const c_char,
+    privdata: *mut c_void,
+) -> *mut raw::RedisModuleString {
+    guard(
+        std::ptr::null_mut(),
+        Entry::Named("a config getter"),
+        std::ptr::null_mut,
+        || {
+            // SAFETY: register passes a `&'static T` as privdata, only ever read shared.
+            let cfg = unsafe { privdata.cast::<T>().as_ref() };
+            cfg.and_then(T::held)
+                .map_or(std::ptr::null_mut(), |h| h.as_raw())
+        },
+    )
+}
+
+/// Redis's setter for a [`StringConfig`]. `val` belongs to Redis (it frees it after the call);
+/// an error string handed back through `err` is freed by Redis too.
+unsafe extern "C" fn set<T: StringConfig>(
+    _name: *const c_char,
+    val: *mut raw::RedisModuleString,
+    privdata: *mut c_void,
+    err: *mut *mut raw::RedisModuleString,
+) -> c_int {
+    // SAFETY: register passes a `&'static T` as privdata, only ever read shared.
+    let cfg = unsafe { privdata.cast::<T>().as_ref() };
+    let prefix = move || cfg.map_or("", T::prefix);
+    let result = guard(
+        std::ptr::null_mut(),
+        Entry::Named("a config setter"),
+        || Err(format!("{}internal error", prefix())),
+        || match cfg {
+            Some(cfg) if !val.is_null() => cfg.set(redis_module::RedisString::string_as_slice(val)),
+            _ => Err(format!("{}no value", prefix())),
+        },
+    );
+    match result {
+        Ok(()) => raw::REDISMODULE_OK as c_int,
+        Err(msg) => {
+            if !err.is_null() {
+                if let Some(s) = HeldString::new(msg.as_bytes()) {
+                    // SAFETY: err is Redis's out-pointer for this call; Redis frees the string.
+                    unsafe { *err = s.into_raw() };
+                }
+            }
+            raw::REDISMODULE_ERR as c_int
+        }
+    }
+}
+
+/// Registers `imid.<name>` as a string config backed by `cfg`, with its default and flags.
+/// Registered directly rather than through the crate's `ConfigurationValue<RedisString>`,
+/// whose getter makes a new string per call for Redis to copy and never free.
+fn register_string<T: StringConfig>(
+    ctx: &Context,
+    name: &CStr,
+    cfg: &'static T,
+    default: &CStr,
+    flags: u32,
+) -> bool {
+    let privdata = std::ptr::from_ref(cfg).cast_mut().cast::<c_void>();
+    // SAFETY: ctx.ctx is the live OnLoad context; name and default are NUL-terminated and
+    // copied by Redis; the callbacks match the C signatures and, like `cfg` (privdata, only
+    // ever read through a shared reference), live as long as the module.
+    let rc = unsafe {
+        raw::RedisModule_RegisterStringConfig.map(|register| {
+            register(
+                ctx.ctx,
+                name.as_ptr(),
+                default.as_ptr(),
+                flags,
+                Some(get::<T>),
+                Some(set::<T>),
+                None,
+                privdata,
+            )
+        })
+    };
+    rc == Some(raw::REDISMODULE_OK as c_int)
+}
+
+/// Applies the config values queued for the module (`imid.<name> value` lines, `MODULE LOADEX
+/// ... CONFIG`); false when one was refused.
+fn load_configs(ctx: &Context) -> bool {
+    // SAFETY: ctx.ctx is the live OnLoad context; LoadConfigs exists on Redis 7.0+.
+    let rc = unsafe { raw::RedisModule_LoadConfigs.map(|load| load(ctx.ctx)) };
+    rc == Some(raw::REDISMODULE_OK as c_int)
+}
+
+/// Registers `imid.<name>` as a [`TextConfig`] with its default and flags.
+fn register_text_config(
+    ctx: &Context,
+    name: &std::ffi::CStr,
+    cfg: &'static TextConfig<()>,
+    default: &str,
+    flags: ConfigurationFlags,
+) -> Status {
+    let Ok(default) = CString::new(default) else {
+        ctx.log_warning("imid: a module argument must not contain NUL");
+        return Status::Err;
+    };
+    if register_string(ctx, name, cfg, &default, flags.bits()) {
+        Status::Ok
+    } else {
+        ctx.log_warning(&format!(
+            "imid: could not register config {}",
+            name.to_string_lossy()
+        ));
+        Status::Err
+    }
+}
+
+/// Registers the module configs, starting from the module arguments ([`parse_args`]), and
+/// applies the values queued for them (`imid.<name> value` config lines, `--imid.*`,
+/// `MODULE LOADEX ... CONFIG`). A refused argument or value fails the load.
+pub(crate) fn register(ctx: &Context, args: &[RedisString]) -> Status {
+    let raw: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
+    let start = match parse_args(&raw) {
+        Ok(s) => s,
+        Err(e) => {
+            ctx.log_warning(&format!("imid: {e}; not loading"));
+            return Status::Err;
+        }
+    };
+    register_i64_configuration(
+        ctx,
+        "seq-gap",
+        &SEQ_GAP,
+        start.seq_gap,
+        SEQ_GAP_RANGE.0,
+        SEQ_GAP_RANGE.1,
+        ConfigurationFlags::DEFAULT,
+        None,
+    );
+    register_i64_configuration(
+        ctx,
+        "seq-idmp-ttl",
+        &SEQ_IDMP_TTL,
+        start.seq_idmp_ttl,
+        SEQ_IDMP_TTL_RANGE.0,
+        SEQ_IDMP_TTL_RANGE.1,
+        ConfigurationFlags::DEFAULT,
+        None,
+    );
+    register_i64_configuration(
+        ctx,
+        "seq-idmp-max",
+        &SEQ_IDMP_MAX,
+        start.seq_idmp_max,
+        SEQ_IDMP_MAX_RANGE.0,
+        SEQ_IDMP_MAX_RANGE.1,
+        ConfigurationFlags::DEFAULT,
+        None,
+    );
+    // SENSITIVE asks Redis to redact CONFIG SET's value (Redis 7.0.15 still shows it in SLOWLOG
+    // and MONITOR; docs/commands.md says so). HIDDEN leaves it out of pattern queries (`CONFIG GET *`),
+    // so config dumps do not carry keys; `CONFIG GET imid.openid-keys` by exact name and CONFIG
+    // REWRITE still see them.
+    let Ok(keys) = CString::new(start.openid_keys) else {
+        ctx.log_warning("imid: module argument openid-keys must not contain NUL");
+        return Status::Err;
+    };
+    let flags = ConfigurationFlags::SENSITIVE | ConfigurationFlags::HIDDEN;
+    if !register_string(ctx, c"openid-keys", &OPENID_KEYS, &keys, flags.bits()) {
+        ctx.log_warning("imid: could not register config openid-keys");
+        return Status::Err;
+    }
+    register_enum_configuration(
+        ctx,
+        "msgid-hash",
+        &MSGID_HASH,
+        start.msgid_hash,
+        ConfigurationFlags::DEFAULT,
+        None,
+    );
+    let uid_configs = [
+        (c"uid-layout", &UID_LAYOUT, &start.uid_layout),
+        (c"uid-epoch", &UID_EPOCH, &start.uid_epoch),
+        (c"uid-time-unit", &UID_TIME_UNIT, &start.uid_time_unit),
+        (c"uid-node", &UID_NODE, &start.uid_node),
+    ];
+    for (name, cfg, default) in uid_configs {
+        if register_text_config(ctx, name, cfg, default, ConfigurationFlags::IMMUTABLE)
+            == Status::Err
+        {
+            return Status::Err;
+        }
+    }
+    if !load_configs(ctx) {
+        ctx.log_warning("imid: a module config was refused (see the line above); not loading");
+        return Status::Err;
+    }
+    Status::Ok
+}

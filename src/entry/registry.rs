@@ -1,0 +1,279 @@
+//! How commands reach Redis: one table entry per command (name, handler, flags, ACL categories,
+//! arity, keys, summary), registered with `RedisModule_CreateCommand`,
+//! `RedisModule_SetCommandInfo` and `RedisModule_SetCommandACLCategories`; each entry's C entry point calls the handler
+//! through `entry::call`.
+//!
+//! Why not the `redis_module!` command table: its wrapper copies and retains every argument and
+//! knows nothing of arity or key specs, which then lived in a second table. Here one entry says
+//! everything about a command.
+//! Key-spec flags matter beyond documentation: ACL key selectors (`%R~`, `%W~`) judge commands
+//! by them, and Redis Cluster routes and redirects by them.
+
+use crate::host::Ctx;
+use redis_module::raw;
+use std::ffi::CString;
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The C entry point Redis calls for a command.
+pub(crate) type RawHandler =
+    extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
+
+/// Where a command's keys are: arguments `first` to `last` (negative: from the end), step 1.
+pub(crate) struct Keys {
+    pub(crate) first: i32,
+    pub(crate) last: i32,
+    pub(crate) flags: u32,
+}
+
+pub(crate) const RO_ACCESS: u32 = raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS;
+pub(crate) const RW_ACCESS_UPDATE: u32 =
+    raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_UPDATE;
+pub(crate) const OW_UPDATE: u32 = raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE;
+pub(crate) const RW_DELETE: u32 = raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_DELETE;
+
+/// `LIMIT seqkey`, searched from argument `from`: a sequence read for its value.
+pub(crate) const fn limit_key(from: i32) -> Option<KeywordKey> {
+    Some(KeywordKey {
+        keyword: c"LIMIT",
+        from,
+        flags: RO_ACCESS,
+    })
+}
+/// MSGID.GEN's target: declared so that cluster clients route it and cluster nodes enforce that
+/// routing (MOVED), which per-slot uniqueness relies on; it is neither read nor written. Not
+/// NOT_KEY: Redis Cluster ignores NOT_KEY keys when it checks where a command belongs.
+pub(crate) const ROUTING_ONLY: u32 = raw::REDISMODULE_CMD_KEY_RO;
+
+/// Keys from argument `first` to `last` (0: just `first`; negative: from the end).
+pub(crate) const fn keys(first: i32, last: i32, flags: u32) -> Option<Keys> {
+    Some(Keys { first, last, flags })
+}
+
+/// An optional key that follows a keyword (`LIMIT seqkey`), searched from argument `from` on:
+/// a second key spec, so that Cluster checks its slot, ACL key patterns apply and COMMAND
+/// GETKEYS lists it. Redis derives the legacy key range from the specs and marks the command
+/// `movablekeys`.
+pub(crate) struct KeywordKey {
+    pub(crate) keyword: &'static std::ffi::CStr,
+    pub(crate) from: i32,
+    pub(crate) flags: u32,
+}
+
+pub(crate) struct Command {
+    pub(crate) name: &'static str,
+    pub(crate) handler: RawHandler,
+    pub(crate) flags: &'static str,
+    /// ACL categories (`write`, `read`, `fast`, ...), where the server has them (Redis 7.2+,
+    /// Valkey); the module's own category `imid` is added where the server allows that.
+    pub(crate) acl: &'static str,
+    /// Negative: at least |arity| arguments, the command name included, as in Redis.
+    pub(crate) arity: i32,
+    pub(crate) keys: Option<Keys>,
+    pub(crate) summary: &'static str,
+    pub(crate) keyword_key: Option<KeywordKey>,
+}
+
+/// A table entry: `command!(name, handler path, flags, acl categories, arity, keys, summary)`.
+macro_rules! command {
+    ($name:literal, $handler:path, $flags:literal, $acl:literal, $arity:expr, $keys:expr, $summary:literal) => {
+        $crate::entry::registry::command!(
+            $name, $handler, $flags, $acl, $arity, $keys, $summary, None
+        )
+    };
+    ($name:literal, $handler:path, $flags:literal, $acl:literal, $arity:expr, $keys:expr, $summary:literal, $kw:expr) => {
+        $crate::entry::registry::Command {
+            name: $name,
+            handler: {
+                extern "C" fn call(
+                    ctx: *mut redis_module::raw::RedisModuleCtx,
+                    argv: *mut *mut redis_module::raw::RedisModuleString,
+                    argc: std::os::raw::c_int,
+                ) -> std::os::raw::c_int {
+                    $crate::entry::call(ctx, argv, argc, $handler)
+                }
+                call
+            },
+            flags: $flags,
+            acl: $acl,
+            arity: $arity,
+            keys: $keys,
+            summary: $summary,
+            keyword_key: $kw,
+        }
+    };
+}
+
+pub(crate) use command;
+
+/// The crate version, NUL-terminated, for COMMAND DOCS `since`.
+const SINCE: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul(
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes(),
+) {
+    Ok(s) => s,
+    Err(_) => c"0.0.0",
+};
+
+const INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfoVersion {
+    version: 1,
+    sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
+    sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
+    sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
+};
+
+/// The module's own ACL category: `ACL CAT imid` lists every imid command, and `-@imid` /
+/// `+@imid` deny or grant them all.
+pub(crate) const MODULE_CATEGORY: &str = "imid";
+
+/// Whether [`MODULE_CATEGORY`] was added on this server (set once, in OnLoad).
+static HAVE_MODULE_CATEGORY: AtomicBool = AtomicBool::new(false);
+/// Whether adding it was refused: the name exists already. Redis 8.2 keeps the category of a
+/// module it unloaded (after a `MODULE LOADEX` config it could not apply), so the next load of
+/// imid finds its own category taken; the commands then join it where the server accepts
+/// that, so that ACL rules on `@imid` keep applying to them.
+static MODULE_CATEGORY_TAKEN: AtomicBool = AtomicBool::new(false);
+
+/// Adds [`MODULE_CATEGORY`] where the server can (`RedisModule_AddACLCategory`: Redis 7.4+).
+/// Without it the commands still get the server's categories (Redis 7.2+, Valkey), just not
+/// their own. Call once in OnLoad, before [`register`].
+pub(crate) fn add_module_category(ctx: &Ctx) {
+    let Ok(name) = CString::new(MODULE_CATEGORY) else {
+        return;
+    };
+    // SAFETY: ctx.raw() is the live OnLoad context; the name is NUL-terminated and copied.
+    let rc = unsafe { raw::RedisModule_AddACLCategory.map(|add| add(ctx.raw(), name.as_ptr())) };
+    match rc {
+        Some(rc) if rc == raw::REDISMODULE_OK as c_int => {
+            HAVE_MODULE_CATEGORY.store(true, Ordering::Relaxed);
+        }
+        Some(_) => {
+            MODULE_CATEGORY_TAKEN.store(true, Ordering::Relaxed);
+            ctx.log_warning(&format!(
+                "imid: the ACL category '{MODULE_CATEGORY}' exists already (left by an earlier load of imid?); commands join it where the server allows, else keep their other categories"
+            ));
+        }
+        None => {}
+    }
+}
+
+/// Registers every command of `table` with its flags, legacy key range, arity, summary and key
+/// spec (Redis 7.0+ for the latter) and ACL categories (Redis 7.2+ and Valkey; Redis 7.0 has no
+/// API for them, and there module commands belong to no category).
+pub(crate) fn register(ctx: &Ctx, table: &[Command]) -> bool {
+    for c in table {
+        if register_one(ctx, c).is_err() {
+            ctx.log_warning(&format!("imid: could not register command {}", c.name));
+            return false;
+        }
+    }
+    true
+}
+
+fn register_one(ctx: &Ctx, c: &Command) -> Result<(), ()> {
+    let name = CString::new(c.name).map_err(|_| ())?;
+    // A keyword key is also reported through the getkeys API (the handler answers
+    // `Ctx::keys_position_request`): Redis 7.0's Cluster checks the slots of only the keys
+    // that API or the legacy range gives, not those of the key specs.
+    let flags = if c.keyword_key.is_some() {
+        CString::new(format!("{} getkeys-api", c.flags))
+    } else {
+        CString::new(c.flags)
+    }
+    .map_err(|_| ())?;
+    let summary = CString::new(c.summary).map_err(|_| ())?;
+    let (first, last) = c.keys.as_ref().map_or((0, 0), |k| {
+        // The legacy range takes an absolute last key, or negative from the end; 0 in a key
+        // spec means "the same as first".
+        (k.first, if k.last == 0 { k.first } else { k.last })
+    });
+    let step = i32::from(c.keys.is_some());
+    // SAFETY: ctx.raw() is the live OnLoad context; name and flags are NUL-terminated and copied
+    // by Redis; the handler is a valid extern "C" function for the life of the module.
+    let rc = unsafe {
+        raw::RedisModule_CreateCommand.map(|create| {
+            create(
+                ctx.raw(),
+                name.as_ptr(),
+                Some(c.handler),
+                flags.as_ptr(),
+                first,
+                last,
+                step,
+            )
+        })
+    };
+    if rc != Some(raw::REDISMODULE_OK as c_int) {
+        return Err(());
+    }
+    // SAFETY: as above; GetCommand returns the command just created, or null.
+    let cmd = unsafe { raw::RedisModule_GetCommand.map(|get| get(ctx.raw(), name.as_ptr())) }
+        .filter(|p| !p.is_null())
+        .ok_or(())?;
+    // SAFETY: zeroed is the documented "unset" value for every optional field of these structs
+    // (null pointers, zero counts) and a zeroed key spec terminates the array; all strings and
+    // the array outlive the call, which copies them.
+    let mut info: raw::RedisModuleCommandInfo = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut specs: [raw::RedisModuleCommandKeySpec; 3] = unsafe { std::mem::zeroed() };
+    info.version = &INFO_VERSION;
+    info.summary = summary.as_ptr();
+    info.since = SINCE.as_ptr();
+    info.arity = c.arity;
+    if let Some(k) = &c.keys {
+        specs[0].flags = u64::from(k.flags);
+        specs[0].begin_search_type =
+            raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+        specs[0].bs.index.pos = k.first;
+        specs[0].find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+        specs[0].fk.range.lastkey = k.last;
+        specs[0].fk.range.keystep = 1;
+        specs[0].fk.range.limit = 0;
+        if let Some(kw) = &c.keyword_key {
+            specs[1].flags = u64::from(kw.flags);
+            specs[1].begin_search_type =
+                raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_KEYWORD;
+            specs[1].bs.keyword.keyword = kw.keyword.as_ptr();
+            specs[1].bs.keyword.startfrom = kw.from;
+            specs[1].find_keys_type =
+                raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+            specs[1].fk.range.lastkey = 0;
+            specs[1].fk.range.keystep = 1;
+            specs[1].fk.range.limit = 0;
+        }
+        info.key_specs = specs.as_mut_ptr();
+    }
+    // SAFETY: cmd came from GetCommand for a command of this module; info is fully set.
+    let rc = unsafe { raw::RedisModule_SetCommandInfo.map(|set| set(cmd, &info)) };
+    if rc != Some(raw::REDISMODULE_OK as c_int) {
+        return Err(());
+    }
+    set_acl_categories(cmd, c.acl)
+}
+
+/// Gives a command its ACL categories, plus the module's own where it exists. Without them
+/// `-@write` would not deny a module command at all. Absent on Redis 7.0 (nothing to do: the
+/// docs/access-control.md says how to deny commands by name there); refused categories fail the load, rather
+/// than leave write commands open to users denied `@write`.
+fn set_acl_categories(cmd: *mut raw::RedisModuleCommand, acl: &str) -> Result<(), ()> {
+    // SAFETY: reading a function pointer filled in once at load.
+    let Some(set) = (unsafe { raw::RedisModule_SetCommandACLCategories }) else {
+        return Ok(());
+    };
+    if acl.is_empty() {
+        return Ok(());
+    }
+    let set_to = |categories: String| -> Result<(), ()> {
+        let categories = CString::new(categories).map_err(|_| ())?;
+        // SAFETY: cmd came from GetCommand for a command of this module; the string is
+        // NUL-terminated and parsed, not kept, by Redis.
+        let rc = unsafe { set(cmd, categories.as_ptr()) };
+        (rc == raw::REDISMODULE_OK as c_int).then_some(()).ok_or(())
+    };
+    if HAVE_MODULE_CATEGORY.load(Ordering::Relaxed) {
+        set_to(format!("{acl} {MODULE_CATEGORY}"))
+    } else if MODULE_CATEGORY_TAKEN.load(Ordering::Relaxed) {
+        set_to(format!("{acl} {MODULE_CATEGORY}")).or_else(|()| set_to(acl.to_owned()))
+    } else {
+        set_to(acl.to_owned())
+    }
+}

@@ -1,0 +1,213 @@
+//! Keys of imid's data types, opened through the raw key API: one generic handle, typed by the
+//! registered type it expects ([`TypeSlot`]), as `redismodule-rs`'s `key.get_value::<T>(&TYPE)`.
+//! A key of another type is WRONGTYPE when opened; a handle borrows the call's [`Ctx`] and
+//! closes on drop.
+
+use super::value::{self, Holds, Made, Word};
+use super::{Arg, Ctx};
+use crate::error::{Error, WRONGTYPE};
+use redis_module::raw;
+use std::ffi::c_void;
+use std::marker::PhantomData;
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+/// A registered module data type whose values are words holding `B` (`value`): null until
+/// `entry` creates the type at load, when no command runs yet (a type check against null
+/// simply fails).
+///
+/// Only words made by `value::Made::into_word` for `B` are ever stored under the type: by its
+/// callbacks (load, copy, in `entry`) and by [`TypedKey::put`]. That is what lets a handle read
+/// a key's word back as a `B`.
+pub(crate) struct TypeSlot<B> {
+    ptr: AtomicPtr<raw::RedisModuleType>,
+    _holds: Holds<B>,
+}
+
+impl<B> TypeSlot<B> {
+    pub(crate) const fn new() -> TypeSlot<B> {
+        TypeSlot {
+            ptr: AtomicPtr::new(std::ptr::null_mut()),
+            _holds: Holds::new(),
+        }
+    }
+
+    /// Records the type Redis created (`entry`, once, at load). Kept here rather than read from
+    /// the crate's `RedisType`, whose RefCell every command would otherwise pay for.
+    pub(crate) fn set(&self, t: *mut raw::RedisModuleType) {
+        self.ptr.store(t, Ordering::Relaxed);
+    }
+
+    fn get(&self) -> *mut raw::RedisModuleType {
+        self.ptr.load(Ordering::Relaxed)
+    }
+}
+
+/// What a key held when it was opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Held {
+    Missing,
+    /// A value of the expected type: its word.
+    Word(u64),
+}
+
+/// A key of the type `slot` names (or a missing one), opened for reading or writing and closed
+/// on drop. It borrows the [`Ctx`] of the call that opened it (`'a`), so it cannot be kept past
+/// the call.
+pub(crate) struct TypedKey<'a, B: 'static> {
+    ptr: *mut raw::RedisModuleKey,
+    slot: &'static TypeSlot<B>,
+    held: Held,
+    write: bool,
+    _call: PhantomData<&'a Ctx>,
+}
+
+impl<'a, B> TypedKey<'a, B> {
+    /// Opens `name` for reading (`write` false) or writing; WRONGTYPE for a key of another type.
+    #[inline]
+    pub(crate) fn open(
+        ctx: &'a Ctx,
+        slot: &'static TypeSlot<B>,
+        name: &Arg,
+        write: bool,
+    ) -> Result<TypedKey<'a, B>, Error> {
+        let mode = if write {
+            raw::REDISMODULE_READ | raw::REDISMODULE_WRITE
+        } else {
+            raw::REDISMODULE_READ
+        };
+        // SAFETY: see the module comment of `host`. A null result (read mode, missing key) is
+        // handled below and by every method.
+        let ptr = unsafe { raw::RedisModule_OpenKey.map(|f| f(ctx.ptr, name.ptr, mode as c_int)) }
+            .ok_or(Error::Static(c"ERR internal error: key API unavailable"))?;
+        let mut key = TypedKey {
+            ptr,
+            slot,
+            held: Held::Missing,
+            write,
+            _call: PhantomData,
+        };
+        key.held = key.read_held()?;
+        Ok(key)
+    }
+
+    /// What the key holds: missing, a word of this type, or (WRONGTYPE) another type's value.
+    fn read_held(&self) -> Result<Held, Error> {
+        if self.ptr.is_null() {
+            return Ok(Held::Missing);
+        }
+        // SAFETY: see the module comment of `host`; the handle is live until drop, and for a
+        // module value GetType and GetValue are defined.
+        unsafe {
+            let kt = raw::RedisModule_KeyType.map_or(-1, |f| f(self.ptr));
+            if kt == raw::REDISMODULE_KEYTYPE_EMPTY as c_int {
+                return Ok(Held::Missing);
+            }
+            if kt != raw::REDISMODULE_KEYTYPE_MODULE as c_int
+                || raw::RedisModule_ModuleTypeGetType.map(|f| f(self.ptr)) != Some(self.slot.get())
+            {
+                return Err(WRONGTYPE);
+            }
+            match raw::RedisModule_ModuleTypeGetValue.map(|f| f(self.ptr)) {
+                Some(v) if !v.is_null() => Ok(Held::Word(v as usize as u64)),
+                _ => Err(WRONGTYPE),
+            }
+        }
+    }
+
+    /// The key's word (`None` when missing): for a type that decodes inline words itself on a
+    /// hot path.
+    #[inline]
+    pub(crate) fn word(&self) -> Option<u64> {
+        match self.held {
+            Held::Word(w) => Some(w),
+            Held::Missing => None,
+        }
+    }
+
+    /// The key's value (`None` when missing).
+    #[inline]
+    pub(crate) fn value(&self) -> Option<Word<'_, B>> {
+        // SAFETY: the word is the key's current value, of this type (checked at open), so made
+        // for `B` (see `TypeSlot`); the borrow of `self` keeps the key open while the reference
+        // lives, and within this call nothing else replaces the value.
+        self.word().and_then(|w| unsafe { value::read::<B>(w) })
+    }
+
+    /// The key's boxed value, to change in place (`None` when missing, inline, or the key was
+    /// opened for reading).
+    #[inline]
+    pub(crate) fn value_mut(&mut self) -> Option<&mut B> {
+        if !self.write {
+            return None;
+        }
+        // SAFETY: as in `value`; `&mut self` makes this the only reference handed out through
+        // this handle, and a command holds one handle per key at a time while it writes.
+        self.word().and_then(|w| unsafe { value::read_mut::<B>(w) })
+    }
+
+    /// Stores `v` as the key's value (the key must be open for writing), keeping its TTL when it
+    /// exists (SetValue would delete the key first, and its expiry with it). A boxed value the
+    /// key held before is freed; a value Redis refuses is freed too. Inlined: a sequence's
+    /// NEXT stores an inline word through it on every call.
+    #[inline(always)]
+    pub(crate) fn put(&mut self, v: Made<B>) -> Result<(), Error> {
+        let word = v.into_word();
+        let new = word as usize as *mut c_void;
+        let t = self.slot.get();
+        let mut old: *mut c_void = std::ptr::null_mut();
+        // SAFETY: see the module comment of `host`; the handle is live; a missing key takes
+        // SetValue, a held one ReplaceValue (which hands back the old value instead of freeing
+        // it). Redis refuses both on a key not opened for writing.
+        let rc = unsafe {
+            match self.held {
+                _ if self.ptr.is_null() => None,
+                Held::Missing => raw::RedisModule_ModuleTypeSetValue.map(|f| f(self.ptr, t, new)),
+                Held::Word(_) => {
+                    raw::RedisModule_ModuleTypeReplaceValue.map(|f| f(self.ptr, t, new, &mut old))
+                }
+            }
+        };
+        if rc == Some(raw::REDISMODULE_OK as c_int) {
+            self.held = Held::Word(word);
+            // SAFETY: the old word was this key's value of this type, which no key holds now.
+            unsafe { value::free::<B>(old as usize as u64) };
+            Ok(())
+        } else {
+            // SAFETY: Redis did not take the word, so nothing else holds it.
+            unsafe { value::free::<B>(word) };
+            Err(Error::Static(
+                c"ERR internal error: could not store the value",
+            ))
+        }
+    }
+
+    /// Deletes the key (open for writing).
+    pub(crate) fn delete(&mut self) {
+        if self.ptr.is_null() || !self.write {
+            return;
+        }
+        // SAFETY: see the module comment of `host`; the handle is live until drop. Redis frees
+        // the value through the type's free callback.
+        unsafe {
+            if let Some(f) = raw::RedisModule_DeleteKey {
+                f(self.ptr);
+            }
+        }
+        self.held = Held::Missing;
+    }
+}
+
+impl<B> Drop for TypedKey<'_, B> {
+    fn drop(&mut self) {
+        if self.ptr.is_null() {
+            return;
+        }
+        // SAFETY: the handle came from OpenKey and is closed exactly once, here.
+        unsafe {
+            if let Some(f) = raw::RedisModule_CloseKey {
+                f(self.ptr);
+            }
+        }
+    }
+}

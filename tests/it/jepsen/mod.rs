@@ -1,0 +1,517 @@
+//! Jepsen-style runs (issue 27): partitions, pauses, clock skew and kill -9 against Sentinel
+//! (a primary, two replicas, three Sentinels) and Cluster (3 primaries + 3 replicas), under
+//! load, with every successful reply checked for anything handed out twice.
+//!
+//! Each run lives in a network namespace of its own ([`netns`]): every server and Sentinel on
+//! its own 127.0.0.x, clients on 127.0.0.1, partitions as nftables DROP rules between
+//! addresses ([`nemesis`]). The load ([`load`]): clients pipelining SEQ.NEXT, MSGID.GEN and
+//! UID.GEN on 50 conversations, some straight to the primary that gets cut off, some following
+//! the Sentinels or the slots; IDMP clients retrying the same token after a timeout and again
+//! 2–20 s later; hot conversations too. The [`checker`] then counts values, IDs and UIDs
+//! received twice, IDMP tokens answered with two values, and values of a later primary term
+//! not above an earlier one's.
+//!
+//! One test per row of issue 27's table and server: `jepsen::<row>::<server>`, `#[ignore]`d
+//! like the other soak runs (`make soak` runs the ignored tests).
+//! - `IMID_JEPSEN_ROWS`: which (row, server) pairs run. Unset: the CI set ([`CI`]); `all`; or
+//!   a comma list of `row` or `row/server`. The others say SKIPPED and pass.
+//! - `IMID_JEPSEN_EXPECT`: `report` (unset: the default while imid has no fence): print the
+//!   findings, fail only when the run itself did not happen as planned (no load before the
+//!   fault, no failover, the nodes never settled) or a node repeated itself; `dupes`: also
+//!   fail unless something was handed out twice (today's code, showing the suite sees it);
+//!   `clean`: also fail on any duplicate or any value of a later term not above an earlier
+//!   one's (the fence's target).
+//! - `IMID_JEPSEN_SCALE` (default 1): more clients and longer phases before and after the
+//!   fault (the fault itself is the row's).
+//! - `IMID_JEPSEN_REPORT=<file>`: append the row's result as a Markdown table row (server, row,
+//!   settings, values / message IDs / UIDs twice, IDMP tokens with two values, values below an
+//!   earlier term's per category, the first primary's last reply and the last primary's first
+//!   after the fault, triples, failover).
+//! - `IMID_JEPSEN_KEEP=1`: keep every node's directory (its log) after a passing run too (a
+//!   failing run keeps them always), under the temp dir as `imid-jepsen-<namespace>-<node>`.
+mod checker;
+mod cluster;
+mod load;
+mod nemesis;
+mod netns;
+mod node;
+mod run;
+mod sentinel;
+
+use crate::common::{hooks_module_path, module_path};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The (row, server) pairs `make soak` (and so CI) runs when `IMID_JEPSEN_ROWS` is unset.
+const CI: &[&str] = &[
+    "partition/redis7",
+    "pause_no_min_replicas/redis7",
+    "kill/redis7",
+    "cluster_partition/redis7",
+    "partition/valkey9",
+];
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Topology {
+    Sentinel,
+    Cluster,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    /// The primary cut off from every other node and Sentinel (clients still reach it).
+    Partition(Duration),
+    /// SIGSTOP, then SIGCONT.
+    Pause(Duration),
+    /// kill -9 under load; back (from its AOF) once another node is primary.
+    Kill,
+}
+
+struct Row {
+    name: &'static str,
+    what: &'static str,
+    topology: Topology,
+    fault: Fault,
+    /// `min-replicas-to-write 1`, `min-replicas-max-lag 2` on every node.
+    min_replicas: bool,
+    down_after_ms: u32,
+    node_timeout_ms: u32,
+    /// No sleep between batches, and most of the load on two hot conversations.
+    unthrottled: bool,
+    /// The replicas' module clocks this far behind (ms; the test-hooks build).
+    replicas_behind_ms: Option<[i64; 2]>,
+    /// The cut just before the primary renews its message-ID lease.
+    before_renewal: bool,
+}
+
+const fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+const ROWS: &[Row] = &[
+    Row {
+        name: "partition",
+        what: "partition of the primary from replicas and Sentinels, 10 s",
+        topology: Topology::Sentinel,
+        fault: Fault::Partition(secs(10)),
+        min_replicas: true,
+        down_after_ms: 1000,
+        node_timeout_ms: 0,
+        unthrottled: false,
+        replicas_behind_ms: None,
+        before_renewal: false,
+    },
+    Row {
+        name: "partition_down_after_3000",
+        what: "same, down-after 3000",
+        topology: Topology::Sentinel,
+        fault: Fault::Partition(secs(10)),
+        min_replicas: true,
+        down_after_ms: 3000,
+        node_timeout_ms: 0,
+        unthrottled: false,
+        replicas_behind_ms: None,
+        before_renewal: false,
+    },
+    Row {
+        name: "partition_hot",
+        what: "same, clients unthrottled (hot keys)",
+        topology: Topology::Sentinel,
+        fault: Fault::Partition(secs(10)),
+        min_replicas: true,
+        down_after_ms: 1000,
+        node_timeout_ms: 0,
+        unthrottled: true,
+        replicas_behind_ms: None,
+        before_renewal: false,
+    },
+    Row {
+        name: "cluster_partition",
+        what: "Cluster, primary cut off from the other 5 nodes for 12 s, unthrottled",
+        topology: Topology::Cluster,
+        fault: Fault::Partition(secs(12)),
+        min_replicas: true,
+        down_after_ms: 0,
+        node_timeout_ms: 5000,
+        unthrottled: true,
+        replicas_behind_ms: None,
+        before_renewal: false,
+    },
+    Row {
+        name: "partition_no_min_replicas",
+        what: "partition 10 s",
+        topology: Topology::Sentinel,
+        fault: Fault::Partition(secs(10)),
+        min_replicas: false,
+        down_after_ms: 1000,
+        node_timeout_ms: 0,
+        unthrottled: false,
+        replicas_behind_ms: None,
+        before_renewal: false,
+    },
+    Row {
+        name: "pause_no_min_replicas",
+        what: "pause (SIGSTOP) 5 s",
+        topology: Topology::Sentinel,
+        fault: Fault::Pause(secs(5)),
+        min_replicas: false,
+        down_after_ms: 1000,
+        node_timeout_ms: 0,
+        unthrottled: false,
+        replicas_behind_ms: None,
+        before_renewal: false,
+    },
+    Row {
+        name: "clock_skew",
+        what: "replicas' clocks 10 and 30 s behind, partition 10 s cut just before a lease renewal",
+        topology: Topology::Sentinel,
+        fault: Fault::Partition(secs(10)),
+        min_replicas: true,
+        down_after_ms: 3000,
+        node_timeout_ms: 0,
+        unthrottled: false,
+        replicas_behind_ms: Some([-10_000, -30_000]),
+        before_renewal: true,
+    },
+    Row {
+        name: "pause",
+        what: "pause (SIGSTOP) 8 s",
+        topology: Topology::Sentinel,
+        fault: Fault::Pause(secs(8)),
+        min_replicas: true,
+        down_after_ms: 1000,
+        node_timeout_ms: 0,
+        unthrottled: false,
+        replicas_behind_ms: None,
+        before_renewal: false,
+    },
+    Row {
+        name: "kill",
+        what: "kill -9 of the primary, back from its AOF",
+        topology: Topology::Sentinel,
+        fault: Fault::Kill,
+        min_replicas: true,
+        down_after_ms: 1000,
+        node_timeout_ms: 0,
+        unthrottled: false,
+        replicas_behind_ms: None,
+        before_renewal: false,
+    },
+    Row {
+        name: "cluster_pause",
+        what: "Cluster, pause (SIGSTOP) of a primary 15 s",
+        topology: Topology::Cluster,
+        // 8 s was too short for Valkey 9.1 to fail over (node-timeout 5 s, then the election):
+        // the node came back first, and nothing was tested.
+        fault: Fault::Pause(secs(15)),
+        min_replicas: true,
+        down_after_ms: 0,
+        node_timeout_ms: 5000,
+        unthrottled: false,
+        replicas_behind_ms: None,
+        before_renewal: false,
+    },
+    Row {
+        name: "cluster_kill",
+        what: "Cluster, kill -9 of a primary, back from its AOF",
+        topology: Topology::Cluster,
+        fault: Fault::Kill,
+        min_replicas: true,
+        down_after_ms: 0,
+        node_timeout_ms: 5000,
+        unthrottled: false,
+        replicas_behind_ms: None,
+        before_renewal: false,
+    },
+];
+
+impl Row {
+    fn settings(&self) -> String {
+        let mut s = Vec::new();
+        s.push(if self.min_replicas {
+            "min-replicas-to-write 1, max-lag 2".to_owned()
+        } else {
+            "no min-replicas".to_owned()
+        });
+        match self.topology {
+            Topology::Sentinel => s.push(format!("down-after {}", self.down_after_ms)),
+            Topology::Cluster => s.push(format!("node-timeout {}", self.node_timeout_ms)),
+        }
+        if let Some([a, b]) = self.replicas_behind_ms {
+            s.push(format!("replica clocks {a}/{b} ms"));
+        }
+        s.push(if self.unthrottled {
+            "unthrottled, hot keys".to_owned()
+        } else {
+            "throttled".to_owned()
+        });
+        s.push("AOF everysec".to_owned());
+        s.join(", ")
+    }
+}
+
+/// The sizes of a run.
+struct Size {
+    convs: usize,
+    /// Plain clients straight to the primary that gets cut off.
+    direct: usize,
+    /// Plain clients following the Sentinels or the slots.
+    follow: usize,
+    idmp: usize,
+    /// Load before the fault, and after the nodes settled.
+    before: Duration,
+    after: Duration,
+}
+
+fn scale() -> f64 {
+    std::env::var("IMID_JEPSEN_SCALE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|s: &f64| *s > 0.0)
+        .unwrap_or(1.0)
+}
+
+impl Size {
+    fn from_env() -> Size {
+        let scale = scale();
+        let n = |base: f64| ((base * scale).round() as usize).max(1);
+        Size {
+            convs: 50,
+            direct: n(1.0),
+            follow: n(2.0),
+            idmp: n(2.0),
+            before: Duration::from_secs_f64(4.0 * scale),
+            after: Duration::from_secs_f64(3.0 * scale),
+        }
+    }
+}
+
+/// The server binary of `server`, or None (said on stderr) when it is missing.
+fn server_bin(server: &str) -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (var, p) = match server {
+        "redis7" => return Some(PathBuf::from("redis-server")),
+        "redis8" => (
+            "IMID_REDIS8",
+            root.join("target/servers/redis-server-8.2.3"),
+        ),
+        "valkey9" => (
+            "IMID_VALKEY9",
+            root.join("target/servers/valkey-server-9.1.2"),
+        ),
+        other => panic!("unknown server {other}"),
+    };
+    let p = std::env::var_os(var).map_or(p, PathBuf::from);
+    if p.exists() {
+        return Some(p);
+    }
+    let how = format!("`bash scripts/servers.sh {server}` fetches it (`make test` does)");
+    assert!(
+        std::env::var("IMID_NEWER_SERVERS").as_deref() != Ok("require"),
+        "{} not found: {how}",
+        p.display()
+    );
+    eprintln!(
+        "SKIPPED jepsen on {server}: {} not found: {how}",
+        p.display()
+    );
+    None
+}
+
+fn selected(row: &str, server: &str) -> bool {
+    let pair = format!("{row}/{server}");
+    match std::env::var("IMID_JEPSEN_ROWS") {
+        Err(_) => CI.contains(&pair.as_str()),
+        Ok(v) if v == "all" => true,
+        Ok(v) => v.split(',').map(str::trim).any(|s| s == row || s == pair),
+    }
+}
+
+/// The test of one (row, server): outside the namespace, makes it and runs this same test in
+/// it; inside, the run itself.
+fn run(row: &str, server: &str) {
+    let r = ROWS
+        .iter()
+        .find(|r| r.name == row)
+        .unwrap_or_else(|| panic!("no row {row}"));
+    if netns::inside() {
+        return inside(r, server);
+    }
+    if !selected(row, server) {
+        eprintln!("SKIPPED jepsen::{row}::{server}: not selected (IMID_JEPSEN_ROWS=all runs it)");
+        return;
+    }
+    let Some(bin) = server_bin(server) else {
+        return;
+    };
+    // The clock row needs IMID.TEST-CLOCK; the others run the build users run.
+    let module = if r.replicas_behind_ms.is_some() {
+        hooks_module_path()
+    } else {
+        module_path()
+    };
+    netns::run_inside(
+        &format!("jepsen::{row}::{server}"),
+        &[
+            ("IMID_JEPSEN_BIN", bin.display().to_string()),
+            ("IMID_JEPSEN_MODULE", module.display().to_string()),
+        ],
+    );
+}
+
+fn inside(row: &Row, server: &str) {
+    let bin = PathBuf::from(std::env::var("IMID_JEPSEN_BIN").expect("IMID_JEPSEN_BIN"));
+    let module = PathBuf::from(std::env::var("IMID_JEPSEN_MODULE").expect("IMID_JEPSEN_MODULE"));
+    let version = std::process::Command::new(&bin)
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    let size = Size::from_env();
+    let name = format!("jepsen {} on {server}", row.name);
+    eprintln!("{name}: {version}; {}; {}", row.what, row.settings());
+    let o = match row.topology {
+        Topology::Sentinel => sentinel::run(row, &bin, &module, &size),
+        Topology::Cluster => cluster::run(row, &bin, &module, &size),
+    };
+    let f = &o.findings;
+    f.print(&name);
+    let rel =
+        |v: Option<i64>| v.map_or("-".to_owned(), |ms| format!("{:+.2} s", ms as f64 / 1000.0));
+    eprintln!(
+        "{name}: {} triples, {} IDMP tokens; terms: {}; fault at {} ms; first primary's last reply \
+         {} (of a triple {}), the last primary's first {}; message ID times: the first primary's \
+         highest {}, the last primary's lowest {}; failover {}; {:.0} s",
+        o.triples,
+        f.idmp_tokens,
+        o.terms
+            .iter()
+            .map(|t| format!("{} from {} ms", t.label(), t.first_ms))
+            .collect::<Vec<_>>()
+            .join(", "),
+        o.fault_ms,
+        rel(o.old_last),
+        rel(o.old_last_plain),
+        rel(o.new_first),
+        rel(o.old_id_time),
+        rel(o.new_id_time),
+        o.failover,
+        o.took.as_secs_f64()
+    );
+    let line = format!(
+        "| {server} | {} | {} | {} | {} | {} | {} of {} | {} / {} / {} | {} | {} | {} | {} |",
+        row.name,
+        row.settings(),
+        f.seq.twice,
+        f.msgid.twice,
+        f.uid.twice,
+        f.idmp_two_values,
+        f.idmp_tokens,
+        f.seq.order,
+        f.msgid.order,
+        f.uid.order,
+        rel(o.old_last),
+        rel(o.new_first),
+        o.triples,
+        if o.failover { "yes" } else { "no" },
+    );
+    eprintln!("{name}: row {line}");
+    if let Ok(path) = std::env::var("IMID_JEPSEN_REPORT") {
+        use std::io::Write;
+        if let Ok(mut file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(file, "{line}");
+        }
+    }
+
+    // The run happened as planned, whatever the mode.
+    assert!(
+        o.before_fault > 100,
+        "{name}: only {} replies from the first primary before the fault",
+        o.before_fault
+    );
+    assert!(o.failover, "{name}: no failover happened");
+    assert!(
+        o.after_settled > 100,
+        "{name}: only {} replies from the last primary after the nodes settled",
+        o.after_settled
+    );
+    assert_eq!(
+        f.same_term(),
+        0,
+        "{name}: a node repeated itself (see the examples above)"
+    );
+    match std::env::var("IMID_JEPSEN_EXPECT").as_deref() {
+        Ok("clean") => {
+            assert_eq!(
+                (f.duplicates(), f.order_violations()),
+                (0, 0),
+                "{name}: handed out twice, or a later term not above an earlier one (above)"
+            );
+        }
+        Ok("dupes") => assert!(
+            f.duplicates() > 0,
+            "{name}: nothing handed out twice (IMID_JEPSEN_EXPECT=dupes)"
+        ),
+        Ok("report") | Err(_) => {}
+        Ok(other) => panic!("IMID_JEPSEN_EXPECT={other}: report, dupes or clean"),
+    }
+}
+
+/// `rows!(name, ...)`: for each row a module with one `#[ignore]`d test per server.
+macro_rules! rows {
+    ($($row:ident),* $(,)?) => {
+        $(
+            mod $row {
+                #[test]
+                #[ignore = "soak: run by `make soak` (IMID_JEPSEN_ROWS picks the rows)"]
+                fn redis7() {
+                    super::run(stringify!($row), "redis7");
+                }
+
+                #[test]
+                #[ignore = "soak: run by `make soak` (IMID_JEPSEN_ROWS picks the rows)"]
+                fn redis8() {
+                    super::run(stringify!($row), "redis8");
+                }
+
+                #[test]
+                #[ignore = "soak: run by `make soak` (IMID_JEPSEN_ROWS picks the rows)"]
+                fn valkey9() {
+                    super::run(stringify!($row), "valkey9");
+                }
+            }
+        )*
+
+        /// Every row has its tests, and every test its row.
+        #[test]
+        fn every_row_has_tests() {
+            let names = [$(stringify!($row)),*];
+            for r in ROWS {
+                assert!(names.contains(&r.name), "row {} has no tests", r.name);
+            }
+            assert_eq!(names.len(), ROWS.len());
+            for pair in CI {
+                let (row, _) = pair.split_once('/').expect("row/server");
+                assert!(names.contains(&row), "CI names an unknown row {row}");
+            }
+        }
+    };
+}
+
+rows!(
+    partition,
+    partition_down_after_3000,
+    partition_hot,
+    cluster_partition,
+    partition_no_min_replicas,
+    pause_no_min_replicas,
+    clock_skew,
+    pause,
+    kill,
+    cluster_pause,
+    cluster_kill,
+);

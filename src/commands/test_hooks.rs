@@ -11,6 +11,9 @@
 //! `IMID.TEST-REPLICATE-FLOOR <ms>`: writes `MSGID.FLOOR <ms>` to the AOF and replicas, as a
 //! lease renewal does, without any check or local effect (to test what replay and replicas do
 //! with a floor no client could set).
+//! `IMID.TEST-MAP-PENDING <key>`: `[pending, queued]`: 1 when the sequence map at key has
+//! background work left (an index resize, a compaction pass), else 0 (a missing key too); and
+//! how many maps wait in the cron's queue (`types::map::idle`).
 
 use crate::error::{Error, SYNTAX};
 use crate::host::{Arg, Ctx};
@@ -59,5 +62,19 @@ pub(crate) fn test_replicate_floor(ctx: &Ctx, args: &[Arg]) -> Result<(), Error>
     };
     ctx.replicate_arg(c"MSGID.FLOOR", ms);
     ctx.reply_ok();
+    Ok(())
+}
+
+/// IMID.TEST-MAP-PENDING key
+pub(crate) fn test_map_pending(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, key] = args else {
+        return Err(Error::WrongArity);
+    };
+    let k = crate::types::map::key::MapKey::open(ctx, key, false)?;
+    let pending = k.get().is_some_and(crate::core::seqmap::SeqMap::pending);
+    drop(k);
+    ctx.reply_array(2);
+    ctx.reply_int(i64::from(pending));
+    ctx.reply_int(crate::core::int(crate::types::map::idle::queued() as u64));
     Ok(())
 }

@@ -72,6 +72,9 @@ pub struct SeqMap {
     len: usize,
     /// IDMP tokens (see [`Tokens`]).
     pub tokens: Option<Box<Tokens>>,
+    /// The map is in the server's queue of maps with background work left (a cron finishes
+    /// it for a map no write reaches); kept here so that a write adds it once.
+    pub queued: bool,
     /// The background work done since the last [`SeqMap::take_work`] (tests).
     #[cfg(test)]
     work: Work,

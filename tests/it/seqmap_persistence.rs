@@ -622,7 +622,9 @@ fn check_intermediate(con: &mut Connection, maps: &[(&str, HashMap<Vec<u8>, i64>
 /// RELOAD), and an AOF rewrite with and without the RDB preamble replayed after a restart.
 #[test]
 fn intermediate_states_persist_and_digest_alike() {
-    let s = Server::with(&["--imid.seq-gap", "0"]);
+    // `activerehashing no` keeps the cron from finishing the maps' work before they are read
+    // (`the_cron_finishes_the_work_a_write_left`).
+    let s = Server::with(&["--imid.seq-gap", "0", "--activerehashing", "no"]);
     let mut con = s.client();
     let maps = intermediate(&mut con);
     check_intermediate(&mut con, &maps);
@@ -633,7 +635,11 @@ fn intermediate_states_persist_and_digest_alike() {
     }
     assert_eq!(digest(&mut con), d);
     for preamble in ["no", "yes"] {
-        let args = [&aof_always(preamble)[..], &["--imid.seq-gap", "0"]].concat();
+        let args = [
+            &aof_always(preamble)[..],
+            &["--imid.seq-gap", "0", "--activerehashing", "no"],
+        ]
+        .concat();
         let mut s = Server::with(&args);
         let mut con = s.client();
         let maps = intermediate(&mut con);
@@ -650,4 +656,68 @@ fn intermediate_states_persist_and_digest_alike() {
         }
         assert_eq!(digest(&mut con), d);
     }
+}
+
+/// `IMID.TEST-MAP-PENDING key`: whether the map has background work left, and how many maps
+/// wait in the cron's queue.
+fn map_pending(con: &mut Connection, key: &str) -> (i64, i64) {
+    cmd(con, &["IMID.TEST-MAP-PENDING", key]).unwrap()
+}
+
+/// Maps a write left halfway through a resize of their index or a compaction pass (the write
+/// sequences of `intermediate`) finish by themselves in the server's cron, as Redis's dicts
+/// rehash in `serverCron`, without another write; the cron changes only their layout: the
+/// fields, HSCAN, the digest and the AOF stay as they were. With `activerehashing no`, as for
+/// Redis's own rehashing, it waits.
+#[test]
+fn the_cron_finishes_the_work_a_write_left() {
+    let args = [
+        &aof_always("yes")[..],
+        &["--imid.seq-gap", "0", "--activerehashing", "no"],
+    ]
+    .concat();
+    let s = Server::build().hooked().args(&args).start();
+    let mut con = s.client();
+    let maps = intermediate(&mut con);
+    for (key, _) in &maps {
+        assert_eq!(map_pending(&mut con, key).0, 1, "{key}: left with work");
+    }
+    assert_eq!(map_pending(&mut con, "grow").1, 3, "each map queued once");
+    let d = digest(&mut con);
+    let aof = s.info_field("persistence", "aof_current_size");
+    // Several cron ticks (hz 10) with activerehashing no: the work waits.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    for (key, _) in &maps {
+        assert_eq!(map_pending(&mut con, key).0, 1, "{key}: activerehashing no");
+    }
+    let _: () = cmd(&mut con, &["CONFIG", "SET", "activerehashing", "yes"]).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while maps
+        .iter()
+        .any(|(key, _)| map_pending(&mut con, key).0 == 1)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "maps still pending after 120 s of cron ticks: {:?}",
+            maps.iter()
+                .map(|(key, _)| map_pending(&mut con, key))
+                .collect::<Vec<_>>()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(map_pending(&mut con, "grow").1, 0, "the queue is empty");
+    for (key, model) in &maps {
+        assert_eq!(&getall(&mut con, key), model, "{key} after the cron");
+        assert_eq!(
+            &scan(&mut con, key, 7),
+            model,
+            "{key}: HSCAN after the cron"
+        );
+    }
+    assert_eq!(digest(&mut con), d, "the cron changes no digest");
+    assert_eq!(
+        s.info_field("persistence", "aof_current_size"),
+        aof,
+        "the cron writes nothing to the AOF"
+    );
 }

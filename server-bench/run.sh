@@ -3,8 +3,8 @@
 # and memory (server-bench/server.py), then instructions per command against the floor module
 # (server-bench/instructions.py, server-bench/floor.c), then sequence maps against Redis hashes on every server
 # of the matrix (server-bench/maps.py: memory per counter, RDB save/load; server-bench/pauses.py: the
-# worst single call while a map grows to 2,000,000 fields, widens and shrinks), then the results
-# page (server-bench/report.py).
+# worst single call while a map grows to 2,000,000 fields, widens and shrinks), then IM.SEND against
+# send.lua and its parts (server-bench/send.py), then the results page (server-bench/report.py).
 #
 #   server-bench/run.sh          full run, writes server-bench/RESULTS.md (minutes; run on a quiet machine)
 #   server-bench/run.sh --smoke  tiny run that only proves every command works and the table is built;
@@ -47,6 +47,8 @@ if [ "$mode" = smoke ]; then
   # One server, a map of 20,000 fields, 2 bulk calls.
   python3 server-bench/pauses.py --module "$module" --servers redis7 --fields 20000 --bulk 2 \
     --json "$tmp/pauses.json"
+  # IM.SEND against send.lua and its parts: a few sends per figure, a short throughput run.
+  python3 server-bench/send.py --module "$module" --smoke --json "$tmp/send.json" >"$tmp/send.md"
 else
   out=server-bench/RESULTS.md
   cargo bench --features system-alloc --bench core
@@ -54,11 +56,13 @@ else
   python3 server-bench/instructions.py --module "$module" --json "$tmp/floor.json"
   python3 server-bench/maps.py --module "$module" --json "$tmp/maps.json"
   python3 server-bench/pauses.py --module "$module" --json "$tmp/pauses.json"
+  python3 server-bench/send.py --module "$module" --json "$tmp/send.json" >"$tmp/send.md"
 fi
 
 python3 server-bench/report.py --server-json "$tmp/server.json" --criterion target/criterion \
   --floor-json "$tmp/floor.json" --maps-json "$tmp/maps.json" --pauses-json "$tmp/pauses.json" \
   --out "$out"
+{ echo; echo "## IM.SEND against send.lua (server-bench/send.py)"; echo; cat "$tmp/send.md"; } >>"$out"
 # The smoke check proper: a table row for every command (server.py and instructions.py already
 # failed on any error reply, missing throughput or instruction count, or a reply unlike the
 # floor's), a floor-table row for each of the 19 MSGID, SEQ, OPENID and UID command lines and
@@ -71,6 +75,7 @@ for r in 'SEQ.NEXT IDMP' 'SEQ.HNEXT (map, random' 'SEQ.HNEXT (map, first' 'SEQ.H
   'SEQ.HADVANCE (' 'SEQ.HADVANCE ... LIMIT'; do
   grep -qF "| $r" "$out" || { echo "no floor row for $r in $out" >&2; exit 1; }
 done
+grep -qE '^\| 50 \| [0-9,]+ \| [0-9,]+ \| [0-9,]+ \|' "$out" || { echo "no IM.SEND row at 50 recipients in $out" >&2; exit 1; }
 map_rows=$(grep -cE '^\| Redis server v=[0-9.]+ \| [0-9,]+ \| [0-9,]+ \| [0-9.]+ \|' "$out")
 [ "$map_rows" -ge 2 ] || { echo "map memory table incomplete ($map_rows rows) in $out" >&2; exit 1; }
 pause_rows=$(grep -cE '^\| Redis server v=[0-9.]+ \| (grow|widen|bulk|shrink) \|' "$out")

@@ -43,6 +43,17 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, channel_type, target] = args else {
         return Err(Error::WrongArity);
     };
+    ctx.reply_bulk(&new_id(ctx, channel_type, target)?);
+    Ok(())
+}
+
+/// What MSGID.GEN does, for IM.SEND too: checks both arguments, then issues the ID, as text.
+#[inline(always)]
+pub(crate) fn new_id(
+    ctx: &Ctx,
+    channel_type: &Arg,
+    target: &Arg,
+) -> Result<[u8; crate::core::msgid::TEXT_LEN], Error> {
     let channel_type = channel_type_arg(channel_type)?;
     let mode = effective_hash_mode();
     let hash = target_hash(&mode, target.bytes())?;
@@ -61,8 +72,7 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         u64::from(hash),
     )
     .map_err(err)?;
-    ctx.reply_bulk(&fields.to_id().to_text());
-    Ok(())
+    Ok(fields.to_id().to_text())
 }
 
 /// MSGID.ENCODE time_ms seq channel_type hash

@@ -1,5 +1,5 @@
 //! The reserve protocol's Redis side, written once for every command that hands out sequence
-//! values (SEQ.NEXT, SEQ.HNEXT): run `core::reserve::plan` on the call's target, then store,
+//! values (SEQ.NEXT, SEQ.HNEXT; IM.SEND takes `settle` and `finish` alone): run `core::reserve::plan` on the call's target, then store,
 //! replicate, signal, count and reply as the plan says.
 //!
 //! Replication: as called when replaying the call reproduces its effect exactly (a replay never
@@ -70,35 +70,32 @@ pub(crate) fn reserve<T: Target>(
     count: u64,
     idmp: Option<(&Arg, Idmp<'_, T::Request>, CallClock)>,
 ) -> Result<(), Error> {
-    let plan = reserve::plan(&target, &Here(ctx), count, idmp.as_ref().map(|(_, i, _)| i))
-        .map_err(|r| refusal(r, kind))?;
-    let r = match plan {
-        Plan::Duplicate(last) => {
+    let s = match settle(
+        ctx,
+        kind,
+        &mut target,
+        count,
+        idmp.as_ref().map(|(_, i, _)| i),
+        || Ok(()),
+    )? {
+        Settled::Duplicate(last) => {
             reply_idmp(ctx, last, true);
             return Ok(());
         }
-        Plan::Reserve(r) => r,
+        Settled::Stored(s, ()) => s,
     };
-    let last = r.next.last;
-    let effect = r.record.as_ref().map(|rec| {
-        [
-            int(last),
-            int(rec.entry.expires_ms),
-            int(rec.dropped as u64),
-        ]
-    });
-    target.commit(r.next.state, r.record)?;
     drop(target);
+    let last = s.last;
     // Only now, with the key changed, does the call's IDMP clock become the node's and reach
     // the streams (before the call itself): a refused call wrote nothing.
     let token = idmp.map(|(token, _, clock)| {
         clock.commit(ctx);
         token
     });
-    if r.as_called {
+    if s.as_called {
         ctx.replicate_verbatim();
     } else {
-        match (token, effect) {
+        match (token, s.effect) {
             // A sequence key's request is its COUNT, which SEQ.IDMPSET takes as the
             // fingerprint; a map's is the field and the COUNT.
             (Some(token), Some([last, expires, dropped])) => match field {
@@ -123,19 +120,88 @@ pub(crate) fn reserve<T: Target>(
             },
         }
     }
-    if r.next.skipped_gap {
-        SEQ_GAP_SKIPS.add(1);
-    }
-    ctx.changed(kind.event, key);
-    if !r.replay {
-        SEQ_ISSUED.add(count);
-    }
-    if effect.is_some() {
+    finish(ctx, kind, key, &s, count);
+    if s.effect.is_some() {
         reply_idmp(ctx, last, false);
     } else {
         ctx.reply_int(int(last));
     }
     Ok(())
+}
+
+/// What [`settle`] did.
+pub(crate) enum Settled<C> {
+    /// A retry: the token's first call replied this; nothing changed.
+    Duplicate(u64),
+    /// Values reserved and stored, and what the check found.
+    Stored(Stored, C),
+}
+
+/// A stored reservation: what to replicate, count and reply.
+pub(crate) struct Stored {
+    /// The block's last value.
+    pub(crate) last: u64,
+    /// With IDMP, the explicit effect's integers: `last expires dropped`.
+    pub(crate) effect: Option<[i64; 3]>,
+    /// Replaying the call as called reproduces it.
+    pub(crate) as_called: bool,
+    skipped_gap: bool,
+    replay: bool,
+}
+
+/// The protocol's decision and its store, for every command that reserves (SEQ.NEXT and
+/// SEQ.HNEXT through [`reserve`], IM.SEND directly, which replicates and replies on its own):
+/// runs `core::reserve::plan` on `target` and, when it reserves, `check` (what else the command
+/// must find in order before it writes anything: its error refuses the call, nothing stored; its
+/// value is handed back), then stores what it reserved. Nothing is replicated, signalled or counted here ([`finish`]
+/// does the latter two; the caller commits the IDMP clock before it replicates).
+#[inline(always)]
+pub(crate) fn settle<T: Target, C>(
+    ctx: &Ctx,
+    kind: &Kind,
+    target: &mut T,
+    count: u64,
+    idmp: Option<&Idmp<'_, T::Request>>,
+    check: impl FnOnce() -> Result<C, Error>,
+) -> Result<Settled<C>, Error> {
+    let plan = reserve::plan(target, &Here(ctx), count, idmp).map_err(|r| refusal(r, kind))?;
+    let r = match plan {
+        Plan::Duplicate(last) => return Ok(Settled::Duplicate(last)),
+        Plan::Reserve(r) => r,
+    };
+    let checked = check()?;
+    let last = r.next.last;
+    let effect = r.record.as_ref().map(|rec| {
+        [
+            int(last),
+            int(rec.entry.expires_ms),
+            int(rec.dropped as u64),
+        ]
+    });
+    target.commit(r.next.state, r.record)?;
+    Ok(Settled::Stored(
+        Stored {
+            last,
+            effect,
+            as_called: r.as_called,
+            skipped_gap: r.next.skipped_gap,
+            replay: r.replay,
+        },
+        checked,
+    ))
+}
+
+/// After a stored reservation (and its replication): the gap counter, the key signalled with
+/// its keyspace event, the values counted.
+#[inline(always)]
+pub(crate) fn finish(ctx: &Ctx, kind: &Kind, key: &Arg, s: &Stored, count: u64) {
+    if s.skipped_gap {
+        SEQ_GAP_SKIPS.add(1);
+    }
+    ctx.changed(kind.event, key);
+    if !s.replay {
+        SEQ_ISSUED.add(count);
+    }
 }
 
 fn refusal(r: Refusal, kind: &Kind) -> Error {

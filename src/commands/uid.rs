@@ -60,13 +60,7 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
             .then(|| key_slot(target.bytes()))
     };
     if opts.is_empty() {
-        // The common call, one ID as an integer: its own path, with the run's length a
-        // constant the compiler folds through the inlined generator.
-        let id = match slot() {
-            None => ids::issue_one_uid(ctx)?,
-            slot => ids::issue_uid(ctx, slot, 1)?.first(),
-        };
-        ctx.reply_int(int(id));
+        ctx.reply_int(int(new_uid(ctx, target)?));
         return Ok(());
     }
     let mut count = None;
@@ -99,6 +93,20 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         reply_uid(ctx, run.first(), text);
     }
     Ok(())
+}
+
+/// One UID for `target`, as `UID.GEN target` issues it (IM.SEND's too): the common call, on a
+/// path of its own, with the run's length a constant the compiler folds through the inlined
+/// generator.
+#[inline(always)]
+pub(crate) fn new_uid(ctx: &Ctx, target: &Arg) -> Result<u64, Error> {
+    let slot = CLUSTER_MODE
+        .load(Ordering::Relaxed)
+        .then(|| key_slot(target.bytes()));
+    match slot {
+        None => ids::issue_one_uid(ctx),
+        slot => ids::issue_uid(ctx, slot, 1).map(|run| run.first()),
+    }
 }
 
 /// One UID as an integer, or as its decimal text.

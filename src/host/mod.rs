@@ -28,6 +28,7 @@ pub(crate) mod key;
 pub(crate) mod server;
 pub(crate) mod string;
 pub(crate) mod value;
+pub(crate) mod zset;
 
 use crate::error::{err, Error};
 use redis_module::raw;

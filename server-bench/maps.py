@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from server import start_server, stop_all  # noqa: E402  (the script's own directory)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MATRIX = ["redis7", "redis8", "valkey8", "valkey9"]
+MATRIX = ["redis7", "redis8", "redis8.6", "valkey8", "valkey9"]
 VALUE_BASE = 3_000_000_000
 BATCH = 1000  # field/value pairs per SEQ.HSET / HSET command
 KINDS = [("map", "SEQ.HSET", "SEQ.HLEN"), ("hash", "HSET", "HLEN")]

@@ -16,6 +16,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in server-bench/ from the impor
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from instructions import render as render_floor  # noqa: E402  (the script's own directory)
 from maps import render as render_maps  # noqa: E402
+from pauses import render as render_pauses  # noqa: E402
 
 MARKER = "<!-- analysis: hand-written below this line; server-bench/report.py keeps it -->"
 
@@ -130,6 +131,29 @@ def maps_section(path):
     return out + render_maps(d) + [""]
 
 
+def pauses_section(path):
+    """The worst single call while a map grows, widens and shrinks (server-bench/pauses.py)."""
+    out = ["## Sequence maps: the worst single call", ""]
+    if not path:
+        return out + ["Skipped in this run.", ""]
+    d = json.load(open(path))
+    out += [
+        "`server-bench/pauses.py`: on a fresh server per kind, one key grows from 0 to "
+        f"{d['fields']:,} fields by one call per field (`SEQ.HNEXT m f:<i>`, against `HINCRBY h "
+        f"f:<i> 1`), widens every value (`SEQ.HNEXT ... COUNT 1000000`, `HINCRBY ... 1000000`), "
+        f"takes {d['bulk']} calls of {d['bulk_pairs']:,} new pairs (`SEQ.HSET`, `HSET`), then "
+        "loses every field one call at a time (`SEQ.HDEL`, `HDEL`), pipelined. The worst call "
+        "and the calls of 1 ms or more and 5 ms or more, from the slowlog (execution inside the "
+        f"server, kept from {d['slower_than_us']} µs). The servers ran "
+        + ("at real-time priority (`chrt -f 1`), so that a preemption by other work on the "
+           "machine does not count as a slow call." if d.get("realtime") else
+           "at normal priority: a call preempted by other work on the machine counts as slow.")
+        + " A bulk call does 2,000 inserts: it takes milliseconds for both kinds.",
+        "",
+    ]
+    return out + render_pauses(d) + [""]
+
+
 def fmt_rps(v):
     return f"{v:,.0f}"
 
@@ -140,6 +164,7 @@ def main():
     ap.add_argument("--criterion", help="criterion output dir (target/criterion); omit to skip")
     ap.add_argument("--floor-json", help="server-bench/instructions.py's JSON; omit to skip")
     ap.add_argument("--maps-json", help="server-bench/maps.py's JSON; omit to skip")
+    ap.add_argument("--pauses-json", help="server-bench/pauses.py's JSON; omit to skip")
     ap.add_argument("--out", required=True)
     ap.add_argument("--title", default="imid benchmark results")
     args = ap.parse_args()
@@ -174,6 +199,7 @@ def main():
     ]
     out += floor_section(args.floor_json)
     out += maps_section(args.maps_json)
+    out += pauses_section(args.pauses_json)
     out += [
         "## Throughput (redis-benchmark, loopback, 50 clients)",
         "",

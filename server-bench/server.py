@@ -71,10 +71,13 @@ return {seq, tostring(seq)}
 class Server:
     """One redis-server with the module, persistence off, pinned to `cpu` if given. `bin`: another
     server binary (server-bench/maps.py runs the matrix); `data_dir`: start on the files of an earlier
-    server (its dump.rdb is loaded)."""
+    server (its dump.rdb is loaded); `prefix`: words to start it under (server-bench/pauses.py
+    runs it with real-time priority, `chrt -f 1`)."""
 
-    def __init__(self, module, workdir, cpu=None, extra=(), bin="redis-server", data_dir=None):
+    def __init__(self, module, workdir, cpu=None, extra=(), bin="redis-server", data_dir=None,
+                 prefix=()):
         self.bin = bin
+        self.prefix = list(prefix)
         self.dir = data_dir or tempfile.mkdtemp(prefix="srv-", dir=workdir)
         # A port picked free can still be taken before redis-server binds it: then the server
         # exits at once, and another port is tried.
@@ -97,6 +100,7 @@ class Server:
         ]
         if cpu is not None:
             cmd = ["taskset", "-c", str(cpu)] + cmd
+        cmd = self.prefix + cmd
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         # Loading a big RDB file takes a while (PING answers LOADING until it is done).
         deadline = time.monotonic() + 120

@@ -145,6 +145,7 @@ const TEST_COMMANDS: &[registry::Command] = &[
     command!("imid.test-panic-next", commands::test_hooks::test_panic_next, "fast", "", 2, None, "Test builds only: the next call into the named entry panics"),
     command!("imid.test-replicate-floor", commands::test_hooks::test_replicate_floor, "write", "", 2, None, "Test builds only: replicates MSGID.FLOOR with any value"),
     command!("imid.test-deaf", commands::test_hooks::test_deaf, "fast", "", 2, None, "Test builds only: the cluster bus receiver drops (1) or hears (0) peers' promises"),
+    command!("imid.test-map-pending", commands::test_hooks::test_map_pending, "readonly fast", "", 2, keys(1, 0, RO_ACCESS), "Test builds only: whether a sequence map has background work left"),
 ];
 
 redis_module! {

@@ -73,7 +73,7 @@ struct Field<'k, 'a> {
 impl<'k, 'a> Field<'k, 'a> {
     /// Opens `key` for writing and locates the field `name` in it.
     #[inline(always)]
-    fn open(ctx: &'a Ctx, key: &Arg, name: &'k [u8]) -> Result<Field<'k, 'a>, Error> {
+    fn open(ctx: &'a Ctx, key: &'a Arg, name: &'k [u8]) -> Result<Field<'k, 'a>, Error> {
         let key = MapKey::open(ctx, key, true)?;
         let at = key.get().map(|m| m.locate(name));
         Ok(Field { key, name, at })

@@ -13,6 +13,9 @@
 //! with a floor no client could set).
 //! `IMID.TEST-DEAF 1|0`: the cluster bus receiver drops (1) or hears (0) the peers' promises
 //! (to test what travels inside a slot migration without the bus).
+//! `IMID.TEST-MAP-PENDING <key>`: `[pending, queued]`: 1 when the sequence map at key has
+//! background work left (an index resize, a compaction pass), else 0 (a missing key too); and
+//! how many maps wait in the cron's queue (`types::map::idle`).
 
 use crate::error::{Error, SYNTAX};
 use crate::host::{Arg, Ctx};
@@ -74,5 +77,19 @@ pub(crate) fn test_deaf(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         _ => return Err(SYNTAX),
     }
     ctx.reply_ok();
+    Ok(())
+}
+
+/// IMID.TEST-MAP-PENDING key
+pub(crate) fn test_map_pending(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, key] = args else {
+        return Err(Error::WrongArity);
+    };
+    let k = crate::types::map::key::MapKey::open(ctx, key, false)?;
+    let pending = k.get().is_some_and(crate::core::seqmap::SeqMap::pending);
+    drop(k);
+    ctx.reply_array(2);
+    ctx.reply_int(i64::from(pending));
+    ctx.reply_int(crate::core::int(crate::types::map::idle::queued() as u64));
     Ok(())
 }

@@ -1,45 +1,55 @@
 //! The sequence map, Redis-free: many named sequences in one value, each with exactly the
 //! rules of [`Seq`] (the SEQ.H* commands apply them; this file only stores the states).
 //!
-//! Layout, chosen for memory (a counter with a 10-byte name and a value below 2^32 costs about
-//! 21 bytes, see docs/operations.md, "Sequence maps") with O(1) access:
+//! Layout, chosen for memory (a counter with a 10-byte name and a value below 2^32 costs 21 to
+//! 22 bytes, see docs/operations.md, "Sequence maps") with O(1) access, and so that no call
+//! ever does work in proportion to the whole map:
 //!
-//! - `arena`: the entries back to back. An entry is a header byte (value width in bits 0-1:
-//!   1, 2, 4 or 8 bytes; bit 2 the never-reissue mark; bit 3 dead), a byte holding the name's
-//!   length minus one, the name (1..=256 bytes), the value little-endian in its width. A value
-//!   that outgrows its width moves the entry to the end and leaves the old one dead; dead bytes
-//!   are compacted away once they pass a quarter of the arena.
-//! - `slots`: an open-addressing index of arena offsets (offset + 1; 0 is an empty slot) with
-//!   linear probing and no wrap-around: a key's home slot is `fastrange(hash, buckets)`, a
-//!   cluster may run on into a short tail past the last home. The slots are kept in the order
-//!   of the entries' 64-bit hashes (ordered linear probing: an insert shifts the rest of its
-//!   cluster right, a delete shifts it back). So the index never holds more than its load
-//!   factor allows, and [`SeqMap::scan`] can use "the next hash to return" as a cursor that
-//!   survives growth, deletes and compaction.
+//! - the arena ([`arena`]): the entries back to back in chunks of at most 16 KiB. An entry is a
+//!   header byte (the value's width, the never-reissue mark, dead), the name's length, the
+//!   name, the value in 1, 2, 4 or 8 bytes. A value that outgrows its width moves the entry to
+//!   the end and leaves the old one dead; dead bytes are reclaimed chunk by chunk, a few entries
+//!   per write, once they pass a quarter of the arena.
+//! - the index ([`index`]): an open-addressing table of entry addresses with linear probing, in
+//!   pages of 4 KiB, its slots kept in the order of the entries' 64-bit hashes. It grows (and
+//!   shrinks) incrementally, as Redis's dict rehashes: a new table is filled from the old one a
+//!   few slots per write, fast enough to end before the new one passes its load. At every
+//!   moment the entries below a hash `split` are in the new table and the rest in the old one,
+//!   both in hash order, so a lookup needs one probe and [`SeqMap::scan`] can use "the next hash
+//!   to return" as a cursor that survives growth, deletes and compaction. A table of at most
+//!   2,048 slots (8 KiB, about 1,700 fields) is one allocation, resized at once.
 //!
-//! Both vectors are sized to the allocator's size classes (jemalloc: four per doubling), so
-//! that their capacities are the bytes the server really spends: `used_memory` counts usable
-//! sizes, and [`SeqMap::mem_usage`] reports the same figure.
+//! Every write ends with a bounded step of that background work ([`SeqMap::step`], which a
+//! timer may also call for a map nobody writes): an insert sweeps the old table at the rate that
+//! ends the resize in time (at least [`SWEEP_STEP`] slots), any other write [`SWEEP_STEP`]
+//! slots, and each write spends [`COMPACT_STEP`] units on compaction while it is due. No
+//! allocation is ever reallocated above 16 KiB (a chunk) except the two directories (32 bytes
+//! per 16 KiB chunk, 16 per 4 KiB page). Everything that reads the whole map (RDB, DUMP, AOF
+//! rewrite, digest, HGETALL) reads it in any of these intermediate states.
+//!
+//! Allocations are sized to the allocator's size classes (jemalloc: four per doubling), so that
+//! [`SeqMap::mem_usage`] reports the bytes `used_memory` counts.
 //!
 //! The hash ([`crate::core::hash`]) is keyed per process, so a client cannot choose field names
 //! that collide, and cursors hold within one process (a restarted server starts a new iteration).
 
+mod arena;
+mod index;
+
 use crate::core::hash::hash;
 use crate::core::seq::{Seq, MAX_VALUE};
+pub use arena::size_class;
+use arena::{entry_size, heap, width_code, Arena, WIDTH_BITS};
+use index::{Index, Pos};
 
 /// Longest field name.
 pub const MAX_NAME: usize = 256;
 
-const WIDTH_BITS: u8 = 0x03;
-const MARK: u8 = 0x04;
-const DEAD: u8 = 0x08;
-
-/// Grow the index past this load (in percent of the home slots).
-const MAX_LOAD_PCT: usize = 85;
-/// Load after a bulk build (RDB, RESTORE, COPY): room to grow before the first resize.
-const BUILD_LOAD_PCT: usize = 78;
-/// Largest arena: offsets are stored as u32 (plus one).
-const MAX_ARENA: usize = u32::MAX as usize - 1;
+/// Index slots a write sweeps at least while the index resizes.
+pub const SWEEP_STEP: usize = 8;
+/// Compaction work units a write spends while compaction is due (a chunk or entry visited is
+/// one, an entry moved four: at most eight entries moved).
+pub const COMPACT_STEP: usize = 32;
 
 /// Why a write to the map was refused. Nothing changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,98 +67,28 @@ pub type Tokens = crate::core::idmp::Window;
 /// One map. See the module comment for the layout.
 #[derive(Debug, Default)]
 pub struct SeqMap {
-    arena: Vec<u8>,
-    slots: Vec<u32>,
-    /// Home slots (`slots.len()` minus the tail).
-    buckets: usize,
+    arena: Arena,
+    index: Index,
     len: usize,
-    /// Bytes of dead entries in the arena.
-    dead: usize,
     /// IDMP tokens (see [`Tokens`]).
     pub tokens: Option<Box<Tokens>>,
+    /// The map is in the server's queue of maps with background work left (a cron finishes
+    /// it for a map no write reaches); kept here so that a write adds it once.
+    pub queued: bool,
+    /// The background work done since the last [`SeqMap::take_work`] (tests).
+    #[cfg(test)]
+    work: Work,
 }
 
-/// An entry as read from the arena.
-struct Entry<'a> {
-    header: u8,
-    name: &'a [u8],
-    value: u64,
-    size: usize,
-}
-
-impl Entry<'_> {
-    fn seq(&self) -> Seq {
-        Seq::new(self.value.min(MAX_VALUE), self.header & MARK != 0).unwrap_or_default()
-    }
-}
-
-/// `h` mapped onto `0..n` preserving order (Lemire's multiply-shift), so any `n` works and
-/// home slots rise with the hash.
-fn fastrange(h: u64, n: usize) -> usize {
-    ((u128::from(h) * n as u128) >> 64) as usize
-}
-
-/// The allocation size the allocator really hands out for `bytes` (jemalloc's size classes:
-/// multiples of 16 up to 128, then four classes per doubling). Sizing vectors to these wastes
-/// nothing that `used_memory` would count.
-pub fn size_class(bytes: usize) -> usize {
-    if bytes <= 8 {
-        return 8;
-    }
-    if bytes <= 128 {
-        return bytes.div_ceil(16) * 16;
-    }
-    let k = usize::BITS - (bytes - 1).leading_zeros() - 1; // 2^k < bytes <= 2^(k+1)
-    let step = 1usize << (k - 2);
-    bytes.div_ceil(step).saturating_mul(step)
-}
-
-/// Slots past the last home: room for the cluster that runs on from the last homes.
-fn tail(capacity: usize) -> usize {
-    8 + capacity / 64
-}
-
-/// Width code for a value: 0..=3 for 1, 2, 4, 8 bytes.
-fn width_code(v: u64) -> u8 {
-    if v < 1 << 8 {
-        0
-    } else if v < 1 << 16 {
-        1
-    } else if v < 1 << 32 {
-        2
-    } else {
-        3
-    }
-}
-
-fn entry_size(name_len: usize, wc: u8) -> usize {
-    2 + name_len + (1usize << wc)
-}
-
-fn read_entry(arena: &[u8], off: usize) -> Option<Entry<'_>> {
-    let (&header, rest) = arena.get(off..)?.split_first()?;
-    let (&l, rest) = rest.split_first()?;
-    let len = usize::from(l) + 1;
-    let name = rest.get(..len)?;
-    let w = 1usize << (header & WIDTH_BITS);
-    let vb = rest.get(len..len + w)?;
-    let mut buf = [0u8; 8];
-    buf.get_mut(..w)?.copy_from_slice(vb);
-    Some(Entry {
-        header,
-        name,
-        value: u64::from_le_bytes(buf),
-        size: 2 + len + w,
-    })
-}
-
-fn push_entry(arena: &mut Vec<u8>, name: &[u8], s: Seq, wc: u8) {
-    let header = wc | if s.needs_gap() { MARK } else { 0 };
-    arena.push(header);
-    arena.push(u8::try_from(name.len().saturating_sub(1)).unwrap_or(u8::MAX));
-    arena.extend_from_slice(name);
-    let bytes = s.value().to_le_bytes();
-    arena.extend_from_slice(bytes.get(..1usize << wc).unwrap_or(&bytes));
+/// Background work (tests): index slots swept, compaction units, cluster slots shifted, and
+/// slots of a small table (at most `index::SMALL_CAP`) resized at once.
+#[cfg(test)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Work {
+    pub sweep: usize,
+    pub compact: usize,
+    pub shift: usize,
+    pub at_once: usize,
 }
 
 /// Checks a field name's length.
@@ -174,40 +114,17 @@ impl SeqMap {
         self.len == 0
     }
 
-    fn slot_entry(&self, i: usize) -> Option<Entry<'_>> {
-        let s = *self.slots.get(i)?;
-        if s == 0 {
-            return None;
-        }
-        read_entry(&self.arena, s as usize - 1)
-    }
-
-    /// The slot holding `name`, or `None`.
-    fn find(&self, name: &[u8], h: u64) -> Option<usize> {
-        if self.buckets == 0 {
-            return None;
-        }
-        let home = fastrange(h, self.buckets);
-        let len_byte = u8::try_from(name.len().checked_sub(1)?).ok()?;
-        for (i, &s) in self.slots.iter().enumerate().skip(home) {
-            if s == 0 {
-                return None;
-            }
-            let off = s as usize - 1;
-            // The length byte first: most non-matching entries stop there.
-            if self.arena.get(off + 1) == Some(&len_byte)
-                && self.arena.get(off + 2..off + 2 + name.len()) == Some(name)
-            {
-                return Some(i);
-            }
-        }
-        None
-    }
-
     /// The state of `name`, or `None` when the field is missing.
     pub fn get(&self, name: &[u8]) -> Option<Seq> {
-        let i = self.find(name, hash(name))?;
-        self.slot_entry(i).map(|e| e.seq())
+        let pos = self.index.find(name, hash(name), &self.arena)?;
+        self.state_at(pos)
+    }
+
+    fn state_at(&self, pos: Pos) -> Option<Seq> {
+        match self.index.get(pos) {
+            0 => None,
+            s => self.arena.entry(s as usize - 1).map(|e| e.seq()),
+        }
     }
 
     /// Where `name` is (or would go): one hash and one probe, for a read followed by a write of
@@ -216,56 +133,50 @@ impl SeqMap {
         let hash = hash(name);
         Located {
             hash,
-            slot: self.find(name, hash),
+            pos: self.index.find(name, hash, &self.arena),
         }
     }
 
     /// The state of a located field, or `None` when it is missing.
     pub fn state(&self, at: &Located) -> Option<Seq> {
-        at.slot.and_then(|i| self.slot_entry(i)).map(|e| e.seq())
+        at.pos.and_then(|p| self.state_at(p))
     }
 
     /// [`SeqMap::set`] at a place [`SeqMap::locate`] found for `name` in this map, unchanged
     /// since.
     pub fn store(&mut self, name: &[u8], at: Located, s: Seq) -> Result<bool, MapError> {
         check_name(name)?;
-        match at.slot {
-            Some(i) => {
-                self.update(i, name, s)?;
-                Ok(false)
-            }
-            None => {
-                self.insert(name, at.hash, s)?;
-                Ok(true)
-            }
-        }
+        self.write(name, at.hash, at.pos, s)
     }
 
     /// Stores `s` as the state of `name`. `Ok(true)` when the field was added.
     pub fn set(&mut self, name: &[u8], s: Seq) -> Result<bool, MapError> {
         check_name(name)?;
         let h = hash(name);
-        match self.find(name, h) {
-            Some(i) => {
-                self.update(i, name, s)?;
+        let pos = self.index.find(name, h, &self.arena);
+        self.write(name, h, pos, s)
+    }
+
+    fn write(&mut self, name: &[u8], h: u64, pos: Option<Pos>, s: Seq) -> Result<bool, MapError> {
+        match pos {
+            Some(p) => {
+                self.update(p, name, s)?;
+                self.settle(SWEEP_STEP);
                 Ok(false)
             }
             None => {
                 self.insert(name, h, s)?;
+                let rate = self.index.sweep_rate(self.len, SWEEP_STEP);
+                self.settle(rate);
                 Ok(true)
             }
         }
     }
 
-    /// Bytes the arena may still take.
-    fn room_for(&self, bytes: usize) -> bool {
-        self.arena.len() - self.dead + bytes <= MAX_ARENA
-    }
-
     /// Whether adding `bytes` of entries could fail (callers check a whole batch first, so
     /// that it is all or nothing).
     pub fn fits(&self, bytes: usize) -> bool {
-        self.room_for(bytes)
+        self.arena.fits(bytes)
     }
 
     /// Bytes an entry for `name` with value `v` takes (for [`SeqMap::fits`]).
@@ -273,276 +184,175 @@ impl SeqMap {
         entry_size(name.len(), width_code(v))
     }
 
-    fn update(&mut self, i: usize, name: &[u8], s: Seq) -> Result<(), MapError> {
-        let Some(&slot) = self.slots.get(i) else {
+    fn update(&mut self, pos: Pos, name: &[u8], s: Seq) -> Result<(), MapError> {
+        let addr = match self.index.get(pos) {
+            0 => return Ok(()),
+            slot => slot as usize - 1,
+        };
+        let Some((wc, size)) = self
+            .arena
+            .entry(addr)
+            .map(|e| (e.header & WIDTH_BITS, e.size))
+        else {
             return Ok(());
         };
-        let off = slot as usize - 1;
-        let Some(e) = read_entry(&self.arena, off) else {
-            return Ok(());
-        };
-        let wc = e.header & WIDTH_BITS;
-        let old_size = e.size;
         if width_code(s.value()) <= wc {
-            let header = wc | if s.needs_gap() { MARK } else { 0 };
-            let bytes = s.value().to_le_bytes();
-            let vstart = off + 2 + name.len();
-            let w = 1usize << wc;
-            if let Some(hb) = self.arena.get_mut(off) {
-                *hb = header;
-            }
-            if let (Some(dst), Some(src)) = (self.arena.get_mut(vstart..vstart + w), bytes.get(..w))
-            {
-                dst.copy_from_slice(src);
-            }
+            self.arena.write_value(addr, name.len(), wc, s);
             return Ok(());
         }
         // Wider: the entry moves to the end, the old one dies.
-        let wn = width_code(s.value());
-        let size = entry_size(name.len(), wn);
-        if !self.room_for(size) {
-            return Err(MapError::Full);
-        }
-        let new_off = self.append(name, s, wn);
-        if let Some(hb) = self.arena.get_mut(off) {
-            *hb |= DEAD;
-        }
-        self.dead += old_size;
-        if let Some(sl) = self.slots.get_mut(i) {
-            *sl = (new_off + 1) as u32;
-        }
-        self.maybe_compact();
+        let new = self
+            .arena
+            .append(name, s, width_code(s.value()))
+            .ok_or(MapError::Full)?;
+        self.index.set(pos, new);
+        self.arena.kill(addr, size);
         Ok(())
-    }
-
-    /// Appends an entry, growing the arena to the next size class when full; its offset.
-    fn append(&mut self, name: &[u8], s: Seq, wc: u8) -> usize {
-        let size = entry_size(name.len(), wc);
-        let need = self.arena.len() + size;
-        if need > self.arena.capacity() {
-            let cap = self.arena.capacity();
-            let want = size_class(need.max(cap + cap / 8).max(64));
-            self.arena.reserve_exact(want - self.arena.len());
-        }
-        let off = self.arena.len();
-        push_entry(&mut self.arena, name, s, wc);
-        off
     }
 
     fn insert(&mut self, name: &[u8], h: u64, s: Seq) -> Result<(), MapError> {
         let wc = width_code(s.value());
-        if !self.room_for(entry_size(name.len(), wc)) {
+        if !self.arena.fits(entry_size(name.len(), wc)) {
             return Err(MapError::Full);
         }
-        if (self.len + 1) * 100 > self.buckets * MAX_LOAD_PCT {
-            self.grow_index();
+        let _at_once = self.index.grow_for(self.len + 1, &self.arena);
+        #[cfg(test)]
+        {
+            self.work.at_once += _at_once;
         }
-        let off = self.append(name, s, wc);
+        let addr = self.arena.append(name, s, wc).ok_or(MapError::Full)?;
+        let _shifted = self.index.insert(h, addr, &self.arena);
+        #[cfg(test)]
+        {
+            self.work.shift += _shifted;
+        }
         self.len += 1;
-        loop {
-            if self.place(h, off) {
-                break;
-            }
-            // The cluster ran past the tail: a bigger index.
-            self.grow_index();
-        }
-        self.maybe_compact();
         Ok(())
-    }
-
-    /// Puts offset `off` (hash `h`) in its ordered place; false when there is no empty slot
-    /// left after it.
-    fn place(&mut self, h: u64, off: usize) -> bool {
-        if self.buckets == 0 {
-            return false;
-        }
-        let home = fastrange(h, self.buckets);
-        let mut p = home;
-        while let Some(&s) = self.slots.get(p) {
-            if s == 0 {
-                break;
-            }
-            match read_entry(&self.arena, s as usize - 1) {
-                Some(e) if hash(e.name) <= h => p += 1,
-                _ => break,
-            }
-        }
-        let Some(e) = self
-            .slots
-            .iter()
-            .skip(p)
-            .position(|&s| s == 0)
-            .map(|k| p + k)
-        else {
-            return false;
-        };
-        self.slots.copy_within(p..e, p + 1);
-        if let Some(sl) = self.slots.get_mut(p) {
-            *sl = (off + 1) as u32;
-        }
-        true
-    }
-
-    /// The index one allocation size class up (14% to 25% more slots, the steps of the
-    /// allocator's classes: a bigger factor would leave more slots empty, a smaller one would
-    /// pay for bytes the allocator rounds up anyway), the entries placed in the order of the
-    /// old one (which is the hash order, so each goes at its home or right after the one
-    /// before: no shifting).
-    fn grow_index(&mut self) {
-        let mut bytes = self.slots.len() * 4;
-        loop {
-            bytes = size_class(bytes + 1).max(64);
-            let cap = bytes / 4;
-            let buckets = cap - tail(cap);
-            if buckets * MAX_LOAD_PCT < self.len * 100 {
-                continue;
-            }
-            let mut slots = vec![0u32; cap];
-            let mut next = 0usize;
-            let mut ok = true;
-            for &s in self.slots.iter().filter(|&&s| s != 0) {
-                let Some(e) = read_entry(&self.arena, s as usize - 1) else {
-                    continue;
-                };
-                let p = fastrange(hash(e.name), buckets).max(next);
-                match slots.get_mut(p) {
-                    Some(d) => *d = s,
-                    None => {
-                        ok = false;
-                        break;
-                    }
-                }
-                next = p + 1;
-            }
-            if ok {
-                self.slots = slots;
-                self.buckets = buckets;
-                return;
-            }
-        }
     }
 
     /// Removes `name`; whether it was there.
     pub fn remove(&mut self, name: &[u8]) -> bool {
-        let Some(i) = self.find(name, hash(name)) else {
+        let Some(pos) = self.index.find(name, hash(name), &self.arena) else {
             return false;
         };
-        let Some(&s) = self.slots.get(i) else {
-            return false;
+        let addr = match self.index.get(pos) {
+            0 => return false,
+            s => s as usize - 1,
         };
-        let off = s as usize - 1;
-        if let Some(e) = read_entry(&self.arena, off) {
-            self.dead += e.size;
+        let size = self.arena.entry(addr).map_or(0, |e| e.size);
+        let _shifted = self.index.remove(pos, &self.arena);
+        #[cfg(test)]
+        {
+            self.work.shift += _shifted;
         }
-        if let Some(hb) = self.arena.get_mut(off) {
-            *hb |= DEAD;
-        }
+        self.arena.kill(addr, size);
         self.len -= 1;
-        // Backward shift: later entries of the cluster move back unless at their home.
-        let mut j = i;
-        loop {
-            let k = j + 1;
-            let moved = match self.slot_entry(k) {
-                Some(e) => fastrange(hash(e.name), self.buckets) <= j,
-                None => false,
-            };
-            if !moved {
-                if let Some(sl) = self.slots.get_mut(j) {
-                    *sl = 0;
-                }
-                break;
-            }
-            let v = self.slots.get(k).copied().unwrap_or(0);
-            if let Some(sl) = self.slots.get_mut(j) {
-                *sl = v;
-            }
-            j = k;
-        }
         if self.len == 0 {
+            // Everything goes at once: by now a handful of chunks and pages (deletes shrink the
+            // index and free dead chunks as they go).
             *self = SeqMap {
                 tokens: self.tokens.take(),
                 ..SeqMap::default()
             };
         } else {
-            self.maybe_compact();
+            let _at_once = self.index.shrink_for(self.len, &self.arena);
+            #[cfg(test)]
+            {
+                self.work.at_once += _at_once;
+            }
+            self.settle(SWEEP_STEP);
         }
         true
     }
 
-    /// Rewrites the arena without its dead entries once they pass a quarter of it.
-    fn maybe_compact(&mut self) {
-        if self.dead < 64 || self.dead * 4 < self.arena.len() {
-            return;
+    /// The bounded step every write ends with: `sweep` index slots while the index resizes,
+    /// [`COMPACT_STEP`] units of compaction while it is due.
+    #[inline]
+    fn settle(&mut self, sweep: usize) {
+        if self.index.resizing() || self.arena.compaction_due() {
+            self.step_parts(sweep, COMPACT_STEP);
         }
-        let live = self.arena.len() - self.dead;
-        let mut arena = Vec::with_capacity(size_class(live + live / 16));
-        for s in self.slots.iter_mut().filter(|s| **s != 0) {
-            let off = *s as usize - 1;
-            let Some(e) = read_entry(&self.arena, off) else {
-                continue;
-            };
-            let new_off = arena.len();
-            if let Some(bytes) = self.arena.get(off..off + e.size) {
-                arena.extend_from_slice(bytes);
-            }
-            *s = (new_off + 1) as u32;
+    }
+
+    #[inline(never)]
+    fn step_parts(&mut self, sweep: usize, compact: usize) {
+        let _swept = self.index.sweep(sweep, &self.arena);
+        let index = &mut self.index;
+        let _compacted = self
+            .arena
+            .compact_step(compact, |m, name| index.relocate(hash(name), m.old, m.new));
+        #[cfg(test)]
+        {
+            self.work.sweep += _swept;
+            self.work.compact += _compacted;
         }
-        self.arena = arena;
-        self.dead = 0;
+    }
+
+    /// One bounded step of the background work (resizing the index, compacting the arena),
+    /// at most about `budget` slots and `budget` compaction units, for a map no write reaches
+    /// (a timer's step). Whether work is left.
+    pub fn step(&mut self, budget: usize) -> bool {
+        self.step_parts(budget, budget);
+        self.pending()
+    }
+
+    /// Whether background work is left (see [`SeqMap::step`]).
+    pub fn pending(&self) -> bool {
+        self.index.resizing() || self.arena.compaction_due()
+    }
+
+    /// The background work done since the last call (tests).
+    #[cfg(test)]
+    pub fn take_work(&mut self) -> Work {
+        std::mem::take(&mut self.work)
     }
 
     /// Every field in scan order (the hash order).
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], Seq)> + '_ {
-        self.slots
-            .iter()
-            .filter(|&&s| s != 0)
-            .filter_map(|&s| read_entry(&self.arena, s as usize - 1))
+        self.index
+            .slots()
+            .filter_map(|s| self.arena.entry(s as usize - 1))
             .map(|e| (e.name, e.seq()))
     }
 
     /// One page of a scan: the fields whose hash is at least `cursor`, in hash order, `count`
     /// of them (more when the last one's hash is shared, so a cursor never splits a hash); then
-    /// the next cursor (the hash of the next field), or 0 at the end. Every field present for
-    /// the whole scan is returned at least once: the slots stay in hash order through growth,
+    /// the next cursor (the hash of the next field), or 0 at the end. A page may hold fewer
+    /// (even none) when it passed `10 * count` (at least 100) empty slots: it then ends at an
+    /// empty slot, with the first hash homed after it as the cursor. Every field present for
+    /// the whole scan is returned at least once: the fields stay in hash order through growth,
     /// deletes and compaction, and a page ends before the cursor it hands out. The next cursor
-    /// is never 0 otherwise, since it is above a hash just returned.
+    /// is never 0 otherwise, since it is above a hash just visited.
     pub fn scan<'a>(
         &'a self,
         cursor: u64,
         count: usize,
         mut out: impl FnMut(&'a [u8], Seq),
     ) -> u64 {
-        if self.buckets == 0 {
-            return 0;
-        }
-        let start = fastrange(cursor, self.buckets);
+        let count = count.max(1);
         let mut n = 0usize;
         let mut last: Option<u64> = None;
-        for i in start..self.slots.len() {
-            let Some(e) = self.slot_entry(i) else {
-                continue;
-            };
-            let h = hash(e.name);
-            if h < cursor {
-                continue;
-            }
-            if n >= count.max(1) && last != Some(h) {
-                return h;
-            }
-            out(e.name, e.seq());
-            n += 1;
-            last = Some(h);
-        }
-        0
+        let arena = &self.arena;
+        self.index
+            .scan(cursor, count.saturating_mul(10).max(100), arena, |s, h| {
+                if n >= count && last != Some(h) {
+                    return true;
+                }
+                if let Some(e) = arena.entry(s as usize - 1) {
+                    out(e.name, e.seq());
+                }
+                n += 1;
+                last = Some(h);
+                false
+            })
     }
 
-    /// Bytes this map holds on the heap (its vectors at their allocation sizes, the token
+    /// Bytes this map holds on the heap (its chunks, pages and their directories, the token
     /// window's box) plus the map itself, which the caller boxes.
     pub fn mem_usage(&self) -> usize {
-        let heap = |bytes: usize| if bytes == 0 { 0 } else { size_class(bytes) };
         heap(std::mem::size_of::<SeqMap>())
-            + heap(self.arena.capacity())
-            + heap(self.slots.capacity() * 4)
+            + self.arena.heap_bytes()
+            + self.index.heap_bytes()
             + self
                 .tokens
                 .as_ref()
@@ -562,21 +372,16 @@ impl SeqMap {
         fields: impl Iterator<Item = (&'a [u8], Seq)>,
         hint: usize,
     ) -> Result<SeqMap, BuildError> {
-        let mut arena = Vec::new();
+        let mut arena = Arena::default();
         let mut order: Vec<(u64, u32)> = Vec::with_capacity(hint);
         for (name, s) in fields {
             check_name(name).map_err(|_| BuildError::Name)?;
-            let wc = width_code(s.value());
-            let off = arena.len();
-            if off + entry_size(name.len(), wc) > MAX_ARENA {
-                return Err(BuildError::Full);
-            }
-            push_entry(&mut arena, name, s, wc);
-            order.push((hash(name), (off + 1) as u32));
+            let addr = arena
+                .append_bulk(name, s, width_code(s.value()))
+                .ok_or(BuildError::Full)?;
+            order.push((hash(name), (addr + 1) as u32));
         }
-        let mut sized = Vec::with_capacity(size_class(arena.len().max(1)));
-        sized.extend_from_slice(&arena);
-        drop(arena);
+        arena.trim_tail();
         order.sort_unstable();
         // Equal hashes sit together: a repeated name is among them.
         let mut i = 0;
@@ -591,7 +396,7 @@ impl SeqMap {
                     .get(i..j)
                     .unwrap_or(&[])
                     .iter()
-                    .filter_map(|&(_, s)| read_entry(&sized, s as usize - 1).map(|e| e.name))
+                    .filter_map(|&(_, s)| arena.entry(s as usize - 1).map(|e| e.name))
                     .collect();
                 for (a, x) in names.iter().enumerate() {
                     if names.iter().skip(a + 1).any(|y| y == x) {
@@ -602,40 +407,29 @@ impl SeqMap {
             i = j;
         }
         let len = order.len();
-        let mut m = SeqMap {
-            arena: sized,
-            len,
-            ..SeqMap::default()
-        };
         if len == 0 {
             return Ok(SeqMap::default());
         }
-        // Place in hash order, as rebuild_index does from an index.
-        let mut want = len * 100 / BUILD_LOAD_PCT + 1;
-        loop {
-            let cap = size_class((want + tail(want)) * 4) / 4;
-            let buckets = cap - tail(cap);
-            let mut slots = vec![0u32; cap];
-            let mut next = 0usize;
-            let ok = order.iter().all(|&(h, s)| {
-                let p = fastrange(h, buckets).max(next);
-                next = p + 1;
-                slots.get_mut(p).map(|d| *d = s).is_some()
-            });
-            if ok {
-                m.slots = slots;
-                m.buckets = buckets;
-                return Ok(m);
+        // Placed in hash order: each at its home or right after the one before.
+        let mut cap = Index::build_cap(len);
+        let index = loop {
+            if let Some(index) = Index::build(cap, &order) {
+                break index;
             }
-            want = want + want / 4 + 8;
-        }
+            cap = Index::next_cap(cap);
+        };
+        Ok(SeqMap {
+            arena,
+            index,
+            len,
+            ..SeqMap::default()
+        })
     }
-
     /// The fields as an RDB blob: per field, the name's length minus one (a byte), the name,
     /// the value as LEB128 (at most 9 bytes). Marks are not saved: a loaded field is always
     /// marked. [`SeqMap::decode`] reads it back.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.arena.len() - self.dead + self.len);
+        let mut out = Vec::with_capacity(self.arena.used() - self.arena.dead() + self.len);
         for (name, s) in self.iter() {
             out.push(u8::try_from(name.len() - 1).unwrap_or(u8::MAX));
             out.extend_from_slice(name);
@@ -714,29 +508,32 @@ impl SeqMap {
         })
     }
 
-    /// Checks the structure's invariants (tests).
+    /// Checks the structure's invariants (tests): the arena's bookkeeping, the index's order
+    /// and clusters, and that the index holds exactly the live entries, once each.
     #[cfg(test)]
-    fn check(&self) {
-        let mut n = 0;
-        let mut prev = None;
-        for (i, &s) in self.slots.iter().enumerate() {
-            if s == 0 {
-                continue;
-            }
-            let e = read_entry(&self.arena, s as usize - 1).unwrap();
-            assert_eq!(e.header & DEAD, 0);
-            let h = hash(e.name);
-            let home = fastrange(h, self.buckets);
-            assert!(home <= i);
-            assert!(self.slots[home..i].iter().all(|&x| x != 0));
-            if let Some(p) = prev {
-                assert!(p <= h, "hash order");
-            }
-            prev = Some(h);
-            n += 1;
-        }
-        assert_eq!(n, self.len);
-        assert!(self.len * 100 <= self.buckets * MAX_LOAD_PCT || self.len == 0);
+    pub fn check(&self) {
+        self.arena.check();
+        let slots = self.index.check(&self.arena);
+        assert_eq!(slots.len(), self.len);
+        let mut indexed: Vec<usize> = slots.iter().map(|&s| s as usize - 1).collect();
+        indexed.sort_unstable();
+        let live = self.arena.live_addresses();
+        assert_eq!(indexed, live, "index and live entries");
+    }
+
+    /// How far a resize of the index and a compaction pass are, each 0 to 1 (tests).
+    #[cfg(test)]
+    pub fn progress(&self) -> (Option<f64>, Option<f64>) {
+        (
+            self.index.resize_progress(),
+            self.arena.compaction_progress(),
+        )
+    }
+
+    /// Whether the index is being resized and the arena compacted (tests).
+    #[cfg(test)]
+    pub fn phase(&self) -> (bool, bool) {
+        (self.index.resizing(), self.arena.compaction_due())
     }
 }
 
@@ -744,7 +541,7 @@ impl SeqMap {
 #[derive(Clone, Copy, Debug)]
 pub struct Located {
     hash: u64,
-    slot: Option<usize>,
+    pos: Option<Pos>,
 }
 
 /// Why [`SeqMap::build`] refused its fields.
@@ -759,7 +556,7 @@ pub enum BuildError {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use std::collections::HashMap;
+    use std::collections::{HashMap, HashSet};
 
     fn seq(v: u64, m: bool) -> Seq {
         Seq::new(v, m).unwrap()
@@ -800,6 +597,7 @@ mod tests {
         assert_eq!(m.set(&[7u8; 257], seq(1, false)), Err(MapError::Name));
         assert_eq!(m.set(&[7u8; 256], seq(1, false)), Ok(true));
         assert_eq!(m.len(), 2);
+        m.check();
         assert!(m.remove(b"a"));
         assert!(!m.remove(b"a"));
         assert_eq!(m.get(b"a"), None);
@@ -808,44 +606,56 @@ mod tests {
         m.check();
     }
 
-    #[test]
-    fn many_fields_and_memory() {
-        for n in [10_000, 200_000, 1_000_000] {
-            fill_and_measure(n);
-        }
+    /// 10-byte names and values below 2^32, as the memory figures of docs/operations.md.
+    fn counter(i: u32) -> (String, Seq) {
+        (
+            format!("u{i:09}"),
+            seq(u64::from(i) * 4000 % (1 << 32), false),
+        )
     }
 
-    fn fill_and_measure(n: u32) {
+    /// Memory per field at every size from 10,000 to 1,000,000 fields while a map grows by
+    /// single inserts (so through every resize and its intermediate states), then after a
+    /// build (an RDB load): at most 24 bytes.
+    #[test]
+    fn memory_per_field_through_growth() {
         let mut m = SeqMap::new();
-        for i in 0..n {
-            let name = format!("f{i:09}");
-            m.set(name.as_bytes(), seq(u64::from(i) * 4000, false))
-                .unwrap();
+        let mut worst: (f64, u32) = (0.0, 0);
+        let mut resizing_seen = 0;
+        for i in 0..1_000_000u32 {
+            let (name, s) = counter(i);
+            m.set(name.as_bytes(), s).unwrap();
+            let n = i + 1;
+            if n >= 10_000 {
+                let per = m.mem_usage() as f64 / f64::from(n);
+                if per > worst.0 {
+                    worst = (per, n);
+                }
+                resizing_seen += usize::from(m.phase().0);
+            }
         }
-        m.check();
-        for i in (0..n).step_by(97) {
-            let name = format!("f{i:09}");
-            assert_eq!(
-                m.get(name.as_bytes()),
-                Some(seq(u64::from(i) * 4000, false))
-            );
-        }
-        let per = m.mem_usage() as f64 / f64::from(n);
         eprintln!(
-            "n {n}: {per} B/field; arena {} cap {} slots {} buckets {} len {}",
-            m.arena.len(),
-            m.arena.capacity(),
-            m.slots.capacity(),
-            m.buckets,
-            m.len
+            "worst {:.2} B/field at {} fields; {resizing_seen} inserts found a resize under way",
+            worst.0, worst.1
         );
-        assert!(per < 24.0, "{per} bytes per field");
+        assert!(worst.0 <= 24.0, "{worst:?}");
+        assert!(resizing_seen > 1000);
+        m.check();
+        for i in (0..1_000_000).step_by(97) {
+            let (name, s) = counter(i);
+            assert_eq!(m.get(name.as_bytes()), Some(s));
+        }
+        let built = m.duplicate();
+        built.check();
+        let per = built.mem_usage() as f64 / 1e6;
+        eprintln!("built: {per:.2} B/field");
+        assert!(per <= 24.0);
     }
 
     #[test]
     fn locate_then_store_is_set() {
         let mut m = SeqMap::new();
-        for i in 0..500u64 {
+        for i in 0..5000u64 {
             let name = format!("l{i}");
             let at = m.locate(name.as_bytes());
             assert_eq!(m.state(&at), None);
@@ -856,7 +666,7 @@ mod tests {
             assert_eq!(m.get(name.as_bytes()), Some(seq(i << 33, true)));
         }
         m.check();
-        assert_eq!(m.len(), 500);
+        assert_eq!(m.len(), 5000);
     }
 
     #[test]
@@ -894,25 +704,95 @@ mod tests {
         assert_eq!(SeqMap::decode(&[], 0, true).unwrap().len(), 0);
     }
 
+    /// The per-write bound: while a map grows to 300,000 fields one insert at a time, widens
+    /// every value, takes bulk inserts and loses every field one remove at a time, no single
+    /// write sweeps more than a few dozen index slots or spends more than one step of
+    /// compaction, although the index resizes and the arena compacts many times over (a
+    /// resize or compaction done whole would sweep or move in proportion to the map).
     #[test]
-    fn scan_returns_every_field_across_growth_and_deletes() {
+    fn every_write_does_bounded_background_work() {
+        const N: u32 = 300_000;
         let mut m = SeqMap::new();
-        for i in 0..5000u64 {
-            m.set(format!("s{i}").as_bytes(), seq(i, false)).unwrap();
+        let mut max = Work::default();
+        let mut total = Work::default();
+        let note = |w: Work, max: &mut Work, total: &mut Work| {
+            max.sweep = max.sweep.max(w.sweep);
+            max.compact = max.compact.max(w.compact);
+            max.shift = max.shift.max(w.shift);
+            max.at_once = max.at_once.max(w.at_once);
+            total.sweep += w.sweep;
+            total.compact += w.compact;
+            total.shift += w.shift;
+            total.at_once += w.at_once;
+        };
+        for i in 0..N {
+            m.set(format!("f{i}").as_bytes(), seq(1, false)).unwrap();
+            note(m.take_work(), &mut max, &mut total);
         }
-        let mut seen = std::collections::HashSet::new();
+        let grown = total;
+        m.check();
+        for i in 0..N {
+            m.set(format!("f{i}").as_bytes(), seq(1_000_000, false))
+                .unwrap();
+            note(m.take_work(), &mut max, &mut total);
+        }
+        m.check();
+        for i in 0..N {
+            // deleted in another order than inserted: dead entries all over the chunks
+            let k = (u64::from(i) * 7919 % u64::from(N)) as u32;
+            assert!(m.remove(format!("f{k}").as_bytes()));
+            note(m.take_work(), &mut max, &mut total);
+            if i == N / 2 {
+                m.check();
+            }
+        }
+        assert!(m.is_empty());
+        eprintln!("max per write {max:?}, total {total:?}, after growth {grown:?}");
+        // Growth alone swept every table it left (about 6 slots per insert).
+        assert!(grown.sweep > 5 * N as usize, "{grown:?}");
+        assert!(total.compact > N as usize, "{total:?}");
+        assert!(max.sweep <= 4 * SWEEP_STEP, "{max:?}");
+        assert!(max.compact <= COMPACT_STEP + arena::MOVE_COST, "{max:?}");
+        // A table of one allocation is resized at once: at most SMALL_CAP slots.
+        assert!(
+            max.at_once > 0 && max.at_once <= index::SMALL_CAP,
+            "{max:?}"
+        );
+        // Cluster shifts are the probing's own, bounded by the longest cluster.
+        assert!(max.shift < 5_000, "{max:?}");
+    }
+
+    /// A scan through growth, widening (compaction) and deletes that shrink the index: every
+    /// field present for the whole scan is returned, while pages end in every phase.
+    #[test]
+    fn scan_returns_every_field_across_resizes_and_compaction() {
+        let mut m = SeqMap::new();
+        for i in 0..20_000u64 {
+            m.set(format!("s{i}").as_bytes(), seq(i % 200, false))
+                .unwrap();
+        }
+        let mut seen = HashSet::new();
         let mut cursor = 0;
         let mut round = 0u64;
+        let mut phases = HashSet::new();
         loop {
             cursor = m.scan(cursor, 37, |n, _| {
                 seen.insert(n.to_vec());
             });
-            // grow, delete and widen between pages
-            for k in 0..40u64 {
-                let id = 10_000 + round * 40 + k;
-                m.set(format!("s{id}").as_bytes(), seq(1 << 40, false))
+            phases.insert(m.phase());
+            // Between pages: new fields (growth), widened ones (compaction), and after a
+            // while deletes of most of the temporary ones (the index shrinks).
+            for k in 0..100u64 {
+                let id = 100_000 + round * 100 + k;
+                m.set(format!("t{id}").as_bytes(), seq(1, false)).unwrap();
+                let w = (round * 100 + k) % 20_000;
+                m.set(format!("s{w}").as_bytes(), seq(1 << 20, false))
                     .unwrap();
-                m.remove(format!("s{}", 10_000 + round * 40 + k / 2).as_bytes());
+            }
+            if round > 300 {
+                for k in 0..400u64 {
+                    m.remove(format!("t{}", 100_000 + (round - 300) * 400 + k).as_bytes());
+                }
             }
             round += 1;
             if cursor == 0 {
@@ -920,37 +800,298 @@ mod tests {
             }
         }
         m.check();
-        for i in 0..5000u64 {
+        for i in 0..20_000u64 {
             assert!(seen.contains(format!("s{i}").as_bytes()), "s{i} missed");
         }
+        eprintln!("{round} pages, phases {phases:?}");
+        assert!(phases.contains(&(true, false)) || phases.contains(&(true, true)));
+        assert!(phases.contains(&(false, true)) || phases.contains(&(true, true)));
+    }
+
+    /// A scan of a map emptied down to a few fields (the index shrinking behind it) returns
+    /// pages after a bounded walk of empty slots, and still every field.
+    #[test]
+    fn scan_pages_walk_boundedly_through_empty_slots() {
+        let mut m = SeqMap::new();
+        for i in 0..50_000u32 {
+            m.set(format!("e{i}").as_bytes(), seq(1, false)).unwrap();
+        }
+        for i in 0..49_990u32 {
+            m.remove(format!("e{i}").as_bytes());
+        }
+        // A resize may still be under way: its tables are sparse.
+        let mut seen = HashSet::new();
+        let mut cursor = 0;
+        let mut pages = 0;
+        loop {
+            cursor = m.scan(cursor, 1, |n, _| {
+                seen.insert(n.to_vec());
+            });
+            pages += 1;
+            if cursor == 0 {
+                break;
+            }
+        }
+        assert_eq!(seen.len(), 10);
+        eprintln!("{pages} pages");
+    }
+
+    /// The model: a map against a HashMap through random sets (of names short and long),
+    /// removes, gets, explicit steps of background work of random size, and a scan running
+    /// across all of it; the structure checked in intermediate states. The names are long
+    /// enough and many enough for several chunks and index pages, so that resizes and
+    /// compaction passes happen while everything else goes on.
+    fn run_model(ops: Vec<(u8, u16, u64)>) -> Result<HashMap<(bool, bool), usize>, TestCaseError> {
+        let mut m = SeqMap::new();
+        let mut model: HashMap<Vec<u8>, Seq> = HashMap::new();
+        let name = |k: u16| {
+            let mut n = format!("n{k}-").into_bytes();
+            n.resize(2 + usize::from(k) % 120, b'x');
+            n
+        };
+        // The scan under way: its cursor, what it returned, the names present since it began.
+        let mut cursor = 0u64;
+        let mut seen: HashSet<Vec<u8>> = HashSet::new();
+        let mut whole: HashSet<Vec<u8>> = model.keys().cloned().collect();
+        let mut phases: HashMap<(bool, bool), usize> = HashMap::new();
+        for (i, (op, k, v)) in ops.into_iter().enumerate() {
+            let n = name(k);
+            match op {
+                0..=3 => {
+                    // values of every width (op 3: as given, the widest)
+                    let shift = if op == 3 { 0 } else { k % 40 };
+                    let s = seq(v >> shift, v % 2 == 0);
+                    prop_assert_eq!(m.set(&n, s).unwrap(), !model.contains_key(&n));
+                    model.insert(n, s);
+                }
+                4 | 5 => {
+                    prop_assert_eq!(m.remove(&n), model.remove(&n).is_some());
+                    whole.remove(&n);
+                }
+                6 => prop_assert_eq!(m.get(&n), model.get(&n).copied()),
+                7 => {
+                    m.step((v % 64) as usize);
+                }
+                _ => {
+                    cursor = m.scan(cursor, 1 + (v % 20) as usize, |n, s| {
+                        seen.insert(n.to_vec());
+                        assert_eq!(model.get(n), Some(&s));
+                    });
+                    if cursor == 0 {
+                        for n in &whole {
+                            prop_assert!(seen.contains(n), "scan missed {:?}", n);
+                        }
+                        seen.clear();
+                        whole = model.keys().cloned().collect();
+                    }
+                }
+            }
+            *phases.entry(m.phase()).or_default() += 1;
+            if i % 1024 == 0 {
+                m.check();
+            }
+        }
+        m.check();
+        prop_assert_eq!(m.len(), model.len());
+        for (n, s) in m.iter() {
+            prop_assert_eq!(model.get(n), Some(&s));
+        }
+        let d = m.duplicate();
+        d.check();
+        prop_assert_eq!(d.iter().count(), model.len());
+        let blob = m.encode();
+        let back = SeqMap::decode(&blob, m.len() as u64, false).unwrap();
+        prop_assert_eq!(back.len(), model.len());
+        while m.step(16) {}
+        m.check();
+        prop_assert!(!m.pending());
+        Ok(phases)
+    }
+
+    /// The model over one long fixed run over 20,000 names, which must pass through many
+    /// incremental resizes (the index above 2,048 slots) and compaction passes, and be checked
+    /// inside them.
+    #[test]
+    fn model_through_every_phase() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        // Growth first (mostly sets), then churn, then mostly removes.
+        let mut ops = Vec::new();
+        for i in 0..200_000u32 {
+            let r = next();
+            let k = ((r >> 8) % 20_000) as u16;
+            ops.push(match i {
+                // growth
+                0..60_000 => ([0, 1, 2, 3, 6, 6, 7, 8][(r % 8) as usize], k, r >> 24),
+                // churn
+                60_000..100_000 => ((r % 10) as u8, k, r >> 24),
+                // new names (the index grows) between rewrites of old ones to wide values
+                // (compaction): both at once
+                100_000..150_000 if i % 4 == 0 => (0, 20_000 + k, r >> 24),
+                100_000..150_000 => (3, k, u64::MAX >> 24),
+                // removes (the index shrinks)
+                _ => ([4, 5, 4, 5, 0, 6, 7, 8][(r % 8) as usize], k, r >> 24),
+            });
+        }
+        let phases = run_model(ops).unwrap();
+        eprintln!("ops per phase (resizing, compacting): {phases:?}");
+        let count = |p: (bool, bool)| phases.get(&p).copied().unwrap_or(0);
+        assert!(
+            count((true, false)) + count((true, true)) > 20_000,
+            "{phases:?}"
+        );
+        assert!(
+            count((false, true)) + count((true, true)) > 5_000,
+            "{phases:?}"
+        );
+    }
+
+    /// A resize of the index that starts during a compaction pass (compaction then relocates
+    /// entries into both tables, the sweep moves relocated ones): the map against a HashMap,
+    /// a scan across, and the structure checked, while both run.
+    #[test]
+    fn a_resize_during_a_compaction_pass() {
+        let name = |i: u32| format!("c{i:07}");
+        let mut m = SeqMap::new();
+        let mut model: HashMap<Vec<u8>, Seq> = HashMap::new();
+        let set = |m: &mut SeqMap, model: &mut HashMap<Vec<u8>, Seq>, i: u32, v: u64| {
+            let s = seq(v, false);
+            assert_eq!(
+                m.set(name(i).as_bytes(), s).unwrap(),
+                model.insert(name(i).into_bytes(), s).is_none()
+            );
+        };
+        // Grown to the edge of a resize of a table of pages...
+        let mut n = 0u32;
+        while n < 20_000 || !m.index.grows_at_next_insert(m.len) {
+            set(&mut m, &mut model, n, 1);
+            n += 1;
+            if m.pending() && !m.index.grows_at_next_insert(m.len) {
+                while m.step(64) {}
+            }
+        }
+        while m.step(64) {}
+        assert!(m.index.grows_at_next_insert(m.len));
+        // ... then values widened all over it until a compaction pass is due (an update never
+        // grows the index)...
+        let mut w = 0u32;
+        while !m.phase().1 {
+            set(&mut m, &mut model, w * 7919 % n, 1 << 40);
+            w += 1;
+        }
+        // ... then one insert: both at once.
+        set(&mut m, &mut model, n, 1);
+        n += 1;
+        assert_eq!(m.phase(), (true, true));
+        m.check();
+        let mut both = 0;
+        let (mut cursor, mut seen) = (0u64, HashSet::new());
+        let whole: HashSet<Vec<u8>> = model.keys().cloned().collect();
+        for k in 0..20_000u32 {
+            match k % 4 {
+                0 => {
+                    set(&mut m, &mut model, n, 1);
+                    n += 1;
+                }
+                1 => set(&mut m, &mut model, (w + k) * 7919 % n, 1 << 40),
+                2 => {
+                    let i = (k * 31) % n;
+                    assert_eq!(
+                        m.get(name(i).as_bytes()),
+                        model.get(name(i).as_bytes()).copied()
+                    );
+                }
+                _ => {
+                    if cursor != 0 || k == 3 {
+                        cursor = m.scan(cursor, 25, |f, _| {
+                            seen.insert(f.to_vec());
+                        });
+                    }
+                }
+            }
+            both += usize::from(m.phase() == (true, true));
+            if k % 500 == 0 {
+                m.check();
+            }
+        }
+        m.check();
+        assert!(both > 100, "{both} writes found both under way");
+        assert_eq!(cursor, 0, "the scan ended");
+        assert!(
+            whole.iter().all(|f| seen.contains(f)),
+            "the scan missed a field"
+        );
+        for (f, s) in m.iter() {
+            assert_eq!(model.get(f), Some(&s));
+        }
+        assert_eq!(m.len(), model.len());
     }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Names enough for indexes of several pages (resized incrementally).
         #[test]
-        fn model(ops in proptest::collection::vec((0u8..4, 0u16..300, 0u64..1 << 40), 1..2000)) {
-            let mut m = SeqMap::new();
-            let mut model: HashMap<Vec<u8>, Seq> = HashMap::new();
-            for (op, k, v) in ops {
-                let name = format!("n{k}").into_bytes();
-                match op {
-                    0 | 1 => {
-                        let s = seq(v >> (k % 40), v % 2 == 0);
-                        prop_assert_eq!(m.set(&name, s).unwrap(), !model.contains_key(&name));
-                        model.insert(name, s);
-                    }
-                    2 => prop_assert_eq!(m.remove(&name), model.remove(&name).is_some()),
-                    _ => prop_assert_eq!(m.get(&name), model.get(&name).copied()),
-                }
-            }
-            m.check();
-            prop_assert_eq!(m.len(), model.len());
-            for (n, s) in m.iter() {
-                prop_assert_eq!(model.get(n), Some(&s));
-            }
-            let d = m.duplicate();
-            d.check();
-            prop_assert_eq!(d.iter().count(), model.len());
+        fn model(ops in proptest::collection::vec((0u8..10, 0u16..12_000, 0u64..1 << 40), 1..12_000)) {
+            run_model(ops).map(drop)?;
         }
+
+        /// Fewer names: many rewrites of the same fields (widening), removes and re-adds.
+        #[test]
+        fn model_few_names(ops in proptest::collection::vec((0u8..10, 0u16..300, 0u64..1 << 40), 1..4000)) {
+            run_model(ops).map(drop)?;
+        }
+    }
+
+    /// The write sequences of tests/it/seqmap_persistence.rs
+    /// (`intermediate_states_persist_and_digest_alike`), which must leave its maps
+    /// in the middle of background work: the same calls here (SEQ.HSET of one field is one
+    /// `set`, SEQ.HDEL of one field one `remove`; where a resize or pass stands depends only on
+    /// the counts and sizes of the entries, not on the hash key), and the progress checked to be
+    /// well inside, so that no change of the hash moves it out.
+    #[test]
+    fn the_servers_intermediate_states() {
+        let name = |i: u32| format!("f:{i:06}");
+        // "grow": 31,000 inserts, the index halfway through a resize.
+        let mut m = SeqMap::new();
+        for i in 0..31_000u32 {
+            m.set(name(i).as_bytes(), seq(u64::from(i), false)).unwrap();
+        }
+        let (resize, _) = m.progress();
+        assert!(
+            resize.is_some_and(|p| (0.15..0.85).contains(&p)),
+            "{resize:?}"
+        );
+        // "widen": 40,000 inserts, then 17,500 values widened all over the map, a compaction
+        // pass under way.
+        let mut m = SeqMap::new();
+        for i in 0..40_000u32 {
+            m.set(name(i).as_bytes(), seq(u64::from(i), false)).unwrap();
+        }
+        for j in 0..17_500u32 {
+            let i = j * 7919 % 40_000;
+            m.set(name(i).as_bytes(), seq(u64::from(i) + (1 << 32), false))
+                .unwrap();
+        }
+        let (_, pass) = m.progress();
+        assert!(pass.is_some_and(|p| (0.15..0.85).contains(&p)), "{pass:?}");
+        // "shrink": 40,000 inserts, then the first 30,000 removed, the index halfway through
+        // shrinking.
+        let mut m = SeqMap::new();
+        for i in 0..40_000u32 {
+            m.set(name(i).as_bytes(), seq(u64::from(i), false)).unwrap();
+        }
+        for i in 0..30_000u32 {
+            assert!(m.remove(name(i).as_bytes()));
+        }
+        let (resize, _) = m.progress();
+        assert!(
+            resize.is_some_and(|p| (0.15..0.85).contains(&p)),
+            "{resize:?}"
+        );
     }
 }

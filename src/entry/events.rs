@@ -108,6 +108,10 @@ unsafe extern "C" fn on_server_event(
             if event == Event::Cron && CLUSTER_MODE.load(Ordering::Relaxed) {
                 super::cluster::arm_once(&c);
             }
+            // Maps a write left with background work, stepped a bounded time per tick.
+            if event == Event::Cron {
+                crate::types::map::idle::on_cron(&c);
+            }
             on_event(&c, event)
         },
     );

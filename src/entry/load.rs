@@ -48,7 +48,7 @@ fn steps(ctx: &Context, args: &[RedisString], tables: &[&[Command]]) -> Status {
         return Status::Err;
     }
     #[cfg(feature = "test-hooks")]
-    c.log_warning("imid: built with test-hooks: IMID.TEST-CLOCK, IMID.TEST-PANIC, IMID.TEST-PANIC-NEXT, IMID.TEST-REPLICATE-FLOOR and IMID.TEST-DEAF are enabled; not for production");
+    c.log_warning("imid: built with test-hooks: IMID.TEST-CLOCK, IMID.TEST-PANIC, IMID.TEST-PANIC-NEXT, IMID.TEST-REPLICATE-FLOOR, IMID.TEST-DEAF and IMID.TEST-MAP-PENDING are enabled; not for production");
     registry::add_module_category(&c);
     if !tables.iter().all(|t| registry::register(&c, t)) {
         return Status::Err;

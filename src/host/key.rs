@@ -76,6 +76,29 @@ impl<'a, B> TypedKey<'a, B> {
         } else {
             raw::REDISMODULE_READ
         };
+        TypedKey::open_mode(ctx, slot, name, mode, write)
+    }
+
+    /// Opens `name` for writing without touching it: its LRU/LFU stays as it was (a background
+    /// step that changes how the value is laid out, never what it holds).
+    pub(crate) fn open_untouched(
+        ctx: &'a Ctx,
+        slot: &'static TypeSlot<B>,
+        name: &Arg,
+    ) -> Result<TypedKey<'a, B>, Error> {
+        let mode =
+            raw::REDISMODULE_READ | raw::REDISMODULE_WRITE | raw::REDISMODULE_OPEN_KEY_NOTOUCH;
+        TypedKey::open_mode(ctx, slot, name, mode, true)
+    }
+
+    #[inline(always)]
+    fn open_mode(
+        ctx: &'a Ctx,
+        slot: &'static TypeSlot<B>,
+        name: &Arg,
+        mode: u32,
+        write: bool,
+    ) -> Result<TypedKey<'a, B>, Error> {
         // SAFETY: see the module comment of `host`. A null result (read mode, missing key) is
         // handled below and by every method.
         let ptr = unsafe { raw::RedisModule_OpenKey.map(|f| f(ctx.ptr, name.ptr, mode as c_int)) }

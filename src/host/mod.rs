@@ -186,6 +186,60 @@ impl Ctx {
         self.flags() & raw::REDISMODULE_CTX_FLAGS_MASTER as c_int != 0
     }
 
+    /// A forked child is running (an RDB save, an AOF rewrite): background work that dirties
+    /// memory waits, as Redis's own rehashing does, so the child's copy-on-write stays small.
+    pub(crate) fn has_active_child(&self) -> bool {
+        self.flags() & raw::REDISMODULE_CTX_FLAGS_ACTIVE_CHILD as c_int != 0
+    }
+
+    /// The database this context's keys are opened in.
+    pub(crate) fn selected_db(&self) -> i32 {
+        // SAFETY: see the module comment.
+        unsafe { raw::RedisModule_GetSelectedDb.map_or(0, |f| f(self.ptr)) }
+    }
+
+    /// Selects database `db` for the keys opened next; false when Redis refuses it (no such
+    /// database).
+    pub(crate) fn select_db(&self, db: i32) -> bool {
+        // SAFETY: see the module comment.
+        unsafe {
+            raw::RedisModule_SelectDb
+                .is_some_and(|f| f(self.ptr, db) == raw::REDISMODULE_OK as c_int)
+        }
+    }
+
+    /// A yes/no server config (`CONFIG GET name`), `None` when it cannot be read.
+    pub(crate) fn config_yes(&self, name: &CStr) -> Option<bool> {
+        // SAFETY: see the module comment; the format "cc" consumes two NUL-terminated C
+        // strings; the reply and its element are read while the reply lives and it is freed
+        // once, below.
+        unsafe {
+            let reply = raw::RedisModule_Call?(
+                self.ptr,
+                c"CONFIG".as_ptr(),
+                c"cc".as_ptr(),
+                c"GET".as_ptr(),
+                name.as_ptr(),
+            );
+            if reply.is_null() {
+                return None;
+            }
+            let value = raw::RedisModule_CallReplyArrayElement
+                .map(|f| f(reply, 1))
+                .filter(|e| !e.is_null())
+                .and_then(|e| {
+                    let mut len = 0usize;
+                    let p = raw::RedisModule_CallReplyStringPtr.map(|f| f(e, &mut len))?;
+                    (!p.is_null())
+                        .then(|| std::slice::from_raw_parts(p.cast::<u8>(), len) == b"yes")
+                });
+            if let Some(free) = raw::RedisModule_FreeCallReply {
+                free(reply);
+            }
+            value
+        }
+    }
+
     /// Writes are paused (`CLIENT PAUSE ... WRITE`, a failover's pause): Redis then aborts on
     /// anything propagated, so nothing may be replicated until the pause ends.
     pub(crate) fn writes_paused(&self) -> bool {

@@ -4,6 +4,7 @@
 use redis_module::raw;
 
 /// A Redis string this module owns, created without a context and freed on drop.
+#[repr(transparent)]
 pub(crate) struct HeldString(*mut raw::RedisModuleString);
 
 /// A borrowed [`HeldString`], for a getter to hand to Redis.
@@ -32,6 +33,13 @@ impl HeldString {
                 .map(|create| create(std::ptr::null_mut(), bytes.as_ptr().cast(), bytes.len()))
         }?;
         (!s.is_null()).then_some(HeldString(s))
+    }
+
+    /// The string as a command argument (a key name to open), borrowed from it.
+    pub(crate) fn as_arg(&self) -> &crate::host::Arg {
+        // SAFETY: both are transparent wrappers of one `*mut RedisModuleString`; the reference
+        // borrows `self`, so the string lives while the `Arg` is used.
+        unsafe { &*(self as *const HeldString).cast::<crate::host::Arg>() }
     }
 
     pub(crate) fn borrow(&self) -> HeldRef {

@@ -516,3 +516,208 @@ fn kill_9_under_load_never_reissues_a_field_value() {
     }
     assert!(got.values().map(Vec::len).sum::<usize>() >= 9000);
 }
+
+/// The write sequences of `core::seqmap::tests::the_servers_intermediate_states` (one field per
+/// call), which leave "grow" halfway through a resize of its index, "widen" halfway through a
+/// compaction pass of its entries and "shrink" halfway through shrinking its index. Returns
+/// what each key holds.
+fn intermediate(con: &mut Connection) -> Vec<(&'static str, HashMap<Vec<u8>, i64>)> {
+    let name = |i: u32| format!("f:{i:06}");
+    let mut calls: Vec<redis::Cmd> = Vec::new();
+    let mut grow = HashMap::new();
+    for i in 0..31_000u32 {
+        calls.push(
+            redis::cmd("SEQ.HSET")
+                .arg("grow")
+                .arg(name(i))
+                .arg(i)
+                .clone(),
+        );
+        grow.insert(name(i).into_bytes(), i64::from(i));
+    }
+    let mut widen = HashMap::new();
+    let mut shrink = HashMap::new();
+    for i in 0..40_000u32 {
+        for (key, model) in [("widen", &mut widen), ("shrink", &mut shrink)] {
+            calls.push(redis::cmd("SEQ.HSET").arg(key).arg(name(i)).arg(i).clone());
+            model.insert(name(i).into_bytes(), i64::from(i));
+        }
+    }
+    for j in 0..17_500u32 {
+        let i = j * 7919 % 40_000;
+        let v = i64::from(i) + (1 << 32);
+        calls.push(
+            redis::cmd("SEQ.HSET")
+                .arg("widen")
+                .arg(name(i))
+                .arg(v)
+                .clone(),
+        );
+        widen.insert(name(i).into_bytes(), v);
+    }
+    for i in 0..30_000u32 {
+        calls.push(redis::cmd("SEQ.HDEL").arg("shrink").arg(name(i)).clone());
+        shrink.remove(name(i).as_bytes());
+    }
+    for chunk in calls.chunks(10_000) {
+        let mut pipe = redis::pipe();
+        for c in chunk {
+            pipe.add_command(c.clone()).ignore();
+        }
+        let _: () = pipe.query(con).unwrap();
+    }
+    vec![("grow", grow), ("widen", widen), ("shrink", shrink)]
+}
+
+/// Every field of `key` through SEQ.HSCAN pages of `count` (a field may come twice).
+fn scan(con: &mut Connection, key: &str, count: usize) -> HashMap<Vec<u8>, i64> {
+    let mut cursor = "0".to_owned();
+    let mut seen = HashMap::new();
+    loop {
+        let (next, page): (String, Vec<(Vec<u8>, i64)>) = redis::cmd("SEQ.HSCAN")
+            .arg(key)
+            .arg(&cursor)
+            .arg("COUNT")
+            .arg(count)
+            .query(con)
+            .unwrap();
+        seen.extend(page);
+        if next == "0" {
+            return seen;
+        }
+        cursor = next;
+    }
+}
+
+/// What a map in the middle of background work answers to HGETALL, HSCAN, DEBUG DIGEST-VALUE
+/// (against a COPY, which is built whole) and DUMP/RESTORE.
+fn check_intermediate(con: &mut Connection, maps: &[(&str, HashMap<Vec<u8>, i64>)]) {
+    for (key, model) in maps {
+        assert_eq!(&getall(con, key), model, "{key}");
+        assert_eq!(int(con, &["SEQ.HLEN", key]), model.len() as i64);
+        assert_eq!(&scan(con, key, 7), model, "{key}: HSCAN");
+        let dv: Vec<String> = cmd(con, &["DEBUG", "DIGEST-VALUE", key]).unwrap();
+        let copy = format!("{key}:copy");
+        assert_eq!(int(con, &["COPY", key, &copy]), 1);
+        let dc: Vec<String> = cmd(con, &["DEBUG", "DIGEST-VALUE", &copy]).unwrap();
+        assert_eq!(dc, dv, "{key}: a copy digests alike");
+        let p: Vec<u8> = redis::cmd("DUMP").arg(*key).query(con).unwrap();
+        let restored = format!("{key}:restored");
+        let _: () = redis::cmd("RESTORE")
+            .arg(&restored)
+            .arg(0)
+            .arg(&p)
+            .query(con)
+            .unwrap();
+        assert_eq!(&getall(con, &restored), model, "{key}: RESTORE");
+        let dr: Vec<String> = cmd(con, &["DEBUG", "DIGEST-VALUE", &restored]).unwrap();
+        assert_eq!(dr, dv, "{key}: RESTORE digests alike");
+        let _: i64 = cmd(con, &["DEL", &copy, &restored]).unwrap();
+        assert!(int(con, &["MEMORY", "USAGE", key]) > 10 * model.len() as i64);
+    }
+}
+
+/// Maps halfway through a resize of their index, or a compaction pass, read by everything
+/// that reads a whole map: HGETALL, HSCAN, digest, DUMP, COPY, an RDB save and load (DEBUG
+/// RELOAD), and an AOF rewrite with and without the RDB preamble replayed after a restart.
+#[test]
+fn intermediate_states_persist_and_digest_alike() {
+    // `activerehashing no` keeps the cron from finishing the maps' work before they are read
+    // (`the_cron_finishes_the_work_a_write_left`).
+    let s = Server::with(&["--imid.seq-gap", "0", "--activerehashing", "no"]);
+    let mut con = s.client();
+    let maps = intermediate(&mut con);
+    check_intermediate(&mut con, &maps);
+    let d = digest(&mut con);
+    let _: () = cmd(&mut con, &["DEBUG", "RELOAD"]).unwrap();
+    for (key, model) in &maps {
+        assert_eq!(&getall(&mut con, key), model, "{key} after DEBUG RELOAD");
+    }
+    assert_eq!(digest(&mut con), d);
+    for preamble in ["no", "yes"] {
+        let args = [
+            &aof_always(preamble)[..],
+            &["--imid.seq-gap", "0", "--activerehashing", "no"],
+        ]
+        .concat();
+        let mut s = Server::with(&args);
+        let mut con = s.client();
+        let maps = intermediate(&mut con);
+        let d = digest(&mut con);
+        // The rewrite reads the maps as they stand.
+        s.rewrite_aof();
+        let mut con = s.crash_restart();
+        for (key, model) in &maps {
+            assert_eq!(
+                &getall(&mut con, key),
+                model,
+                "{key} after an AOF rewrite ({preamble})"
+            );
+        }
+        assert_eq!(digest(&mut con), d);
+    }
+}
+
+/// `IMID.TEST-MAP-PENDING key`: whether the map has background work left, and how many maps
+/// wait in the cron's queue.
+fn map_pending(con: &mut Connection, key: &str) -> (i64, i64) {
+    cmd(con, &["IMID.TEST-MAP-PENDING", key]).unwrap()
+}
+
+/// Maps a write left halfway through a resize of their index or a compaction pass (the write
+/// sequences of `intermediate`) finish by themselves in the server's cron, as Redis's dicts
+/// rehash in `serverCron`, without another write; the cron changes only their layout: the
+/// fields, HSCAN, the digest and the AOF stay as they were. With `activerehashing no`, as for
+/// Redis's own rehashing, it waits.
+#[test]
+fn the_cron_finishes_the_work_a_write_left() {
+    let args = [
+        &aof_always("yes")[..],
+        &["--imid.seq-gap", "0", "--activerehashing", "no"],
+    ]
+    .concat();
+    let s = Server::build().hooked().args(&args).start();
+    let mut con = s.client();
+    let maps = intermediate(&mut con);
+    for (key, _) in &maps {
+        assert_eq!(map_pending(&mut con, key).0, 1, "{key}: left with work");
+    }
+    assert_eq!(map_pending(&mut con, "grow").1, 3, "each map queued once");
+    let d = digest(&mut con);
+    let aof = s.info_field("persistence", "aof_current_size");
+    // Several cron ticks (hz 10) with activerehashing no: the work waits.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    for (key, _) in &maps {
+        assert_eq!(map_pending(&mut con, key).0, 1, "{key}: activerehashing no");
+    }
+    let _: () = cmd(&mut con, &["CONFIG", "SET", "activerehashing", "yes"]).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while maps
+        .iter()
+        .any(|(key, _)| map_pending(&mut con, key).0 == 1)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "maps still pending after 120 s of cron ticks: {:?}",
+            maps.iter()
+                .map(|(key, _)| map_pending(&mut con, key))
+                .collect::<Vec<_>>()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(map_pending(&mut con, "grow").1, 0, "the queue is empty");
+    for (key, model) in &maps {
+        assert_eq!(&getall(&mut con, key), model, "{key} after the cron");
+        assert_eq!(
+            &scan(&mut con, key, 7),
+            model,
+            "{key}: HSCAN after the cron"
+        );
+    }
+    assert_eq!(digest(&mut con), d, "the cron changes no digest");
+    assert_eq!(
+        s.info_field("persistence", "aof_current_size"),
+        aof,
+        "the cron writes nothing to the AOF"
+    );
+}

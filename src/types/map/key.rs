@@ -10,9 +10,23 @@ use crate::host::key::TypedKey;
 use crate::host::value::{Made, Word};
 use crate::host::{Arg, Ctx};
 
-/// A map key, open for reading or writing; it borrows the call's context (`'a`) like the
-/// [`TypedKey`] it wraps.
-pub(crate) struct MapKey<'a>(TypedKey<'a, SeqMap>);
+/// A map key, open for reading or writing; it borrows the call's context and the key's name
+/// (`'a`) like the [`TypedKey`] it wraps. Dropped after a write, it queues a map the write left
+/// with background work for the cron (`super::idle`).
+pub(crate) struct MapKey<'a> {
+    key: TypedKey<'a, SeqMap>,
+    ctx: &'a Ctx,
+    name: &'a Arg,
+}
+
+impl Drop for MapKey<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(m) = self.key.value_mut() {
+            super::idle::after_write(self.ctx, self.name, m);
+        }
+    }
+}
 
 /// Why a write to a map key failed.
 #[derive(Debug)]
@@ -31,14 +45,14 @@ impl From<Error> for WriteError {
 impl<'a> MapKey<'a> {
     /// Opens `name` for reading, or for writing; WRONGTYPE for a key of another type.
     #[inline]
-    pub(crate) fn open(ctx: &'a Ctx, name: &Arg, write: bool) -> Result<MapKey<'a>, Error> {
-        TypedKey::open(ctx, &TYPE, name, write).map(MapKey)
+    pub(crate) fn open(ctx: &'a Ctx, name: &'a Arg, write: bool) -> Result<MapKey<'a>, Error> {
+        TypedKey::open(ctx, &TYPE, name, write).map(|key| MapKey { key, ctx, name })
     }
 
     /// The map, or `None` for a missing key.
     #[inline]
     pub(crate) fn get(&self) -> Option<&SeqMap> {
-        match self.0.value()? {
+        match self.key.value()? {
             Word::Boxed(m) => Some(m),
             Word::Inline(_) => None,
         }
@@ -48,10 +62,10 @@ impl<'a> MapKey<'a> {
     /// when the key is missing. Redis keeps the key's TTL: the value is changed, not replaced.
     #[inline(always)]
     pub(crate) fn get_or_create(&mut self) -> Result<&mut SeqMap, Error> {
-        if self.0.word().is_none() {
-            self.0.put(Made::Boxed(SeqMap::new()))?;
+        if self.key.word().is_none() {
+            self.key.put(Made::Boxed(SeqMap::new()))?;
         }
-        self.0
+        self.key
             .value_mut()
             .ok_or(Error::Static(c"ERR internal error: no map"))
     }
@@ -98,6 +112,6 @@ impl<'a> MapKey<'a> {
 
     /// Deletes the key (its last field was removed).
     pub(crate) fn delete(&mut self) {
-        self.0.delete();
+        self.key.delete();
     }
 }

@@ -3,6 +3,7 @@
 //! (`key`). The structure itself is `core::seqmap`. A key's value word is a boxed `SeqMap`
 //! (`host::value`).
 
+pub(crate) mod idle;
 pub(crate) mod key;
 
 use super::{emit_marks, tokens, DataType, VALUE_WRAPPER};

@@ -10,7 +10,9 @@
 #                          Debian's source package), redis-py (the Python example), Node.js and npm with the
 #                          Node.js example's locked packages (npm ci), and the third-party ID
 #                          libraries tests/it/uid_reference.rs checks the named UID layouts against
-#                          (npm ci in tests/uid_reference; a venv under target/uid-ref from PyPI).
+#                          (npm ci in tests/uid_reference; a venv under target/uid-ref from PyPI),
+#                          iproute2 and nftables (tests/it/jepsen/: a network namespace of its own
+#                          per run, partitions as nftables rules inside it).
 #   scripts/deps.sh bench  `make bench` on top of `run`: redis-benchmark, valgrind and gcc
 #                          (instruction counts against the floor module server-bench/floor.c).
 # Debian packages (needs root or sudo); npm and PyPI packages are pinned by lock files.
@@ -44,6 +46,8 @@ if [ "$purpose" = test ]; then
   # A node already on PATH (any source, 18 or later) is used as it is.
   command -v node >/dev/null 2>&1 || need+=(nodejs)
   command -v npm >/dev/null 2>&1 || need+=(npm)
+  command -v ip >/dev/null 2>&1 || need+=(iproute2)
+  command -v nft >/dev/null 2>&1 || need+=(nftables)
 fi
 if [ "$purpose" = bench ]; then
   command -v redis-benchmark >/dev/null 2>&1 || need+=(redis-tools)

@@ -32,6 +32,7 @@ mod exposure;
 mod failed_load;
 mod guard;
 mod harness;
+mod jepsen;
 mod lease;
 mod loading;
 mod msgid;

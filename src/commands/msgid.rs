@@ -7,7 +7,8 @@ use crate::core::javahash::java_hash22;
 use crate::core::msgid::{Fields, MsgId, MAX_HASH, MAX_SEQ, MAX_TIME, MAX_TYPE};
 use crate::core::slot::{key_slot, slot_hash22, slot_of_hash22};
 use crate::error::{err, Error};
-use crate::host::{Arg, Ctx, Val};
+use crate::host::{Arg, Ctx, Owned, Val};
+use crate::node::fence::{self, Need, Verdict};
 use crate::node::ids;
 use std::sync::atomic::Ordering;
 
@@ -61,7 +62,16 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         u64::from(hash),
     )
     .map_err(err)?;
-    ctx.reply_bulk(&fields.to_id().to_text());
+    let text = fields.to_id().to_text();
+    // The fence: at once while the ID's time lies inside the lease the replicas acknowledged.
+    let need = Need {
+        msgid_ms: Some(issued.time),
+        ..Need::default()
+    };
+    match fence::check(ctx, need)? {
+        Verdict::Now => ctx.reply_bulk(&text),
+        Verdict::Wait => fence::wait(ctx, Owned::Bulk(text.to_vec()))?,
+    }
     Ok(())
 }
 

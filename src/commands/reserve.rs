@@ -16,7 +16,9 @@ use crate::core::int;
 use crate::core::reserve::{self, Idmp, Node, Plan, Record, Refusal, Store};
 use crate::core::seq::Seq;
 use crate::error::{err, Error};
+use crate::host::Owned;
 use crate::host::{Arg, Ctx};
+use crate::node::fence::{self, Need, Verdict};
 use crate::node::{self, SEQ_GAP_SKIPS, SEQ_ISSUED};
 use std::ffi::CStr;
 
@@ -73,12 +75,36 @@ pub(crate) fn reserve(
         .map_err(|r| refusal(r, kind))?;
     let r = match plan {
         Plan::Duplicate(last) => {
-            reply_idmp(ctx, last, true);
-            return Ok(());
+            // The token's record may not have reached the replicas yet (its first call may
+            // have waited in vain): the answer waits for them as a first one does.
+            let need = Need {
+                record: true,
+                ..Need::default()
+            };
+            return match fence::check(ctx, need)? {
+                Verdict::Now => {
+                    reply_idmp(ctx, last, true);
+                    Ok(())
+                }
+                Verdict::Wait => fence::wait(ctx, idmp_reply(last, true)),
+            };
         }
         Plan::Reserve(r) => r,
     };
     let last = r.next.last;
+    // The fence, before anything changes (a refusal changes nothing). A replay hands nothing
+    // out (the primary did).
+    let verdict = if r.replay {
+        Verdict::Now
+    } else {
+        let skipped = if r.next.skipped_gap { seq_gap() } else { 0 };
+        let need = Need {
+            advance: count.saturating_add(skipped),
+            record: idmp.is_some(),
+            ..Need::default()
+        };
+        fence::check(ctx, need)?
+    };
     let effect = r.record.as_ref().map(|rec| {
         [
             int(last),
@@ -109,12 +135,21 @@ pub(crate) fn reserve(
     if !r.replay {
         SEQ_ISSUED.add(count);
     }
-    if effect.is_some() {
-        reply_idmp(ctx, last, false);
-    } else {
-        ctx.reply_int(int(last));
+    match (verdict, effect.is_some()) {
+        (Verdict::Now, true) => reply_idmp(ctx, last, false),
+        (Verdict::Now, false) => ctx.reply_int(int(last)),
+        (Verdict::Wait, true) => return fence::wait(ctx, idmp_reply(last, false)),
+        (Verdict::Wait, false) => return fence::wait(ctx, Owned::Int(int(last))),
     }
     Ok(())
+}
+
+/// `[last, duplicate]`, kept for a call that waits.
+fn idmp_reply(last: u64, duplicate: bool) -> Owned {
+    Owned::Array(vec![
+        Owned::Int(int(last)),
+        Owned::Int(i64::from(duplicate)),
+    ])
 }
 
 fn refusal(r: Refusal, kind: &Kind) -> Error {

@@ -11,7 +11,8 @@ use crate::core::int;
 use crate::core::slot::key_slot;
 use crate::core::uid::{Field, Layout, LayoutSpec, TimeUnit, MAX_BATCH};
 use crate::error::{err, Error, SYNTAX};
-use crate::host::{Arg, Ctx, Val};
+use crate::host::{Arg, Ctx, Owned, Val};
+use crate::node::fence::{self, Need, Verdict};
 use crate::node::ids;
 use std::sync::atomic::Ordering;
 
@@ -62,11 +63,17 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     if opts.is_empty() {
         // The common call, one ID as an integer: its own path, with the run's length a
         // constant the compiler folds through the inlined generator.
-        let id = match slot() {
+        let (id, time_ms) = match slot() {
             None => ids::issue_one_uid(ctx)?,
-            slot => ids::issue_uid(ctx, slot, 1)?.first(),
+            slot => {
+                let run = ids::issue_uid(ctx, slot, 1)?;
+                (run.first(), run.time_ms)
+            }
         };
-        ctx.reply_int(int(id));
+        match fence::check(ctx, uid_need(time_ms))? {
+            Verdict::Now => ctx.reply_int(int(id)),
+            Verdict::Wait => fence::wait(ctx, Owned::Int(int(id)))?,
+        }
         return Ok(());
     }
     let mut count = None;
@@ -89,6 +96,21 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     // COUNT is in 1..10000, so the conversion keeps it.
     let n = count.map_or(1, |c| u32::try_from(c).unwrap_or(1));
     let run = ids::issue_uid(ctx, slot(), n)?;
+    if fence::check(ctx, uid_need(run.time_ms))? == Verdict::Wait {
+        let uid = |u: u64| {
+            if text {
+                Owned::Bulk(u.to_string().into_bytes())
+            } else {
+                Owned::Int(int(u))
+            }
+        };
+        let reply = if count.is_some() {
+            Owned::Array(run.uids().map(uid).collect())
+        } else {
+            uid(run.first())
+        };
+        return fence::wait(ctx, reply);
+    }
     if count.is_some() {
         ctx.reply_array(usize::try_from(run.count()).unwrap_or(0));
         // Written straight into the reply, with no intermediate vector.
@@ -99,6 +121,14 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         reply_uid(ctx, run.first(), text);
     }
     Ok(())
+}
+
+/// What a UID.GEN hands out, for the fence: UIDs up to the time of the run's last.
+fn uid_need(time_ms: u64) -> Need {
+    Need {
+        uid_ms: Some(time_ms),
+        ..Need::default()
+    }
 }
 
 /// One UID as an integer, or as its decimal text.

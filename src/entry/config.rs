@@ -4,9 +4,9 @@
 
 use super::{guard, Entry};
 use crate::config::{
-    parse_args, StringConfig, TextConfig, MSGID_HASH, OPENID_KEYS, SEQ_GAP, SEQ_GAP_RANGE,
-    SEQ_IDMP_MAX, SEQ_IDMP_MAX_RANGE, SEQ_IDMP_TTL, SEQ_IDMP_TTL_RANGE, UID_EPOCH, UID_LAYOUT,
-    UID_NODE, UID_TIME_UNIT,
+    parse_args, StringConfig, TextConfig, FENCE_REPLICAS, FENCE_TIMEOUT, FENCE_TIMEOUT_RANGE,
+    MSGID_HASH, OPENID_KEYS, SEQ_GAP, SEQ_GAP_RANGE, SEQ_IDMP_MAX, SEQ_IDMP_MAX_RANGE,
+    SEQ_IDMP_TTL, SEQ_IDMP_TTL_RANGE, UID_EPOCH, UID_LAYOUT, UID_NODE, UID_TIME_UNIT,
 };
 use crate::host::string::HeldString;
 use redis_module::configuration::{
@@ -206,6 +206,30 @@ pub(crate) fn register(ctx: &Context, args: &[RedisString]) -> Status {
             return Status::Err;
         }
     }
+    // The fence (`node::fence`): a count or `auto`, and its bound.
+    let Ok(replicas) = CString::new(start.fence_replicas) else {
+        return Status::Err;
+    };
+    if !register_string(
+        ctx,
+        c"fence-replicas",
+        &FENCE_REPLICAS,
+        &replicas,
+        ConfigurationFlags::DEFAULT.bits(),
+    ) {
+        ctx.log_warning("imid: could not register config fence-replicas");
+        return Status::Err;
+    }
+    register_i64_configuration(
+        ctx,
+        "fence-timeout",
+        &FENCE_TIMEOUT,
+        start.fence_timeout,
+        FENCE_TIMEOUT_RANGE.0,
+        FENCE_TIMEOUT_RANGE.1,
+        ConfigurationFlags::DEFAULT,
+        None,
+    );
     if !load_configs(ctx) {
         ctx.log_warning("imid: a module config was refused (see the line above); not loading");
         return Status::Err;

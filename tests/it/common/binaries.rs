@@ -146,7 +146,9 @@ pub fn find_newer_server(name: &str) -> Option<PathBuf> {
     let test = std::thread::current().name().unwrap_or("?").to_owned();
     if std::env::var("IMID_NEWER_SERVERS").as_deref() == Ok("skip") {
         // These tests do not depend on `$REDIS_SERVER`: a matrix runs them once, not per server.
-        eprintln!("SKIPPED {test}: pinned to {file}, run once per matrix (IMID_NEWER_SERVERS=skip)");
+        eprintln!(
+            "SKIPPED {test}: pinned to {file}, run once per matrix (IMID_NEWER_SERVERS=skip)"
+        );
         return None;
     }
     let p = std::env::var_os(var)

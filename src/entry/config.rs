@@ -68,6 +68,24 @@ unsafe extern "C" fn set<T: StringConfig>(
     }
 }
 
+/// `imid.fence-replicas` was set (CONFIG SET, or at load): the fence follows at once, not at
+/// the next cron tick, so that calls right after the CONFIG SET see the new count.
+unsafe extern "C" fn fence_replicas_applied(
+    ctx: *mut raw::RedisModuleCtx,
+    _privdata: *mut c_void,
+    _err: *mut *mut raw::RedisModuleString,
+) -> c_int {
+    // SAFETY: ctx is the live context of this apply callback; the Ctx is used only within it.
+    let c = unsafe { crate::host::Ctx::from_raw(ctx) };
+    guard(
+        ctx,
+        Entry::Named("a config apply"),
+        || (),
+        || crate::node::fence::config_applied(&c),
+    );
+    raw::REDISMODULE_OK as c_int
+}
+
 /// Registers `imid.<name>` as a string config backed by `cfg`, with its default and flags.
 /// Registered directly rather than through the crate's `ConfigurationValue<RedisString>`,
 /// whose getter makes a new string per call for Redis to copy and never free.
@@ -77,6 +95,7 @@ fn register_string<T: StringConfig>(
     cfg: &'static T,
     default: &CStr,
     flags: u32,
+    apply: raw::RedisModuleConfigApplyFunc,
 ) -> bool {
     let privdata = std::ptr::from_ref(cfg).cast_mut().cast::<c_void>();
     // SAFETY: ctx.ctx is the live OnLoad context; name and default are NUL-terminated and
@@ -91,7 +110,7 @@ fn register_string<T: StringConfig>(
                 flags,
                 Some(get::<T>),
                 Some(set::<T>),
-                None,
+                apply,
                 privdata,
             )
         })
@@ -119,7 +138,7 @@ fn register_text_config(
         ctx.log_warning("imid: a module argument must not contain NUL");
         return Status::Err;
     };
-    if register_string(ctx, name, cfg, &default, flags.bits()) {
+    if register_string(ctx, name, cfg, &default, flags.bits(), None) {
         Status::Ok
     } else {
         ctx.log_warning(&format!(
@@ -181,7 +200,7 @@ pub(crate) fn register(ctx: &Context, args: &[RedisString]) -> Status {
         return Status::Err;
     };
     let flags = ConfigurationFlags::SENSITIVE | ConfigurationFlags::HIDDEN;
-    if !register_string(ctx, c"openid-keys", &OPENID_KEYS, &keys, flags.bits()) {
+    if !register_string(ctx, c"openid-keys", &OPENID_KEYS, &keys, flags.bits(), None) {
         ctx.log_warning("imid: could not register config openid-keys");
         return Status::Err;
     }
@@ -216,6 +235,7 @@ pub(crate) fn register(ctx: &Context, args: &[RedisString]) -> Status {
         &FENCE_REPLICAS,
         &replicas,
         ConfigurationFlags::DEFAULT.bits(),
+        Some(fence_replicas_applied),
     ) {
         ctx.log_warning("imid: could not register config fence-replicas");
         return Status::Err;

@@ -77,6 +77,8 @@ static MSGID_ACKED: AtomicU64 = AtomicU64::new(0);
 static UID_ACKED: AtomicU64 = AtomicU64::new(0);
 /// A one-shot tick timer is armed.
 static TIMER_ARMED: AtomicBool = AtomicBool::new(false);
+/// `load` ran (the configs' apply callback may refresh from then on).
+static LOADED: AtomicBool = AtomicBool::new(false);
 /// The before-sleep event is subscribed.
 static SUBSCRIBED: AtomicBool = AtomicBool::new(false);
 
@@ -97,6 +99,8 @@ pub(crate) enum Unblocked {
     TimedOut,
     /// This node stopped being a primary first.
     Demoted,
+    /// Fewer replicas than required are online (online, required): no acknowledgement can come.
+    TooFew(usize, u64),
 }
 
 struct State {
@@ -104,8 +108,6 @@ struct State {
     msgid: Marks,
     uid: Marks,
     queue: Queue<(Blocked, Owned)>,
-    /// Online replicas at the last tick; `None` before the first since the fence came on.
-    online: Option<usize>,
     /// The offset the last GETACK asked for, and when (ms).
     asked: Option<u64>,
     asked_ms: u64,
@@ -116,7 +118,6 @@ static STATE: Mutex<State> = Mutex::new(State {
     msgid: Marks::new(),
     uid: Marks::new(),
     queue: Queue::new(),
-    online: None,
     asked: None,
     asked_ms: 0,
 });
@@ -172,14 +173,9 @@ fn slow(ctx: &Ctx, need: Need, within_acked: bool) -> Result<Verdict, Error> {
             return Err(cannot_wait());
         }
     } else {
-        let required = REQUIRED.load(Relaxed);
-        match state().online {
-            Some(online) if (online as u64) < required => {
-                REFUSED.add(1);
-                return Err(too_few(online, required));
-            }
-            _ => Verdict::Wait,
-        }
+        // (With fewer replicas online than required, the next tick, at the end of this event
+        // loop iteration, answers it with the error: `tick`.)
+        Verdict::Wait
     };
     ADVANCED.store(ADVANCED.load(Relaxed).saturating_add(need.advance), Relaxed);
     Ok(verdict)
@@ -194,7 +190,7 @@ pub(crate) fn wait(ctx: &Ctx, reply: Owned) -> Result<(), Error> {
         return Err(cannot_wait());
     };
     WAITS.add(1);
-    let deadline = super::now_ms().saturating_add(timeout);
+    let deadline = mono_ms().saturating_add(timeout);
     state().queue.push((bc, reply), deadline);
     if !SUBSCRIBED.load(Relaxed) && ctx.subscribe_before_sleep(true) {
         SUBSCRIBED.store(true, Relaxed);
@@ -207,6 +203,15 @@ pub(crate) fn wait(ctx: &Ctx, reply: Owned) -> Result<(), Error> {
 /// Whether the fence is on here.
 pub(crate) fn active() -> bool {
     ACTIVE.load(Relaxed)
+}
+
+/// A monotonic clock in ms (since its first read) for the waiting calls' deadlines and the
+/// GETACK pacing: never the IDs' clock (`node::now_ms`), whose steps (a wall clock set
+/// forward, or a test-hooks offset) must not time waiting calls out early.
+fn mono_ms() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let elapsed = START.get_or_init(std::time::Instant::now).elapsed();
+    u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Which lease a renewal belongs to.
@@ -295,13 +300,20 @@ pub(crate) fn refresh(ctx: &Ctx, arm: bool) {
     }
 }
 
+/// `imid.fence-replicas` was set: follow it now (a tick follows a change once loaded; during
+/// OnLoad, `load` reads it instead).
+pub(crate) fn config_applied(ctx: &Ctx) {
+    if LOADED.load(Relaxed) {
+        refresh(ctx, true);
+    }
+}
+
 /// Forgets everything acknowledged: the node starts over (the fence came on, a new term).
 fn reset() {
     let mut st = state();
     st.ring.clear();
     st.msgid.clear();
     st.uid.clear();
-    st.online = None;
     st.asked = None;
     ACKED_ADV.store(NONE, Relaxed);
     MSGID_ACKED.store(0, Relaxed);
@@ -313,6 +325,7 @@ fn reset() {
 pub(crate) fn load(ctx: &Ctx) {
     PRIMARY.store(ctx.is_primary(), Relaxed);
     refresh(ctx, false);
+    LOADED.store(true, Relaxed);
 }
 
 /// This node was promoted (`primary`) or became a replica: what was acknowledged belongs to
@@ -349,11 +362,10 @@ fn tick(ctx: &Ctx) {
         }
         return;
     };
-    let now_ms = super::now_ms();
+    let now_ms = mono_ms();
     let required = usize::try_from(REQUIRED.load(Relaxed)).unwrap_or(usize::MAX);
     let (released, expired, ask) = {
         let mut st = state();
-        st.online = Some(role.acks.len());
         let mut released = Vec::new();
         if let Some(a) = acked_offset(&role.acks, required) {
             if let Some(c) = st.ring.ack(a) {
@@ -369,7 +381,12 @@ fn tick(ctx: &Ctx) {
             UID_ACKED.store(st.uid.acked(), Relaxed);
             released = st.queue.take_acked(a);
         }
-        let expired = st.queue.take_expired(now_ms);
+        let mut expired = st.queue.take_expired(now_ms);
+        // Too few replicas to ever acknowledge: nobody waits for the bound.
+        let too_few = role.acks.len() < required;
+        if too_few {
+            expired.extend(st.queue.drain());
+        }
         // Everything propagated so far lies at or below the offset just read.
         st.queue.stamp(role.offset);
         st.msgid.stamp(role.offset);
@@ -393,13 +410,19 @@ fn tick(ctx: &Ctx) {
             st.asked = Some(role.offset);
             st.asked_ms = now_ms;
         }
-        (released, expired, ask)
+        (released, (expired, too_few), ask)
     };
+    let (expired, too_few) = expired;
     for (bc, reply) in released {
         bc.unblock(Box::new(Unblocked::Ready(reply)));
     }
+    let online = role.acks.len();
     for (bc, _) in expired {
-        bc.unblock(Box::new(Unblocked::TimedOut));
+        bc.unblock(Box::new(if too_few {
+            Unblocked::TooFew(online, REQUIRED.load(Relaxed))
+        } else {
+            Unblocked::TimedOut
+        }));
     }
     if ask {
         ctx.request_acks();
@@ -415,6 +438,10 @@ pub(crate) fn reply(ctx: &Ctx) {
             ctx.reply_error(&timed_out());
         }
         Some(Unblocked::Demoted) => ctx.reply_error(&demoted()),
+        Some(Unblocked::TooFew(online, required)) => {
+            REFUSED.add(1);
+            ctx.reply_error(&too_few(*online, *required));
+        }
         None => ctx.reply_error(&crate::error::INTERNAL),
     }
 }

@@ -244,7 +244,23 @@ impl Row {
             "throttled".to_owned()
         });
         s.push("AOF everysec".to_owned());
+        s.push(match fence_replicas(self) {
+            Some(n) => format!("imid.fence-replicas {n}"),
+            None => "imid.fence-replicas auto".to_owned(),
+        });
         s.join(", ")
+    }
+}
+
+/// The fence as a run sets it (`IMID_JEPSEN_FENCE`): `on` (the default) as docs/durability.md
+/// gives it, `imid.fence-replicas auto` where the row has `min-replicas-to-write 1`, `1` where
+/// it has none; `off`: `0` everywhere (imid without the fence, for the figures before it).
+/// `None`: left at its default, `auto`.
+fn fence_replicas(row: &Row) -> Option<&'static str> {
+    match std::env::var("IMID_JEPSEN_FENCE").as_deref() {
+        Ok("off") => Some("0"),
+        Ok("on") | Err(_) => (!row.min_replicas).then_some("1"),
+        Ok(other) => panic!("IMID_JEPSEN_FENCE={other}: on or off"),
     }
 }
 
@@ -649,6 +665,9 @@ fn node_args(row: &Row) -> Vec<String> {
             "--min-replicas-max-lag",
             "2",
         ]);
+    }
+    if let Some(n) = fence_replicas(row) {
+        a.extend(["--imid.fence-replicas", n]);
     }
     a.into_iter().map(str::to_owned).collect()
 }

@@ -31,6 +31,8 @@
  *                                                 AES-NI; only registered when the CPU has it
  *   floor.uid.gen target [COUNT n]                Snowflake 41,10,12 from 2026-01-01, node 0
  *   floor.uid.decode uid / floor.uid.encode t n s
+ *   floor.zadd.api key score member               one sorted-set write through the key API (IM.SEND's)
+ *   floor.zadd.call key score member              the same through RedisModule_Call of ZADD
  *
  * Sequence maps (SEQ.H*): the floor keeps a plain open-addressing hash table in a module type of
  * its own (FNV-1a of the field, linear probing, grown at 3/4 load; each slot holds the hash, a
@@ -1078,6 +1080,42 @@ static int hexval(char c) {
     return -1;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* IM.SEND's inbox write two ways (server-bench/send.py --zadd): the key API, as IM.SEND writes,
+ * and RedisModule_Call, as a module could instead. Both add `member` at `score` to `key`,
+ * signal it and reply the number added; neither replicates (IM.SEND replicates one command of
+ * its own). */
+
+static int zadd_api(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 4) return RedisModule_WrongArity(ctx);
+    double score;
+    if (RedisModule_StringToDouble(argv[2], &score) != REDISMODULE_OK)
+        return RedisModule_ReplyWithError(ctx, "ERR score is not a double");
+    RedisModuleKey *k = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    int t = RedisModule_KeyType(k);
+    if (t != REDISMODULE_KEYTYPE_EMPTY && t != REDISMODULE_KEYTYPE_ZSET) {
+        RedisModule_CloseKey(k);
+        return RedisModule_ReplyWithError(ctx, ERR_WRONGTYPE);
+    }
+    int flags = 0;
+    RedisModule_ZsetAdd(k, score, argv[3], &flags);
+    RedisModule_CloseKey(k);
+    if (flags & REDISMODULE_ZADD_ADDED) {
+        RedisModule_SignalModifiedKey(ctx, argv[1]);
+        RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_ZSET, "zadd", argv[1]);
+    }
+    return RedisModule_ReplyWithLongLong(ctx, (flags & REDISMODULE_ZADD_ADDED) != 0);
+}
+
+static int zadd_call(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 4) return RedisModule_WrongArity(ctx);
+    RedisModuleCallReply *r = RedisModule_Call(ctx, "ZADD", "sss", argv[1], argv[2], argv[3]);
+    if (!r) return RedisModule_ReplyWithError(ctx, "ERR ZADD failed");
+    long long added = RedisModule_CallReplyInteger(r);
+    RedisModule_FreeCallReply(r);
+    return RedisModule_ReplyWithLongLong(ctx, added);
+}
+
 #define CMD(name, fn, flags, first, last)                                                        \
     if (RedisModule_CreateCommand(ctx, name, fn, flags, first, last, (first) ? 1 : 0) == REDISMODULE_ERR) \
         return REDISMODULE_ERR;
@@ -1159,5 +1197,7 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     CMD("floor.uid.gen", uid_gen, "write fast", 1, 1);
     CMD("floor.uid.decode", uid_decode, "readonly fast", 0, 0);
     CMD("floor.uid.encode", uid_encode, "readonly fast", 0, 0);
+    CMD("floor.zadd.api", zadd_api, "write deny-oom fast", 1, 1);
+    CMD("floor.zadd.call", zadd_call, "write deny-oom fast", 1, 1);
     return REDISMODULE_OK;
 }

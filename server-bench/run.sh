@@ -2,8 +2,8 @@
 # `make bench` / `make bench-smoke`: criterion benches of the core, then server-level throughput
 # and memory (server-bench/server.py), then instructions per command against the floor module
 # (server-bench/instructions.py, server-bench/floor.c), then sequence maps against Redis hashes on every server
-# of the matrix (server-bench/maps.py: memory per counter, RDB save/load), then the results page
-# (server-bench/report.py).
+# of the matrix (server-bench/maps.py: memory per counter, RDB save/load), then IM.SEND against
+# send.lua and its parts (server-bench/send.py), then the results page (server-bench/report.py).
 #
 #   server-bench/run.sh          full run, writes server-bench/RESULTS.md (minutes; run on a quiet machine)
 #   server-bench/run.sh --smoke  tiny run that only proves every command works and the table is built;
@@ -43,16 +43,20 @@ if [ "$mode" = smoke ]; then
   # One server, small maps, one save and load.
   python3 server-bench/maps.py --module "$module" --servers redis7 --sizes 100,1000 --counters 2000 \
     --rdb-fields 1000 --rdb-rounds 1 --json "$tmp/maps.json"
+  # IM.SEND against send.lua and its parts: a few sends per figure, a short throughput run.
+  python3 server-bench/send.py --module "$module" --smoke --json "$tmp/send.json" >"$tmp/send.md"
 else
   out=server-bench/RESULTS.md
   cargo bench --features system-alloc --bench core
   python3 server-bench/server.py --module "$module" --json "$tmp/server.json"
   python3 server-bench/instructions.py --module "$module" --json "$tmp/floor.json"
   python3 server-bench/maps.py --module "$module" --json "$tmp/maps.json"
+  python3 server-bench/send.py --module "$module" --json "$tmp/send.json" >"$tmp/send.md"
 fi
 
 python3 server-bench/report.py --server-json "$tmp/server.json" --criterion target/criterion \
   --floor-json "$tmp/floor.json" --maps-json "$tmp/maps.json" --out "$out"
+{ echo; echo "## IM.SEND against send.lua (server-bench/send.py)"; echo; cat "$tmp/send.md"; } >>"$out"
 # The smoke check proper: a table row for every command (server.py and instructions.py already
 # failed on any error reply, missing throughput or instruction count, or a reply unlike the
 # floor's), a floor-table row for each of the 19 MSGID, SEQ, OPENID and UID command lines and
@@ -65,6 +69,7 @@ for r in 'SEQ.NEXT IDMP' 'SEQ.HNEXT (map, random' 'SEQ.HNEXT (map, first' 'SEQ.H
   'SEQ.HADVANCE (' 'SEQ.HADVANCE ... LIMIT'; do
   grep -qF "| $r" "$out" || { echo "no floor row for $r in $out" >&2; exit 1; }
 done
+grep -qE '^\| 50 \| [0-9,]+ \| [0-9,]+ \| [0-9,]+ \|' "$out" || { echo "no IM.SEND row at 50 recipients in $out" >&2; exit 1; }
 map_rows=$(grep -cE '^\| Redis server v=[0-9.]+ \| [0-9,]+ \| [0-9,]+ \| [0-9.]+ \|' "$out")
 [ "$map_rows" -ge 2 ] || { echo "map memory table incomplete ($map_rows rows) in $out" >&2; exit 1; }
 echo "wrote $out"

@@ -344,47 +344,69 @@ pub(crate) struct Start {
 /// Reads the module arguments: `name value` pairs, `name` one of [`NAMES`] with or without the
 /// `imid.` prefix (any case, as Redis takes config names). An unknown name, a name without a
 /// value, a name given twice (`seq-gap` and `imid.seq-gap` are one name) or a value its config
-/// refuses stops the load; the error names the argument (never the value of `openid-keys`,
-/// which holds keys).
+/// refuses stops the load; the error names the argument by its position and, for a known name,
+/// by the config's own name. It never quotes an argument: a key of `openid-keys` can land
+/// anywhere (`openid-keys <K1>, <K2>` makes `<K2>` a name, a key given first is a name too), so
+/// no word the user gave reaches the log.
 pub(crate) fn parse_args(args: &[&[u8]]) -> Result<Start, String> {
+    let total = args.len();
     let mut given: [Option<&str>; NAMES.len()] = [None; NAMES.len()];
+    let mut at_of: [usize; NAMES.len()] = [0; NAMES.len()];
     let mut rest = args;
+    let mut n = 1usize;
     while let Some((name, tail)) = rest.split_first() {
-        let shown = String::from_utf8_lossy(name);
         let bare = name
             .get(..5)
             .filter(|p| p.eq_ignore_ascii_case(b"imid."))
             .and_then(|_| name.get(5..))
             .unwrap_or(name);
-        let Some(at) = NAMES
+        let Some((at, known)) = NAMES
             .iter()
-            .position(|n| n.as_bytes().eq_ignore_ascii_case(bare))
+            .enumerate()
+            .find(|(_, k)| k.as_bytes().eq_ignore_ascii_case(bare))
         else {
             return Err(format!(
-                "module argument '{shown}' is not a config of imid (known: {})",
+                "module argument {n} of {total} is not a config of imid (known: {}); arguments are never quoted, as one may hold a key",
                 NAMES.join(", ")
             ));
         };
         let Some((value, tail)) = tail.split_first() else {
-            return Err(format!("module argument '{shown}' has no value"));
+            return Err(format!(
+                "module argument {n} of {total} (imid.{known}) has no value"
+            ));
         };
         let value = std::str::from_utf8(value)
             .ok()
             .filter(|v| !v.contains('\0'))
-            .ok_or_else(|| format!("module argument '{shown}' must be text without NUL"))?;
-        match given.get_mut(at) {
-            Some(slot @ None) => *slot = Some(value),
-            _ => return Err(format!("module argument '{shown}' is given twice")),
+            .ok_or_else(|| {
+                format!(
+                    "module argument {} of {total} (the value of imid.{known}) must be text without NUL",
+                    n + 1
+                )
+            })?;
+        match (given.get_mut(at), at_of.get_mut(at)) {
+            (Some(slot @ None), Some(pos)) => {
+                *slot = Some(value);
+                *pos = n + 1;
+            }
+            _ => {
+                return Err(format!(
+                    "module argument {n} of {total}: imid.{known} is given twice"
+                ))
+            }
         }
         rest = tail;
+        n += 2;
     }
     let [gap, idmp_ttl, idmp_max, keys, hash, layout, epoch, unit, node, replicas, timeout] = given;
-    let refuse = |name: &str, value: &str, why: String| {
-        if name == "openid-keys" {
-            format!("module argument openid-keys refused: {why}")
-        } else {
-            format!("module argument {name} '{value}' refused: {why}")
-        }
+    let refuse = |name: &str, why: String| {
+        let pos = NAMES
+            .iter()
+            .position(|k| *k == name)
+            .and_then(|i| at_of.get(i))
+            .copied()
+            .unwrap_or(0);
+        format!("module argument {pos} of {total} (the value of imid.{name}) refused: {why}")
     };
     let int = |name: &str, v: Option<&str>, default: i64, (min, max): (i64, i64)| match v {
         None => Ok(default),
@@ -393,7 +415,6 @@ pub(crate) fn parse_args(args: &[&[u8]]) -> Result<Start, String> {
             .ok_or_else(|| {
                 refuse(
                     name,
-                    t,
                     format!("imid.{name} must be an integer in {min}..{max}"),
                 )
             }),
@@ -401,9 +422,7 @@ pub(crate) fn parse_args(args: &[&[u8]]) -> Result<Start, String> {
     let text =
         |name: &str, v: Option<&str>, default: &str, check: fn(&str) -> Result<(), String>| {
             let t = v.unwrap_or(default);
-            check(t)
-                .map(|()| t.to_owned())
-                .map_err(|e| refuse(name, t, e))
+            check(t).map(|()| t.to_owned()).map_err(|e| refuse(name, e))
         };
     Ok(Start {
         seq_gap: int("seq-gap", gap, 1000, SEQ_GAP_RANGE)?,
@@ -417,7 +436,6 @@ pub(crate) fn parse_args(args: &[&[u8]]) -> Result<Start, String> {
             Some(_) => {
                 return Err(refuse(
                     "msgid-hash",
-                    hash.unwrap_or(""),
                     "imid.msgid-hash must be java, slot or auto".to_owned(),
                 ))
             }
@@ -531,26 +549,75 @@ mod tests {
     #[test]
     fn unknown_missing_and_repeated_names_are_refused() {
         for (args, want) in [
-            (vec!["uid-nod", "7"], "'uid-nod' is not a config of imid"),
+            (
+                vec!["uid-nod", "7"],
+                "module argument 1 of 2 is not a config of imid",
+            ),
             (
                 vec!["imid.bogus", "1"],
-                "'imid.bogus' is not a config of imid",
+                "module argument 1 of 2 is not a config of imid",
             ),
-            (vec!["imid.", "1"], "'imid.' is not a config of imid"),
-            (vec!["7"], "'7' is not a config of imid"),
-            (vec!["uid-node"], "'uid-node' has no value"),
-            (vec!["seq-gap", "5", "uid-node"], "'uid-node' has no value"),
+            (
+                vec!["imid.", "1"],
+                "argument 1 of 2 is not a config of imid",
+            ),
+            (vec!["7"], "argument 1 of 1 is not a config of imid"),
+            (
+                vec!["uid-node"],
+                "argument 1 of 1 (imid.uid-node) has no value",
+            ),
+            (
+                vec!["seq-gap", "5", "uid-node"],
+                "argument 3 of 3 (imid.uid-node) has no value",
+            ),
             (
                 vec!["seq-gap", "5", "seq-gap", "6"],
-                "'seq-gap' is given twice",
+                "argument 3 of 4: imid.seq-gap is given twice",
             ),
             (
                 vec!["seq-gap", "5", "imid.SEQ-GAP", "5"],
-                "'imid.SEQ-GAP' is given twice",
+                "argument 3 of 4: imid.seq-gap is given twice",
             ),
         ] {
             let e = parse(&args).unwrap_err();
             assert!(e.contains(want), "{args:?}: {e}");
+        }
+    }
+
+    /// No word of the arguments reaches an error (the log): a key of `openid-keys` can land
+    /// in any position, as a name (`openid-keys K1, K2`, two keys as two words, a key first)
+    /// or as another config's value.
+    #[test]
+    fn no_argument_word_is_ever_quoted() {
+        const K1: &str = "5eb63bbbe01eeed093cb22bb8f5acd2f";
+        const K2: &str = "000102030405060708090a0b0c0d0e0f";
+        let k1c = format!("{K1},");
+        let list = format!("{K1}, {K2}");
+        let cases: Vec<Vec<&str>> = vec![
+            vec!["openid-keys", &k1c, K2],
+            vec!["openid-keys", K1, K2],
+            vec![K1, "openid-keys", K2],
+            vec![K1],
+            vec!["openid-keys", "plain", K1],
+            vec!["seq-gap", K1],
+            vec!["uid-node", K1],
+            vec!["uid-epoch", K1],
+            vec!["uid-layout", K1],
+            vec!["uid-time-unit", K1],
+            vec!["msgid-hash", K1],
+            vec!["seq-idmp-ttl", K1],
+            vec!["seq-idmp-max", K1],
+            vec!["openid-keys", &list, "openid-keys", K2],
+            vec!["openid-keys", "zz", "seq-gap", K1],
+            vec!["seq-gap", "1", K1, "2"],
+            vec!["openid-keys", K1, "uid-node"],
+        ];
+        for args in cases {
+            let e = parse(&args).unwrap_err();
+            for secret in [K1, K2, &K1[..8], &K2[..8]] {
+                assert!(!e.contains(secret), "{args:?}: {e}");
+            }
+            assert!(!e.contains('\''), "nothing quoted: {e}");
         }
     }
 
@@ -569,7 +636,7 @@ mod tests {
             (
                 "seq-idmp-ttl",
                 &["0"],
-                "seq-idmp-ttl '0' refused: imid.seq-idmp-ttl must be an integer in 1..604800",
+                "module argument 2 of 2 (the value of imid.seq-idmp-ttl) refused: imid.seq-idmp-ttl must be an integer in 1..604800",
             ),
             (
                 "seq-idmp-max",
@@ -579,7 +646,7 @@ mod tests {
             (
                 "uid-epoch",
                 &["-5"],
-                "uid-epoch '-5' refused: imid.uid-epoch must be auto or Unix ms, an integer in 0..",
+                "(the value of imid.uid-epoch) refused: imid.uid-epoch must be auto or Unix ms, an integer in 0..",
             ),
             (
                 "uid-epoch",
@@ -589,7 +656,7 @@ mod tests {
             (
                 "uid-node",
                 &["01"],
-                "uid-node '01' refused: imid.uid-node must be auto or",
+                "(the value of imid.uid-node) refused: imid.uid-node must be auto or",
             ),
             ("uid-node", &[" 5 ", "-1"], node),
             (
@@ -610,7 +677,7 @@ mod tests {
             (
                 "openid-keys",
                 &["zz"],
-                "module argument openid-keys refused: ",
+                "module argument 2 of 2 (the value of imid.openid-keys) refused: ",
             ),
         ];
         for &(name, values, want) in cases {

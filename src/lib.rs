@@ -43,7 +43,8 @@ mod types;
 pub use host::clock::system_now_ms;
 
 use entry::registry::{
-    self, command, keys, limit_key, OW_UPDATE, ROUTING_ONLY, RO_ACCESS, RW_ACCESS_UPDATE, RW_DELETE,
+    self, command, keys, limit_key, IM_SENDSET_SPECS, IM_SEND_SPECS, OW_UPDATE, ROUTING_ONLY,
+    RO_ACCESS, RW_ACCESS_UPDATE, RW_DELETE,
 };
 use redis_module::{redis_module, Context, RedisString, Status};
 
@@ -129,6 +130,9 @@ const COMMANDS: &[registry::Command] = &[
     command!("seq.hlen", commands::seqmap::hlen, "readonly fast", "read fast", 2, keys(1, 0, RO_ACCESS), "The number of fields of a sequence map"),
     command!("seq.hidmpset", commands::seqmap::hidmpset, "write deny-oom", "write dangerous", -7, keys(1, 0, RW_ACCESS_UPDATE), "Internal: records one IDMP token of a sequence map (the replicated form of SEQ.HNEXT ... IDMP)"),
     command!("seq.hadvance", commands::seqmap::hadvance, "write deny-oom fast", "write fast", -4, keys(1, 0, RW_ACCESS_UPDATE), "Raises a field of a sequence map to at least a value, at most to a LIMIT sequence", limit_key(4)),
+    // The IM flow (commands/im.rs): what examples/lua/send.lua does, natively.
+    command!("im.send", commands::im::send, "write deny-oom", "write sortedset slow", -10, specs = IM_SEND_SPECS, "Sends a message into a conversation: seq, message ID and UID, each recipient's inbox, the inbox cap; at most once per client message id"),
+    command!("im.sendset", commands::im::sendset, "write deny-oom", "write sortedset slow dangerous", -11, specs = IM_SENDSET_SPECS, "Internal: the replicated form of IM.SEND (its seq, IDs and token record, then its arguments)"),
 ];
 
 /// The test build's commands (`commands::test_hooks`); never in a release build.

@@ -1,7 +1,9 @@
 //! The IM flow end to end against a Redis with imid loaded: alice sends to bob in a private
-//! conversation through the scripts (SCRIPT LOAD once, then EVALSHA), a retried send is
-//! dropped as a duplicate, bob syncs in pages and reads, and the same flow runs once more
-//! through the `imid_im` Functions library (FCALL).
+//! conversation through the native IM.SEND, a retried send is dropped as a duplicate, bob syncs
+//! in pages and reads (the sync and read scripts: SCRIPT LOAD once, then EVALSHA); then the same
+//! flow runs through send.lua (EVALSHA) and the `imid_im` Functions library (FCALL): the script
+//! stores exactly what IM.SEND stores, and is the place to change that storage model (another
+//! member format, another trimming rule, more keys).
 //!
 //!     IMID_URL=redis://127.0.0.1:6379/ cargo run --release --example im_flow
 #![allow(
@@ -30,7 +32,11 @@ fn run(url: &str) -> Result<(), Box<dyn std::error::Error>> {
     let mut con = redis::Client::open(url)?.get_connection()?;
     // A conversation id of its own per run, so repeated runs against one server do not mix.
     let run_id = std::process::id();
-    for via in [Via::load_scripts(&mut con)?, Via::load_functions(&mut con)?] {
+    for via in [
+        Via::load_native(&mut con)?,
+        Via::load_scripts(&mut con)?,
+        Via::load_functions(&mut con)?,
+    ] {
         let im = Im { via, inbox_cap: 5 };
         let conv = Conv::new(&format!("alice:bob:{run_id}:{}", im.via.name()), 1);
         println!("== via {} in {}", im.via.name(), conv.tag());

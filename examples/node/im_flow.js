@@ -1,10 +1,12 @@
 #!/usr/bin/env node
 // The imid IM flow from Node.js with ioredis, against one server or a Redis Cluster: send a few
-// messages (one retried: SEQ.NEXT ... IDMP), sync them in pages, mark them read (one cursor map
-// per conversation, clamped to its seq), pull a user's changed kinds of data (the incremental
-// pull over one sequence map), through the imid_im Functions library (FCALL / FCALL_RO) and
-// through the Lua scripts (EVALSHA, which ioredis reloads on NOSCRIPT); then the keyless commands (MSGID.DECODE, MSGID.HASH, UID.DECODE/ENCODE,
-// OPENID.ENC/DEC).
+// messages (one retried: IDMP), sync them in pages, mark them read (one cursor map per
+// conversation, clamped to its seq), pull a user's changed kinds of data (the incremental pull
+// over one sequence map): sending through the native IM.SEND, then all of it through the
+// imid_im Functions library (FCALL / FCALL_RO) and through the Lua scripts (EVALSHA, which
+// ioredis reloads on NOSCRIPT): send.lua stores exactly what IM.SEND stores, and is the place to
+// change that storage model; then the keyless commands (MSGID.DECODE, MSGID.HASH,
+// UID.DECODE/ENCODE, OPENID.ENC/DEC).
 //
 //   node examples/node/im_flow.js [--host H] [--port P]        (or IMID_HOST / IMID_PORT)
 //   node examples/node/im_flow.js --cluster H:P[,H:P...]       (or IMID_CLUSTER)
@@ -44,7 +46,7 @@ class User {
   log(kind) { return `app:log:{${this.id}}:${kind}`; }
 }
 
-// Two ways to run the same three operations. Both take (numkeys, ...keys, ...args).
+// Ways to run the same operations. Each takes (numkeys, ...keys, ...args).
 const viaFunctions = {
   name: "FCALL",
   send: (r, n, ...a) => r.fcall("imid_send", n, ...a),
@@ -53,6 +55,12 @@ const viaFunctions = {
   read: (r, n, ...a) => r.fcall("imid_read", n, ...a),
   change: (r, n, ...a) => r.fcall("imid_change", n, ...a),
   pull: (r, n, ...a) => r.fcall_ro("imid_pull", n, ...a),
+};
+// IM.SEND takes send.lua's keys and arguments without numkeys; the rest through FCALL.
+const viaNative = {
+  ...viaFunctions,
+  name: "IM.SEND",
+  send: (r, n, ...a) => r.call("IM.SEND", ...a),
 };
 const viaScripts = {
   name: "EVALSHA",
@@ -279,7 +287,7 @@ async function main() {
       ["imidChange", "change"], ["imidPull", "pull"]]) {
       r.defineCommand(name, { lua: fs.readFileSync(path.join(EXAMPLES, "lua", `${file}.lua`), "utf8") });
     }
-    for (const via of [viaFunctions, viaScripts]) await flow(via, r, Boolean(opt.cluster));
+    for (const via of [viaNative, viaFunctions, viaScripts]) await flow(via, r, Boolean(opt.cluster));
   } finally {
     r.disconnect();
   }

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The imid IM flow from Python (redis-py): load the imid_im Functions library, send a few
-messages (one retried: SEQ.NEXT ... IDMP), sync them in pages, mark them read (one cursor map
+messages with IM.SEND (one retried: IDMP; a retry through the library's imid_send, which does
+exactly what IM.SEND does and is the place to change that storage model), sync them in pages, mark them read (one cursor map
 per conversation, clamped to its seq), pull a user's changed kinds of data (the incremental
 pull over one sequence map), then the keyless commands (MSGID.DECODE, MSGID.HASH,
 OPENID.ENC/DEC), against one server or a Redis Cluster.
@@ -88,13 +89,27 @@ def fields(reply):
     return dict(zip(reply[::2], reply[1::2]))
 
 
-def send(r, conv, sender, recipients, client_msg_id, body, cap=100):
+def send_keys(conv, recipients):
     keys = [conv.tag, conv.seq]
     for user in recipients:
         keys += [conv.inbox(user), conv.trimmed(user)]
-    # uid: the message's 64-bit UID, as decimal text (exact through Lua, whose numbers are
-    # doubles). A retry (dup) replies the original seq, and the IDs read back from an inbox
-    # (None when no inbox named holds the message any more).
+    return keys
+
+
+def send(r, conv, sender, recipients, client_msg_id, body, cap=100):
+    """IM.SEND: the keys and arguments of send.lua, without numkeys. uid: the message's 64-bit
+    UID, as decimal text (as the script replies it). A retry (dup) replies the original seq, and
+    the IDs read back from an inbox (None when no inbox named holds the message any more)."""
+    keys = send_keys(conv, recipients)
+    seq, msgid, dup, uid = r.execute_command("IM.SEND", *keys, conv.channel_type, sender,
+                                             client_msg_id, body, cap)
+    return seq, msgid, dup == 1, None if uid is None else int(uid)
+
+
+def send_lua(r, conv, sender, recipients, client_msg_id, body, cap=100):
+    """The same send through the library's imid_send (examples/lua/send.lua): the script to
+    edit when the storage model must change (member format, trimming, more keys)."""
+    keys = send_keys(conv, recipients)
     seq, msgid, dup, uid = r.fcall("imid_send", len(keys), *keys, conv.channel_type, sender,
                                    client_msg_id, body, cap)
     return seq, msgid, dup == 1, None if uid is None else int(uid)
@@ -164,6 +179,11 @@ def main():
         sys.exit("the retried send was not deduplicated")
     if r.zcard(conv.inbox("bob")) != 5:
         sys.exit("the retry stored the message again")
+    # The script knows IM.SEND's sends (the same IDMP token): a retry through it is a duplicate.
+    seq, msgid, dup, uid = send_lua(r, conv, "alice", ["bob"], "c2", "hello 2")
+    print("retry c2 through imid_send: seq %d msgid %s duplicate %s" % (seq, msgid, dup))
+    if not dup or (seq, msgid, uid) != sent[1]:
+        sys.exit("the script did not recognise IM.SEND's send")
 
     last, got = 0, []
     while True:

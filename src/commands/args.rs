@@ -1,8 +1,9 @@
 //! Arguments the sequence commands share (SEQ.* and SEQ.H*): a value, NEXT's options, a token
 //! record, an ADVANCE's target and its LIMIT key. Each is checked whole before any key changes.
 
-use crate::core::idmp::{check_token, Entry};
+use crate::core::idmp::{check_token, Entry, FieldRequest, Request};
 use crate::core::seq::{Seq, MAX_BLOCK, MAX_VALUE};
+use crate::core::seqmap::{check_name, MAX_NAME};
 use crate::error::{err, Error, SYNTAX};
 use crate::host::{Arg, Ctx};
 use crate::types::seq::key::SeqKey;
@@ -42,24 +43,102 @@ pub(crate) fn next_options(opts: &[Arg]) -> Result<(u64, Option<&Arg>), Error> {
     Ok((count, token))
 }
 
-/// The recorded token of SEQ.IDMPSET and SEQ.HIDMPSET, `token last expires fingerprint
-/// dropped`: the entry, and how many of the oldest tokens to drop first.
-pub(crate) fn token_record(args: &[Arg]) -> Result<(Entry, usize), Error> {
-    let [token, last, expires, fp, dropped] = args else {
-        return Err(Error::WrongArity);
-    };
+/// `token last expires` of a recorded token (SEQ.IDMPSET, SEQ.HIDMPSET), each checked.
+fn token_head<'a>(
+    token: &'a Arg,
+    last: &Arg,
+    expires: &Arg,
+) -> Result<(&'a [u8], u64, u64), Error> {
     check_token(token.bytes()).map_err(err)?;
     let last = last
         .int_in("last", 0, MAX_VALUE as i64)
         .map(i64::unsigned_abs)?;
     let expires = expires.int_in("expires", 0, i64::MAX)?.unsigned_abs();
+    Ok((token.bytes(), last, expires))
+}
+
+fn dropped_arg(dropped: &Arg) -> Result<usize, Error> {
+    Ok(usize::try_from(dropped.int_in("dropped", 0, i64::MAX)?).unwrap_or(usize::MAX))
+}
+
+fn entry<R: Request>(token: &[u8], last: u64, expires: u64, r: R) -> Result<Entry<R>, Error> {
+    Entry::new(token, last, expires, r).ok_or_else(|| err("IDMP token must be 1..64 bytes"))
+}
+
+/// The recorded token of SEQ.IDMPSET, `token last expires fingerprint dropped` (the
+/// fingerprint of a sequence key's request is its COUNT): the entry, and how many of the
+/// oldest tokens to drop first.
+pub(crate) fn seq_token_record(args: &[Arg]) -> Result<(Entry<u64>, usize), Error> {
+    let [token, last, expires, fp, dropped] = args else {
+        return Err(Error::WrongArity);
+    };
+    let (token, last, expires) = token_head(token, last, expires)?;
     let fp = fp
         .int()
         .ok_or_else(|| err("fingerprint must be an integer"))? as u64;
-    let dropped = usize::try_from(dropped.int_in("dropped", 0, i64::MAX)?).unwrap_or(usize::MAX);
-    let entry = Entry::new(token.bytes(), last, expires, fp)
-        .ok_or_else(|| err("IDMP token must be 1..64 bytes"))?;
-    Ok((entry, dropped))
+    let dropped = dropped_arg(dropped)?;
+    Ok((entry(token, last, expires, fp)?, dropped))
+}
+
+/// A map's recorded token: the entry, how many of the oldest tokens to drop first, and the
+/// field to set to its `last` (none for an AOF rewrite's record).
+pub(crate) struct MapRecord<'a> {
+    pub(crate) entry: Entry<FieldRequest>,
+    pub(crate) dropped: usize,
+    pub(crate) set: Option<&'a [u8]>,
+}
+
+/// The recorded token of SEQ.HIDMPSET, in either form: `token last expires dropped COUNT n
+/// FIELD field [SET]` (the request itself), or the first form, `token last expires fingerprint
+/// dropped [field]` (a fingerprint of the request, as builds before this one wrote it: the
+/// token keeps it, [`FieldRequest::legacy`]). The entry, how many of the oldest tokens to drop
+/// first, and the field to set to `last` (`SET`, or the first form's field).
+pub(crate) fn map_token_record(args: &[Arg]) -> Result<MapRecord<'_>, Error> {
+    match args {
+        [token, last, expires, dropped, c, n, f, field, set @ ..]
+            if c.is("COUNT") && f.is("FIELD") =>
+        {
+            let set = match set {
+                [] => false,
+                [s] if s.is("SET") => true,
+                _ => return Err(SYNTAX),
+            };
+            let (token, last, expires) = token_head(token, last, expires)?;
+            let dropped = dropped_arg(dropped)?;
+            let count = n.int_in("COUNT", 1, MAX_BLOCK as i64)?.unsigned_abs();
+            let field = field.bytes();
+            check_name(field)
+                .map_err(|_| err(format_args!("field name must be 1..{MAX_NAME} bytes")))?;
+            let e = entry(token, last, expires, FieldRequest::new(field, count))?;
+            Ok(MapRecord {
+                entry: e,
+                dropped,
+                set: set.then_some(field),
+            })
+        }
+        [token, last, expires, fp, dropped, field @ ..] if field.len() <= 1 => {
+            let (token, last, expires) = token_head(token, last, expires)?;
+            let fp = fp
+                .int()
+                .ok_or_else(|| err("fingerprint must be an integer"))? as u64;
+            let dropped = dropped_arg(dropped)?;
+            let field = match field {
+                [f] => {
+                    check_name(f.bytes())
+                        .map_err(|_| err(format_args!("field name must be 1..{MAX_NAME} bytes")))?;
+                    Some(f.bytes())
+                }
+                _ => None,
+            };
+            let e = entry(token, last, expires, FieldRequest::legacy(fp))?;
+            Ok(MapRecord {
+                entry: e,
+                dropped,
+                set: field,
+            })
+        }
+        _ => Err(Error::WrongArity),
+    }
 }
 
 /// The value an ADVANCE moves to: `value`, clamped to the current value of the sequence

@@ -5,6 +5,7 @@
 
 pub(crate) mod args;
 pub(crate) mod floor;
+pub(crate) mod im;
 pub(crate) mod msgid;
 pub(crate) mod openid;
 pub(crate) mod reserve;

@@ -44,6 +44,31 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, channel_type, target] = args else {
         return Err(Error::WrongArity);
     };
+    let (text, time) = new_id(ctx, channel_type, target)?;
+    // The fence: at once while the ID's time lies inside the lease the replicas acknowledged.
+    match fence::check(ctx, msgid_need(time))? {
+        Verdict::Now => ctx.reply_bulk(&text),
+        Verdict::Wait => fence::wait(ctx, Owned::Bulk(text.to_vec()))?,
+    }
+    Ok(())
+}
+
+/// What a MSGID.GEN hands out, for the fence: a message ID of time `time`.
+pub(crate) fn msgid_need(time: u64) -> Need {
+    Need {
+        msgid_ms: Some(time),
+        ..Need::default()
+    }
+}
+
+/// What MSGID.GEN does, for IM.SEND too: checks both arguments, then issues the ID, as text,
+/// with its time (for the fence).
+#[inline(always)]
+pub(crate) fn new_id(
+    ctx: &Ctx,
+    channel_type: &Arg,
+    target: &Arg,
+) -> Result<([u8; crate::core::msgid::TEXT_LEN], u64), Error> {
     let channel_type = channel_type_arg(channel_type)?;
     let mode = effective_hash_mode();
     let hash = target_hash(&mode, target.bytes())?;
@@ -62,17 +87,7 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         u64::from(hash),
     )
     .map_err(err)?;
-    let text = fields.to_id().to_text();
-    // The fence: at once while the ID's time lies inside the lease the replicas acknowledged.
-    let need = Need {
-        msgid_ms: Some(issued.time),
-        ..Need::default()
-    };
-    match fence::check(ctx, need)? {
-        Verdict::Now => ctx.reply_bulk(&text),
-        Verdict::Wait => fence::wait(ctx, Owned::Bulk(text.to_vec()))?,
-    }
-    Ok(())
+    Ok((fields.to_id().to_text(), issued.time))
 }
 
 /// MSGID.ENCODE time_ms seq channel_type hash

@@ -1,13 +1,13 @@
 //! The reserve protocol's Redis side, written once for every command that hands out sequence
-//! values (SEQ.NEXT, SEQ.HNEXT): run `core::reserve::plan` on the call's target, then store,
+//! values (SEQ.NEXT, SEQ.HNEXT; IM.SEND takes `settle` and `finish` alone): run `core::reserve::plan` on the call's target, then store,
 //! replicate, signal, count and reply as the plan says.
 //!
 //! Replication: as called when replaying the call reproduces its effect exactly (a replay never
 //! applies the gap; an IDMP call decides by the IDMP clock replicas replay, `node::idmp_clock`),
 //! else its explicit effect: `SEQ.SET key last` / `SEQ.HSET key field last` for a plain call,
-//! `SEQ.IDMPSET key token last expires fingerprint dropped` / `SEQ.HIDMPSET ... field` for an
-//! IDMP one (the value set to `last`, the `dropped` oldest tokens dropped, the token recorded
-//! with its absolute expiry). A retry changes nothing and replicates nothing. The key is opened
+//! `SEQ.IDMPSET key token last expires count dropped` / `SEQ.HIDMPSET key token last expires
+//! dropped COUNT count FIELD field SET` for an IDMP one (the value set to `last`, the `dropped`
+//! oldest tokens dropped, the token recorded with its absolute expiry and its request). A retry changes nothing and replicates nothing. The key is opened
 //! once, for writing, and signalled only when it changed (`Ctx::changed`), so a retry leaves a
 //! client's WATCH alone.
 
@@ -16,16 +16,16 @@ use crate::core::int;
 use crate::core::reserve::{self, Idmp, Node, Plan, Record, Refusal, Store};
 use crate::core::seq::Seq;
 use crate::error::{err, Error};
-use crate::host::Owned;
-use crate::host::{Arg, Ctx};
+use crate::host::{Arg, Ctx, Owned};
 use crate::node::fence::{self, Need, Verdict};
+use crate::node::idmp_clock::CallClock;
 use crate::node::{self, SEQ_GAP_SKIPS, SEQ_ISSUED};
 use std::ffi::CStr;
 
 /// The write side of a reservation's target (a sequence key, a field of a map).
 pub(crate) trait Target: Store {
     /// Stores the new state and, with IDMP, records the token.
-    fn commit(&mut self, s: Seq, record: Option<Record>) -> Result<(), Error>;
+    fn commit(&mut self, s: Seq, record: Option<Record<Self::Request>>) -> Result<(), Error>;
 }
 
 /// What differs between the commands that reserve: their keyspace event, their explicit
@@ -62,26 +62,27 @@ impl Node for Here<'_> {
 /// `idmp` (the token argument and its request) when given; replies the last value, or
 /// `[last, duplicate]` with IDMP.
 #[inline(always)]
-pub(crate) fn reserve(
+pub(crate) fn reserve<T: Target>(
     ctx: &Ctx,
     kind: &Kind,
     key: &Arg,
     field: Option<&Arg>,
-    mut target: impl Target,
+    mut target: T,
     count: u64,
-    idmp: Option<(&Arg, Idmp)>,
+    idmp: Option<(&Arg, Idmp<'_, T::Request>, CallClock)>,
 ) -> Result<(), Error> {
-    let plan = reserve::plan(&target, &Here(ctx), count, idmp.as_ref().map(|(_, i)| i))
-        .map_err(|r| refusal(r, kind))?;
-    let r = match plan {
-        Plan::Duplicate(last) => {
+    let (s, verdict) = match settle(
+        ctx,
+        kind,
+        &mut target,
+        count,
+        idmp.as_ref().map(|(_, i, _)| i),
+        |need| fence::check(ctx, need),
+    )? {
+        Settled::Duplicate(last) => {
             // The token's record may not have reached the replicas yet (its first call may
             // have waited in vain): the answer waits for them as a first one does.
-            let need = Need {
-                record: true,
-                ..Need::default()
-            };
-            return match fence::check(ctx, need)? {
+            return match fence::check(ctx, RETRY)? {
                 Verdict::Now => {
                     reply_idmp(ctx, last, true);
                     Ok(())
@@ -89,53 +90,46 @@ pub(crate) fn reserve(
                 Verdict::Wait => fence::wait(ctx, idmp_reply(last, true)),
             };
         }
-        Plan::Reserve(r) => r,
+        Settled::Stored(s, verdict) => (s, verdict),
     };
-    let last = r.next.last;
-    // The fence, before anything changes (a refusal changes nothing). A replay hands nothing
-    // out (the primary did).
-    let verdict = if r.replay {
-        Verdict::Now
-    } else {
-        let skipped = if r.next.skipped_gap { seq_gap() } else { 0 };
-        let need = Need {
-            advance: count.saturating_add(skipped),
-            record: idmp.is_some(),
-            ..Need::default()
-        };
-        fence::check(ctx, need)?
-    };
-    let effect = r.record.as_ref().map(|rec| {
-        [
-            int(last),
-            int(rec.entry.expires_ms),
-            rec.entry.fingerprint as i64,
-            int(rec.dropped as u64),
-        ]
-    });
-    target.commit(r.next.state, r.record)?;
     drop(target);
-    if r.as_called {
+    let last = s.last;
+    // Only now, with the key changed, does the call's IDMP clock become the node's and reach
+    // the streams (before the call itself): a refused call wrote nothing.
+    let token = idmp.map(|(token, _, clock)| {
+        clock.commit(ctx);
+        token
+    });
+    if s.as_called {
         ctx.replicate_verbatim();
     } else {
-        match (idmp, effect) {
-            (Some((token, _)), Some(ints)) => {
-                ctx.replicate_token(kind.idmpset, key, token, ints, field)
-            }
+        match (token, s.effect) {
+            // A sequence key's request is its COUNT, which SEQ.IDMPSET takes as the
+            // fingerprint; a map's is the field and the COUNT.
+            (Some(token), Some([last, expires, dropped])) => match field {
+                None => ctx.replicate_token(
+                    kind.idmpset,
+                    key,
+                    token,
+                    [last, expires, int(count), dropped],
+                ),
+                Some(f) => ctx.replicate_field_token(
+                    kind.idmpset,
+                    key,
+                    token,
+                    [last, expires, dropped],
+                    int(count),
+                    f,
+                ),
+            },
             _ => match field {
                 None => ctx.replicate_key_int(kind.set, key, int(last)),
                 Some(f) => ctx.replicate_key_arg_int(kind.set, key, f, int(last)),
             },
         }
     }
-    if r.next.skipped_gap {
-        SEQ_GAP_SKIPS.add(1);
-    }
-    ctx.changed(kind.event, key);
-    if !r.replay {
-        SEQ_ISSUED.add(count);
-    }
-    match (verdict, effect.is_some()) {
+    finish(ctx, kind, key, &s, count);
+    match (verdict, s.effect.is_some()) {
         (Verdict::Now, true) => reply_idmp(ctx, last, false),
         (Verdict::Now, false) => ctx.reply_int(int(last)),
         (Verdict::Wait, true) => return fence::wait(ctx, idmp_reply(last, false)),
@@ -144,12 +138,92 @@ pub(crate) fn reserve(
     Ok(())
 }
 
-/// `[last, duplicate]`, kept for a call that waits.
-fn idmp_reply(last: u64, duplicate: bool) -> Owned {
-    Owned::Array(vec![
-        Owned::Int(int(last)),
-        Owned::Int(i64::from(duplicate)),
-    ])
+/// What [`settle`] did.
+pub(crate) enum Settled<C> {
+    /// A retry: the token's first call replied this; nothing changed.
+    Duplicate(u64),
+    /// Values reserved and stored, and what the check found.
+    Stored(Stored, C),
+}
+
+/// A stored reservation: what to replicate, count and reply.
+pub(crate) struct Stored {
+    /// The block's last value.
+    pub(crate) last: u64,
+    /// With IDMP, the explicit effect's integers: `last expires dropped`.
+    pub(crate) effect: Option<[i64; 3]>,
+    /// Replaying the call as called reproduces it.
+    pub(crate) as_called: bool,
+    skipped_gap: bool,
+    replay: bool,
+}
+
+/// The protocol's decision and its store, for every command that reserves (SEQ.NEXT and
+/// SEQ.HNEXT through [`reserve`], IM.SEND directly, which replicates and replies on its own):
+/// runs `core::reserve::plan` on `target` and, when it reserves, `check` with what the fence
+/// must allow for the reservation (what else the command must find in order before it writes
+/// anything, the fence's verdict among it: its error refuses the call, nothing stored; its
+/// value is handed back), then stores what it reserved. Nothing is replicated, signalled or counted here ([`finish`]
+/// does the latter two; the caller commits the IDMP clock before it replicates).
+#[inline(always)]
+pub(crate) fn settle<T: Target, C>(
+    ctx: &Ctx,
+    kind: &Kind,
+    target: &mut T,
+    count: u64,
+    idmp: Option<&Idmp<'_, T::Request>>,
+    check: impl FnOnce(Need) -> Result<C, Error>,
+) -> Result<Settled<C>, Error> {
+    let plan = reserve::plan(target, &Here(ctx), count, idmp).map_err(|r| refusal(r, kind))?;
+    let r = match plan {
+        Plan::Duplicate(last) => return Ok(Settled::Duplicate(last)),
+        Plan::Reserve(r) => r,
+    };
+    // The fence's part, before anything changes (a refusal changes nothing); a replay hands
+    // nothing out (the primary did).
+    let need = if r.replay {
+        Need::default()
+    } else {
+        let skipped = if r.next.skipped_gap { seq_gap() } else { 0 };
+        Need {
+            advance: count.saturating_add(skipped),
+            record: idmp.is_some(),
+            ..Need::default()
+        }
+    };
+    let checked = check(need)?;
+    let last = r.next.last;
+    let effect = r.record.as_ref().map(|rec| {
+        [
+            int(last),
+            int(rec.entry.expires_ms),
+            int(rec.dropped as u64),
+        ]
+    });
+    target.commit(r.next.state, r.record)?;
+    Ok(Settled::Stored(
+        Stored {
+            last,
+            effect,
+            as_called: r.as_called,
+            skipped_gap: r.next.skipped_gap,
+            replay: r.replay,
+        },
+        checked,
+    ))
+}
+
+/// After a stored reservation (and its replication): the gap counter, the key signalled with
+/// its keyspace event, the values counted.
+#[inline(always)]
+pub(crate) fn finish(ctx: &Ctx, kind: &Kind, key: &Arg, s: &Stored, count: u64) {
+    if s.skipped_gap {
+        SEQ_GAP_SKIPS.add(1);
+    }
+    ctx.changed(kind.event, key);
+    if !s.replay {
+        SEQ_ISSUED.add(count);
+    }
 }
 
 fn refusal(r: Refusal, kind: &Kind) -> Error {
@@ -162,6 +236,22 @@ fn refusal(r: Refusal, kind: &Kind) -> Error {
         )),
         Refusal::Token => err("IDMP token must be 1..64 bytes"),
     }
+}
+
+/// What an IDMP retry's answer needs from the fence: its record on the replicas.
+pub(crate) const RETRY: Need = Need {
+    advance: 0,
+    record: true,
+    msgid_ms: None,
+    uid_ms: None,
+};
+
+/// `[last, duplicate]`, kept for a call that waits.
+fn idmp_reply(last: u64, duplicate: bool) -> Owned {
+    Owned::Array(vec![
+        Owned::Int(int(last)),
+        Owned::Int(i64::from(duplicate)),
+    ])
 }
 
 /// `[last, duplicate]`.

@@ -11,9 +11,9 @@
 //! (`Ctx::changed`): a no-op (an older ack, the same value, an IDMP retry) leaves a client's
 //! WATCH alone.
 
-use super::args::{advance_target, limit_key_positions, next_options, token_record, value_arg};
+use super::args::{advance_target, limit_key_positions, next_options, seq_token_record, value_arg};
 use super::reserve::{reserve, Kind, Target};
-use crate::core::idmp::{fingerprint, Window};
+use crate::core::idmp::SeqTokens;
 use crate::core::int;
 use crate::core::reserve::{Idmp, Record, Store};
 use crate::core::seq::Seq;
@@ -42,20 +42,21 @@ const NEXT: Kind = Kind {
     request: "COUNT",
 };
 
-/// A sequence key as the target of SEQ.NEXT.
+/// A sequence key as the target of SEQ.NEXT: its tokens remember the COUNT.
 impl Store for SeqKey<'_> {
+    type Request = u64;
     #[inline(always)]
     fn state(&self) -> Option<Seq> {
         self.get()
     }
-    fn tokens(&self) -> Option<&Window> {
+    fn tokens(&self) -> Option<&SeqTokens> {
         self.window()
     }
 }
 
 impl Target for SeqKey<'_> {
     #[inline(always)]
-    fn commit(&mut self, s: Seq, record: Option<Record>) -> Result<(), Error> {
+    fn commit(&mut self, s: Seq, record: Option<Record<u64>>) -> Result<(), Error> {
         match record {
             None => self.set(s),
             Some(r) => self.set_with_token(s, r.dropped, r.entry),
@@ -87,13 +88,14 @@ pub(crate) fn next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 /// SEQ.NEXT stays as it was.
 #[inline(never)]
 fn next_idmp(ctx: &Ctx, key: &Arg, count: u64, token: &Arg) -> Result<(), Error> {
+    let clock = node::idmp_clock::for_call(ctx)?;
     let idmp = Idmp {
         token: token.bytes(),
-        fingerprint: fingerprint(b"", count),
-        clock: node::idmp_clock::for_call(ctx),
+        ask: count,
+        clock: clock.clock(),
     };
     let k = SeqKey::open(ctx, key, true)?;
-    reserve(ctx, &NEXT, key, None, k, count, Some((token, idmp)))
+    reserve(ctx, &NEXT, key, None, k, count, Some((token, idmp, clock)))
 }
 
 /// SEQ.IDMPCLOCK ms ttl-ms max
@@ -109,7 +111,7 @@ pub(crate) fn idmpclock(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let ms = ms.int_in("ms", 0, i64::MAX)?.unsigned_abs();
     let ttl = ttl.int_in("ttl-ms", 0, i64::MAX)?.unsigned_abs();
     let max = max.int_in("max", 0, i64::MAX)?.unsigned_abs();
-    let (ttl, max) = node::idmp_clock::bounds(ttl, max).map_err(err)?;
+    let (ttl, max) = node::idmp_clock::check(ms, ttl, max).map_err(err)?;
     if ctx.is_slot_import() {
         ctx.reply_ok();
         return Ok(());
@@ -135,7 +137,7 @@ pub(crate) fn idmpset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, key, record @ ..] = args else {
         return Err(Error::WrongArity);
     };
-    let (entry, dropped) = token_record(record)?;
+    let (entry, dropped) = seq_token_record(record)?;
     let new = Seq::new(entry.last, ctx.is_replay()).ok_or_else(|| err("last out of range"))?;
     let mut k = SeqKey::open(ctx, key, true)?;
     let old = k.get().map_or(0, Seq::value);

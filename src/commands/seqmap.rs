@@ -9,9 +9,11 @@
 //! SEQ.NEXT (`commands::reserve`). Every write opens its key once, for writing, and signals it
 //! only when it changed it (`Ctx::changed`), so a no-op leaves a client's WATCH alone.
 
-use super::args::{advance_target, limit_key_positions, next_options, token_record, value_arg};
+use super::args::{
+    advance_target, limit_key_positions, map_token_record, next_options, value_arg, MapRecord,
+};
 use super::reserve::{reserve, Kind, Target};
-use crate::core::idmp::{fingerprint, Window};
+use crate::core::idmp::{FieldRequest, MapTokens};
 use crate::core::int;
 use crate::core::reserve::{Idmp, Record, Store};
 use crate::core::seq::Seq;
@@ -78,7 +80,9 @@ impl<'k, 'a> Field<'k, 'a> {
     }
 }
 
+/// Its tokens remember the field and the COUNT.
 impl Store for Field<'_, '_> {
+    type Request = FieldRequest;
     #[inline(always)]
     fn state(&self) -> Option<Seq> {
         self.key
@@ -86,14 +90,14 @@ impl Store for Field<'_, '_> {
             .zip(self.at.as_ref())
             .and_then(|(m, at)| m.state(at))
     }
-    fn tokens(&self) -> Option<&Window> {
+    fn tokens(&self) -> Option<&MapTokens> {
         self.key.get().and_then(|m| m.tokens.as_deref())
     }
 }
 
 impl Target for Field<'_, '_> {
     #[inline(always)]
-    fn commit(&mut self, s: Seq, record: Option<Record>) -> Result<(), Error> {
+    fn commit(&mut self, s: Seq, record: Option<Record<FieldRequest>>) -> Result<(), Error> {
         let (name, at) = (self.name, self.at.take());
         self.key.update(|m| match at {
             Some(at) => m.store(name, at, s),
@@ -122,15 +126,16 @@ pub(crate) fn hnext(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     }
 }
 
-/// SEQ.HNEXT key field [COUNT n] IDMP token: `[last, duplicate]`. The request's fingerprint
-/// covers the field and the count, so a token reused for another field is refused.
+/// SEQ.HNEXT key field [COUNT n] IDMP token: `[last, duplicate]`. The token remembers the field
+/// and the count themselves, so a token reused for another field or count is refused.
 #[inline(never)]
 fn hnext_idmp(ctx: &Ctx, key: &Arg, field_a: &Arg, count: u64, token: &Arg) -> Result<(), Error> {
     let field = field_a.bytes();
+    let clock = node::idmp_clock::for_call(ctx)?;
     let idmp = Idmp {
         token: token.bytes(),
-        fingerprint: fingerprint(field, count),
-        clock: node::idmp_clock::for_call(ctx),
+        ask: (field, count),
+        clock: clock.clock(),
     };
     let target = Field::open(ctx, key, field)?;
     reserve(
@@ -140,22 +145,27 @@ fn hnext_idmp(ctx: &Ctx, key: &Arg, field_a: &Arg, count: u64, token: &Arg) -> R
         Some(field_a),
         target,
         count,
-        Some((token, idmp)),
+        Some((token, idmp, clock)),
     )
 }
 
-/// SEQ.HIDMPSET key token last expires fingerprint dropped [field]
+/// SEQ.HIDMPSET key token last expires dropped COUNT n FIELD field [SET]
+/// SEQ.HIDMPSET key token last expires fingerprint dropped [field] (the first form)
 ///
-/// The explicit effect of `SEQ.HNEXT ... IDMP` (with the field: it is set to `last`, marked
+/// The explicit effect of `SEQ.HNEXT ... IDMP` (with SET: the field is set to `last`, marked
 /// when replayed, as SEQ.HSET marks) and of an AOF rewrite (without: the fields came first).
-/// Drops the `dropped` oldest tokens and records `token`. Internal, as SEQ.IDMPSET.
+/// Drops the `dropped` oldest tokens and records `token` with its request, the field and
+/// COUNT. The first form, which builds before this one wrote, records a fingerprint of the
+/// request instead (its field, when given, is set). Internal, as SEQ.IDMPSET.
 pub(crate) fn hidmpset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
-    let (key, record, field) = match args {
-        [_, key, record @ ..] if record.len() == 5 => (key, record, None),
-        [_, key, record @ .., field] if record.len() == 5 => (key, record, Some(field_arg(field)?)),
-        _ => return Err(Error::WrongArity),
+    let [_, key, record @ ..] = args else {
+        return Err(Error::WrongArity);
     };
-    let (entry, dropped) = token_record(record)?;
+    let MapRecord {
+        entry,
+        dropped,
+        set: field,
+    } = map_token_record(record)?;
     let new = Seq::new(entry.last, ctx.is_replay()).ok_or_else(|| err("last out of range"))?;
     let mut k = MapKey::open(ctx, key, true)?;
     if field.is_none() && k.get().is_none() {
@@ -358,7 +368,7 @@ pub(crate) fn hset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 }
 
 /// SEQ.HDEL key field [field ...] -> the number of fields removed. Removing the last field
-/// deletes the key, as for a Redis hash.
+/// deletes the key and publishes `seq.hdel` then `del`, as HDEL does for a Redis hash.
 pub(crate) fn hdel(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let (key, names) = key_and_fields(args)?;
     let mut k = MapKey::open(ctx, key, true)?;
@@ -371,12 +381,16 @@ pub(crate) fn hdel(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         for n in &names {
             removed += u64::from(m.remove(n));
         }
-        if m.is_empty() {
+        let emptied = m.is_empty();
+        if emptied {
             k.delete();
         }
         drop(k);
         ctx.replicate_verbatim();
         ctx.changed(c"seq.hdel", key);
+        if emptied {
+            ctx.deleted(key);
+        }
     }
     ctx.reply_int(int(removed));
     Ok(())

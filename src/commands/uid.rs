@@ -61,15 +61,7 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
             .then(|| key_slot(target.bytes()))
     };
     if opts.is_empty() {
-        // The common call, one ID as an integer: its own path, with the run's length a
-        // constant the compiler folds through the inlined generator.
-        let (id, time_ms) = match slot() {
-            None => ids::issue_one_uid(ctx)?,
-            slot => {
-                let run = ids::issue_uid(ctx, slot, 1)?;
-                (run.first(), run.time_ms)
-            }
-        };
+        let (id, time_ms) = new_uid(ctx, target)?;
         match fence::check(ctx, uid_need(time_ms))? {
             Verdict::Now => ctx.reply_int(int(id)),
             Verdict::Wait => fence::wait(ctx, Owned::Int(int(id)))?,
@@ -124,10 +116,24 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 }
 
 /// What a UID.GEN hands out, for the fence: UIDs up to the time of the run's last.
-fn uid_need(time_ms: u64) -> Need {
+pub(crate) fn uid_need(time_ms: u64) -> Need {
     Need {
         uid_ms: Some(time_ms),
         ..Need::default()
+    }
+}
+
+/// One UID for `target`, as `UID.GEN target` issues it (IM.SEND's too), with its time (for the
+/// fence): the common call, on a path of its own, with the run's length a constant the
+/// compiler folds through the inlined generator.
+#[inline(always)]
+pub(crate) fn new_uid(ctx: &Ctx, target: &Arg) -> Result<(u64, u64), Error> {
+    let slot = CLUSTER_MODE
+        .load(Ordering::Relaxed)
+        .then(|| key_slot(target.bytes()));
+    match slot {
+        None => ids::issue_one_uid(ctx),
+        slot => ids::issue_uid(ctx, slot, 1).map(|run| (run.first(), run.time_ms)),
     }
 }
 

@@ -2,9 +2,11 @@
 //!
 //! A token is what a client sends with `SEQ.NEXT ... IDMP token` (1..64 bytes, e.g. its message
 //! ID); the window remembers, per token, the first call's reply (`last`), when the token stops
-//! counting (`expires_ms`, absolute unix ms) and a fingerprint of the request (its COUNT, and
-//! for a map its field), so that a retry gets the first answer and a different request under
-//! the same token is refused instead of answered with another request's reservation.
+//! counting (`expires_ms`, absolute unix ms) and the request itself ([`Request`]: its COUNT, and
+//! for a map its field, both kept and compared exactly), so that a retry gets the first answer
+//! and a different request under the same token is refused instead of answered with another
+//! request's reservation. No fingerprint stands in for the request, so no crafted field can
+//! pass for another (a 64-bit hash of a known function falls to a birthday search).
 //!
 //! Entries are kept in insertion order. The window changes in one way only, [`Window::apply`]:
 //! drop the `drop` oldest entries, then append one. The command decides `drop` on the primary
@@ -52,10 +54,23 @@ pub struct Clock {
     pub verbatim: bool,
 }
 
+/// The latest expiry (unix ms) a token may have: the AOF and the replication stream write an
+/// expiry as a signed 64-bit integer (`SEQ.IDMPSET`, `SEQ.HIDMPSET`), so a later one could not
+/// be written back. RDB, `RESTORE` and the IDMP clock refuse what would pass it.
+pub const MAX_EXPIRES_MS: u64 = i64::MAX as u64;
+
 impl Clock {
     /// The expiry of a token recorded now.
     pub fn expires_ms(&self) -> u64 {
         self.now_ms.saturating_add(self.ttl_ms)
+    }
+
+    /// Whether a token recorded at `now_ms` with a lifetime of `ttl_ms` expires at or before
+    /// [`MAX_EXPIRES_MS`], so that its expiry can be written back.
+    pub fn fits(now_ms: u64, ttl_ms: u64) -> bool {
+        now_ms
+            .checked_add(ttl_ms)
+            .is_some_and(|e| e <= MAX_EXPIRES_MS)
     }
 }
 
@@ -71,10 +86,151 @@ const SCAN_MAX: usize = 8;
 /// key grows 1, 4, 8, ... at the cost of one more reallocation.
 const FIRST_CAPACITY: usize = 1;
 
+/// What an entry remembers of its first call's request, to tell a retry (the same request)
+/// from another request under the same token: a sequence key's COUNT (`u64`), a map's field
+/// and COUNT ([`FieldRequest`]). Compared exactly.
+pub trait Request: Clone + PartialEq + fmt::Debug {
+    /// A call's request as the command holds it (borrowed from its arguments).
+    type Ask<'a>: Copy;
+    /// Whether `ask` is the request remembered.
+    fn is(&self, ask: Self::Ask<'_>) -> bool;
+    /// The request to remember for `ask`.
+    fn of(ask: Self::Ask<'_>) -> Self;
+    /// Heap bytes the request holds (for MEMORY USAGE).
+    fn heap_bytes(&self) -> usize;
+}
+
+/// A sequence key's request: its COUNT.
+impl Request for u64 {
+    type Ask<'a> = u64;
+
+    #[inline(always)]
+    fn is(&self, count: u64) -> bool {
+        *self == count
+    }
+
+    #[inline(always)]
+    fn of(count: u64) -> u64 {
+        count
+    }
+
+    fn heap_bytes(&self) -> usize {
+        0
+    }
+}
+
+/// A map's request: the field (1..256 bytes) and the COUNT. A field of up to
+/// [`INLINE_FIELD`] bytes (most: `friendship`, `u123456789`) is held in the request itself, a
+/// longer one on the heap, so that the common token costs no allocation. A token loaded from a
+/// file of the first layout kept only a 64-bit FNV-1a fingerprint of them
+/// ([`FieldRequest::legacy`]); it is compared by that fingerprint until it leaves the window (a
+/// token lifetime at most).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct FieldRequest(Req);
+
+/// Longest field a [`FieldRequest`] holds inline: what fits beside the COUNT in the 24 bytes a
+/// heap field's pointer, length and COUNT take.
+pub const INLINE_FIELD: usize = 18;
+
+#[derive(Clone, PartialEq, Eq, Debug)]
+enum Req {
+    /// The field's bytes (zero past `len`) and the COUNT (at most 1,000,000: 32 bits).
+    Inline {
+        count: u32,
+        len: u8,
+        bytes: [u8; INLINE_FIELD],
+    },
+    Heap {
+        count: u32,
+        field: Box<[u8]>,
+    },
+    /// A fingerprint ([`legacy_fingerprint`]).
+    Legacy(u64),
+}
+
+impl FieldRequest {
+    /// The request of `field` (1..256 bytes) and `count` (a COUNT, 1..1,000,000). A count past
+    /// 32 bits (none is) would be kept as a fingerprint.
+    pub fn new(field: &[u8], count: u64) -> FieldRequest {
+        let Ok(count) = u32::try_from(count) else {
+            return FieldRequest::legacy(legacy_fingerprint(field, count));
+        };
+        let mut bytes = [0; INLINE_FIELD];
+        match (u8::try_from(field.len()), bytes.get_mut(..field.len())) {
+            (Ok(len), Some(b)) => {
+                b.copy_from_slice(field);
+                FieldRequest(Req::Inline { count, len, bytes })
+            }
+            _ => FieldRequest(Req::Heap {
+                count,
+                field: field.into(),
+            }),
+        }
+    }
+
+    /// A token of a first-layout file: only its request's fingerprint
+    /// ([`legacy_fingerprint`]) is known.
+    pub fn legacy(fingerprint: u64) -> FieldRequest {
+        FieldRequest(Req::Legacy(fingerprint))
+    }
+
+    /// The COUNT, or a legacy token's fingerprint.
+    pub fn count(&self) -> u64 {
+        match &self.0 {
+            Req::Inline { count, .. } | Req::Heap { count, .. } => u64::from(*count),
+            Req::Legacy(fp) => *fp,
+        }
+    }
+
+    /// The field; empty for a legacy token.
+    pub fn field(&self) -> &[u8] {
+        match &self.0 {
+            Req::Inline { len, bytes, .. } => bytes.get(..usize::from(*len)).unwrap_or_default(),
+            Req::Heap { field, .. } => field,
+            Req::Legacy(_) => &[],
+        }
+    }
+
+    pub fn is_legacy(&self) -> bool {
+        matches!(self.0, Req::Legacy(_))
+    }
+}
+
+impl Request for FieldRequest {
+    /// (field, COUNT).
+    type Ask<'a> = (&'a [u8], u64);
+
+    #[inline]
+    fn is(&self, (field, count): (&[u8], u64)) -> bool {
+        match &self.0 {
+            Req::Legacy(fp) => *fp == legacy_fingerprint(field, count),
+            _ => self.count() == count && self.field() == field,
+        }
+    }
+
+    #[inline]
+    fn of((field, count): (&[u8], u64)) -> FieldRequest {
+        FieldRequest::new(field, count)
+    }
+
+    /// A heap field's allocation at the allocator's size class (jemalloc: 8, then steps of 16
+    /// up to 128, of 32 up to 256); nothing for an inline one.
+    fn heap_bytes(&self) -> usize {
+        match &self.0 {
+            Req::Heap { field, .. } => match field.len() {
+                n @ 0..=8 => n.next_multiple_of(8),
+                n @ 9..=128 => n.next_multiple_of(16),
+                n => n.next_multiple_of(32),
+            },
+            _ => 0,
+        }
+    }
+}
+
 /// One remembered request. The token is held inline (no allocation per token); build one with
 /// [`Entry::new`].
 #[derive(Clone)]
-pub struct Entry {
+pub struct Entry<R> {
     token: [u8; MAX_TOKEN_LEN],
     /// The token's length, 1..=MAX_TOKEN_LEN (non-zero: `Option<Entry>` costs no more than
     /// `Entry`). The bytes past it are zero.
@@ -87,13 +243,13 @@ pub struct Entry {
     pub last: u64,
     /// The token counts while the clock reads below this (unix ms).
     pub expires_ms: u64,
-    /// [`fingerprint`] of the first call's request.
-    pub fingerprint: u64,
+    /// The first call's request.
+    pub request: R,
 }
 
-impl Entry {
+impl<R: Request> Entry<R> {
     /// An entry for `token`, or `None` when the token breaks the 1..=MAX_TOKEN_LEN rule.
-    pub fn new(token: &[u8], last: u64, expires_ms: u64, fingerprint: u64) -> Option<Entry> {
+    pub fn new(token: &[u8], last: u64, expires_ms: u64, request: R) -> Option<Entry<R>> {
         let len = NonZeroU8::new(u8::try_from(token.len()).ok()?)?;
         let mut bytes = [0; MAX_TOKEN_LEN];
         bytes.get_mut(..token.len())?.copy_from_slice(token);
@@ -103,10 +259,12 @@ impl Entry {
             hash: 0,
             last,
             expires_ms,
-            fingerprint,
+            request,
         })
     }
+}
 
+impl<R> Entry<R> {
     /// The token's bytes.
     pub fn token(&self) -> &[u8] {
         // `len` never exceeds the array (Entry::new), so the default is unreachable.
@@ -116,28 +274,29 @@ impl Entry {
     }
 }
 
-impl PartialEq for Entry {
+impl<R: PartialEq> PartialEq for Entry<R> {
     /// The same request remembered the same way (`hash` is the window's bookkeeping).
-    fn eq(&self, other: &Entry) -> bool {
+    fn eq(&self, other: &Entry<R>) -> bool {
         self.token() == other.token()
             && self.last == other.last
             && self.expires_ms == other.expires_ms
-            && self.fingerprint == other.fingerprint
+            && self.request == other.request
     }
 }
 
-impl Eq for Entry {}
+impl<R: Eq> Eq for Entry<R> {}
 
-impl fmt::Debug for Entry {
+impl<R: fmt::Debug> fmt::Debug for Entry<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Entry")
             .field("token", &self.token())
             .field("last", &self.last)
             .field("expires_ms", &self.expires_ms)
-            .field("fingerprint", &self.fingerprint)
+            .field("request", &self.request)
             .finish()
     }
 }
+
 /// What a lookup found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lookup {
@@ -149,21 +308,18 @@ pub enum Lookup {
     Conflict,
 }
 
-/// The fingerprint of a request: its COUNT alone for a sequence key (`field` empty), else a
-/// 64-bit FNV-1a hash of the field and the count (a map's fields are 1..256 bytes, never
-/// empty). Stored with each token and persisted, so it must never change between builds.
-pub fn fingerprint(field: &[u8], count: u64) -> u64 {
-    if field.is_empty() {
-        return count;
-    }
+/// The fingerprint a map's token kept in encoding version 1 (and `SEQ.HIDMPSET`'s first form):
+/// a 64-bit FNV-1a hash of the field and the count. Unkeyed, so two fields can be crafted to
+/// collide; only tokens loaded from such a file are still compared by it ([`FieldRequest`]).
+pub fn legacy_fingerprint(field: &[u8], count: u64) -> u64 {
     let mut h = Fnv::default();
     h.write(field);
     h.write(&count.to_le_bytes());
     h.finish()
 }
 
-/// FNV-1a, 64-bit: deterministic and cheap for short tokens. Not keyed, so crafted tokens can
-/// collide; the cost is bounded by the window's size (`imid.seq-idmp-max`) on that one key.
+/// FNV-1a, 64-bit: deterministic and cheap. Not keyed, so crafted inputs collide: used only
+/// for [`legacy_fingerprint`].
 #[derive(Clone, Copy)]
 pub struct Fnv(u64);
 
@@ -185,7 +341,8 @@ impl Hasher for Fnv {
     }
 }
 
-/// The token window of one key.
+/// The token window of one key: a sequence key's remembers COUNTs ([`SeqTokens`]), a map's
+/// fields and COUNTs ([`MapTokens`]). `Window` alone names the map's (`core::seqmap::Tokens`).
 ///
 /// A ring of slots in insertion order. While it has at most [`SCAN_MAX`] slots a lookup scans
 /// them; above, `index` maps each live entry's token hash to its position. The index is built
@@ -195,11 +352,11 @@ impl Hasher for Fnv {
 /// Tokens are hashed with a per-process keyed SipHash ([`crate::core::hash::hash`]), so a
 /// client cannot craft colliding tokens; if hashes did collide, a probe compares at most every
 /// entry of this one window.
-#[derive(Clone, Debug, Default)]
-pub struct Window {
+#[derive(Clone, Debug)]
+pub struct Window<R = FieldRequest> {
     /// In insertion order; `None` where an entry was replaced by a later use of its token
     /// (after it expired), skipped by everything and popped when it reaches the front.
-    recs: VecDeque<Option<Entry>>,
+    recs: VecDeque<Option<Entry<R>>>,
     /// The position number of `recs[0]`: positions only grow, so an index entry stays valid
     /// while the front is popped.
     head: u64,
@@ -208,16 +365,35 @@ pub struct Window {
     /// Token hash -> position of its entry, for every live entry; present exactly while
     /// `recs` has more than [`SCAN_MAX`] slots. The hash of each indexed entry is its `hash`.
     index: Option<HashTable<u64>>,
+    /// Heap bytes the entries' requests hold (their sum, kept as entries come and go).
+    request_heap: usize,
 }
 
-impl PartialEq for Window {
+/// A sequence key's tokens: each remembers its request's COUNT.
+pub type SeqTokens = Window<u64>;
+/// A map's tokens: each remembers its request's field and COUNT.
+pub type MapTokens = Window<FieldRequest>;
+
+impl<R> Default for Window<R> {
+    fn default() -> Window<R> {
+        Window {
+            recs: VecDeque::new(),
+            head: 0,
+            live: 0,
+            index: None,
+            request_heap: 0,
+        }
+    }
+}
+
+impl<R: Request> PartialEq for Window<R> {
     /// The same live entries in the same order (placeholders are not state).
-    fn eq(&self, other: &Window) -> bool {
+    fn eq(&self, other: &Window<R>) -> bool {
         self.iter().eq(other.iter())
     }
 }
 
-impl Eq for Window {}
+impl<R: Request + Eq> Eq for Window<R> {}
 
 /// The token's hash as the entries keep it.
 fn token_hash(token: &[u8]) -> u32 {
@@ -237,7 +413,7 @@ fn wide(h: u32) -> u64 {
 
 /// The indexed hash of the entry at `pos` (for the index's growth: no token bytes are
 /// hashed). A position with no entry cannot be in the index; it would hash to 0.
-fn hash_at(recs: &VecDeque<Option<Entry>>, head: u64, pos: u64) -> u64 {
+fn hash_at<R>(recs: &VecDeque<Option<Entry<R>>>, head: u64, pos: u64) -> u64 {
     pos.checked_sub(head)
         .and_then(|d| usize::try_from(d).ok())
         .and_then(|at| recs.get(at))
@@ -245,9 +421,9 @@ fn hash_at(recs: &VecDeque<Option<Entry>>, head: u64, pos: u64) -> u64 {
         .map_or(0, |e| wide(e.hash))
 }
 
-impl Window {
+impl<R: Request> Window<R> {
     /// Live entries (expired or not), oldest first.
-    pub fn iter(&self) -> impl Iterator<Item = &Entry> {
+    pub fn iter(&self) -> impl Iterator<Item = &Entry<R>> {
         self.recs.iter().flatten()
     }
 
@@ -265,7 +441,7 @@ impl Window {
         self.entry(token).is_some()
     }
 
-    fn at(&self, pos: u64) -> Option<&Entry> {
+    fn at(&self, pos: u64) -> Option<&Entry<R>> {
         let at = usize::try_from(pos.checked_sub(self.head)?).ok()?;
         self.recs.get(at)?.as_ref()
     }
@@ -291,15 +467,15 @@ impl Window {
         }
     }
 
-    fn entry(&self, token: &[u8]) -> Option<&Entry> {
+    fn entry(&self, token: &[u8]) -> Option<&Entry<R>> {
         self.at(self.position(token, || token_hash(token))?)
     }
 
-    /// The token's entry if it is live at `now_ms`, compared with the request's fingerprint.
-    pub fn lookup(&self, token: &[u8], fingerprint: u64, now_ms: u64) -> Lookup {
+    /// The token's entry if it is live at `now_ms`, compared with the call's request.
+    pub fn lookup(&self, token: &[u8], ask: R::Ask<'_>, now_ms: u64) -> Lookup {
         match self.entry(token) {
             Some(e) if e.expires_ms > now_ms => {
-                if e.fingerprint == fingerprint {
+                if e.request.is(ask) {
                     Lookup::Hit(e.last)
                 } else {
                     Lookup::Conflict
@@ -319,7 +495,7 @@ impl Window {
 
     /// Drops the `drop` oldest entries (all of them when fewer), removes an older entry of the
     /// same token, and appends `e`.
-    pub fn apply(&mut self, drop: usize, e: Entry) {
+    pub fn apply(&mut self, drop: usize, e: Entry<R>) {
         let mut e = e;
         let mut left = drop;
         while left > 0 {
@@ -329,7 +505,7 @@ impl Window {
             let pos = self.head;
             self.head = self.head.wrapping_add(1);
             if let Some(old) = front {
-                self.unindex(old.hash, pos);
+                self.unindex(&old, pos);
                 left -= 1;
             }
         }
@@ -344,8 +520,8 @@ impl Window {
                 .and_then(|d| usize::try_from(d).ok())
                 .and_then(|at| self.recs.get_mut(at))
                 .and_then(Option::take);
-            if old.is_some() {
-                self.unindex(hash, pos);
+            if let Some(old) = old {
+                self.unindex(&old, pos);
             }
             self.trim_front();
         }
@@ -356,16 +532,18 @@ impl Window {
             self.recs.reserve_exact(FIRST_CAPACITY);
         }
         let pos = self.head.wrapping_add(self.recs.len() as u64);
+        self.request_heap = self.request_heap.saturating_add(e.request.heap_bytes());
         self.recs.push_back(Some(e));
         self.live = self.live.saturating_add(1);
         self.fit_index(pos, hash);
     }
 
-    /// Forgets the entry at `pos` (one that left the ring), whose hash is `hash`.
-    fn unindex(&mut self, hash: u32, pos: u64) {
+    /// Forgets the entry `old` that was at `pos` (it left the ring).
+    fn unindex(&mut self, old: &Entry<R>, pos: u64) {
         self.live = self.live.saturating_sub(1);
+        self.request_heap = self.request_heap.saturating_sub(old.request.heap_bytes());
         if let Some(index) = &mut self.index {
-            if let Ok(found) = index.find_entry(wide(hash), |&p| p == pos) {
+            if let Ok(found) = index.find_entry(wide(old.hash), |&p| p == pos) {
                 found.remove();
             }
         }
@@ -407,13 +585,15 @@ impl Window {
     }
 
     /// Bytes the window holds on the heap (an estimate for MEMORY USAGE): the ring's buffer,
-    /// which holds the tokens inline, and the index's table when there is one, as allocated.
+    /// which holds the tokens inline, the index's table when there is one, as allocated, and
+    /// what the requests hold (a map's fields).
     pub fn heap_bytes(&self) -> usize {
         let ring = self
             .recs
             .capacity()
-            .saturating_mul(std::mem::size_of::<Option<Entry>>());
+            .saturating_mul(std::mem::size_of::<Option<Entry<R>>>());
         ring.saturating_add(self.index.as_ref().map_or(0, HashTable::allocation_size))
+            .saturating_add(self.request_heap)
     }
 }
 
@@ -428,18 +608,18 @@ mod tests {
         pub(super) static HASH_MASK: std::cell::Cell<u32> = const { std::cell::Cell::new(u32::MAX) };
     }
 
-    fn e(token: &str, last: u64, expires_ms: u64) -> Entry {
+    fn e(token: &str, last: u64, expires_ms: u64) -> Entry<u64> {
         Entry::new(token.as_bytes(), last, expires_ms, 1).unwrap()
     }
 
-    fn tokens(w: &Window) -> Vec<&[u8]> {
+    fn tokens(w: &SeqTokens) -> Vec<&[u8]> {
         w.iter().map(Entry::token).collect()
     }
 
     /// The window's own bookkeeping agrees with its ring: the front is an entry, `live` counts
     /// the entries, the index exists exactly above SCAN_MAX slots and finds every entry at its
     /// position under its token's hash.
-    fn check_invariants(w: &Window) {
+    fn check_invariants<R: Request>(w: &Window<R>) {
         assert!(!matches!(w.recs.front(), Some(None)));
         assert_eq!(w.live, w.iter().count());
         assert_eq!(w.index.is_some(), w.recs.len() > SCAN_MAX);
@@ -457,39 +637,49 @@ mod tests {
 
     #[test]
     fn entry_holds_1_to_64_bytes_inline() {
-        assert_eq!(Entry::new(b"", 1, 2, 3), None);
-        assert_eq!(Entry::new(&[7; MAX_TOKEN_LEN + 1], 1, 2, 3), None);
+        assert_eq!(Entry::new(b"", 1, 2, 3u64), None);
+        assert_eq!(Entry::new(&[7; MAX_TOKEN_LEN + 1], 1, 2, 3u64), None);
         for len in [1, 36, MAX_TOKEN_LEN] {
             let token: Vec<u8> = (1..=len as u8).collect();
-            let e = Entry::new(&token, 1, 2, 3).unwrap();
+            let e = Entry::new(&token, 1, 2, 3u64).unwrap();
             assert_eq!(e.token(), &token[..]);
-            assert_eq!((e.last, e.expires_ms, e.fingerprint), (1, 2, 3));
+            assert_eq!((e.last, e.expires_ms, e.request), (1, 2, 3u64));
         }
         // A prefix is another token.
-        assert_ne!(Entry::new(b"ab", 1, 2, 3), Entry::new(b"a", 1, 2, 3));
-        // The slot of a window is the entry itself: no heap, no tag.
+        assert_ne!(Entry::new(b"ab", 1, 2, 3u64), Entry::new(b"a", 1, 2, 3u64));
+        // The slot of a window is the entry itself: no heap, no tag. A sequence key's entry is
+        // 96 bytes, as before requests were kept whole; a map's holds 16 more (the field's
+        // pointer and length: the field itself is on the heap).
         assert_eq!(
-            std::mem::size_of::<Option<Entry>>(),
-            std::mem::size_of::<Entry>()
+            std::mem::size_of::<Option<Entry<u64>>>(),
+            std::mem::size_of::<Entry<u64>>()
         );
-        assert!(std::mem::size_of::<Entry>() <= MAX_TOKEN_LEN + 32);
+        assert_eq!(
+            std::mem::size_of::<Option<Entry<FieldRequest>>>(),
+            std::mem::size_of::<Entry<FieldRequest>>()
+        );
+        assert_eq!(std::mem::size_of::<Entry<u64>>(), MAX_TOKEN_LEN + 32);
+        assert_eq!(
+            std::mem::size_of::<Entry<FieldRequest>>(),
+            MAX_TOKEN_LEN + 48
+        );
     }
 
     #[test]
     fn the_first_apply_allocates_the_ring_only() {
-        let mut w = Window::default();
+        let mut w = SeqTokens::default();
         assert_eq!(w.heap_bytes(), 0);
         w.apply(0, e("a", 1, 100));
         assert_eq!(w.recs.capacity(), FIRST_CAPACITY);
         assert!(w.index.is_none());
         assert_eq!(
             w.heap_bytes(),
-            FIRST_CAPACITY * std::mem::size_of::<Option<Entry>>()
+            FIRST_CAPACITY * std::mem::size_of::<Option<Entry<u64>>>()
         );
     }
 
     /// Lookups of every probe, at `now`.
-    fn answers(w: &Window, probes: &[String], now: u64) -> Vec<Lookup> {
+    fn answers(w: &SeqTokens, probes: &[String], now: u64) -> Vec<Lookup> {
         probes
             .iter()
             .map(|t| w.lookup(t.as_bytes(), 1, now))
@@ -501,7 +691,7 @@ mod tests {
         let probes: Vec<String> = (0..20).map(|i| format!("t{i}")).collect();
         for mask in [u32::MAX, 1, 0] {
             HASH_MASK.with(|m| m.set(mask));
-            let mut w = Window::default();
+            let mut w = SeqTokens::default();
             for (i, t) in (0..12).zip(&probes) {
                 w.apply(0, e(t, i, 100 + i));
                 check_invariants(&w);
@@ -519,7 +709,7 @@ mod tests {
             assert_eq!(answers(&w, &probes, 105), hits(&live), "mask {mask:#x}");
             assert_eq!(w.lookup(b"t7", 2, 105), Lookup::Conflict);
             // A scan-only window with its newest SCAN_MAX entries.
-            let mut scanned = Window::default();
+            let mut scanned = SeqTokens::default();
             for e in w.iter().skip(12 - SCAN_MAX) {
                 scanned.apply(0, e.clone());
             }
@@ -550,7 +740,7 @@ mod tests {
 
     #[test]
     fn lookup_hits_misses_and_conflicts() {
-        let mut w = Window::default();
+        let mut w = SeqTokens::default();
         w.apply(0, e("a", 5, 100));
         assert_eq!(w.lookup(b"a", 1, 99), Lookup::Hit(5));
         assert_eq!(w.lookup(b"a", 2, 99), Lookup::Conflict);
@@ -564,7 +754,7 @@ mod tests {
 
     #[test]
     fn plan_drops_expired_front_then_oldest_over_max() {
-        let mut w = Window::default();
+        let mut w = SeqTokens::default();
         for (i, t) in ["a", "b", "c", "d"].iter().enumerate() {
             w.apply(0, e(t, i as u64, 10 * (i as u64 + 1)));
         }
@@ -580,7 +770,7 @@ mod tests {
 
     #[test]
     fn expired_entries_behind_a_live_one_stay() {
-        let mut w = Window::default();
+        let mut w = SeqTokens::default();
         w.apply(0, e("a", 1, 100));
         w.apply(0, e("b", 2, 10));
         assert_eq!(w.plan(50, 10), 0);
@@ -589,7 +779,7 @@ mod tests {
 
     #[test]
     fn reusing_an_expired_token_moves_it_to_the_back() {
-        let mut w = Window::default();
+        let mut w = SeqTokens::default();
         w.apply(0, e("a", 1, 100));
         w.apply(0, e("b", 2, 10));
         w.apply(0, e("c", 3, 100));
@@ -607,11 +797,41 @@ mod tests {
     }
 
     #[test]
-    fn fingerprint_is_count_without_field_and_stable_with_one() {
-        assert_eq!(fingerprint(b"", 7), 7);
-        assert_ne!(fingerprint(b"f", 1), fingerprint(b"f", 2));
-        assert_ne!(fingerprint(b"f", 1), fingerprint(b"g", 1));
-        // Persisted with every token, so the hash must stay FNV-1a: the published test vectors.
+    fn a_map_request_is_its_field_and_count_and_a_legacy_one_its_fingerprint() {
+        let r = FieldRequest::of((b"f", 1));
+        assert!(r.is((b"f", 1)));
+        assert!(!r.is((b"f", 2)));
+        assert!(!r.is((b"g", 1)));
+        assert!(!r.is((b"ff", 1)), "a longer field is another field");
+        assert!(!r.is((b"f\0", 1)), "so is one with a zero byte more");
+        // Inline up to INLINE_FIELD bytes, then on the heap; the same rules either way.
+        for len in [1, INLINE_FIELD, INLINE_FIELD + 1, 256] {
+            let f: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let r = FieldRequest::new(&f, 1_000_000);
+            assert_eq!((r.field(), r.count()), (&f[..], 1_000_000));
+            assert!(r.is((&f, 1_000_000)) && !r.is((&f, 999_999)));
+            let mut g = f.clone();
+            *g.last_mut().unwrap() ^= 1;
+            assert!(!r.is((&g, 1_000_000)));
+            let heap = if len <= INLINE_FIELD {
+                0
+            } else {
+                len.next_multiple_of(if len <= 128 { 16 } else { 32 })
+            };
+            assert_eq!(r.heap_bytes(), heap, "{len}");
+        }
+        // Encoding version 1's fingerprint: FNV-1a of field and count, so two crafted fields
+        // (issue 28) collide, and only a legacy token is fooled by them.
+        let a: &[u8] = &[0x46, 0xe9, 0xc7, 0x40, 0x61, 0x37, 0x7e, 0xf1, 0xa7];
+        let b: &[u8] = &[0x46, 0xbc, 0x73, 0x36, 0x8d, 0xbe, 0x2e, 0xea, 0xd0];
+        assert_eq!(legacy_fingerprint(a, 3), legacy_fingerprint(b, 3));
+        let legacy = FieldRequest::legacy(legacy_fingerprint(a, 3));
+        assert!(legacy.is_legacy() && legacy.is((a, 3)) && !legacy.is((a, 4)));
+        assert_eq!(legacy.heap_bytes(), 0);
+        assert!(FieldRequest::of((a, 3)).is((a, 3)));
+        assert!(!FieldRequest::of((a, 3)).is((b, 3)));
+        // Persisted with every token of those files, so the hash must stay FNV-1a: the
+        // published test vectors.
         for (input, want) in [
             (&b"a"[..], 0xaf63_dc4c_8601_ec8c_u64),
             (b"foobar", 0x8594_4171_f739_67e8),
@@ -622,12 +842,45 @@ mod tests {
         }
     }
 
+    /// A map's window counts the fields it holds, as tokens come and go.
+    #[test]
+    fn a_map_window_counts_its_fields_heap() {
+        let mut w = MapTokens::default();
+        // fields of 20 bytes: on the heap, 32 bytes each
+        let base = |w: &MapTokens| {
+            w.recs.capacity() * std::mem::size_of::<Option<Entry<FieldRequest>>>()
+                + w.index.as_ref().map_or(0, HashTable::allocation_size)
+        };
+        for i in 0..20u64 {
+            let f = format!("field-{i:014}");
+            let en = Entry::new(
+                format!("t{i}").as_bytes(),
+                i,
+                100,
+                FieldRequest::new(f.as_bytes(), 1),
+            );
+            w.apply(usize::from(i >= 10), en.unwrap());
+            check_invariants(&w);
+        }
+        assert_eq!(w.len(), 10);
+        assert_eq!(w.heap_bytes(), base(&w) + 10 * 32);
+        // reusing a token replaces its entry (and its field)
+        let en = Entry::new(b"t15", 99, 200, FieldRequest::new(&[b'x'; 40], 1)).unwrap();
+        w.apply(0, en);
+        assert_eq!(w.heap_bytes(), base(&w) + 9 * 32 + 48);
+        w.apply(
+            100,
+            Entry::new(b"z", 1, 1, FieldRequest::legacy(7)).unwrap(),
+        );
+        assert_eq!(w.heap_bytes(), base(&w));
+    }
+
     /// What MEMORY USAGE reports per token of a full default window (1,000 tokens of 36 bytes,
     /// a UUID's text): printed for the record (`--nocapture`), and never below the tokens'
     /// own bytes.
     #[test]
     fn heap_bytes_per_token_at_a_thousand_tokens() {
-        let mut w = Window::default();
+        let mut w = SeqTokens::default();
         for i in 0..1000u64 {
             let token = format!("{i:036}");
             w.apply(0, e(&token, i, 100));
@@ -693,8 +946,8 @@ mod tests {
             ops in proptest::collection::vec(op(), 1..160),
         ) {
             HASH_MASK.with(|m| m.set(mask));
-            let mut w = Window::default();
-            let mut model: Vec<Entry> = Vec::new();
+            let mut w = SeqTokens::default();
+            let mut model: Vec<Entry<u64>> = Vec::new();
             let mut clock = 0u64;
             for (i, op) in ops.into_iter().enumerate() {
                 let i = i as u64;
@@ -704,7 +957,7 @@ mod tests {
                         let t = [token];
                         let want = match model.iter().find(|e| e.token() == t && e.expires_ms > clock) {
                             None => Lookup::Miss,
-                            Some(e) if e.fingerprint == fp => Lookup::Hit(e.last),
+                            Some(e) if e.request == fp => Lookup::Hit(e.last),
                             Some(_) => Lookup::Conflict,
                         };
                         prop_assert_eq!(w.lookup(&t, fp, clock), want);

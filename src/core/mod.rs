@@ -9,6 +9,7 @@ pub mod lease;
 pub mod msgid;
 pub mod openid;
 pub mod reserve;
+pub mod send;
 pub mod seq;
 pub mod seqmap;
 pub mod slot;

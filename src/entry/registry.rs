@@ -60,6 +60,63 @@ pub(crate) struct KeywordKey {
     pub(crate) flags: u32,
 }
 
+/// A key spec of a command whose keys a single range and a keyword key cannot describe (IM.SEND:
+/// a tag, a sequence, then inbox/trimmed pairs with flags of their own): from argument `index`
+/// to `last` (relative to `index` when positive or 0, from the end when negative), every `step`-th.
+/// A command with such specs also answers Redis's keys position requests (`getkeys-api`), which
+/// Redis 7.0's Cluster asks instead of reading specs with a step above 1.
+pub(crate) struct Spec {
+    pub(crate) index: i32,
+    pub(crate) last: i32,
+    pub(crate) step: i32,
+    pub(crate) flags: u32,
+}
+
+/// IM.SEND's keys (`prefix` 0) and IM.SENDSET's (after its one argument of values): the conversation's tag
+/// (routing only, as MSGID.GEN's target), its sequence (read and written, as SEQ.NEXT's), then per
+/// recipient an inbox (a sorted set changed in place, `update`: a member inserted and the oldest
+/// deleted beyond the cap, Redis allowing one of insert/delete/update per spec; on a retry read
+/// back, `access`, where the reply carries it) and a trimmed marker (a sequence raised, never
+/// returned). The pairs end 5 arguments before the last.
+pub(crate) const fn send_specs(prefix: i32, inbox_access: bool) -> [Spec; 4] {
+    let access = if inbox_access {
+        raw::REDISMODULE_CMD_KEY_ACCESS
+    } else {
+        0
+    };
+    [
+        Spec {
+            index: 1 + prefix,
+            last: 0,
+            step: 1,
+            flags: ROUTING_ONLY,
+        },
+        Spec {
+            index: 2 + prefix,
+            last: 0,
+            step: 1,
+            flags: RW_ACCESS_UPDATE,
+        },
+        Spec {
+            index: 3 + prefix,
+            last: -7,
+            step: 2,
+            flags: raw::REDISMODULE_CMD_KEY_RW | access | raw::REDISMODULE_CMD_KEY_UPDATE,
+        },
+        Spec {
+            index: 4 + prefix,
+            last: -6,
+            step: 2,
+            flags: raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE,
+        },
+    ]
+}
+pub(crate) const IM_SEND_SPECS: &[Spec] = &send_specs(0, true);
+pub(crate) const IM_SENDSET_SPECS: &[Spec] = &send_specs(1, false);
+
+/// Most [`Spec`]s one command may have.
+const MAX_SPECS: usize = 4;
+
 pub(crate) struct Command {
     pub(crate) name: &'static str,
     pub(crate) handler: RawHandler,
@@ -72,16 +129,28 @@ pub(crate) struct Command {
     pub(crate) keys: Option<Keys>,
     pub(crate) summary: &'static str,
     pub(crate) keyword_key: Option<KeywordKey>,
+    /// Key specs in place of `keys` and `keyword_key` (empty for every other command).
+    pub(crate) specs: &'static [Spec],
 }
 
 /// A table entry: `command!(name, handler path, flags, acl categories, arity, keys, summary)`.
 macro_rules! command {
+    ($name:literal, $handler:path, $flags:literal, $acl:literal, $arity:expr, specs = $specs:expr, $summary:literal) => {
+        $crate::entry::registry::command!(@make
+            $name, $handler, $flags, $acl, $arity, None, $summary, None, $specs
+        )
+    };
     ($name:literal, $handler:path, $flags:literal, $acl:literal, $arity:expr, $keys:expr, $summary:literal) => {
         $crate::entry::registry::command!(
             $name, $handler, $flags, $acl, $arity, $keys, $summary, None
         )
     };
     ($name:literal, $handler:path, $flags:literal, $acl:literal, $arity:expr, $keys:expr, $summary:literal, $kw:expr) => {
+        $crate::entry::registry::command!(@make
+            $name, $handler, $flags, $acl, $arity, $keys, $summary, $kw, &[]
+        )
+    };
+    (@make $name:literal, $handler:path, $flags:literal, $acl:literal, $arity:expr, $keys:expr, $summary:literal, $kw:expr, $specs:expr) => {
         $crate::entry::registry::Command {
             name: $name,
             handler: {
@@ -100,6 +169,7 @@ macro_rules! command {
             keys: $keys,
             summary: $summary,
             keyword_key: $kw,
+            specs: $specs,
         }
     };
 }
@@ -174,7 +244,7 @@ fn register_one(ctx: &Ctx, c: &Command) -> Result<(), ()> {
     // A keyword key is also reported through the getkeys API (the handler answers
     // `Ctx::keys_position_request`): Redis 7.0's Cluster checks the slots of only the keys
     // that API or the legacy range gives, not those of the key specs.
-    let flags = if c.keyword_key.is_some() {
+    let flags = if c.keyword_key.is_some() || !c.specs.is_empty() {
         CString::new(format!("{} getkeys-api", c.flags))
     } else {
         CString::new(c.flags)
@@ -187,6 +257,12 @@ fn register_one(ctx: &Ctx, c: &Command) -> Result<(), ()> {
         (k.first, if k.last == 0 { k.first } else { k.last })
     });
     let step = i32::from(c.keys.is_some());
+    // With specs of their own, the first key for the legacy range; Redis derives the range the
+    // specs allow (and `movablekeys`) when they are set below.
+    let (first, last, step) = match c.specs.first() {
+        Some(s) => (s.index, s.index, 1),
+        None => (first, last, step),
+    };
     // SAFETY: ctx.raw() is the live OnLoad context; name and flags are NUL-terminated and copied
     // by Redis; the handler is a valid extern "C" function for the life of the module.
     let rc = unsafe {
@@ -214,7 +290,7 @@ fn register_one(ctx: &Ctx, c: &Command) -> Result<(), ()> {
     // the array outlive the call, which copies them.
     let mut info: raw::RedisModuleCommandInfo = unsafe { std::mem::zeroed() };
     // SAFETY: as above.
-    let mut specs: [raw::RedisModuleCommandKeySpec; 3] = unsafe { std::mem::zeroed() };
+    let mut specs: [raw::RedisModuleCommandKeySpec; MAX_SPECS + 1] = unsafe { std::mem::zeroed() };
     info.version = &INFO_VERSION;
     info.summary = summary.as_ptr();
     info.since = SINCE.as_ptr();
@@ -239,6 +315,22 @@ fn register_one(ctx: &Ctx, c: &Command) -> Result<(), ()> {
             specs[1].fk.range.lastkey = 0;
             specs[1].fk.range.keystep = 1;
             specs[1].fk.range.limit = 0;
+        }
+        info.key_specs = specs.as_mut_ptr();
+    }
+    if !c.specs.is_empty() {
+        if c.specs.len() > MAX_SPECS {
+            return Err(());
+        }
+        for (out, s) in specs.iter_mut().zip(c.specs) {
+            out.flags = u64::from(s.flags);
+            out.begin_search_type =
+                raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+            out.bs.index.pos = s.index;
+            out.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+            out.fk.range.lastkey = s.last;
+            out.fk.range.keystep = s.step;
+            out.fk.range.limit = 0;
         }
         info.key_specs = specs.as_mut_ptr();
     }

@@ -137,6 +137,42 @@ impl AofKey<'_> {
         }
     }
 
+    /// Writes `cmd <the key> token last expires dropped COUNT count FIELD field` (format
+    /// "sblllclcb"): a map's IDMP token with its request (`SEQ.HIDMPSET`).
+    pub(crate) fn emit_key_field_token(
+        &self,
+        cmd: &CStr,
+        token: &[u8],
+        [last, expires, dropped]: [i64; 3],
+        count: i64,
+        field: &[u8],
+    ) {
+        // SAFETY: io and key are the live handles of the running callback; "sblllclcb"
+        // consumes the key string, a buffer pointer with its length (size_t), three long
+        // longs, a NUL-terminated C string, a long long, a C string, and a buffer pointer with
+        // its length, all passed in that order.
+        unsafe {
+            if let Some(f) = raw::RedisModule_EmitAOF {
+                f(
+                    self.io,
+                    cmd.as_ptr(),
+                    c"sblllclcb".as_ptr(),
+                    self.key,
+                    token.as_ptr().cast::<c_char>(),
+                    token.len(),
+                    last,
+                    expires,
+                    dropped,
+                    c"COUNT".as_ptr(),
+                    count,
+                    c"FIELD".as_ptr(),
+                    field.as_ptr().cast::<c_char>(),
+                    field.len(),
+                );
+            }
+        }
+    }
+
     /// Writes `cmd <the key> arg...` (format "sv": the key, then a vector of strings), each
     /// argument made from bytes and freed after.
     pub(crate) fn emit_key_args(&self, cmd: &CStr, args: &[&[u8]]) {

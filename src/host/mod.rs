@@ -29,6 +29,7 @@ pub(crate) mod key;
 pub(crate) mod server;
 pub(crate) mod string;
 pub(crate) mod value;
+pub(crate) mod zset;
 
 use crate::error::{err, Error};
 use redis_module::raw;
@@ -130,6 +131,7 @@ pub(crate) enum Owned {
     Int(i64),
     Bulk(Vec<u8>),
     Array(Vec<Owned>),
+    Null,
 }
 
 /// A reply element for [`Ctx::reply_fields`].
@@ -300,6 +302,7 @@ impl Ctx {
                     self.reply_owned(i);
                 }
             }
+            Owned::Null => self.reply_null(),
         }
     }
 
@@ -354,47 +357,66 @@ impl Ctx {
         }
     }
 
-    /// Replicates `cmd key token last expires fingerprint dropped [field]` (format "ssllll", or
-    /// "sslllls" with the field): the explicit effect of an IDMP call (`commands::seq::idmpset`,
-    /// `commands::seqmap::hidmpset`).
+    /// Replicates `cmd key token last expires fingerprint dropped` (format "ssllll"): the
+    /// explicit effect of `SEQ.NEXT ... IDMP` (`commands::seq::idmpset`).
     pub(crate) fn replicate_token(
         &self,
         cmd: &CStr,
         key: &Arg,
         token: &Arg,
         [last, expires, fingerprint, drop]: [i64; 4],
-        field: Option<&Arg>,
     ) {
         // SAFETY: as in replicate_key_int; "ssllll" consumes two RedisModuleString* and four
-        // long longs, "sslllls" one RedisModuleString* more, all passed in that order.
+        // long longs, all passed in that order.
         unsafe {
             if let Some(f) = raw::RedisModule_Replicate {
-                let (k, t) = (key.ptr, token.ptr);
-                match field {
-                    None => f(
-                        self.ptr,
-                        cmd.as_ptr(),
-                        c"ssllll".as_ptr(),
-                        k,
-                        t,
-                        last,
-                        expires,
-                        fingerprint,
-                        drop,
-                    ),
-                    Some(a) => f(
-                        self.ptr,
-                        cmd.as_ptr(),
-                        c"sslllls".as_ptr(),
-                        k,
-                        t,
-                        last,
-                        expires,
-                        fingerprint,
-                        drop,
-                        a.ptr,
-                    ),
-                };
+                f(
+                    self.ptr,
+                    cmd.as_ptr(),
+                    c"ssllll".as_ptr(),
+                    key.ptr,
+                    token.ptr,
+                    last,
+                    expires,
+                    fingerprint,
+                    drop,
+                );
+            }
+        }
+    }
+
+    /// Replicates `cmd key token last expires dropped COUNT count FIELD field SET` (format
+    /// "sslllclcsc"): the explicit effect of `SEQ.HNEXT ... IDMP`
+    /// (`commands::seqmap::hidmpset`).
+    pub(crate) fn replicate_field_token(
+        &self,
+        cmd: &CStr,
+        key: &Arg,
+        token: &Arg,
+        [last, expires, drop]: [i64; 3],
+        count: i64,
+        field: &Arg,
+    ) {
+        // SAFETY: as in replicate_key_int; "sslllclcsc" consumes two RedisModuleString*, three
+        // long longs, a NUL-terminated C string, a long long, a C string, a
+        // RedisModuleString* and a C string, all passed in that order.
+        unsafe {
+            if let Some(f) = raw::RedisModule_Replicate {
+                f(
+                    self.ptr,
+                    cmd.as_ptr(),
+                    c"sslllclcsc".as_ptr(),
+                    key.ptr,
+                    token.ptr,
+                    last,
+                    expires,
+                    drop,
+                    c"COUNT".as_ptr(),
+                    count,
+                    c"FIELD".as_ptr(),
+                    field.ptr,
+                    c"SET".as_ptr(),
+                );
             }
         }
     }
@@ -464,6 +486,22 @@ impl Ctx {
                     self.ptr,
                     raw::REDISMODULE_NOTIFY_MODULE as c_int,
                     event.as_ptr(),
+                    key.ptr,
+                );
+            }
+        }
+    }
+
+    /// After [`Ctx::changed`], for a write that deleted `key` (a map's last field removed):
+    /// the keyspace event `del` of class `g`, as Redis publishes after HDEL empties a hash.
+    pub(crate) fn deleted(&self, key: &Arg) {
+        // SAFETY: see the module comment; Redis copies what it keeps.
+        unsafe {
+            if let Some(f) = raw::RedisModule_NotifyKeyspaceEvent {
+                f(
+                    self.ptr,
+                    raw::REDISMODULE_NOTIFY_GENERIC as c_int,
+                    c"del".as_ptr(),
                     key.ptr,
                 );
             }

@@ -6,8 +6,12 @@
 //! configs (`imid.seq-idmp-ttl`, `imid.seq-idmp-max`: which tokens to drop). Replayed on a
 //! replica or from the AOF with that node's own clock and configs, it could decide otherwise.
 //! So a primary decides by this clock, not by the wall clock directly, and writes every value
-//! of it to the replication stream and the AOF as `SEQ.IDMPCLOCK ms ttl-ms max` before the
-//! first call that uses it; a replay decides by the clock last replayed. Both sides then decide
+//! of it to the replication stream and the AOF as `SEQ.IDMPCLOCK ms ttl-ms max` just before
+//! the first call that uses it and changes its key (a refused call, or a retry answered from
+//! its token, moves and writes nothing: [`CallClock`]); a replay decides by the clock last
+//! replayed. A clock whose tokens would expire past 2^63-1 ms is refused wherever it enters
+//! (the wall clock at a call, `SEQ.IDMPCLOCK`, an RDB file): the streams write an expiry as a
+//! signed 64-bit integer. Both sides then decide
 //! alike, and the call itself replicates verbatim (a command lookup and five integer strings
 //! less than its explicit effect, `SEQ.IDMPSET`).
 //!
@@ -32,6 +36,7 @@
 use crate::config::{seq_idmp_max, seq_idmp_ttl_ms};
 pub(crate) use crate::core::idmp::Clock;
 use crate::core::int;
+use crate::error::{err, Error};
 use crate::host::{server, Ctx, WriteOrigin};
 use std::sync::{Mutex, MutexGuard};
 
@@ -59,7 +64,52 @@ fn state() -> MutexGuard<'static, State> {
     STATE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The clock of one IDMP call, written to the streams first where they need it.
+/// The clock one IDMP call decides by, not yet the node's: [`for_call`] reads it, and
+/// [`CallClock::commit`] (called only once the call has changed its key) makes it the node's
+/// clock and writes it to the streams where they need it. A call that fails (WRONGTYPE, an
+/// overflow, a reused token, a full map) or answers a retry never commits, so it writes
+/// nothing, as docs/durability.md says of any error; a later call decides afresh.
+#[must_use]
+pub(crate) struct CallClock {
+    clock: Clock,
+    update: Update,
+}
+
+/// What committing a [`CallClock`] does.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Update {
+    /// Nothing: a local clock, or the node's, already written.
+    Nothing,
+    /// Write the node's clock (unchanged) to the streams opened since the last fork.
+    Send,
+    /// Move the node's clock to this call's and write it.
+    Move,
+}
+
+impl CallClock {
+    /// The clock the call decides by.
+    pub(crate) fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    /// The call changed its key: its clock becomes the node's, written first where needed (it
+    /// must precede the call in the streams, so commit before replicating the call).
+    pub(crate) fn commit(self, ctx: &Ctx) {
+        if self.update == Update::Nothing {
+            return;
+        }
+        let mut st = state();
+        if self.update == Update::Move {
+            st.clock = Some(self.clock);
+        } else if st.sent {
+            return;
+        }
+        send(ctx, &mut st, self.clock);
+    }
+}
+
+/// The clock of one IDMP call (see [`CallClock`]), or the refusal of a clock whose tokens could
+/// not be written back (expiring past 2^63-1 ms: `core::idmp::MAX_EXPIRES_MS`).
 ///
 /// - A replay (the primary's stream, the AOF at load) takes the clock last replayed. Should
 ///   there be none (no correct stream lacks it), the call decides by this node's own clock and
@@ -68,23 +118,41 @@ fn state() -> MutexGuard<'static, State> {
 ///   comment), and for a client's write on a writable replica, the wall clock and the configs,
 ///   nothing written.
 /// - Else (a primary's call) the clock, moved as the module comment says; a moved clock, or
-///   one not written since the last fork, is written as `SEQ.IDMPCLOCK`.
-pub(crate) fn for_call(ctx: &Ctx) -> Clock {
+///   one not written since the last fork, is written as `SEQ.IDMPCLOCK` when the call commits.
+pub(crate) fn for_call(ctx: &Ctx) -> Result<CallClock, Error> {
+    let call = read(ctx);
+    if Clock::fits(call.clock.now_ms, call.clock.ttl_ms) {
+        Ok(call)
+    } else {
+        Err(err(format_args!(
+            "IDMP clock {} ms plus the token lifetime {} ms passes 2^63-1 ms: a token's expiry could not be written back",
+            call.clock.now_ms, call.clock.ttl_ms
+        )))
+    }
+}
+
+fn read(ctx: &Ctx) -> CallClock {
     let origin = ctx.write_origin();
+    let nothing = |clock| CallClock {
+        clock,
+        update: Update::Nothing,
+    };
     // A client's write on a writable replica stays on that node: its own clock and configs,
     // the primary's clock untouched (later replays decide by it).
     if origin == WriteOrigin::ReplicaClient
         || (origin == WriteOrigin::Primary && server::atomic_migration_declared())
     {
-        return local(false);
+        return nothing(local(false));
     }
     let mut st = state();
     if origin == WriteOrigin::Replay {
         if let Some(c) = st.clock {
-            if !st.sent {
-                send(ctx, &mut st, c);
-            }
-            return c;
+            let update = if st.sent {
+                Update::Nothing
+            } else {
+                Update::Send
+            };
+            return CallClock { clock: c, update };
         }
         if !st.warned {
             st.warned = true;
@@ -92,7 +160,7 @@ pub(crate) fn for_call(ctx: &Ctx) -> Clock {
                 "imid: an IDMP call was replayed before any SEQ.IDMPCLOCK; it decides by this node's clock and configs",
             );
         }
-        return local(false);
+        return nothing(local(false));
     }
     let real = super::now_ms();
     let (ttl_ms, max) = (seq_idmp_ttl_ms(), seq_idmp_max());
@@ -100,22 +168,22 @@ pub(crate) fn for_call(ctx: &Ctx) -> Clock {
         Some(c)
             if c.ttl_ms == ttl_ms && c.max == max && real < c.now_ms.saturating_add(STEP_MS) =>
         {
-            if !st.sent {
-                send(ctx, &mut st, c);
-            }
-            c
+            let update = if st.sent {
+                Update::Nothing
+            } else {
+                Update::Send
+            };
+            CallClock { clock: c, update }
         }
-        prev => {
-            let c = Clock {
+        prev => CallClock {
+            clock: Clock {
                 now_ms: prev.map_or(real, |p| p.now_ms.max(real)),
                 ttl_ms,
                 max,
                 verbatim: true,
-            };
-            st.clock = Some(c);
-            send(ctx, &mut st, c);
-            c
-        }
+            },
+            update: Update::Move,
+        },
     }
 }
 
@@ -160,6 +228,21 @@ pub(crate) fn on_fork_born() {
 /// The clock to save in RDB aux data, as (ms, ttl ms, max); `None` before any IDMP call.
 pub(crate) fn saved() -> Option<(u64, u64, u64)> {
     state().clock.map(|c| (c.now_ms, c.ttl_ms, c.max as u64))
+}
+
+/// A whole IDMP clock as it enters from outside (`SEQ.IDMPCLOCK`, an RDB file's aux data):
+/// [`bounds`], and a token recorded by it must expire at or before 2^63-1 ms
+/// (`core::idmp::MAX_EXPIRES_MS`), or its expiry could not be written back.
+pub(crate) fn check(now_ms: u64, ttl_ms: u64, max: u64) -> Result<(u64, usize), String> {
+    let (ttl_ms, max) = bounds(ttl_ms, max)?;
+    if Clock::fits(now_ms, ttl_ms) {
+        Ok((ttl_ms, max))
+    } else {
+        Err(format!(
+            "ms + ttl-ms must be at most {} (a token's expiry is written back as a signed 64-bit integer)",
+            crate::core::idmp::MAX_EXPIRES_MS
+        ))
+    }
 }
 
 /// The lifetime (ms) and window size of an IDMP clock, in the ranges of `imid.seq-idmp-ttl`

@@ -21,6 +21,8 @@ const WRITERS: &[&str] = &[
     "seq.hdel",
     "seq.hadvance",
     "seq.idmpclock",
+    "im.send",
+    "im.sendset",
 ];
 const READERS: &[&str] = &[
     "msgid.encode",
@@ -60,6 +62,15 @@ fn expected_categories(name: &str) -> Vec<&'static str> {
         v.retain(|c| *c != "@fast");
         v.push("@dangerous");
     }
+    // IM.SEND writes sorted sets (the inboxes), in time proportional to its recipients; its
+    // replicated form is internal too
+    if name == "im.send" || name == "im.sendset" {
+        v.retain(|c| *c != "@fast");
+        v.extend(["@sortedset", "@slow"]);
+        if name == "im.sendset" {
+            v.push("@dangerous");
+        }
+    }
     v.sort_unstable();
     v
 }
@@ -88,6 +99,26 @@ fn write_calls(now_ms: u64) -> Vec<(Vec<String>, Vec<String>)> {
         (
             s(&["m", "a"]),
             s(&["SEQ.HADVANCE", "m", "f", "20", "LIMIT", "a"]),
+        ),
+        (
+            s(&["t", "a", "i", "tr"]),
+            s(&["IM.SEND", "t", "a", "i", "tr", "1", "s", "c", "b", "5"]),
+        ),
+        (
+            s(&["t", "a", "i", "tr"]),
+            s(&[
+                "IM.SENDSET",
+                "9 0000-0000-7VS6-D3E6 4198401 1 0",
+                "t",
+                "a",
+                "i",
+                "tr",
+                "1",
+                "s",
+                "c",
+                "b",
+                "5",
+            ]),
         ),
         (s(&["x"]), s(&["MSGID.GEN", "1", "x"])),
         (s(&["x"]), s(&["UID.GEN", "x"])),
@@ -347,6 +378,8 @@ fn readme_recipe_denies_writers_by_name() {
             "-seq.hset",
             "-seq.hdel",
             "-seq.hadvance",
+            "-im.send",
+            "-im.sendset",
         ],
     );
     assert_writers_denied(&s, &mut admin, "ro");

@@ -76,6 +76,16 @@ const EXPECTED: &[(&str, i64, &str, [i64; 3], &str)] = &[
         [1, 1, 1],
         "RW access update",
     ),
+    // The tag and the sequence make the legacy range; the inbox/trimmed pairs (every second
+    // argument) only the key specs and the getkeys API can say (tests/it/im_send.rs).
+    ("im.send", -10, "denyoom movablekeys write", [1, 2, 1], "RO"),
+    (
+        "im.sendset",
+        -11,
+        "denyoom movablekeys write",
+        [2, 3, 1],
+        "RO",
+    ),
 ];
 
 /// The LIMIT key of SEQ.ADVANCE and SEQ.HADVANCE: a second key spec, read-only, found after

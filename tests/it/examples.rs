@@ -28,11 +28,14 @@ const MAP_TYPE: &str = "imidsmap1";
 /// What SEQ.HADVANCE replies to a negative value (read.lua passes the ack on unchecked).
 const READ_SEQ_ERROR: &str = "ERR value must be an integer in 0..9223372036854775807";
 
-/// Both ways of calling the scripts, each loaded on `con`'s server.
-fn vias(con: &mut Connection) -> [Via; 2] {
-    [
+/// Every way of calling the flow, each loaded on `con`'s server: the scripts by EVALSHA and by
+/// FCALL, and the send through the native IM.SEND (what send.lua does; tests/it/im_send.rs
+/// compares the two in depth).
+fn vias(con: &mut Connection) -> Vec<Via> {
+    vec![
         Via::load_scripts(con).expect("SCRIPT LOAD"),
         Via::load_functions(con).expect("FUNCTION LOAD"),
+        Via::load_native(con).expect("SCRIPT LOAD"),
     ]
 }
 
@@ -52,6 +55,7 @@ fn flows(
     channel_type: u8,
 ) -> Vec<(&'static str, Im, Conv)> {
     vias(con)
+        .into_iter()
         .map(|via| {
             let name = via.name();
             (
@@ -60,7 +64,7 @@ fn flows(
                 Conv::new(&format!("{conv}-{name}"), channel_type),
             )
         })
-        .into()
+        .collect()
 }
 
 /// The IDs of a new message (a send that is not a retry always has both).
@@ -398,7 +402,9 @@ fn unread_counts_and_cursor_never_moves_back() {
 fn bad_arguments_are_refused_alike_and_change_nothing() {
     let s = Server::start();
     let mut con = s.client();
-    let [scripts, functions] = vias(&mut con);
+    // The scripts' errors (IM.SEND's own table is in tests/it/im_send.rs).
+    let scripts = Via::load_scripts(&mut con).unwrap();
+    let functions = Via::load_functions(&mut con).unwrap();
     let errors = |via: Via, con: &mut Connection| -> Vec<String> {
         let conv = Conv::new("bad", 1);
         let ok = flow(via, 10);
@@ -581,20 +587,30 @@ fn state(con: &mut Connection, conv: &Conv, norm: Option<&mut Norm>) -> Vec<Stri
 }
 
 #[test]
-fn evalsha_and_fcall_give_identical_results() {
+fn evalsha_fcall_and_im_send_give_identical_results() {
     let a = Server::start();
     let b = Server::start();
-    let (mut ca, mut cb) = (a.client(), b.client());
+    let c = Server::start();
+    let (mut ca, mut cb, mut cc) = (a.client(), b.client(), c.client());
     let scripts = Via::load_scripts(&mut ca).unwrap();
     let functions = Via::load_functions(&mut cb).unwrap();
+    let native = Via::load_native(&mut cc).unwrap();
     let conv = Conv::new("same", 2);
-    let (mut na, mut nb) = (Norm::default(), Norm::default());
+    let (mut na, mut nb, mut nc) = (Norm::default(), Norm::default(), Norm::default());
     let ra = scenario(&flow(scripts, 7), &mut ca, &conv, &mut na);
     let rb = scenario(&flow(functions, 7), &mut cb, &conv, &mut nb);
+    let rc = scenario(&flow(native, 7), &mut cc, &conv, &mut nc);
     assert_eq!(ra.len(), rb.len());
-    for (x, y) in ra.iter().zip(&rb) {
+    assert_eq!(ra.len(), rc.len());
+    for ((x, y), z) in ra.iter().zip(&rb).zip(&rc) {
         assert_eq!(x, y);
+        assert_eq!(x, z, "IM.SEND");
     }
+    assert_eq!(
+        state(&mut ca, &conv, Some(&mut na)),
+        state(&mut cc, &conv, Some(&mut nc)),
+        "IM.SEND"
+    );
     // the scenario did exercise retries, trimming and partial pages
     assert!(ra
         .iter()
@@ -639,18 +655,6 @@ fn replica_holds_the_primarys_state() {
             let e = im.read(&mut r, conv, u, 1).unwrap_err();
             assert!(err_text(&e).starts_with("READONLY"), "{}", err_text(&e));
         }
-    }
-}
-
-/// A tiny deterministic generator for the scenarios below (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
     }
 }
 
@@ -858,11 +862,13 @@ fn im_flow_example_runs() {
     let s = Server::start();
     let out = run_example("im_flow", &s);
     assert!(
-        out.contains("== via EVALSHA") && out.contains("== via FCALL"),
+        out.contains("== via IM.SEND")
+            && out.contains("== via EVALSHA")
+            && out.contains("== via FCALL"),
         "{out}"
     );
     // per way of calling: the retry of c7 (IDs read back) and of c1 (dropped by the cap)
-    assert_eq!(out.matches("duplicate true").count(), 4, "{out}");
+    assert_eq!(out.matches("duplicate true").count(), 6, "{out}");
 }
 
 #[test]
@@ -1027,6 +1033,10 @@ fn python_example_runs() {
         .args(["--host", "127.0.0.1", "--port", &s.port.to_string()]));
     assert!(stdout.contains("duplicate True"), "{stdout}");
     assert!(
+        stdout.contains("retry c2 through imid_send:") && !stdout.contains("duplicate False"),
+        "{stdout}"
+    );
+    assert!(
         stdout.contains("pull: 2 kind(s) changed ['friendship', 'group']")
             && stdout.contains("pull: 0 kind(s) changed []"),
         "{stdout}"
@@ -1046,28 +1056,30 @@ fn node_example_runs() {
         .arg(root().join("examples/node/im_flow.js"))
         .args(["--host", "127.0.0.1", "--port", &s.port.to_string()]));
     assert!(
-        stdout.contains("== via FCALL") && stdout.contains("== via EVALSHA"),
+        stdout.contains("== via IM.SEND")
+            && stdout.contains("== via FCALL")
+            && stdout.contains("== via EVALSHA"),
         "{stdout}"
     );
-    assert_eq!(stdout.matches("duplicate true").count(), 2, "{stdout}");
-    assert_eq!(stdout.matches("OPENID.DEC msgid").count(), 2, "{stdout}");
+    assert_eq!(stdout.matches("duplicate true").count(), 3, "{stdout}");
+    assert_eq!(stdout.matches("OPENID.DEC msgid").count(), 3, "{stdout}");
     assert_eq!(
         stdout
             .matches("pull: 2 kind(s) changed [friendship,group]")
             .count(),
-        2,
+        3,
         "{stdout}"
     );
     assert_eq!(
         stdout.matches("pull: 0 kind(s) changed []").count(),
-        2,
+        3,
         "{stdout}"
     );
     assert!(stdout.trim_end().ends_with("ok"), "{stdout}");
-    // What the program wrote is on the server: two conversations of 5 messages each.
+    // What the program wrote is on the server: three conversations of 5 messages each.
     let mut con = s.client();
     let seqs: Vec<String> = cmd(&mut con, &["KEYS", "*:seq"]).unwrap();
-    assert_eq!(seqs.len(), 2, "{seqs:?}");
+    assert_eq!(seqs.len(), 3, "{seqs:?}");
     for k in &seqs {
         assert_eq!(int(&mut con, &["SEQ.GET", k]), 5, "{k}");
     }

@@ -243,7 +243,7 @@ fn failed_loads(bin: Option<PathBuf>, cluster: bool) {
     let cases = [
         (
             strings(&["MODULE", "LOADEX", &path, "ARGS", "uid-nod", "7"]),
-            "module argument 'uid-nod' is not a config of imid",
+            "module argument 1 of 2 is not a config of imid",
         ),
         (
             strings(&["MODULE", "LOADEX", &path, "CONFIG", "imid.seq-gap", "-1"]),

@@ -168,54 +168,55 @@ fn module_arguments_set_every_config() {
 }
 
 /// A module argument imid does not know, without a value, given twice, or with a value its
-/// config refuses stops the server, with a log line naming the argument.
+/// config refuses stops the server, with a log line naming the argument by its position (and
+/// the config, for a known name), never quoting it.
 #[test]
 fn module_arguments_are_checked_like_configs() {
     let cases: &[(&[&str], &str)] = &[
         (
             &["uid-nod", "7"],
-            "module argument 'uid-nod' is not a config of imid",
+            "module argument 1 of 2 is not a config of imid",
         ),
         (
             &["imid.bogus", "1"],
-            "module argument 'imid.bogus' is not a config of imid",
+            "module argument 1 of 2 is not a config of imid",
         ),
-        (&["imid.uid-node"], "module argument 'imid.uid-node' has no value"),
+        (&["imid.uid-node"], "module argument 1 of 1 (imid.uid-node) has no value"),
         (
             &["seq-gap", "5", "imid.seq-gap", "6"],
-            "module argument 'imid.seq-gap' is given twice",
+            "module argument 3 of 4: imid.seq-gap is given twice",
         ),
         (
             &["seq-gap", "-7"],
-            "module argument seq-gap '-7' refused: imid.seq-gap must be an integer in 0..1000000000",
+            "module argument 2 of 2 (the value of imid.seq-gap) refused: imid.seq-gap must be an integer in 0..1000000000",
         ),
         (
             &["uid-epoch", "-5"],
-            "module argument uid-epoch '-5' refused: imid.uid-epoch must be auto or Unix ms, an integer in 0..",
+            "module argument 2 of 2 (the value of imid.uid-epoch) refused: imid.uid-epoch must be auto or Unix ms, an integer in 0..",
         ),
         (
             &["uid-node", "01"],
-            "module argument uid-node '01' refused: imid.uid-node must be auto or a non-negative integer",
+            "(the value of imid.uid-node) refused: imid.uid-node must be auto or a non-negative integer",
         ),
         (
             &["uid-node", " 5 "],
-            "module argument uid-node ' 5 ' refused: imid.uid-node must be auto",
+            "(the value of imid.uid-node) refused: imid.uid-node must be auto",
         ),
         (
             &["uid-layout", "41,10,14"],
-            "module argument uid-layout '41,10,14' refused: imid.uid-layout widths must sum to 63",
+            "(the value of imid.uid-layout) refused: imid.uid-layout widths must sum to 63",
         ),
         (
             &["uid-time-unit", "us"],
-            "module argument uid-time-unit 'us' refused: imid.uid-time-unit must be auto, ms, s, or a whole number of them",
+            "(the value of imid.uid-time-unit) refused: imid.uid-time-unit must be auto, ms, s, or a whole number of them",
         ),
         (
             &["msgid-hash", "crc"],
-            "module argument msgid-hash 'crc' refused: imid.msgid-hash must be java, slot or auto",
+            "(the value of imid.msgid-hash) refused: imid.msgid-hash must be java, slot or auto",
         ),
         (
             &["openid-keys", "0001secret"],
-            "module argument openid-keys refused: imid.openid-keys entry 1",
+            "module argument 2 of 2 (the value of imid.openid-keys) refused: imid.openid-keys entry 1",
         ),
         // The same values as configs (`--imid.*`) are refused by the same checks.
         (&["--imid.uid-node", "01"], "imid.uid-node must be auto or"),

@@ -284,6 +284,65 @@ fn malformed_key_at_startup_is_refused() {
     }
 }
 
+/// Keys given in the wrong shape as module arguments (`openid-keys K1, K2` with a space after
+/// the comma, two keys as two words, a key first, a key as another config's value) are refused,
+/// and no word of them reaches the log or the output, on every server: imid names arguments by
+/// position, never quoting one (docs/configuration.md). `MODULE LOADEX ... ARGS` and `... CONFIG`
+/// with such values log none either.
+#[test]
+fn no_key_reaches_the_log_from_module_arguments() {
+    let a_comma = format!("{KEY_A},");
+    let cases: [&[&str]; 5] = [
+        &["openid-keys", &a_comma, KEY_B],
+        &["openid-keys", KEY_A, KEY_B],
+        &[KEY_A, "openid-keys", KEY_B],
+        &["seq-gap", KEY_A],
+        &["imid.openid-keys", BAD_KEY, "uid-node", KEY_B],
+    ];
+    for bin in [
+        std::path::PathBuf::from(redis_server_bin()),
+        newer_server!("redis8"),
+        newer_server!("valkey9"),
+    ] {
+        for args in cases {
+            let Refusal { log, output } = Server::build()
+                .bin(&bin)
+                .args(args)
+                .refused("Can't load module");
+            assert!(log.contains("module argument "), "{args:?}: {log}");
+            assert_no_key("startup log", &log);
+            assert_no_key("startup output", &output);
+        }
+    }
+    let (s, module) = Server::loadable("yes");
+    let mut con = s.client();
+    for args in cases {
+        let mut c = redis::cmd("MODULE");
+        c.arg("LOADEX").arg(&module).arg("ARGS").arg(args);
+        let e = c
+            .query::<()>(&mut con)
+            .map_err(|e| err_text(&e))
+            .unwrap_err();
+        assert_no_key("MODULE LOADEX ... ARGS error", &e);
+    }
+    for value in [
+        BAD_KEY,
+        &format!("{KEY_A}, {BAD_KEY}"),
+        &format!("{KEY_A},,{KEY_B}"),
+    ] {
+        let e = loadex(&mut con, &module, &[("imid.openid-keys", value)]).unwrap_err();
+        assert_no_key("MODULE LOADEX ... CONFIG error", &e);
+    }
+    assert!(!modules(&mut con).contains(&"imid".to_owned()));
+    drop(con);
+    let log = std::fs::read_to_string(s.dir.join("redis.log")).unwrap();
+    assert!(
+        log.contains("module argument 1 of 3 is not a config"),
+        "{log}"
+    );
+    assert_no_key("redis.log", &log);
+}
+
 #[test]
 fn module_loadex_with_keys() {
     // MODULE LOADEX ... CONFIG is the other way to set keys at load: a good key works, a bad

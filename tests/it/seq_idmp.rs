@@ -5,6 +5,7 @@
 //! a cluster. Replicas and AOF replay reach the primary's exact state (DEBUG DIGEST, tokens
 //! included).
 use crate::common;
+use common::rdb::*;
 use common::*;
 use std::time::Duration;
 
@@ -377,6 +378,8 @@ fn tokens_expire_by_time_and_the_next_write_drops_them_everywhere() {
     assert_eq!(idmp(&mut p, "k", "b", 1), (2, 0));
     freeze(&mut p, t0 + 9_999);
     assert_eq!(idmp(&mut p, "k", "a", 1), (1, 1));
+    // a call that reserves moves the IDMP clock to t0 + 9,999 (a retry moves nothing)
+    assert_eq!(idmp(&mut p, "k", "x", 1), (3, 0));
     freeze(&mut p, t0 + 10_000);
     assert_eq!(idmp(&mut p, "k", "b", 1), (2, 1));
     primary.wait_replica(&replica);
@@ -392,7 +395,7 @@ fn tokens_expire_by_time_and_the_next_write_drops_them_everywhere() {
     freeze(&mut p, t0 + 10_999);
     // a expired: a lookup ignores it, and the write that follows drops it (on the replica
     // too, by the primary's decision)
-    assert_eq!(idmp(&mut p, "k", "a", 1), (3, 0));
+    assert_eq!(idmp(&mut p, "k", "a", 1), (4, 0));
     primary.wait_replica(&replica);
     assert_ne!(digest(&primary), with_a);
     assert_eq!(digest(&replica), digest(&primary));
@@ -402,17 +405,17 @@ fn tokens_expire_by_time_and_the_next_write_drops_them_everywhere() {
     freeze(&mut p, t0 + 30_000);
     assert_eq!(
         idmp(&mut p, "k", "c", 1),
-        (4, 0),
-        "a and b expired: dropped"
+        (5, 0),
+        "a, b and x expired: dropped"
     );
     primary.wait_replica(&replica);
     assert_eq!(digest(&replica), digest(&primary));
     // a longer TTL applies to new tokens only
     config_set(&mut p, "imid.seq-idmp-ttl", "100");
-    assert_eq!(idmp(&mut p, "k", "d", 1), (5, 0));
+    assert_eq!(idmp(&mut p, "k", "d", 1), (6, 0));
     freeze(&mut p, t0 + 30_000 + 99_999);
-    assert_eq!(idmp(&mut p, "k", "d", 1), (5, 1));
-    assert_eq!(idmp(&mut p, "k", "c", 1), (6, 0), "c kept its 10 s");
+    assert_eq!(idmp(&mut p, "k", "d", 1), (6, 1));
+    assert_eq!(idmp(&mut p, "k", "c", 1), (7, 0), "c kept its 10 s");
 }
 
 /// One IDMP call made: key, field (for a map), token, count, the reply's last.
@@ -922,4 +925,383 @@ fn memory_usage_counts_what_the_tokens_allocate() {
         );
         assert_eq!(again(&mut con, &last).1, 1, "{key}");
     }
+}
+
+/// The module id (encoding version bits cleared) and RDB version trailer of a real DUMP of
+/// `key`, which `make` creates.
+fn dump_id(con: &mut Connection, key: &str, make: &[&str]) -> (u64, [u8; 2]) {
+    let _: Value = cmd(con, make).unwrap();
+    let p: Vec<u8> = redis::cmd("DUMP").arg(key).query(con).unwrap();
+    assert_eq!(
+        (p[0], p[1]),
+        (7, 0x81),
+        "a module value, its id as a 64-bit length"
+    );
+    let id = u64::from_be_bytes(p[2..10].try_into().unwrap());
+    let n = p.len();
+    (id & !1023, [p[n - 10], p[n - 9]])
+}
+
+/// The fingerprint of a map's request in encoding version 1: 64-bit FNV-1a of the field and
+/// the count (little-endian).
+fn fnv1a(field: &[u8], count: u64) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for &b in field.iter().chain(count.to_le_bytes().iter()) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// One token as the RDB holds it: token, last, expiry, fingerprint.
+fn token_fields(token: &[u8], last: u64, expires: u64, fp: u64) -> Vec<u8> {
+    let mut b = string_field(token);
+    b.extend(field(OP_UINT, last));
+    b.extend(field(OP_UINT, expires));
+    b.extend(field(OP_UINT, fp));
+    b
+}
+
+fn restore(con: &mut Connection, key: &str, payload: &[u8]) -> redis::RedisResult<String> {
+    redis::cmd("RESTORE")
+        .arg(key)
+        .arg(0)
+        .arg(payload)
+        .query(con)
+}
+
+#[test]
+fn a_token_expiry_past_2_63_is_refused_where_it_enters() {
+    // The AOF and the replication stream write a token's expiry as a signed 64-bit integer:
+    // one of 2^63 or more, once accepted, became a negative number in an AOF rewrite without
+    // the RDB preamble, SEQ.IDMPSET refused it at load and the retry reserved a second time.
+    // So a RESTOREd key (of either type), an IDMP clock (the module clock, SEQ.IDMPCLOCK) and
+    // an RDB file's clock (seq_persistence.rs) are refused where such an expiry would enter;
+    // 2^63-1 itself goes through the AOF and back.
+    const MAX: u64 = i64::MAX as u64;
+    let args = [&aof_always("no")[..], &["--loglevel", "verbose"]].concat();
+    let mut s = Server::build().hooked().args(&args).start();
+    let mut con = s.client();
+    let (seq_id, seq_ver) = dump_id(&mut con, "t1", &["SEQ.SET", "t1", "1"]);
+    let (map_id, map_ver) = dump_id(&mut con, "t2", &["SEQ.HSET", "t2", "a", "1"]);
+    // A sequence at 5 (flags 1: tokens follow), one token; a map of field a at 5 (encoding
+    // version 1), one token whose fingerprint is FNV-1a of its request.
+    let seq = |expires: u64| {
+        let mut b = field(OP_UINT, 5);
+        b.extend(field(OP_UINT, 1));
+        b.extend(field(OP_UINT, 1));
+        b.extend(token_fields(b"tok", 5, expires, 1));
+        b.extend(rdb_len(OP_EOF));
+        payload(seq_id | 3, &b, seq_ver)
+    };
+    let map = |expires: u64| {
+        let mut b = field(OP_UINT, 1);
+        b.extend(string_field(b"\x00a\x05"));
+        b.extend(field(OP_UINT, 0));
+        b.extend(field(OP_UINT, 1));
+        b.extend(token_fields(b"tok", 5, expires, fnv1a(b"a", 1)));
+        b.extend(rdb_len(OP_EOF));
+        payload(map_id | 1, &b, map_ver)
+    };
+    for expires in [MAX + 1, u64::MAX] {
+        for (key, p) in [("s", seq(expires)), ("m", map(expires))] {
+            let e = restore(&mut con, key, &p).unwrap_err();
+            assert!(
+                err_text(&e).starts_with("ERR Bad data format"),
+                "{key}: {e}"
+            );
+            assert_eq!(int(&mut con, &["EXISTS", key]), 0);
+        }
+    }
+    assert_eq!(restore(&mut con, "s", &seq(MAX)).unwrap(), "OK");
+    assert_eq!(restore(&mut con, "m", &map(MAX)).unwrap(), "OK");
+    // (a refused RESTORE is logged at verbose, an RDB file's at warning)
+    let log = std::fs::read_to_string(s.dir.join("redis.log")).unwrap();
+    assert!(
+        log.contains(&format!("token expiry {} above {MAX}", MAX + 1)),
+        "{log}"
+    );
+
+    // The module clock: a token recorded 1 ms later than MAX - ttl would expire past 2^63-1.
+    // Refused, nothing written (no clock, no call in the AOF); at MAX - ttl it works.
+    let ttl = 300_000;
+    freeze(&mut con, MAX - ttl + 1);
+    for call in [
+        &["SEQ.NEXT", "c", "IDMP", "tok"][..],
+        &["SEQ.HNEXT", "h", "f", "IDMP", "tok"],
+    ] {
+        let a: Vec<&[u8]> = call.iter().map(|a| a.as_bytes()).collect();
+        let e = expect_err(&mut con, &a);
+        assert!(
+            e.starts_with(&format!(
+                "ERR IDMP clock {} ms plus the token lifetime {ttl} ms passes 2^63-1 ms",
+                MAX - ttl + 1
+            )),
+            "{call:?}: {e}"
+        );
+    }
+    assert_eq!(int(&mut con, &["EXISTS", "c", "h"]), 0);
+    assert_eq!(clocks_in_aof(&s), 0, "no clock written");
+    // SEQ.IDMPCLOCK checks the same bound (as replayed; a client's is refused after it)
+    let e = expect_err(
+        &mut con,
+        &[
+            b"SEQ.IDMPCLOCK",
+            (MAX - 999).to_string().as_bytes(),
+            b"1000",
+            b"5",
+        ],
+    );
+    assert!(
+        e.starts_with("ERR ms + ttl-ms must be at most 9223372036854775807"),
+        "{e}"
+    );
+    freeze(&mut con, MAX - ttl);
+    assert_eq!(idmp(&mut con, "c", "tok", 1), (1, 0));
+    assert_eq!(hidmp(&mut con, "h", "f", "tok", 1), (1, 0));
+
+    // What the user sees: rewritten without the preamble (SEQ.IDMPSET / SEQ.HIDMPSET with
+    // the expiry as a number), restarted on the AOF, every retry is still a duplicate.
+    s.rewrite_aof();
+    let want = digest(&s);
+    s.kill();
+    s.restart();
+    let mut con = s.client();
+    assert_eq!(digest(&s), want);
+    let log = std::fs::read_to_string(s.dir.join("redis.log")).unwrap();
+    assert!(!log.contains("CRITICAL"), "the AOF replays whole: {log}");
+    assert_eq!(idmp(&mut con, "s", "tok", 1), (5, 1));
+    assert_eq!(hidmp(&mut con, "m", "a", "tok", 1), (5, 1));
+    assert_eq!(idmp(&mut con, "c", "tok", 1), (1, 1));
+    assert_eq!(hidmp(&mut con, "h", "f", "tok", 1), (1, 1));
+}
+
+#[test]
+fn a_refused_or_answered_idmp_call_writes_nothing() {
+    // docs/durability.md: an error replicates nothing, and a retry answered from its token
+    // replicates nothing. Before, such a call still moved the IDMP clock and wrote it
+    // (SEQ.IDMPCLOCK) to replicas and the AOF.
+    let s = Server::build()
+        .hooked()
+        .args(&["--appendonly", "yes", "--appendfsync", "always"])
+        .start();
+    let mut con = s.client();
+    let replica = s.hooked_replica(&[]);
+    let t0 = 1_800_000_000_000u64;
+    freeze(&mut con, t0);
+    let _: String = cmd(&mut con, &["SET", "str", "x"]).unwrap();
+    ok(&mut con, &["SEQ.SET", "full", "9223372036854775807"]);
+    int(&mut con, &["SEQ.HSET", "mfull", "f", "9223372036854775807"]);
+    // Every way an IDMP call fails: WRONGTYPE, an overflow, a token used for another request
+    // (the last two find the tokens recorded below).
+    let refusals: [(&[&str], &str); 6] = [
+        (&["SEQ.NEXT", "str", "IDMP", "t"], "WRONGTYPE"),
+        (&["SEQ.HNEXT", "str", "f", "IDMP", "t"], "WRONGTYPE"),
+        (&["SEQ.NEXT", "full", "IDMP", "t"], "ERR sequence overflow"),
+        (
+            &["SEQ.HNEXT", "mfull", "f", "IDMP", "t"],
+            "ERR sequence overflow",
+        ),
+        (
+            &["SEQ.NEXT", "k", "COUNT", "2", "IDMP", "a"],
+            "ERR IDMP token already used",
+        ),
+        (
+            &["SEQ.HNEXT", "m", "g", "IDMP", "a"],
+            "ERR IDMP token already used",
+        ),
+    ];
+    let refuse = |con: &mut Connection, calls: &[(&[&str], &str)]| {
+        for (call, want) in calls {
+            let a: Vec<&[u8]> = call.iter().map(|a| a.as_bytes()).collect();
+            let e = expect_err(con, &a);
+            assert!(e.starts_with(want), "{call:?}: {e}");
+        }
+    };
+    // No clock yet: the refusals write none.
+    refuse(&mut con, &refusals[..4]);
+    assert_eq!(clocks_in_aof(&s), 0, "refused calls wrote no clock");
+    assert_eq!(idmp(&mut con, "k", "a", 1), (1, 0));
+    assert_eq!(hidmp(&mut con, "m", "f", "a", 1), (1, 0));
+    assert_eq!(
+        clocks_in_aof(&s),
+        1,
+        "the first call that reserved wrote it"
+    );
+    // Two seconds later the clock would move: every refusal and every retry leaves it.
+    freeze(&mut con, t0 + 2_000);
+    refuse(&mut con, &refusals);
+    assert_eq!(idmp(&mut con, "k", "a", 1), (1, 1));
+    assert_eq!(hidmp(&mut con, "m", "f", "a", 1), (1, 1));
+    assert_eq!(clocks_in_aof(&s), 1, "no call since wrote a clock");
+    s.wait_replica(&replica);
+    assert_eq!(digest(&replica), digest(&s));
+    // A call that reserves moves it, and the replica follows.
+    assert_eq!(idmp(&mut con, "k", "b", 1), (2, 0));
+    assert_eq!(clocks_in_aof(&s), 2);
+    s.wait_replica(&replica);
+    assert_eq!(digest(&replica), digest(&s));
+}
+
+/// Two field names whose 64-bit FNV-1a fingerprints with COUNT 3 collide (issue 28: found by a
+/// birthday search in two minutes).
+const CRAFTED: [&[u8]; 2] = [
+    &[0x46, 0xe9, 0xc7, 0x40, 0x61, 0x37, 0x7e, 0xf1, 0xa7],
+    &[0x46, 0xbc, 0x73, 0x36, 0x8d, 0xbe, 0x2e, 0xea, 0xd0],
+];
+
+/// `SEQ.HNEXT key field COUNT count IDMP token` with a binary field.
+fn hnext_bytes(
+    con: &mut Connection,
+    key: &str,
+    field: &[u8],
+    count: u64,
+    token: &str,
+) -> redis::RedisResult<Vec<i64>> {
+    redis::cmd("SEQ.HNEXT")
+        .arg(key)
+        .arg(field)
+        .arg("COUNT")
+        .arg(count)
+        .arg("IDMP")
+        .arg(token)
+        .query(con)
+}
+
+/// The crafted pair on `m` under token `tok`: the first field's retry is a duplicate of
+/// `last`, the second field is refused, wherever the map went.
+fn crafted_pair_holds(con: &mut Connection, m: &str, last: i64, what: &str) {
+    assert_eq!(
+        hnext_bytes(con, m, CRAFTED[0], 3, "tok").unwrap(),
+        [last, 1],
+        "{what}"
+    );
+    let e = hnext_bytes(con, m, CRAFTED[1], 3, "tok").unwrap_err();
+    assert!(
+        err_text(&e)
+            .starts_with("ERR IDMP token already used on this key with another field or COUNT"),
+        "{what}: {e}"
+    );
+}
+
+#[test]
+fn a_crafted_field_never_gets_another_fields_answer() {
+    // The token keeps the field and COUNT themselves: two fields whose old 64-bit fingerprints
+    // collide are two requests, on the primary, a replica (as called and by the explicit
+    // effect), through RDB, RESTORE and an AOF rewrite without the RDB preamble.
+    let args = [&aof_always("no")[..], &["--save", ""]].concat();
+    let mut s = Server::with(&args);
+    let replica = s.replica(&[]);
+    let mut con = s.client();
+    assert_eq!(
+        hnext_bytes(&mut con, "m", CRAFTED[0], 3, "tok").unwrap(),
+        [3, 0]
+    );
+    crafted_pair_holds(&mut con, "m", 3, "primary");
+    // Loaded (DEBUG RELOAD marks the fields): the next IDMP call skips the gap, so it goes as
+    // its explicit effect, SEQ.HIDMPSET ... COUNT n FIELD f SET.
+    ok(&mut con, &["DEBUG", "RELOAD"]);
+    crafted_pair_holds(&mut con, "m", 3, "RDB");
+    assert_eq!(
+        hnext_bytes(&mut con, "m", CRAFTED[1], 2, "tok2").unwrap(),
+        [1002, 0]
+    );
+    s.wait_replica(&replica);
+    let r_info: String = cmd(&mut replica.client(), &["INFO", "commandstats"]).unwrap();
+    assert!(r_info.contains("cmdstat_seq.hidmpset"), "{r_info}");
+    assert_eq!(digest(&replica), digest(&s));
+    let dump: Vec<u8> = redis::cmd("DUMP").arg("m").query(&mut con).unwrap();
+    assert_eq!(restore(&mut con, "m2", &dump).unwrap(), "OK");
+    crafted_pair_holds(&mut con, "m2", 3, "RESTORE");
+    let e = hnext_bytes(&mut con, "m2", CRAFTED[0], 2, "tok2").unwrap_err();
+    assert!(err_text(&e).contains("another field or COUNT"), "{e}");
+    // The replica's copy holds the requests too: promoted, it refuses the same way.
+    let mut r = replica.client();
+    ok(&mut r, &["REPLICAOF", "NO", "ONE"]);
+    crafted_pair_holds(&mut r, "m", 3, "replica");
+    drop(replica);
+    // An AOF rewrite without the preamble writes each token with its request.
+    s.rewrite_aof();
+    let (_, base) = aof_base(&s);
+    assert!(
+        contains(&base, b"FIELD"),
+        "the rewrite's SEQ.HIDMPSET names the field"
+    );
+    let want = digest(&s);
+    s.kill();
+    s.restart();
+    let mut con = s.client();
+    assert_eq!(digest(&s), want);
+    crafted_pair_holds(&mut con, "m", 3, "AOF");
+    crafted_pair_holds(&mut con, "m2", 3, "AOF");
+    assert_eq!(
+        hnext_bytes(&mut con, "m", CRAFTED[1], 2, "tok2").unwrap(),
+        [1002, 1]
+    );
+}
+
+#[test]
+fn map_tokens_of_older_builds_still_answer_their_retries() {
+    // Builds before the request was kept whole saved a fingerprint of it (RDB: map flags 0;
+    // AOF and streams: SEQ.HIDMPSET's first form). Such a token loads and answers its retry
+    // until it leaves the window, through a save and a reload in this build's layout.
+    let mut s = Server::with(&aof_always("no"));
+    let mut con = s.client();
+    let (map_id, map_ver) = dump_id(&mut con, "t2", &["SEQ.HSET", "t2", "a", "1"]);
+    let far = 4_000_000_000_000u64;
+    let mut b = field(OP_UINT, 1);
+    b.extend(string_field(b"\x00a\x05"));
+    b.extend(field(OP_UINT, 0));
+    b.extend(field(OP_UINT, 1));
+    b.extend(token_fields(b"tok", 5, far, fnv1a(b"a", 1)));
+    b.extend(rdb_len(OP_EOF));
+    assert_eq!(
+        restore(&mut con, "old", &payload(map_id | 1, &b, map_ver)).unwrap(),
+        "OK"
+    );
+    // SEQ.HIDMPSET's first form, as an older primary or AOF sends it: with a field (set to
+    // last) and without.
+    ok(
+        &mut con,
+        &[
+            "SEQ.HIDMPSET",
+            "old2",
+            "tok",
+            "7",
+            &far.to_string(),
+            &(fnv1a(b"b", 2) as i64).to_string(),
+            "0",
+            "b",
+        ],
+    );
+    let e = expect_err(
+        &mut con,
+        &[b"SEQ.HIDMPSET", b"nokey", b"t", b"1", b"1", b"1", b"0"],
+    );
+    assert!(e.starts_with("ERR no such key"), "{e}");
+    let check = |con: &mut Connection, what: &str| {
+        assert_eq!(hidmp(con, "old", "a", "tok", 1), (5, 1), "{what}");
+        assert_eq!(hidmp(con, "old2", "b", "tok", 2), (7, 1), "{what}");
+        for (key, field, count) in [("old", "b", 1), ("old", "a", 2), ("old2", "b", 1)] {
+            let e = expect_err(
+                con,
+                &[
+                    b"SEQ.HNEXT",
+                    key.as_bytes(),
+                    field.as_bytes(),
+                    b"COUNT",
+                    count.to_string().as_bytes(),
+                    b"IDMP",
+                    b"tok",
+                ],
+            );
+            assert!(e.contains("another field or COUNT"), "{what}: {e}");
+        }
+    };
+    check(&mut con, "loaded");
+    ok(&mut con, &["DEBUG", "RELOAD"]);
+    check(&mut con, "saved and reloaded");
+    s.rewrite_aof();
+    s.kill();
+    s.restart();
+    check(&mut s.client(), "rewritten AOF");
 }

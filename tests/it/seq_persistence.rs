@@ -649,12 +649,28 @@ fn rdb_marks_past_their_caps_are_refused_and_the_caps_load() {
     let mut s = Server::start();
     let mut con = s.client();
     let floor = server_time_ms(&mut con) as u64 / 1000 * 1000 + 50_000;
+    // The line docs/durability.md quotes, around its "...": what the log says.
+    let durability = std::fs::read_to_string(root().join("docs/durability.md")).unwrap();
+    let quoted = durability
+        .split("the log says `<imid> message-id high-water mark ...")
+        .nth(1)
+        .and_then(|r| r.split('`').next())
+        .expect("docs/durability.md quotes the refusal")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     for mark in [CAP + 1, u64::MAX] {
         let rdb = rdb_with_aux(&s, &mut con, floor, |id| aux_record(v2(id), &[mark, floor]));
         let line = format!(
             "message-id high-water mark {mark} past the 42-bit time field (at most {CAP}: every ID below it)"
         );
-        load_rdb(&mut s, &rdb, Some(&line));
+        s.kill();
+        std::fs::write(s.dir.join("dump.rdb"), &rdb).unwrap();
+        let log = Server::build().dir(s.dir.clone()).refused(&line).log;
+        assert!(
+            log.contains(&format!("high-water mark {mark} {quoted}")),
+            "the documented line {quoted:?} is what the log says:\n{log}"
+        );
         con = reset(&mut s);
     }
     for mark in [UID_CAP + 1, u64::MAX] {
@@ -671,21 +687,38 @@ fn rdb_marks_past_their_caps_are_refused_and_the_caps_load() {
     assert_eq!(s.imid_stat("msgid_high_water_ms"), CAP as i64);
     assert_eq!(s.imid_stat("uid_high_water_ms"), UID_CAP as i64);
     assert_eq!(int(&mut s.client(), &["SEQ.GET", "template"]), 1007);
+    // A mark of exactly 2^42 loads (docs/durability.md): the field is used up.
+    assert_eq!(
+        expect_err(&mut s.client(), &[b"MSGID.GEN", b"1", b"conv"]),
+        "ERR message id time field exhausted (2^42-1 ms)"
+    );
 }
 
 #[test]
 fn the_idmp_clock_rides_in_the_rdb_and_a_bad_one_is_refused() {
     // Aux data version 3 ends with the IDMP clock (src/node/idmp_clock.rs): time, token
-    // lifetime (ms), window size. One outside SEQ.IDMPCLOCK's ranges refuses the file.
+    // lifetime (ms), window size. One outside SEQ.IDMPCLOCK's ranges refuses the file, as does
+    // one whose tokens would expire past 2^63-1 ms.
     let mut s = Server::start();
     let mut con = s.client();
     let floor = server_time_ms(&mut con) as u64 / 1000 * 1000 + 50_000;
-    let bad: [([u64; 3], String); 3] = [
+    let bad: [([u64; 3], String); 4] = [
         ([floor, 999, 5], "ttl-ms must be in 1000..604800000".into()),
         ([floor, 10_000, 0], "max must be in 1..1000000".into()),
         (
             [1 << 63, 10_000, 5],
-            format!("IDMP clock time {} past 2^63-1", 1u64 << 63),
+            format!(
+                "IDMP clock {} 10000 5: ms + ttl-ms must be at most 9223372036854775807",
+                1u64 << 63
+            ),
+        ),
+        // A token it recorded would expire past 2^63-1, which no stream can write back.
+        (
+            [i64::MAX as u64 - 9_999, 10_000, 5],
+            format!(
+                "IDMP clock {} 10000 5: ms + ttl-ms must be at most 9223372036854775807",
+                i64::MAX as u64 - 9_999
+            ),
         ),
     ];
     for ([t, ttl, max], line) in bad {

@@ -344,6 +344,80 @@ fn keyspace_events_only_on_a_change() {
     assert_eq!(keyspace_events(&mut pubsub, "m", "m-end"), want);
 }
 
+/// Removing a map's last field deletes the key and publishes what HDEL of a Redis hash's last
+/// field publishes, in the same order: the command's event, then `del` (class `g`). Checked
+/// against a real hash on the server at hand (`bin`, else the default one), all classes on.
+fn last_field_events_as_a_hash(bin: Option<std::path::PathBuf>) {
+    let mut launch = Server::build().args(&["--notify-keyspace-events", "KEA"]);
+    if let Some(b) = &bin {
+        launch = launch.bin(b);
+    }
+    let s = launch.start();
+    let mut con = s.client();
+    let mut sub = s.client();
+    let mut pubsub = sub.as_pubsub();
+    pubsub.psubscribe("__keyspace@0__:*").unwrap();
+    let events =
+        |pubsub: &mut redis::PubSub, con: &mut Connection, key: &str, calls: &[&[&str]]| {
+            for call in calls {
+                let _: Value = cmd(con, call).unwrap();
+            }
+            let marker = format!("{key}-end");
+            let _: () = cmd(con, &["SET", &marker, "1"]).unwrap();
+            keyspace_events(pubsub, key, &marker)
+        };
+    let hash = events(
+        &mut pubsub,
+        &mut con,
+        "h",
+        &[
+            &["HSET", "h", "a", "1", "b", "2", "c", "3"],
+            &["HDEL", "h", "a"],
+            &["HDEL", "h", "b", "c"],
+            &["HSET", "h", "a", "1"],
+            &["HDEL", "h", "a", "zz"],
+        ],
+    );
+    assert_eq!(
+        hash,
+        ["hset", "hdel", "hdel", "del", "hset", "hdel", "del"],
+        "the hash's own"
+    );
+    let map = events(
+        &mut pubsub,
+        &mut con,
+        "m",
+        &[
+            &["SEQ.HSET", "m", "a", "1", "b", "2", "c", "3"],
+            &["SEQ.HDEL", "m", "a"],
+            &["SEQ.HDEL", "m", "b", "c"],
+            &["SEQ.HSET", "m", "a", "1"],
+            &["SEQ.HDEL", "m", "a", "zz"],
+        ],
+    );
+    let as_hash: Vec<String> = hash
+        .iter()
+        .map(|e| {
+            if e == "del" {
+                e.clone()
+            } else {
+                format!("seq.{e}")
+            }
+        })
+        .collect();
+    assert_eq!(map, as_hash, "the map's, as the hash's");
+    assert_eq!(int(&mut con, &["EXISTS", "m"]), 0);
+}
+
+#[test]
+fn last_field_events_as_a_hash_on_redis7() {
+    last_field_events_as_a_hash(None);
+}
+
+on_newer_servers!(last_field_events_as_a_hash_on, |bin| {
+    last_field_events_as_a_hash(Some(bin))
+});
+
 /// used_memory per counter of a map of `n` fields (10-byte names, values below 2^32) and of
 /// a hash with the same fields, and MEMORY USAGE against the used_memory delta.
 fn measure(s: &Server, n: usize) -> (f64, f64, i64, i64) {

@@ -2,7 +2,7 @@
 //! anything else.
 
 use super::TYPE;
-use crate::core::idmp::Entry;
+use crate::core::idmp::{Entry, FieldRequest};
 use crate::core::seq::Seq;
 use crate::core::seqmap::{MapError, SeqMap};
 use crate::error::Error;
@@ -84,7 +84,11 @@ impl<'a> MapKey<'a> {
 
     /// Records an IDMP token in the map's window (created when the map has none): the `drop`
     /// oldest tokens go, `e` is appended. The map must exist (a field was just set).
-    pub(crate) fn record_token(&mut self, drop: usize, e: Entry) -> Result<(), Error> {
+    pub(crate) fn record_token(
+        &mut self,
+        drop: usize,
+        e: Entry<FieldRequest>,
+    ) -> Result<(), Error> {
         self.get_or_create()?
             .tokens
             .get_or_insert_with(Box::default)

@@ -6,7 +6,7 @@
 pub(crate) mod key;
 
 use super::{emit_marks, tokens, DataType, VALUE_WRAPPER};
-use crate::core::idmp::Window;
+use crate::core::idmp::MapTokens;
 use crate::core::int;
 use crate::core::seqmap::SeqMap;
 use crate::host::io::{AofKey, Digest, Rdb};
@@ -21,19 +21,30 @@ pub(crate) static TYPE: TypeSlot<SeqMap> = TypeSlot::new();
 /// - the field count (unsigned);
 /// - the fields, one string buffer (`SeqMap::encode`: per field the name's length minus one,
 ///   the name, the value as LEB128), so a map of a million fields is one write and one read;
-/// - reserved flags (unsigned), 0;
-/// - IDMP tokens: their count (unsigned), then the tokens as `types::tokens::save` writes
-///   them for a sequence key (SEQ.HNEXT ... IDMP, `types::tokens`).
+/// - flags (unsigned): 0, or [`FIELD_REQUESTS`];
+/// - IDMP tokens (SEQ.HNEXT ... IDMP, `types::tokens`): their count (unsigned), then per token,
+///   oldest first, the token (string), the first call's last value and its expiry (unix ms,
+///   unsigned each), then its request: with flag [`FIELD_REQUESTS`], the COUNT (unsigned) and
+///   the field (string; empty for a token first loaded from a file without the flag, whose
+///   COUNT slot then holds its fingerprint); without, a 64-bit FNV-1a fingerprint of field and
+///   COUNT (unsigned), as builds before the flag wrote every token.
 ///
-/// Every field loaded is marked for the never-reissue gap, like a loaded SEQ key.
+/// A map without tokens is written as before the flag existed (flags 0, no token), so files
+/// whose maps hold no token still load into older imid builds; those refuse a map with tokens
+/// of this build ("sequence map flags 0x1 unknown") rather than load it without them. Every
+/// field loaded is marked for the never-reissue gap, like a loaded SEQ key.
 const ENCODING_VERSION: i32 = 1;
+
+/// Map flag: the tokens carry their request (COUNT and field) rather than a fingerprint of it.
+/// Set exactly when the map holds tokens.
+const FIELD_REQUESTS: u64 = 1;
 
 /// Fields per `SEQ.HSET` in an AOF rewrite: a big map never becomes one giant command (as Redis
 /// itself chunks its collections, AOF_REWRITE_ITEMS_PER_CMD is 64; a field here is small).
 const REWRITE_CHUNK: usize = 512;
 
 /// The map's tokens, when it has any.
-fn tokens(m: &SeqMap) -> Option<&Window> {
+fn tokens(m: &SeqMap) -> Option<&MapTokens> {
     m.tokens.as_deref().filter(|w| !w.is_empty())
 }
 
@@ -75,18 +86,19 @@ impl DataType for MapType {
         let flags = rdb
             .load_u64()
             .ok_or_else(|| "truncated sequence map flags".to_owned())?;
-        if flags != 0 {
+        if flags & !FIELD_REQUESTS != 0 {
             return Err(format!(
-                "sequence map flags {flags:#x} unknown (reserved, must be 0)"
+                "sequence map flags {flags:#x} unknown (this build knows {FIELD_REQUESTS:#x})"
             ));
         }
         let token_count = rdb
             .load_u64()
             .ok_or_else(|| "truncated sequence map token count".to_owned())?;
-        let window = if token_count == 0 {
-            None
-        } else {
-            Some(Box::new(tokens::load(rdb, token_count)?))
+        let window = match (token_count, flags & FIELD_REQUESTS != 0) {
+            (0, false) => None,
+            (0, true) => return Err("token count 0 with field requests flagged".to_owned()),
+            (n, true) => Some(Box::new(tokens::load(rdb, n, tokens::load_field_request)?)),
+            (n, false) => Some(Box::new(tokens::load(rdb, n, tokens::load_fingerprint)?)),
         };
         if count == 0 {
             return Err("sequence map with no field".to_owned());
@@ -99,20 +111,23 @@ impl DataType for MapType {
     fn save(rdb: &Rdb, m: &&SeqMap) {
         rdb.save_u64(m.len() as u64);
         rdb.save_bytes(&m.encode());
-        rdb.save_u64(0);
         match tokens(m) {
-            None => rdb.save_u64(0),
+            None => {
+                rdb.save_u64(0);
+                rdb.save_u64(0);
+            }
             Some(w) => {
+                rdb.save_u64(FIELD_REQUESTS);
                 rdb.save_u64(w.len() as u64);
-                tokens::save(rdb, w);
+                tokens::save(rdb, w, tokens::save_field_request);
             }
         }
     }
 
     /// `SEQ.HSET key field value ...`, [`REWRITE_CHUNK`] fields per command (replayed from the
     /// AOF, every field is marked, as a replayed SEQ.HSET marks what it sets); then the tokens,
-    /// oldest first, without a field: `SEQ.HIDMPSET key token last expires fingerprint 0`
-    /// records a token and changes no field.
+    /// oldest first, each with its request and without SET: `SEQ.HIDMPSET key token last
+    /// expires 0 COUNT n FIELD field` records a token and changes no field.
     fn rewrite(out: &AofKey, m: &&SeqMap) {
         emit_marks(out);
         let fields: Vec<(&[u8], String)> =
@@ -121,7 +136,7 @@ impl DataType for MapType {
             let args: Vec<&[u8]> = chunk.iter().flat_map(|(n, v)| [*n, v.as_bytes()]).collect();
             out.emit_key_args(c"SEQ.HSET", &args);
         }
-        tokens::rewrite(out, c"SEQ.HIDMPSET", tokens(m));
+        tokens::rewrite_map(out, tokens(m));
     }
 
     /// One sequence per field (name, value), which Redis combines order-independently: the
@@ -135,7 +150,10 @@ impl DataType for MapType {
             d.end();
         }
         if let Some(w) = tokens(m) {
-            tokens::digest(d, Some(w));
+            tokens::digest(d, Some(w), |d, r| {
+                d.add_int(r.count() as i64);
+                d.add_bytes(r.field());
+            });
             d.end();
         }
     }

@@ -59,7 +59,8 @@ fn load_marks(rdb: &Rdb, encver: c_int) -> Result<(), String> {
     node::ids::load_marks(msgid, uid)
 }
 
-/// Version 3: the IDMP clock (all 0: none), checked as SEQ.IDMPCLOCK checks it.
+/// Version 3: the IDMP clock (all 0: none), checked as SEQ.IDMPCLOCK checks it (its ranges,
+/// and a token it records must expire by 2^63-1 ms).
 fn load_idmp_clock(rdb: &Rdb) -> Result<(), String> {
     let next = || {
         rdb.load_u64()
@@ -69,13 +70,8 @@ fn load_idmp_clock(rdb: &Rdb) -> Result<(), String> {
     if (now, ttl, max) == (0, 0, 0) {
         return Ok(());
     }
-    let (ttl, max) = node::idmp_clock::bounds(ttl, max)
-        .map_err(|e| format!("IDMP clock: {e}; refusing the RDB file"))?;
-    if now > i64::MAX as u64 {
-        return Err(format!(
-            "IDMP clock time {now} past 2^63-1; refusing the RDB file"
-        ));
-    }
+    let (ttl, max) = node::idmp_clock::check(now, ttl, max)
+        .map_err(|e| format!("IDMP clock {now} {ttl} {max}: {e}; refusing the RDB file"))?;
     node::idmp_clock::replayed(now, ttl, max, false);
     Ok(())
 }

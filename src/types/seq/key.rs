@@ -3,7 +3,7 @@
 
 use super::value::{Tracked, Value};
 use super::TYPE;
-use crate::core::idmp::{Entry, Window};
+use crate::core::idmp::{Entry, SeqTokens};
 use crate::core::seq::Seq;
 use crate::error::Error;
 use crate::host::key::TypedKey;
@@ -32,7 +32,7 @@ impl<'a> SeqKey<'a> {
     }
 
     /// The key's tokens (`None` when it has none or is missing).
-    pub(crate) fn window(&self) -> Option<&Window> {
+    pub(crate) fn window(&self) -> Option<&SeqTokens> {
         match Value::of(self.0.value()?) {
             Value::Boxed(t) => Some(&t.window),
             Value::Inline(_) => None,
@@ -52,19 +52,24 @@ impl<'a> SeqKey<'a> {
             Some(word) => self.0.put(Made::Inline(word)),
             None => self.put_boxed(Tracked {
                 seq: s,
-                window: Window::default(),
+                window: SeqTokens::default(),
             }),
         }
     }
 
     /// Stores `s` and records a token: the `drop` oldest tokens go, `e` is appended.
-    pub(crate) fn set_with_token(&mut self, s: Seq, drop: usize, e: Entry) -> Result<(), Error> {
+    pub(crate) fn set_with_token(
+        &mut self,
+        s: Seq,
+        drop: usize,
+        e: Entry<u64>,
+    ) -> Result<(), Error> {
         if let Some(t) = self.0.value_mut() {
             t.seq = s;
             t.window.apply(drop, e);
             return Ok(());
         }
-        let mut window = Window::default();
+        let mut window = SeqTokens::default();
         window.apply(drop, e);
         self.put_boxed(Tracked { seq: s, window })
     }

@@ -103,7 +103,7 @@ impl DataType for SeqType {
             if count == 0 {
                 return Err("token count 0 with tokens flagged".to_owned());
             }
-            window = tokens::load(rdb, count)?;
+            window = tokens::load(rdb, count, tokens::load_count)?;
         }
         Ok(Tracked { seq, window }.made())
     }
@@ -116,7 +116,7 @@ impl DataType for SeqType {
             Some(w) => {
                 rdb.save_u64(HAS_TOKENS);
                 rdb.save_u64(w.len() as u64);
-                tokens::save(rdb, w);
+                tokens::save(rdb, w, tokens::save_count);
             }
         }
     }
@@ -127,7 +127,7 @@ impl DataType for SeqType {
     fn rewrite(out: &AofKey, v: &Value) {
         emit_marks(out);
         let (s, window) = v.parts();
-        tokens::rewrite(out, c"SEQ.IDMPSET", window);
+        tokens::rewrite_seq(out, window);
         out.emit_key_int(c"SEQ.SET", int(s.value()));
     }
 
@@ -137,7 +137,7 @@ impl DataType for SeqType {
     fn digest(v: &Value, d: &Digest) {
         let (s, window) = v.parts();
         d.add_int(s.value() as i64);
-        tokens::digest(d, window);
+        tokens::digest(d, window, |d, count| d.add_int(*count as i64));
         d.end();
     }
 

@@ -2,7 +2,7 @@
 //! [`Tracked`] state (`host::value`), used by keys holding IDMP tokens and by the rare values
 //! above 2^62-1. A key that never used IDMP keeps the one-word form and costs no allocation.
 
-use crate::core::idmp::Window;
+use crate::core::idmp::SeqTokens;
 use crate::core::seq::Seq;
 use crate::host::value::{Made, Word};
 
@@ -10,7 +10,7 @@ use crate::host::value::{Made, Word};
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Tracked {
     pub(crate) seq: Seq,
-    pub(crate) window: Window,
+    pub(crate) window: SeqTokens,
 }
 
 /// A sequence key's value, read.
@@ -29,7 +29,7 @@ impl<'a> Value<'a> {
     }
 
     /// The state, and the tokens (`None` when there are none).
-    pub(crate) fn parts(&self) -> (Seq, Option<&'a Window>) {
+    pub(crate) fn parts(&self) -> (Seq, Option<&'a SeqTokens>) {
         match *self {
             Value::Inline(s) => (s, None),
             Value::Boxed(t) => (t.seq, Some(&t.window).filter(|w| !w.is_empty())),

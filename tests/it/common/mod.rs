@@ -28,6 +28,7 @@ mod files;
 mod ids;
 mod ports;
 pub mod rdb;
+mod rng;
 mod server;
 
 pub use assertions::*;
@@ -38,4 +39,5 @@ pub use files::*;
 pub use ids::*;
 pub use ports::*;
 pub use redis::{Connection, Value};
+pub use rng::Rng;
 pub use server::*;

@@ -337,4 +337,16 @@ mod tests {
         let f = run(&[], &[idmp(1, 0, 5), idmp(2, 1, 5)], &terms, |_| 0);
         assert_eq!((f.seq.twice, f.idmp_two_values), (1, 0));
     }
+
+    /// A message ID's number keeps its order and its time (README's example ID, whose time
+    /// MSGID.DECODE gives as 1795263894624).
+    #[test]
+    fn message_ids_keep_order_and_time() {
+        use crate::jepsen::load::{msgid_time_ms, msgid_value};
+        let v = msgid_value(b"D1VO-8H8O-0006-D3E6").unwrap();
+        assert_eq!(msgid_time_ms(v), 1_795_263_894_624);
+        let w = msgid_value(b"D1VO-8H8O-0006-D3E7").unwrap();
+        assert!(w > v);
+        assert!(msgid_value(b"D1VO-8H8O-0006-D3E").is_none());
+    }
 }

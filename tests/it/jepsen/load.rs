@@ -117,6 +117,16 @@ pub fn msgid_value(id: &[u8]) -> Option<u128> {
     (n == 16).then_some(v)
 }
 
+/// The time field (Unix ms) of a message ID held as [`msgid_value`] made it: the 16 base32hex
+/// digits are the 80-bit ID, whose top 42 bits are the time.
+pub fn msgid_time_ms(v: u128) -> i64 {
+    let mut n: u128 = 0;
+    for i in (0..16).rev() {
+        n = (n << 5) | ((v >> (6 * i)) & 0x1F);
+    }
+    i64::try_from(n >> 38).unwrap_or(i64::MAX)
+}
+
 /// Everything the clients share.
 pub struct Shared {
     pub convs: Vec<Conv>,

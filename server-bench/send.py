@@ -1,0 +1,416 @@
+#!/usr/bin/env python3
+"""IM.SEND against examples/lua/send.lua and against its parts called alone (issue 29).
+
+Four measurements, each on its own fresh redis-server with the module loaded:
+
+1. Instructions per message inside Redis's call() (callgrind, as server-bench/instructions.py
+   counts them), at 1, 5 and 50 recipients, for the same stream of sends three ways:
+   - `IM.SEND` (native),
+   - `EVALSHA` of send.lua,
+   - its parts called alone: `MSGID.GEN ct tag`, `UID.GEN tag STRING`, `SEQ.NEXT seq IDMP
+     <sha1(sender|id)>`, then per recipient `ZADD inbox seq member` and, where the inbox is
+     past the cap, `ZPOPMIN inbox n` and `SEQ.ADVANCE trimmed <dropped seq>` (the commands that
+     write the same data, without the script's ZCARD).
+   The stream: random conversations out of CONVS, each with the same recipients u0..u<R-1>, a
+   random sender, a new client message id per send, a 40-byte body, cap 10. Every inbox starts
+   full (an RDB file made beforehand by the same sends, loaded with `imid.seq-gap 0`), so every
+   send trims one message per inbox, as in a steady state.
+2. Throughput, native against send.lua in one run (redis-benchmark, 50 clients, pipeline 1 and
+   16, the same keys: random conversations out of 1,000 per placeholder, cap 10, 1 recipient),
+   in interleaved rounds; the median of the rounds.
+3. One inbox write three ways (--only zadd): the key API IM.SEND uses, RedisModule_Call of
+   ZADD, and ZADD itself (server-bench/floor.c's floor.zadd.api and floor.zadd.call).
+4. Latency of one send to 1, 100 and 1,000 recipients: the server's own time per call (INFO
+   commandstats' usec_per_call: how long a call blocked the server), the mean of CALLS sends
+   after a warm-up that filled every inbox to the cap.
+
+    server-bench/send.py --module target/release/libimid.so [--smoke] [--json out.json]
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import instructions as ins  # noqa: E402  (the script's own directory)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SEND_LUA = open(os.path.join(ROOT, "examples", "lua", "send.lua")).read()
+CONVS = 200
+CAP = 10
+BODY = "b" * 40
+PIPELINE = 16
+# Targets of issue 29, per recipient count: native / send.lua, native / parts.
+MAX_VS_LUA = 0.25
+MAX_VS_PARTS = 1.2
+
+
+def encode(args):
+    out = [f"*{len(args)}\r\n".encode()]
+    for a in args:
+        b = a.encode() if isinstance(a, str) else a
+        out.append(f"${len(b)}\r\n".encode() + b + b"\r\n")
+    return b"".join(out)
+
+
+def run_pipelined(c, commands):
+    """Sends the commands PIPELINE at a time; every reply must not be an error."""
+    for i in range(0, len(commands), PIPELINE):
+        batch = commands[i:i + PIPELINE]
+        c.sock.sendall(b"".join(encode(a) for a in batch))
+        for a in batch:
+            r = c._reply()
+            if isinstance(r, ins.Error):
+                raise RuntimeError(f"{a[:3]}...: {r}")
+
+
+class Stream:
+    """The sends of one measurement: (conversation, sender, client id) per send."""
+
+    def __init__(self, recipients, n, seed):
+        rng = random.Random(seed)
+        self.recipients = recipients
+        self.sends = [(rng.randrange(CONVS), f"u{rng.randrange(recipients)}", f"c{seed}-{i}")
+                      for i in range(n)]
+
+    @staticmethod
+    def keys(conv, recipients):
+        tag = f"{{conv:{conv}}}"
+        keys = [tag, f"{tag}:seq"]
+        for u in range(recipients):
+            keys += [f"{tag}:inbox:u{u}", f"{tag}:trimmed:u{u}"]
+        return keys
+
+    def native(self):
+        return [["IM.SEND", *self.keys(conv, self.recipients), "1", sender, cid, BODY, str(CAP)]
+                for conv, sender, cid in self.sends]
+
+    def lua(self, sha):
+        out = []
+        for conv, sender, cid in self.sends:
+            keys = self.keys(conv, self.recipients)
+            out.append(["EVALSHA", sha, str(len(keys)), *keys, "1", sender, cid, BODY, str(CAP)])
+        return out
+
+
+def run_parts(c, stream, sizes):
+    """The stream as its parts called alone (see the module comment). `sizes` is every inbox's
+    length, which the client tracks to know when to trim."""
+    for conv, sender, cid in stream.sends:
+        tag = f"{{conv:{conv}}}"
+        token = hashlib.sha1(f"{sender}|{cid}".encode()).hexdigest()
+        first = [["MSGID.GEN", "1", tag], ["UID.GEN", tag, "STRING"],
+                 ["SEQ.NEXT", f"{tag}:seq", "IDMP", token]]
+        c.sock.sendall(b"".join(encode(a) for a in first))
+        msgid, uid, (seq, _dup) = c._reply(), c._reply(), c._reply()
+        member = f"{msgid}|{uid}|{sender}|{BODY}"
+        writes, trims = [], []
+        for u in range(stream.recipients):
+            inbox = f"{tag}:inbox:u{u}"
+            writes.append(["ZADD", inbox, str(seq), member])
+            n = sizes.get(inbox, 0) + 1
+            if n > CAP:
+                trims.append((inbox, f"{tag}:trimmed:u{u}", n - CAP))
+                n = CAP
+            sizes[inbox] = n
+        writes += [["ZPOPMIN", inbox, str(k)] for inbox, _, k in trims]
+        c.sock.sendall(b"".join(encode(a) for a in writes))
+        replies = [c._reply() for _ in writes]
+        popped = replies[len(writes) - len(trims):]
+        advances = [["SEQ.ADVANCE", t, p[-1]] for (_, t, _), p in zip(trims, popped)]
+        if advances:
+            c.sock.sendall(b"".join(encode(a) for a in advances))
+            for a in advances:
+                r = c._reply()
+                if isinstance(r, ins.Error):
+                    raise RuntimeError(f"{a}: {r}")
+        for r in replies:
+            if isinstance(r, ins.Error):
+                raise RuntimeError(r)
+
+
+def server_args(workdir, log, dbfile, module):
+    return lambda port: [
+        SERVER, "--port", str(port), "--bind", ins.HOST, "--save", "", "--appendonly", "no",
+        "--dir", workdir, "--dbfilename", dbfile, "--logfile", log,
+        "--loadmodule", module, "--imid.seq-gap", "0",
+    ]
+
+
+def prefill(workdir, module, recipients):
+    """An RDB file where every inbox of every conversation is full: the same kind of sends,
+    natively, on an ordinary server. Returns its file name and the inbox sizes."""
+    name = f"full{recipients}.rdb"
+    if os.path.exists(os.path.join(workdir, name)):
+        os.remove(os.path.join(workdir, name))
+    log = os.path.join(workdir, f"prefill{recipients}.log")
+    proc, port = ins.start(server_args(workdir, log, name, module), log, 30)
+    try:
+        c = ins.Client(port)
+        cmds = []
+        for conv in range(CONVS):
+            keys = Stream.keys(conv, recipients)
+            for i in range(CAP + 1):  # every inbox full, every trimmed marker there
+                cmds.append(["IM.SEND", *keys, "1", "u0", f"pre-{i}", BODY, str(CAP)])
+        run_pipelined(c, cmds)
+        if c("SAVE") != "OK":
+            raise RuntimeError("SAVE failed")
+        c.close()
+    finally:
+        ins.stop(proc)
+    sizes = {f"{{conv:{conv}}}:inbox:u{u}": CAP for conv in range(CONVS)
+             for u in range(recipients)}
+    return name, sizes
+
+
+def count(workdir, module, dbfile, label, warm, drive):
+    """Instructions inside call() while `drive(client)` runs, on a fresh server under callgrind
+    that loaded `dbfile`, after `warm(client)` (not counted: the script's load, and the one-time
+    work of a server's first sends, the leases' and the IDMP clock's first write)."""
+    out = os.path.join(workdir, f"{label}.cg")
+    log = os.path.join(workdir, f"{label}.log")
+    base = server_args(workdir, log, dbfile, module)
+    cmd = lambda port: ["valgrind", "--tool=callgrind", "--collect-atstart=no",
+                        "--toggle-collect=call", f"--callgrind-out-file={out}", *base(port)]
+    proc, port = ins.start(cmd, log, 300)
+    try:
+        c = ins.Client(port)
+        c.sock.settimeout(1200)
+        warm(c)
+        res = subprocess.run(["callgrind_control", "-z", str(proc.pid)],
+                             capture_output=True, text=True, timeout=120)
+        if res.returncode != 0 or "OK" not in res.stdout:
+            raise RuntimeError(f"callgrind_control -z: {res.stdout}{res.stderr}")
+        drive(c)
+        c.close()
+    finally:
+        ins.stop(proc)
+    with open(out) as f:
+        for line in f:
+            if line.startswith(("summary:", "totals:")):
+                return int(line.split()[1])
+    raise RuntimeError(f"no totals in {out}")
+
+
+def instructions(workdir, module, counts):
+    rows = []
+    for recipients, n in counts:
+        dbfile, sizes = prefill(workdir, module, recipients)
+        stream = Stream(recipients, n, seed=recipients)
+        warm = Stream(recipients, 20, seed=1000 + recipients)
+        got = {}
+        got["native"] = count(workdir, module, dbfile, f"native{recipients}",
+                              lambda c: run_pipelined(c, warm.native()),
+                              lambda c: run_pipelined(c, stream.native()))
+        sha = hashlib.sha1(SEND_LUA.encode()).hexdigest()
+
+        def lua_warm(c):
+            if c("SCRIPT", "LOAD", SEND_LUA) != sha:
+                raise RuntimeError("SCRIPT LOAD")
+            run_pipelined(c, warm.lua(sha))
+        got["lua"] = count(workdir, module, dbfile, f"lua{recipients}", lua_warm,
+                           lambda c: run_pipelined(c, stream.lua(sha)))
+        part_sizes = dict(sizes)
+        got["parts"] = count(workdir, module, dbfile, f"parts{recipients}",
+                             lambda c: run_parts(c, warm, part_sizes),
+                             lambda c: run_parts(c, stream, part_sizes))
+        row = {"recipients": recipients, "sends": n,
+               **{k: v / n for k, v in got.items()}}
+        row["vs_lua"] = row["native"] / row["lua"]
+        row["vs_parts"] = row["native"] / row["parts"]
+        rows.append(row)
+        print(f"  {recipients:>3} recipients: IM.SEND {row['native']:>10,.0f}  send.lua "
+              f"{row['lua']:>10,.0f}  parts {row['parts']:>10,.0f}  "
+              f"({row['vs_lua']:.3f} x send.lua, {row['vs_parts']:.2f} x parts)",
+              file=sys.stderr, flush=True)
+    return rows
+
+
+def throughput(workdir, module, requests, rounds):
+    log = os.path.join(workdir, "tput.log")
+    proc, port = ins.start(server_args(workdir, log, "none.rdb", module), log, 30)
+    try:
+        c = ins.Client(port)
+        sha = c("SCRIPT", "LOAD", SEND_LUA)
+        c.close()
+        keys = ["{c:__rand_int__}", "{c:__rand_int__}:seq", "{c:__rand_int__}:inbox",
+                "{c:__rand_int__}:trimmed"]
+        args = ["1", "alice", "id:__rand_int__", BODY, str(CAP)]
+        ways = {"IM.SEND": ["IM.SEND", *keys, *args],
+                "send.lua": ["EVALSHA", sha, "4", *keys, *args]}
+        runs = {}
+        for r in range(rounds):
+            for pipeline in (1, 16):
+                for name, argv in ways.items():
+                    bench = ["redis-benchmark", "-h", ins.HOST, "-p", str(port), "-c", "50",
+                             "-P", str(pipeline), "-n", str(requests), "-r", "1000", "--csv"]
+                    res = subprocess.run(bench + argv, capture_output=True, text=True,
+                                         timeout=600)
+                    if res.returncode != 0 or "ERR" in res.stdout + res.stderr:
+                        raise RuntimeError(f"redis-benchmark {name}: {res.stdout}{res.stderr}")
+                    line = [x for x in res.stdout.splitlines() if x.startswith('"')][-1]
+                    rps = float(line.split(",")[1].strip('"'))
+                    runs.setdefault((name, pipeline), []).append(rps)
+    finally:
+        ins.stop(proc)
+    out = []
+    for pipeline in (1, 16):
+        a = statistics.median(runs[("IM.SEND", pipeline)])
+        b = statistics.median(runs[("send.lua", pipeline)])
+        out.append({"pipeline": pipeline, "native_rps": a, "lua_rps": b, "ratio": a / b,
+                    "native_runs": runs[("IM.SEND", pipeline)],
+                    "lua_runs": runs[("send.lua", pipeline)]})
+        print(f"  pipeline {pipeline:>2}: IM.SEND {a:>9,.0f}/s  send.lua {b:>9,.0f}/s  "
+              f"({a / b:.2f} x)", file=sys.stderr, flush=True)
+    return out
+
+
+def latency(workdir, module, sizes, calls):
+    log = os.path.join(workdir, "latency.log")
+    proc, port = ins.start(server_args(workdir, log, "none.rdb", module), log, 30)
+    rows = []
+    try:
+        c = ins.Client(port)
+        c.sock.settimeout(600)
+        sha = c("SCRIPT", "LOAD", SEND_LUA)
+        for recipients in sizes:
+            for name in ("IM.SEND", "send.lua"):
+                keys = Stream.keys(f"lat-{name}-{recipients}", recipients)
+
+                def send(i):
+                    args = ["1", "u0", f"{name}-{i}", BODY, str(CAP)]
+                    argv = (["IM.SEND", *keys, *args] if name == "IM.SEND"
+                            else ["EVALSHA", sha, str(len(keys)), *keys, *args])
+                    r = c(*argv)
+                    if isinstance(r, ins.Error):
+                        raise RuntimeError(f"{name} to {recipients}: {r}")
+                for i in range(CAP + 1):  # every inbox full
+                    send(i)
+                c("CONFIG", "RESETSTAT")
+                for i in range(CAP + 1, CAP + 1 + calls):
+                    send(i)
+                verb = "im.send" if name == "IM.SEND" else "evalsha"
+                stats = c("INFO", "commandstats")
+                line = [x for x in stats.splitlines() if x.startswith(f"cmdstat_{verb}:")][0]
+                fields = dict(kv.split("=") for kv in line.split(":", 1)[1].split(","))
+                if int(fields["calls"]) != calls:
+                    raise RuntimeError(f"{name}: {fields['calls']} calls counted, {calls} made")
+                row = {"recipients": recipients, "command": name,
+                       "mean_us": float(fields["usec_per_call"])}
+                rows.append(row)
+                print(f"  {name:<8} to {recipients:>4} recipients: {row['mean_us']:>8,.1f} µs per "
+                      "call", file=sys.stderr, flush=True)
+        c.close()
+    finally:
+        ins.stop(proc)
+    return rows
+
+
+def zadd_paths(workdir, module, n):
+    """One inbox write three ways, instructions per call inside call() (instructions.py's
+    count): the key API as IM.SEND writes (floor.zadd.api), RedisModule_Call of ZADD
+    (floor.zadd.call), and ZADD itself. Random keys out of 1,000, members of 80 bytes (sorted
+    sets past the listpack, as inboxes are)."""
+    floor = ins.build_floor(workdir)
+    member = "m:__rand_int__:" + "x" * 65
+    rows = []
+    for name, argv in (("key API (RedisModule_ZsetAdd)", ["floor.zadd.api"]),
+                       ("RedisModule_Call of ZADD", ["floor.zadd.call"]),
+                       ("ZADD, the command", ["ZADD"])):
+        v = ins.count(SERVER, workdir, module, floor,
+                      argv + ["z:__rand_int__", "__rand_int__", member], n, 1000, False, False,
+                      f"zadd{len(rows)}")
+        rows.append({"path": name, "instructions": v})
+        print(f"  {name:<32} {v:>8,.0f}", file=sys.stderr, flush=True)
+    return rows
+
+
+def render(data):
+    out = ["Instructions per message inside call() (callgrind, " + data["server"] + "):", "",
+           "| recipients | IM.SEND | send.lua | parts alone | IM.SEND / send.lua "
+           f"(target ≤ {MAX_VS_LUA}) | IM.SEND / parts (target ≤ {MAX_VS_PARTS}) |",
+           "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in data["instructions"]:
+        out.append(f"| {r['recipients']} | {r['native']:,.0f} | {r['lua']:,.0f} | "
+                   f"{r['parts']:,.0f} | {r['vs_lua']:.3f} "
+                   f"({'met' if r['vs_lua'] <= MAX_VS_LUA else 'short'}) | {r['vs_parts']:.2f} "
+                   f"({'met' if r['vs_parts'] <= MAX_VS_PARTS else 'short'}) |")
+    if data.get("zadd"):
+        out += ["", "One inbox write (instructions per call inside call()):", "",
+                "| path | instructions |", "| --- | ---: |"]
+        out += [f"| {r['path']} | {r['instructions']:,.0f} |" for r in data["zadd"]]
+    out += ["", "Throughput (redis-benchmark, 50 clients, 1 recipient, cap 10, median of "
+            f"{data['rounds']} interleaved rounds):", "",
+            "| pipeline | IM.SEND req/s | send.lua req/s | IM.SEND / send.lua |",
+            "| ---: | ---: | ---: | ---: |"]
+    for r in data["throughput"]:
+        out.append(f"| {r['pipeline']} | {r['native_rps']:,.0f} | {r['lua_rps']:,.0f} | "
+                   f"{r['ratio']:.2f} |")
+    out += ["", "Latency of one send (the server's time per call, INFO commandstats, inboxes "
+            "full):", "", "| recipients | command | µs per call |", "| ---: | --- | ---: |"]
+    for r in data["latency"]:
+        out.append(f"| {r['recipients']} | {r['command']} | {r['mean_us']:,.1f} |")
+    return out
+
+
+SERVER = os.environ.get("REDIS_SERVER", "redis-server")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--module", default=os.path.join(ROOT, "target/release/libimid.so"))
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks that it all runs")
+    ap.add_argument("--only", default="instructions,zadd,throughput,latency")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    module = os.path.abspath(args.module)
+    if not os.path.exists(module):
+        sys.exit(f"{module} missing: run `make build` first")
+    for tool in ("valgrind", "callgrind_control", "redis-benchmark", SERVER):
+        if not shutil.which(tool):
+            sys.exit(f"{tool} not found (scripts/deps.sh installs it)")
+
+    def on_signal(signum, _frame):
+        ins.stop_all()
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    only = args.only.split(",")
+    if args.smoke:
+        counts, requests, rounds, calls = [(1, 40), (5, 20), (50, 4)], 2000, 1, 3
+    else:
+        counts, requests, rounds, calls = [(1, 4000), (5, 2000), (50, 400)], 100_000, 3, 50
+    version = subprocess.run([SERVER, "--version"], capture_output=True, text=True).stdout
+    data = {"server": version.strip(), "rounds": rounds, "instructions": [], "throughput": [],
+            "latency": [], "zadd": []}
+    with tempfile.TemporaryDirectory(prefix="imid-send-") as workdir:
+        try:
+            if "instructions" in only:
+                data["instructions"] = instructions(workdir, module, counts)
+            if "zadd" in only:
+                data["zadd"] = zadd_paths(workdir, module, 400 if args.smoke else 20_000)
+            if "throughput" in only:
+                data["throughput"] = throughput(workdir, module, requests, rounds)
+            if "latency" in only:
+                data["latency"] = latency(workdir, module, [1, 100, 1000], calls)
+        finally:
+            ins.stop_all()
+    print("\n".join(render(data)))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(data, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

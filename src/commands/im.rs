@@ -1,0 +1,391 @@
+//! The IM flow, natively: IM.SEND does what `examples/lua/send.lua` does (the script stays, as
+//! the way to change the storage model), and IM.SENDSET is its replicated form.
+//!
+//! IM.SEND tag seq inbox trimmed [inbox trimmed ...] channel_type sender client_msg_id body cap
+//!
+//! In the script's order and with its rules (`core::send`): a message ID (MSGID.GEN's, for the
+//! tag), a UID (UID.GEN's), then the next value of the conversation's sequence at most once per
+//! IDMP token `sha1hex(sender|client_msg_id)` (the reserve protocol, `commands::reserve`); a
+//! retry writes nothing and replies the first send's seq with its IDs read back from the first
+//! inbox still holding the message. Otherwise `msgid|uid|sender|body` goes into each inbox at
+//! score seq, each inbox keeps its newest `cap` members, and the highest dropped score raises
+//! that recipient's trimmed marker. Reply `[seq, msgid, duplicate, uid]`.
+//!
+//! All or nothing: every argument and every key's type is checked before anything is written
+//! (the script checks an inbox's or a marker's type only when it reaches it, after writing what
+//! came before). The IDs are issued before the sequence key is read, as the script issues them,
+//! so a run of sends and retries takes the same IDs either way.
+//!
+//! Replication: replaying IM.SEND as called would issue other IDs (they come from the clock), so
+//! it replicates one command, `IM.SENDSET "seq msgid uid expires-ms dropped" <IM.SEND's
+//! arguments>`: the values it chose as one argument, then its own arguments by reference (one
+//! `RedisModule_Replicate`, one argument object made). IM.SENDSET sets the sequence to `seq`, records the token with its
+//! absolute expiry after dropping the `dropped` oldest (as SEQ.IDMPSET does), and writes the
+//! inboxes and markers as IM.SEND did: deterministic on the same data, so it replicates as
+//! called. Nothing is replicated for a retry. The leases (MSGID.FLOOR, UID.FLOOR) and the IDMP
+//! clock (SEQ.IDMPCLOCK) go out as for MSGID.GEN, UID.GEN and SEQ.NEXT ... IDMP.
+
+use super::msgid::new_id;
+use super::reserve::{finish, settle, Kind, Settled, Stored, RETRY};
+use super::uid::new_uid;
+use crate::core::idmp::Entry;
+use crate::core::int;
+use crate::core::msgid::MsgId;
+use crate::core::reserve::Idmp;
+use crate::core::send;
+use crate::core::seq::Seq;
+use crate::error::{err, Error, WRONGTYPE};
+use crate::host::zset::{Member, ZsetKey};
+use crate::host::{Arg, Ctx, Owned};
+use crate::node;
+use crate::node::fence::{self, Need, Verdict};
+use crate::types::seq::key::SeqKey;
+
+/// The sequence key's part: what SEQ.NEXT ... IDMP does, with its keyspace event.
+const NEXT: Kind = Kind {
+    event: c"seq.next",
+    set: c"SEQ.SET",
+    idmpset: c"SEQ.IDMPSET",
+    request: "COUNT",
+};
+
+/// IM.SENDSET's argument before IM.SEND's arguments (`core::send::Ids`).
+const SENDSET_PREFIX: usize = 1;
+
+/// IM.SEND's arguments, checked (the channel type and the tag are MSGID.GEN's to check).
+struct Send<'a> {
+    tag: &'a Arg,
+    seq: &'a Arg,
+    /// inbox, trimmed, inbox, trimmed, ...
+    pairs: &'a [Arg],
+    channel_type: &'a Arg,
+    sender: &'a [u8],
+    client_msg_id: &'a [u8],
+    body: &'a [u8],
+    cap: u64,
+}
+
+/// `tag seq (inbox trimmed)... channel_type sender client_msg_id body cap`, checked in the
+/// script's order: the keys' count, the cap, the sender, the client message id.
+fn parse(args: &[Arg]) -> Result<Send<'_>, Error> {
+    let n = send::pairs(args.len())?;
+    let (tag, seq, pairs, tail) = match args {
+        [tag, seq, rest @ ..] => match rest.split_at_checked(2 * n) {
+            Some((pairs, tail)) => (tag, seq, pairs, tail),
+            None => return Err(send::layout_error()),
+        },
+        _ => return Err(send::layout_error()),
+    };
+    let [channel_type, sender, client_msg_id, body, cap] = tail else {
+        return Err(send::layout_error());
+    };
+    let cap = send::cap(cap.bytes())?;
+    send::check_sender(sender.bytes(), client_msg_id.bytes())?;
+    Ok(Send {
+        tag,
+        seq,
+        pairs,
+        channel_type,
+        sender: sender.bytes(),
+        client_msg_id: client_msg_id.bytes(),
+        body: body.bytes(),
+        cap,
+    })
+}
+
+/// Answers Redis's keys position request: the tag, the sequence, every inbox and trimmed key
+/// (`offset` values before them for IM.SENDSET).
+fn key_positions(ctx: &Ctx, args: &[Arg], offset: usize) {
+    let keys = args.len().saturating_sub(1 + offset + send::TAIL);
+    for i in 1 + offset..=keys + offset {
+        ctx.key_at(i);
+    }
+}
+
+/// IM.SEND tag seq inbox trimmed [inbox trimmed ...] channel_type sender client_msg_id body cap
+pub(crate) fn send(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    if ctx.keys_position_request() {
+        key_positions(ctx, args, 0);
+        return Ok(());
+    }
+    let [_, rest @ ..] = args else {
+        return Err(Error::WrongArity);
+    };
+    let s = parse(rest)?;
+    send::check_recipients(s.pairs.len() / 2)?;
+    // The IDs first, as the script takes them (MSGID.GEN checks the channel type and the tag).
+    let (msgid, msgid_ms) = new_id(ctx, s.channel_type, s.tag)?;
+    let (uid, uid_ms) = new_uid(ctx, s.tag)?;
+    let token = send::token(s.sender, s.client_msg_id);
+    let clock = node::idmp_clock::for_call(ctx)?;
+    let idmp = Idmp {
+        token: &token,
+        ask: 1,
+        clock: clock.clock(),
+    };
+    let mut seqkey = SeqKey::open(ctx, s.seq, true)?;
+    // The fence (docs/durability.md): the sequence value, the token's record and both IDs, once
+    // the inboxes are open (a refusal changes nothing).
+    let (stored, (keys, verdict)) = match settle(ctx, &NEXT, &mut seqkey, 1, Some(&idmp), |need| {
+        let keys = open_pairs(ctx, &s)?;
+        let need = Need {
+            msgid_ms: Some(msgid_ms),
+            uid_ms: Some(uid_ms),
+            ..need
+        };
+        Ok((keys, fence::check(ctx, need)?))
+    })? {
+        Settled::Duplicate(last) => {
+            drop(seqkey);
+            let reply = retry(ctx, &s, last)?;
+            return match fence::check(ctx, RETRY)? {
+                Verdict::Now => {
+                    ctx.reply_owned(&reply);
+                    Ok(())
+                }
+                Verdict::Wait => fence::wait(ctx, reply),
+            };
+        }
+        Settled::Stored(st, found) => (st, found),
+    };
+    drop(seqkey);
+    // The sequence key changed: the call's IDMP clock becomes the node's, written to the
+    // streams before the call's IM.SENDSET.
+    clock.commit(ctx);
+    finish(ctx, &NEXT, s.seq, &stored, 1);
+    let seq = stored.last;
+    let mut digits = [0u8; 20];
+    let uid_text = send::decimal(uid, &mut digits);
+    deliver(ctx, &s, keys, seq, &msgid, uid_text)?;
+    let (expires_ms, dropped) = token_effect(&stored);
+    let ids = send::Ids {
+        seq,
+        msgid: &msgid,
+        uid,
+        expires_ms,
+        dropped,
+    };
+    ctx.replicate_send(c"IM.SENDSET", ids.text(&mut [0; send::IDS_MAX]), rest);
+    if verdict == Verdict::Wait {
+        let reply = Owned::Array(vec![
+            Owned::Int(int(seq)),
+            Owned::Bulk(msgid.to_vec()),
+            Owned::Int(0),
+            Owned::Bulk(uid_text.to_vec()),
+        ]);
+        return fence::wait(ctx, reply);
+    }
+    ctx.reply_array(4);
+    ctx.reply_int(int(seq));
+    ctx.reply_bulk(&msgid);
+    ctx.reply_int(0);
+    ctx.reply_bulk(uid_text);
+    Ok(())
+}
+
+/// The token record's expiry and drop count, as SEQ.IDMPSET carries them.
+fn token_effect(s: &Stored) -> (u64, u64) {
+    match s.effect {
+        Some([_, expires, dropped]) => (expires.unsigned_abs(), dropped.unsigned_abs()),
+        None => (0, 0),
+    }
+}
+
+/// The inbox and trimmed keys of a send, checked before anything is written: every inbox a
+/// sorted set (or missing), every trimmed key a sequence (or missing).
+enum Pairs<'a> {
+    /// Every name distinct (the usual case): each key opened once, for writing, here, and
+    /// written through the same handle.
+    Held(Vec<(ZsetKey<'a>, SeqKey<'a>)>),
+    /// A name given twice (a recipient named twice, a key in two roles): checked here, then
+    /// opened again one at a time as the script reaches it, so that a key written in one role
+    /// is seen as it is now in the next (two handles on one missing key must not both create
+    /// it).
+    OneByOne,
+}
+
+fn open_pairs<'a>(ctx: &'a Ctx, s: &Send) -> Result<Pairs<'a>, Error> {
+    let names = std::iter::once(s.seq.bytes()).chain(s.pairs.iter().map(Arg::bytes));
+    if !send::distinct(names) {
+        check_keys(ctx, s)?;
+        return Ok(Pairs::OneByOne);
+    }
+    let mut held = Vec::with_capacity(s.pairs.len() / 2);
+    for pair in s.pairs.chunks_exact(2) {
+        let [inbox, trimmed] = pair else { continue };
+        held.push((
+            ZsetKey::open(ctx, inbox, true)?,
+            SeqKey::open(ctx, trimmed, true)?,
+        ));
+    }
+    Ok(Pairs::Held(held))
+}
+
+/// The checks of [`Pairs::OneByOne`]. A missing inbox that is also the sequence or a trimmed key
+/// would have to hold two types: WRONGTYPE too, as the script would find once it had written
+/// the other.
+fn check_keys(ctx: &Ctx, s: &Send) -> Result<(), Error> {
+    for pair in s.pairs.chunks_exact(2) {
+        let [inbox, trimmed] = pair else { continue };
+        let missing = ZsetKey::open(ctx, inbox, false)?.len() == 0;
+        SeqKey::open(ctx, trimmed, false)?;
+        if missing && aliased(inbox.bytes(), s) {
+            return Err(WRONGTYPE);
+        }
+    }
+    Ok(())
+}
+
+/// Whether `inbox` is also the sequence or a trimmed key of the call.
+fn aliased(inbox: &[u8], s: &Send) -> bool {
+    inbox == s.seq.bytes()
+        || s.pairs
+            .chunks_exact(2)
+            .any(|p| p.get(1).is_some_and(|t| t.bytes() == inbox))
+}
+
+/// The message into every inbox, each kept to the cap, each marker raised: what IM.SEND and
+/// IM.SENDSET write after the sequence, in the script's order (per recipient: ZADD, ZPOPMIN of
+/// the excess, SEQ.ADVANCE of the marker), with the script's keyspace events.
+fn deliver(
+    ctx: &Ctx,
+    s: &Send,
+    keys: Pairs,
+    seq: u64,
+    msgid: &[u8],
+    uid: &[u8],
+) -> Result<(), Error> {
+    let member = Member::new(&send::member(msgid, uid, s.sender, s.body)).ok_or(Error::Static(
+        c"ERR internal error: could not make the member",
+    ))?;
+    let score = send::score(seq);
+    let names = s.pairs.chunks_exact(2);
+    match keys {
+        Pairs::Held(held) => {
+            for (pair, (mut z, mut t)) in names.zip(held) {
+                let [inbox, trimmed] = pair else { continue };
+                if let Some(top) = add_and_trim(ctx, &mut z, inbox, score, &member, s.cap)? {
+                    advance(ctx, &mut t, trimmed, send::marker(top))?;
+                }
+            }
+        }
+        Pairs::OneByOne => {
+            for pair in names {
+                let [inbox, trimmed] = pair else { continue };
+                let mut z = ZsetKey::open(ctx, inbox, true)?;
+                let top = add_and_trim(ctx, &mut z, inbox, score, &member, s.cap)?;
+                drop(z);
+                if let Some(top) = top {
+                    let mut t = SeqKey::open(ctx, trimmed, true)?;
+                    advance(ctx, &mut t, trimmed, send::marker(top))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// ZADD inbox score member, then ZPOPMIN of what exceeds the cap, each signalled and notified as
+/// those commands do; the highest score dropped, if any.
+fn add_and_trim(
+    ctx: &Ctx,
+    z: &mut ZsetKey,
+    inbox: &Arg,
+    score: f64,
+    member: &Member,
+    cap: u64,
+) -> Result<Option<f64>, Error> {
+    let added = z.add(score, member)?;
+    let excess = (z.len() as u64).saturating_sub(cap);
+    let mut top = None;
+    for _ in 0..excess {
+        match z.pop_min() {
+            Some(dropped) => top = Some(dropped),
+            None => break,
+        }
+    }
+    if added {
+        ctx.zset_changed(c"zadd", inbox);
+    }
+    if top.is_some() {
+        ctx.zset_changed(c"zpopmin", inbox);
+    }
+    Ok(top)
+}
+
+/// SEQ.ADVANCE trimmed value on the open key `k` (named `key`): the marker raised to `value`,
+/// never lowered; signalled only when it moved.
+fn advance(ctx: &Ctx, k: &mut SeqKey, key: &Arg, value: u64) -> Result<(), Error> {
+    let old = k.get().unwrap_or_else(node::missing);
+    let new = old
+        .advance(value)
+        .ok_or_else(|| err("value out of range"))?;
+    if new.value() != old.value() {
+        k.set(new)?;
+        ctx.changed(c"seq.advance", key);
+    }
+    Ok(())
+}
+
+/// A retry's reply: `[seq, msgid, 1, uid]` with the IDs read back from the first inbox that
+/// holds a member at `seq` (nil, nil when none does), in the order given; nothing written.
+fn retry(ctx: &Ctx, s: &Send, seq: u64) -> Result<Owned, Error> {
+    let score = send::score(seq);
+    let mut found = None;
+    for pair in s.pairs.chunks_exact(2) {
+        let [inbox, _] = pair else { continue };
+        if let Some(m) = ZsetKey::open(ctx, inbox, false)?.first_at(score) {
+            found = Some(m);
+            break;
+        }
+    }
+    let ids = found.as_ref().and_then(|m| send::read_back(m.bytes()));
+    let (msgid, uid) = match ids {
+        Some((msgid, uid)) => (Owned::Bulk(msgid.to_vec()), Owned::Bulk(uid.to_vec())),
+        None => (Owned::Null, Owned::Null),
+    };
+    Ok(Owned::Array(vec![
+        Owned::Int(int(seq)),
+        msgid,
+        Owned::Int(1),
+        uid,
+    ]))
+}
+
+/// IM.SENDSET "seq msgid uid expires-ms dropped" tag seq inbox trimmed [...] channel_type sender
+/// client_msg_id body cap
+///
+/// IM.SEND's replicated form (see the module comment): the sequence set to `seq` (marked for the
+/// gap when replayed, as SEQ.SET's value), the token `sha1hex(sender|client_msg_id)` recorded
+/// with `seq`, `expires-ms` and COUNT 1 as its request after the `dropped` oldest tokens go, then
+/// the inboxes, caps and markers as IM.SEND wrote them. Replicates as called. Internal, like
+/// SEQ.IDMPSET; the channel type is carried along, unused.
+pub(crate) fn sendset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    if ctx.keys_position_request() {
+        key_positions(ctx, args, SENDSET_PREFIX);
+        return Ok(());
+    }
+    let [_, ids, rest @ ..] = args else {
+        return Err(Error::WrongArity);
+    };
+    let s = parse(rest)?;
+    let ids = send::Ids::parse(ids.bytes())
+        .ok_or_else(|| err("ids must be 'seq msgid uid expires-ms dropped' (integers in 0..9223372036854775807 and a message id)"))?;
+    let msgid = MsgId::parse(ids.msgid).map_err(err)?.to_text();
+    let (seq, uid, expires) = (ids.seq, ids.uid, ids.expires_ms);
+    let dropped = usize::try_from(ids.dropped).unwrap_or(usize::MAX);
+    let token = send::token(s.sender, s.client_msg_id);
+    let entry = Entry::new(&token, seq, expires, 1u64)
+        .ok_or(Error::Static(c"ERR internal error: token"))?;
+    let new = Seq::new(seq, ctx.is_replay()).ok_or_else(|| err("seq out of range"))?;
+    let mut seqkey = SeqKey::open(ctx, s.seq, true)?;
+    let keys = open_pairs(ctx, &s)?;
+    seqkey.set_with_token(new, dropped, entry)?;
+    drop(seqkey);
+    ctx.changed(NEXT.event, s.seq);
+    let mut digits = [0u8; 20];
+    deliver(ctx, &s, keys, seq, &msgid, send::decimal(uid, &mut digits))?;
+    ctx.replicate_verbatim();
+    ctx.reply_ok();
+    Ok(())
+}

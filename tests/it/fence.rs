@@ -414,3 +414,53 @@ fn a_waiting_call_is_answered_when_the_fence_is_turned_off_and_refused_when_demo
     );
     drop(paused);
 }
+
+#[test]
+fn im_send_waits_for_its_value_record_and_ids_and_its_retry_for_the_record() {
+    let (p, r) = pair(false, "60000", &[]);
+    let paused = Paused::new(&r);
+    let send = [
+        "IM.SEND", "tag", "seq", "inbox", "trimmed", "1", "alice", "c1", "hello", "100",
+    ];
+    let first = call(&p, &send);
+    wait_for_waiters(&p, 1, &[&first]);
+    paused.resume();
+    let Value::Array(a) = answer(&first).unwrap() else {
+        panic!("IM.SEND")
+    };
+    assert_eq!((&a[0], &a[2]), (&Value::Int(1), &Value::Int(0)), "{a:?}");
+    // The retry: the same IDs, once the record is on the replica (it is: no wait left over).
+    let mut con = p.client();
+    let Value::Array(b) = cmd::<Value>(&mut con, &send).unwrap() else {
+        panic!("IM.SEND retry")
+    };
+    assert_eq!(
+        (&b[0], &b[1], &b[2], &b[3]),
+        (&a[0], &a[1], &Value::Int(1), &a[3])
+    );
+    assert_eq!(waiting(&p), 0);
+    // What it handed out replicated.
+    p.wait_replica(&r);
+    assert_eq!(digest(&p), digest(&r));
+    // Inside a script nothing waits: beyond the acknowledged (a raise spent the budget), refused.
+    let paused = Paused::new(&r);
+    ok(&mut con, &["SEQ.SET", "raised", "5000"]);
+    let e = expect_err(
+        &mut con,
+        &bytes(&[
+            "EVAL",
+            "return redis.call('IM.SEND', KEYS[1], KEYS[2], KEYS[3], KEYS[4], '1', 'bob', 'c2', 'x', '100')",
+            "4",
+            "tag",
+            "seq",
+            "inbox",
+            "trimmed",
+        ]),
+    );
+    assert!(
+        e.contains("NOREPLICAS imid: the replicas have not acknowledged enough yet"),
+        "{e}"
+    );
+    assert_eq!(int(&mut con, &["SEQ.GET", "seq"]), 1, "nothing changed");
+    drop(paused);
+}

@@ -505,7 +505,7 @@ mod tests {
         assert_eq!((s.fence_replicas.as_str(), s.fence_timeout), ("2", 250));
         assert_eq!(
             parse(&["fence-replicas", "x"]).unwrap_err(),
-            "module argument fence-replicas 'x' refused: imid.fence-replicas must be auto or an integer in 0..1000"
+            "module argument 2 of 2 (the value of imid.fence-replicas) refused: imid.fence-replicas must be auto or an integer in 0..1000"
         );
         assert_eq!(
             parse(&["fence-timeout", "0"]).unwrap_err(),

@@ -509,7 +509,7 @@ mod tests {
         );
         assert_eq!(
             parse(&["fence-timeout", "0"]).unwrap_err(),
-            "module argument fence-timeout '0' refused: imid.fence-timeout must be an integer in 1..86400000"
+            "module argument 2 of 2 (the value of imid.fence-timeout) refused: imid.fence-timeout must be an integer in 1..86400000"
         );
     }
 

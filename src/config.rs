@@ -249,8 +249,58 @@ pub(crate) static OPENID_KEYS: TextConfig<Parsed> = TextConfig::new(
     |keys, _| keys.text.clone(),
 );
 
+/// `imid.fence-replicas`: how many replicas must acknowledge what a primary hands out before it
+/// replies (`node::fence`, docs/durability.md). `auto`: the server's `min-replicas-to-write`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FenceReplicas {
+    Auto,
+    Count(u64),
+}
+
+/// `imid.fence-replicas`'s largest number (far above any replica count a server has).
+pub(crate) const FENCE_REPLICAS_MAX: u64 = 1000;
+
+pub(crate) fn parse_fence_replicas(text: &str) -> Result<FenceReplicas, String> {
+    if text.eq_ignore_ascii_case("auto") {
+        return Ok(FenceReplicas::Auto);
+    }
+    parse_int(text)
+        .and_then(|n| u64::try_from(n).ok())
+        .filter(|&n| n <= FENCE_REPLICAS_MAX)
+        .map(FenceReplicas::Count)
+        .ok_or_else(|| {
+            format!("imid.fence-replicas must be auto or an integer in 0..{FENCE_REPLICAS_MAX}")
+        })
+}
+
+fn check_fence_replicas(text: &str) -> Result<(), String> {
+    parse_fence_replicas(text).map(|_| ())
+}
+
+pub(crate) static FENCE_REPLICAS: TextConfig<FenceReplicas> = TextConfig::new(
+    FenceReplicas::Auto,
+    "imid.fence-replicas: ",
+    "imid.fence-replicas must be auto or an integer",
+    parse_fence_replicas,
+    |v, _| match v {
+        FenceReplicas::Auto => "auto".to_owned(),
+        FenceReplicas::Count(n) => n.to_string(),
+    },
+);
+
+/// `imid.fence-timeout`: how long (ms) a call waits for the replicas' acknowledgement before it
+/// is answered with the fence's error.
+pub(crate) static FENCE_TIMEOUT: AtomicI64 = AtomicI64::new(1000);
+
+/// `imid.fence-timeout`'s range: a millisecond to a day.
+pub(crate) const FENCE_TIMEOUT_RANGE: (i64, i64) = (1, 86_400_000);
+
+pub(crate) fn fence_timeout_ms() -> u64 {
+    u64::try_from(FENCE_TIMEOUT.load(Ordering::Relaxed)).unwrap_or(1)
+}
+
 /// The module configs, by the name a module argument may give (with or without `imid.`).
-pub(crate) const NAMES: [&str; 9] = [
+pub(crate) const NAMES: [&str; 11] = [
     "seq-gap",
     "seq-idmp-ttl",
     "seq-idmp-max",
@@ -260,6 +310,8 @@ pub(crate) const NAMES: [&str; 9] = [
     "uid-epoch",
     "uid-time-unit",
     "uid-node",
+    "fence-replicas",
+    "fence-timeout",
 ];
 
 /// `imid.seq-gap`'s range, for Redis's own check (CONFIG SET, `--imid.seq-gap`) and for the
@@ -285,6 +337,8 @@ pub(crate) struct Start {
     pub(crate) uid_epoch: String,
     pub(crate) uid_time_unit: String,
     pub(crate) uid_node: String,
+    pub(crate) fence_replicas: String,
+    pub(crate) fence_timeout: i64,
 }
 
 /// Reads the module arguments: `name value` pairs, `name` one of [`NAMES`] with or without the
@@ -344,7 +398,7 @@ pub(crate) fn parse_args(args: &[&[u8]]) -> Result<Start, String> {
         rest = tail;
         n += 2;
     }
-    let [gap, idmp_ttl, idmp_max, keys, hash, layout, epoch, unit, node] = given;
+    let [gap, idmp_ttl, idmp_max, keys, hash, layout, epoch, unit, node, replicas, timeout] = given;
     let refuse = |name: &str, why: String| {
         let pos = NAMES
             .iter()
@@ -390,6 +444,8 @@ pub(crate) fn parse_args(args: &[&[u8]]) -> Result<Start, String> {
         uid_epoch: text("uid-epoch", epoch, "auto", check_uid_epoch)?,
         uid_time_unit: text("uid-time-unit", unit, "auto", check_uid_time_unit)?,
         uid_node: text("uid-node", node, "auto", check_uid_node)?,
+        fence_replicas: text("fence-replicas", replicas, "auto", check_fence_replicas)?,
+        fence_timeout: int("fence-timeout", timeout, 1000, FENCE_TIMEOUT_RANGE)?,
     })
 }
 
@@ -428,6 +484,33 @@ mod tests {
         assert_eq!(s.uid_epoch, "auto");
         assert_eq!(s.uid_time_unit, "auto");
         assert_eq!(s.uid_node, "auto");
+        assert_eq!((s.fence_replicas.as_str(), s.fence_timeout), ("auto", 1000));
+    }
+
+    #[test]
+    fn fence_replicas_is_auto_or_a_count() {
+        assert_eq!(parse_fence_replicas("auto"), Ok(FenceReplicas::Auto));
+        assert_eq!(parse_fence_replicas("AUTO"), Ok(FenceReplicas::Auto));
+        assert_eq!(parse_fence_replicas("0"), Ok(FenceReplicas::Count(0)));
+        assert_eq!(parse_fence_replicas("2"), Ok(FenceReplicas::Count(2)));
+        assert_eq!(parse_fence_replicas("1000"), Ok(FenceReplicas::Count(1000)));
+        for bad in ["", "-1", "1001", "01", "one", " 1"] {
+            assert_eq!(
+                parse_fence_replicas(bad),
+                Err("imid.fence-replicas must be auto or an integer in 0..1000".to_owned()),
+                "{bad:?}"
+            );
+        }
+        let s = parse(&["fence-replicas", "2", "imid.fence-timeout", "250"]).unwrap();
+        assert_eq!((s.fence_replicas.as_str(), s.fence_timeout), ("2", 250));
+        assert_eq!(
+            parse(&["fence-replicas", "x"]).unwrap_err(),
+            "module argument 2 of 2 (the value of imid.fence-replicas) refused: imid.fence-replicas must be auto or an integer in 0..1000"
+        );
+        assert_eq!(
+            parse(&["fence-timeout", "0"]).unwrap_err(),
+            "module argument 2 of 2 (the value of imid.fence-timeout) refused: imid.fence-timeout must be an integer in 1..86400000"
+        );
     }
 
     #[test]

@@ -26,7 +26,7 @@
 //! clock (SEQ.IDMPCLOCK) go out as for MSGID.GEN, UID.GEN and SEQ.NEXT ... IDMP.
 
 use super::msgid::new_id;
-use super::reserve::{finish, settle, Kind, Settled, Stored};
+use super::reserve::{finish, settle, Kind, Settled, Stored, RETRY};
 use super::uid::new_uid;
 use crate::core::idmp::Entry;
 use crate::core::int;
@@ -36,8 +36,9 @@ use crate::core::send;
 use crate::core::seq::Seq;
 use crate::error::{err, Error, WRONGTYPE};
 use crate::host::zset::{Member, ZsetKey};
-use crate::host::{Arg, Ctx};
+use crate::host::{Arg, Ctx, Owned};
 use crate::node;
+use crate::node::fence::{self, Need, Verdict};
 use crate::types::seq::key::SeqKey;
 
 /// The sequence key's part: what SEQ.NEXT ... IDMP does, with its keyspace event.
@@ -113,8 +114,8 @@ pub(crate) fn send(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let s = parse(rest)?;
     send::check_recipients(s.pairs.len() / 2)?;
     // The IDs first, as the script takes them (MSGID.GEN checks the channel type and the tag).
-    let msgid = new_id(ctx, s.channel_type, s.tag)?;
-    let uid = new_uid(ctx, s.tag)?;
+    let (msgid, msgid_ms) = new_id(ctx, s.channel_type, s.tag)?;
+    let (uid, uid_ms) = new_uid(ctx, s.tag)?;
     let token = send::token(s.sender, s.client_msg_id);
     let clock = node::idmp_clock::for_call(ctx)?;
     let idmp = Idmp {
@@ -123,14 +124,29 @@ pub(crate) fn send(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         clock: clock.clock(),
     };
     let mut seqkey = SeqKey::open(ctx, s.seq, true)?;
-    let (stored, keys) = match settle(ctx, &NEXT, &mut seqkey, 1, Some(&idmp), || {
-        open_pairs(ctx, &s)
+    // The fence (docs/durability.md): the sequence value, the token's record and both IDs, once
+    // the inboxes are open (a refusal changes nothing).
+    let (stored, (keys, verdict)) = match settle(ctx, &NEXT, &mut seqkey, 1, Some(&idmp), |need| {
+        let keys = open_pairs(ctx, &s)?;
+        let need = Need {
+            msgid_ms: Some(msgid_ms),
+            uid_ms: Some(uid_ms),
+            ..need
+        };
+        Ok((keys, fence::check(ctx, need)?))
     })? {
         Settled::Duplicate(last) => {
             drop(seqkey);
-            return retry(ctx, &s, last);
+            let reply = retry(ctx, &s, last)?;
+            return match fence::check(ctx, RETRY)? {
+                Verdict::Now => {
+                    ctx.reply_owned(&reply);
+                    Ok(())
+                }
+                Verdict::Wait => fence::wait(ctx, reply),
+            };
         }
-        Settled::Stored(st, keys) => (st, keys),
+        Settled::Stored(st, found) => (st, found),
     };
     drop(seqkey);
     // The sequence key changed: the call's IDMP clock becomes the node's, written to the
@@ -150,6 +166,15 @@ pub(crate) fn send(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         dropped,
     };
     ctx.replicate_send(c"IM.SENDSET", ids.text(&mut [0; send::IDS_MAX]), rest);
+    if verdict == Verdict::Wait {
+        let reply = Owned::Array(vec![
+            Owned::Int(int(seq)),
+            Owned::Bulk(msgid.to_vec()),
+            Owned::Int(0),
+            Owned::Bulk(uid_text.to_vec()),
+        ]);
+        return fence::wait(ctx, reply);
+    }
     ctx.reply_array(4);
     ctx.reply_int(int(seq));
     ctx.reply_bulk(&msgid);
@@ -302,9 +327,9 @@ fn advance(ctx: &Ctx, k: &mut SeqKey, key: &Arg, value: u64) -> Result<(), Error
     Ok(())
 }
 
-/// A retry: `[seq, msgid, 1, uid]` with the IDs read back from the first inbox that holds a
-/// member at `seq` (nil, nil when none does), in the order given; nothing written.
-fn retry(ctx: &Ctx, s: &Send, seq: u64) -> Result<(), Error> {
+/// A retry's reply: `[seq, msgid, 1, uid]` with the IDs read back from the first inbox that
+/// holds a member at `seq` (nil, nil when none does), in the order given; nothing written.
+fn retry(ctx: &Ctx, s: &Send, seq: u64) -> Result<Owned, Error> {
     let score = send::score(seq);
     let mut found = None;
     for pair in s.pairs.chunks_exact(2) {
@@ -314,19 +339,17 @@ fn retry(ctx: &Ctx, s: &Send, seq: u64) -> Result<(), Error> {
             break;
         }
     }
-    ctx.reply_array(4);
-    ctx.reply_int(int(seq));
     let ids = found.as_ref().and_then(|m| send::read_back(m.bytes()));
-    match ids {
-        Some((msgid, _)) => ctx.reply_bulk(msgid),
-        None => ctx.reply_null(),
-    }
-    ctx.reply_int(1);
-    match ids {
-        Some((_, uid)) => ctx.reply_bulk(uid),
-        None => ctx.reply_null(),
-    }
-    Ok(())
+    let (msgid, uid) = match ids {
+        Some((msgid, uid)) => (Owned::Bulk(msgid.to_vec()), Owned::Bulk(uid.to_vec())),
+        None => (Owned::Null, Owned::Null),
+    };
+    Ok(Owned::Array(vec![
+        Owned::Int(int(seq)),
+        msgid,
+        Owned::Int(1),
+        uid,
+    ]))
 }
 
 /// IM.SENDSET "seq msgid uid expires-ms dropped" tag seq inbox trimmed [...] channel_type sender

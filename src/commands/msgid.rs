@@ -9,7 +9,8 @@ use crate::core::msgid::{Fields, MsgId, MAX_HASH, MAX_SEQ, MAX_TIME, MAX_TYPE};
 use crate::core::slot::{key_slot, slot_hash22, slot_of_hash22};
 use crate::error::{err, Error};
 use crate::host::cluster::NODE_ID_LEN;
-use crate::host::{Arg, Ctx, Val};
+use crate::host::{Arg, Ctx, Owned, Val};
+use crate::node::fence::{self, Need, Verdict};
 use crate::node::promises::Leases;
 use crate::node::{cluster, ids};
 use std::sync::atomic::Ordering;
@@ -46,17 +47,31 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, channel_type, target] = args else {
         return Err(Error::WrongArity);
     };
-    ctx.reply_bulk(&new_id(ctx, channel_type, target)?);
+    let (text, time) = new_id(ctx, channel_type, target)?;
+    // The fence: at once while the ID's time lies inside the lease the replicas acknowledged.
+    match fence::check(ctx, msgid_need(time))? {
+        Verdict::Now => ctx.reply_bulk(&text),
+        Verdict::Wait => fence::wait(ctx, Owned::Bulk(text.to_vec()))?,
+    }
     Ok(())
 }
 
-/// What MSGID.GEN does, for IM.SEND too: checks both arguments, then issues the ID, as text.
+/// What a MSGID.GEN hands out, for the fence: a message ID of time `time`.
+pub(crate) fn msgid_need(time: u64) -> Need {
+    Need {
+        msgid_ms: Some(time),
+        ..Need::default()
+    }
+}
+
+/// What MSGID.GEN does, for IM.SEND too: checks both arguments, then issues the ID, as text,
+/// with its time (for the fence).
 #[inline(always)]
 pub(crate) fn new_id(
     ctx: &Ctx,
     channel_type: &Arg,
     target: &Arg,
-) -> Result<[u8; crate::core::msgid::TEXT_LEN], Error> {
+) -> Result<([u8; crate::core::msgid::TEXT_LEN], u64), Error> {
     let channel_type = channel_type_arg(channel_type)?;
     let mode = effective_hash_mode();
     let hash = target_hash(&mode, target.bytes())?;
@@ -75,7 +90,7 @@ pub(crate) fn new_id(
         u64::from(hash),
     )
     .map_err(err)?;
-    Ok(fields.to_id().to_text())
+    Ok((fields.to_id().to_text(), issued.time))
 }
 
 /// MSGID.ENCODE time_ms seq channel_type hash

@@ -16,7 +16,8 @@ use crate::core::int;
 use crate::core::reserve::{self, Idmp, Node, Plan, Record, Refusal, Store};
 use crate::core::seq::Seq;
 use crate::error::{err, Error};
-use crate::host::{Arg, Ctx};
+use crate::host::{Arg, Ctx, Owned};
+use crate::node::fence::{self, Need, Verdict};
 use crate::node::idmp_clock::CallClock;
 use crate::node::{self, SEQ_GAP_SKIPS, SEQ_ISSUED};
 use std::ffi::CStr;
@@ -70,19 +71,26 @@ pub(crate) fn reserve<T: Target>(
     count: u64,
     idmp: Option<(&Arg, Idmp<'_, T::Request>, CallClock)>,
 ) -> Result<(), Error> {
-    let s = match settle(
+    let (s, verdict) = match settle(
         ctx,
         kind,
         &mut target,
         count,
         idmp.as_ref().map(|(_, i, _)| i),
-        || Ok(()),
+        |need| fence::check(ctx, need),
     )? {
         Settled::Duplicate(last) => {
-            reply_idmp(ctx, last, true);
-            return Ok(());
+            // The token's record may not have reached the replicas yet (its first call may
+            // have waited in vain): the answer waits for them as a first one does.
+            return match fence::check(ctx, RETRY)? {
+                Verdict::Now => {
+                    reply_idmp(ctx, last, true);
+                    Ok(())
+                }
+                Verdict::Wait => fence::wait(ctx, idmp_reply(last, true)),
+            };
         }
-        Settled::Stored(s, ()) => s,
+        Settled::Stored(s, verdict) => (s, verdict),
     };
     drop(target);
     let last = s.last;
@@ -121,10 +129,11 @@ pub(crate) fn reserve<T: Target>(
         }
     }
     finish(ctx, kind, key, &s, count);
-    if s.effect.is_some() {
-        reply_idmp(ctx, last, false);
-    } else {
-        ctx.reply_int(int(last));
+    match (verdict, s.effect.is_some()) {
+        (Verdict::Now, true) => reply_idmp(ctx, last, false),
+        (Verdict::Now, false) => ctx.reply_int(int(last)),
+        (Verdict::Wait, true) => return fence::wait(ctx, idmp_reply(last, false)),
+        (Verdict::Wait, false) => return fence::wait(ctx, Owned::Int(int(last))),
     }
     Ok(())
 }
@@ -151,8 +160,9 @@ pub(crate) struct Stored {
 
 /// The protocol's decision and its store, for every command that reserves (SEQ.NEXT and
 /// SEQ.HNEXT through [`reserve`], IM.SEND directly, which replicates and replies on its own):
-/// runs `core::reserve::plan` on `target` and, when it reserves, `check` (what else the command
-/// must find in order before it writes anything: its error refuses the call, nothing stored; its
+/// runs `core::reserve::plan` on `target` and, when it reserves, `check` with what the fence
+/// must allow for the reservation (what else the command must find in order before it writes
+/// anything, the fence's verdict among it: its error refuses the call, nothing stored; its
 /// value is handed back), then stores what it reserved. Nothing is replicated, signalled or counted here ([`finish`]
 /// does the latter two; the caller commits the IDMP clock before it replicates).
 #[inline(always)]
@@ -162,14 +172,26 @@ pub(crate) fn settle<T: Target, C>(
     target: &mut T,
     count: u64,
     idmp: Option<&Idmp<'_, T::Request>>,
-    check: impl FnOnce() -> Result<C, Error>,
+    check: impl FnOnce(Need) -> Result<C, Error>,
 ) -> Result<Settled<C>, Error> {
     let plan = reserve::plan(target, &Here(ctx), count, idmp).map_err(|r| refusal(r, kind))?;
     let r = match plan {
         Plan::Duplicate(last) => return Ok(Settled::Duplicate(last)),
         Plan::Reserve(r) => r,
     };
-    let checked = check()?;
+    // The fence's part, before anything changes (a refusal changes nothing); a replay hands
+    // nothing out (the primary did).
+    let need = if r.replay {
+        Need::default()
+    } else {
+        let skipped = if r.next.skipped_gap { seq_gap() } else { 0 };
+        Need {
+            advance: count.saturating_add(skipped),
+            record: idmp.is_some(),
+            ..Need::default()
+        }
+    };
+    let checked = check(need)?;
     let last = r.next.last;
     let effect = r.record.as_ref().map(|rec| {
         [
@@ -214,6 +236,22 @@ fn refusal(r: Refusal, kind: &Kind) -> Error {
         )),
         Refusal::Token => err("IDMP token must be 1..64 bytes"),
     }
+}
+
+/// What an IDMP retry's answer needs from the fence: its record on the replicas.
+pub(crate) const RETRY: Need = Need {
+    advance: 0,
+    record: true,
+    msgid_ms: None,
+    uid_ms: None,
+};
+
+/// `[last, duplicate]`, kept for a call that waits.
+fn idmp_reply(last: u64, duplicate: bool) -> Owned {
+    Owned::Array(vec![
+        Owned::Int(int(last)),
+        Owned::Int(i64::from(duplicate)),
+    ])
 }
 
 /// `[last, duplicate]`.

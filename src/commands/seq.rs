@@ -19,7 +19,7 @@ use crate::core::reserve::{Idmp, Record, Store};
 use crate::core::seq::Seq;
 use crate::error::{err, Error};
 use crate::host::{Arg, Ctx};
-use crate::node::{self, SEQ_GAP_SKIPS, SEQ_ISSUED};
+use crate::node::{self, fence, SEQ_GAP_SKIPS, SEQ_ISSUED};
 use crate::types::seq::key::SeqKey;
 
 /// The `INFO imid` fields of this family, in order.
@@ -139,7 +139,11 @@ pub(crate) fn idmpset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     };
     let (entry, dropped) = seq_token_record(record)?;
     let new = Seq::new(entry.last, ctx.is_replay()).ok_or_else(|| err("last out of range"))?;
-    SeqKey::open(ctx, key, true)?.set_with_token(new, dropped, entry)?;
+    let mut k = SeqKey::open(ctx, key, true)?;
+    let old = k.get().map_or(0, Seq::value);
+    k.set_with_token(new, dropped, entry)?;
+    drop(k);
+    fence::advanced(new.value().saturating_sub(old));
     ctx.replicate_verbatim();
     ctx.changed(c"seq.idmpset", key);
     ctx.reply_ok();
@@ -190,9 +194,11 @@ pub(crate) fn set(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let new = Seq::new(value, ctx.is_replay()).ok_or_else(|| err("value out of range"))?;
     // Signalled and replicated only on a change (see the module comment).
     let mut k = SeqKey::open(ctx, key, true)?;
-    if k.get() != Some(new) {
+    let old = k.get();
+    if old != Some(new) {
         k.set(new)?;
         drop(k);
+        fence::advanced(new.value().saturating_sub(old.map_or(0, Seq::value)));
         ctx.replicate_verbatim();
         ctx.changed(c"seq.set", key);
     }
@@ -223,6 +229,7 @@ pub(crate) fn advance(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     if new.value() != old.value() {
         k.set(new)?;
         drop(k);
+        fence::advanced(new.value().saturating_sub(old.value()));
         ctx.replicate_verbatim();
         ctx.changed(c"seq.advance", key);
     }

@@ -20,7 +20,7 @@ use crate::core::seq::Seq;
 use crate::core::seqmap::{check_name, Located, MapError, SeqMap, MAX_NAME};
 use crate::error::{err, Error, SYNTAX};
 use crate::host::{Arg, Ctx};
-use crate::node;
+use crate::node::{self, fence};
 use crate::types::map::key::{MapKey, WriteError};
 use std::collections::HashMap;
 
@@ -172,7 +172,9 @@ pub(crate) fn hidmpset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         return Err(err("no such key (a token without a field needs the map)"));
     }
     if let Some(field) = field {
+        let old = current(k.get(), field).value();
         k.set_field(field, new)?;
+        fence::advanced(new.value().saturating_sub(old));
     }
     k.record_token(dropped, entry)?;
     drop(k);
@@ -322,14 +324,20 @@ pub(crate) fn hset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         }
     }
     let mut k = MapKey::open(ctx, key, true)?;
-    let (added, changed) = {
+    let (added, changed, raised) = {
         let m = k.get();
         let mut added = 0u64;
         let mut changed = false;
         let mut bytes = 0usize;
+        let mut raised = 0u64;
         for name in &order {
             let new = last.get(name).copied().unwrap_or_default();
-            match m.and_then(|m| m.get(name)) {
+            let old = m.and_then(|m| m.get(name));
+            raised = raised.saturating_add(
+                new.value()
+                    .saturating_sub(old.map_or(0, |o: Seq| o.value())),
+            );
+            match old {
                 Some(old) => changed |= old != new,
                 None => {
                     added += 1;
@@ -341,9 +349,10 @@ pub(crate) fn hset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         if m.is_some_and(|m| !m.fits(bytes)) {
             return Err(map_error(MapError::Full));
         }
-        (added, changed)
+        (added, changed, raised)
     };
     if changed {
+        fence::advanced(raised);
         k.update(|m| {
             for name in &order {
                 m.set(name, last.get(name).copied().unwrap_or_default())?;
@@ -406,6 +415,7 @@ pub(crate) fn hadvance(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     if new.value() != old.value() {
         k.set_field(field, new)?;
         drop(k);
+        fence::advanced(new.value().saturating_sub(old.value()));
         ctx.replicate_verbatim();
         ctx.changed(c"seq.hadvance", key);
     }

@@ -11,7 +11,8 @@ use crate::core::int;
 use crate::core::slot::key_slot;
 use crate::core::uid::{Field, Layout, LayoutSpec, TimeUnit, MAX_BATCH};
 use crate::error::{err, Error, SYNTAX};
-use crate::host::{Arg, Ctx, Val};
+use crate::host::{Arg, Ctx, Owned, Val};
+use crate::node::fence::{self, Need, Verdict};
 use crate::node::ids;
 use std::sync::atomic::Ordering;
 
@@ -60,7 +61,11 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
             .then(|| key_slot(target.bytes()))
     };
     if opts.is_empty() {
-        ctx.reply_int(int(new_uid(ctx, target)?));
+        let (id, time_ms) = new_uid(ctx, target)?;
+        match fence::check(ctx, uid_need(time_ms))? {
+            Verdict::Now => ctx.reply_int(int(id)),
+            Verdict::Wait => fence::wait(ctx, Owned::Int(int(id)))?,
+        }
         return Ok(());
     }
     let mut count = None;
@@ -83,6 +88,21 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     // COUNT is in 1..10000, so the conversion keeps it.
     let n = count.map_or(1, |c| u32::try_from(c).unwrap_or(1));
     let run = ids::issue_uid(ctx, slot(), n)?;
+    if fence::check(ctx, uid_need(run.time_ms))? == Verdict::Wait {
+        let uid = |u: u64| {
+            if text {
+                Owned::Bulk(u.to_string().into_bytes())
+            } else {
+                Owned::Int(int(u))
+            }
+        };
+        let reply = if count.is_some() {
+            Owned::Array(run.uids().map(uid).collect())
+        } else {
+            uid(run.first())
+        };
+        return fence::wait(ctx, reply);
+    }
     if count.is_some() {
         ctx.reply_array(usize::try_from(run.count()).unwrap_or(0));
         // Written straight into the reply, with no intermediate vector.
@@ -95,17 +115,25 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     Ok(())
 }
 
-/// One UID for `target`, as `UID.GEN target` issues it (IM.SEND's too): the common call, on a
-/// path of its own, with the run's length a constant the compiler folds through the inlined
-/// generator.
+/// What a UID.GEN hands out, for the fence: UIDs up to the time of the run's last.
+pub(crate) fn uid_need(time_ms: u64) -> Need {
+    Need {
+        uid_ms: Some(time_ms),
+        ..Need::default()
+    }
+}
+
+/// One UID for `target`, as `UID.GEN target` issues it (IM.SEND's too), with its time (for the
+/// fence): the common call, on a path of its own, with the run's length a constant the
+/// compiler folds through the inlined generator.
 #[inline(always)]
-pub(crate) fn new_uid(ctx: &Ctx, target: &Arg) -> Result<u64, Error> {
+pub(crate) fn new_uid(ctx: &Ctx, target: &Arg) -> Result<(u64, u64), Error> {
     let slot = CLUSTER_MODE
         .load(Ordering::Relaxed)
         .then(|| key_slot(target.bytes()));
     match slot {
         None => ids::issue_one_uid(ctx),
-        slot => ids::issue_uid(ctx, slot, 1).map(|run| run.first()),
+        slot => ids::issue_uid(ctx, slot, 1).map(|run| (run.first(), run.time_ms)),
     }
 }
 

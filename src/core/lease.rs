@@ -104,6 +104,12 @@ impl Lease {
         }
     }
 
+    /// The end of the lease this process renewed (0 before its first renewal): every ID it
+    /// issued has a time below it.
+    pub const fn until(&self) -> u64 {
+        self.until
+    }
+
     pub const fn renewals(&self) -> u64 {
         self.renewals
     }

@@ -4,9 +4,9 @@
 
 use super::{guard, Entry};
 use crate::config::{
-    parse_args, StringConfig, TextConfig, MSGID_HASH, OPENID_KEYS, SEQ_GAP, SEQ_GAP_RANGE,
-    SEQ_IDMP_MAX, SEQ_IDMP_MAX_RANGE, SEQ_IDMP_TTL, SEQ_IDMP_TTL_RANGE, UID_EPOCH, UID_LAYOUT,
-    UID_NODE, UID_TIME_UNIT,
+    parse_args, StringConfig, TextConfig, FENCE_REPLICAS, FENCE_TIMEOUT, FENCE_TIMEOUT_RANGE,
+    MSGID_HASH, OPENID_KEYS, SEQ_GAP, SEQ_GAP_RANGE, SEQ_IDMP_MAX, SEQ_IDMP_MAX_RANGE,
+    SEQ_IDMP_TTL, SEQ_IDMP_TTL_RANGE, UID_EPOCH, UID_LAYOUT, UID_NODE, UID_TIME_UNIT,
 };
 use crate::host::string::HeldString;
 use redis_module::configuration::{
@@ -68,6 +68,24 @@ unsafe extern "C" fn set<T: StringConfig>(
     }
 }
 
+/// `imid.fence-replicas` was set (CONFIG SET, or at load): the fence follows at once, not at
+/// the next cron tick, so that calls right after the CONFIG SET see the new count.
+unsafe extern "C" fn fence_replicas_applied(
+    ctx: *mut raw::RedisModuleCtx,
+    _privdata: *mut c_void,
+    _err: *mut *mut raw::RedisModuleString,
+) -> c_int {
+    // SAFETY: ctx is the live context of this apply callback; the Ctx is used only within it.
+    let c = unsafe { crate::host::Ctx::from_raw(ctx) };
+    guard(
+        ctx,
+        Entry::Named("a config apply"),
+        || (),
+        || crate::node::fence::config_applied(&c),
+    );
+    raw::REDISMODULE_OK as c_int
+}
+
 /// Registers `imid.<name>` as a string config backed by `cfg`, with its default and flags.
 /// Registered directly rather than through the crate's `ConfigurationValue<RedisString>`,
 /// whose getter makes a new string per call for Redis to copy and never free.
@@ -77,6 +95,7 @@ fn register_string<T: StringConfig>(
     cfg: &'static T,
     default: &CStr,
     flags: u32,
+    apply: raw::RedisModuleConfigApplyFunc,
 ) -> bool {
     let privdata = std::ptr::from_ref(cfg).cast_mut().cast::<c_void>();
     // SAFETY: ctx.ctx is the live OnLoad context; name and default are NUL-terminated and
@@ -91,7 +110,7 @@ fn register_string<T: StringConfig>(
                 flags,
                 Some(get::<T>),
                 Some(set::<T>),
-                None,
+                apply,
                 privdata,
             )
         })
@@ -119,7 +138,7 @@ fn register_text_config(
         ctx.log_warning("imid: a module argument must not contain NUL");
         return Status::Err;
     };
-    if register_string(ctx, name, cfg, &default, flags.bits()) {
+    if register_string(ctx, name, cfg, &default, flags.bits(), None) {
         Status::Ok
     } else {
         ctx.log_warning(&format!(
@@ -181,7 +200,7 @@ pub(crate) fn register(ctx: &Context, args: &[RedisString]) -> Status {
         return Status::Err;
     };
     let flags = ConfigurationFlags::SENSITIVE | ConfigurationFlags::HIDDEN;
-    if !register_string(ctx, c"openid-keys", &OPENID_KEYS, &keys, flags.bits()) {
+    if !register_string(ctx, c"openid-keys", &OPENID_KEYS, &keys, flags.bits(), None) {
         ctx.log_warning("imid: could not register config openid-keys");
         return Status::Err;
     }
@@ -206,6 +225,31 @@ pub(crate) fn register(ctx: &Context, args: &[RedisString]) -> Status {
             return Status::Err;
         }
     }
+    // The fence (`node::fence`): a count or `auto`, and its bound.
+    let Ok(replicas) = CString::new(start.fence_replicas) else {
+        return Status::Err;
+    };
+    if !register_string(
+        ctx,
+        c"fence-replicas",
+        &FENCE_REPLICAS,
+        &replicas,
+        ConfigurationFlags::DEFAULT.bits(),
+        Some(fence_replicas_applied),
+    ) {
+        ctx.log_warning("imid: could not register config fence-replicas");
+        return Status::Err;
+    }
+    register_i64_configuration(
+        ctx,
+        "fence-timeout",
+        &FENCE_TIMEOUT,
+        start.fence_timeout,
+        FENCE_TIMEOUT_RANGE.0,
+        FENCE_TIMEOUT_RANGE.1,
+        ConfigurationFlags::DEFAULT,
+        None,
+    );
     if !load_configs(ctx) {
         ctx.log_warning("imid: a module config was refused (see the line above); not loading");
         return Status::Err;

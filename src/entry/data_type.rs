@@ -181,7 +181,13 @@ unsafe extern "C" fn copy<T: DataType>(
     p: *const c_void,
 ) -> *mut c_void {
     // SAFETY: Redis hands a value of the type to its copy callback.
-    unsafe { read::<T, *mut c_void>("copy", p, std::ptr::null_mut, |v| into_ptr(T::copy(v))) }
+    unsafe {
+        read::<T, *mut c_void>("copy", p, std::ptr::null_mut, |v| {
+            // The fence counts the copy's values (`node::fence::copied`).
+            crate::node::fence::copied();
+            into_ptr(T::copy(v))
+        })
+    }
 }
 
 unsafe extern "C" fn free<T: DataType>(p: *mut c_void) {

@@ -26,6 +26,7 @@ fn imid_info(ctx: &InfoContext, _for_crash_report: bool) -> RedisResult<()> {
                 .chain(commands::seq::info_fields())
                 .chain(commands::openid::info_fields())
                 .chain(commands::uid::info_fields())
+                .chain(crate::node::fence::info_fields())
                 .collect()
         },
     );

@@ -2,7 +2,7 @@
 //! step fails.
 
 use super::registry::{self, Command};
-use super::{cluster, config, data_type, events, guard, migration, Entry};
+use super::{cluster, config, data_type, events, fence, guard, migration, Entry};
 use crate::config::CLUSTER_MODE;
 use crate::host::{self, Ctx};
 use crate::node;
@@ -61,7 +61,10 @@ fn steps(ctx: &Context, args: &[RedisString], tables: &[&[Command]]) -> Status {
     if !events::subscribe(&c) {
         return Status::Err;
     }
-    // Nothing below can fail.
+    // Nothing below can fail. The fence's callbacks, its configs and this node's role
+    // (`node::fence`); its timers and event come later, from commands and the cron.
+    fence::install();
+    node::fence::load(&c);
     if cluster {
         cluster::init(&c);
         migration::subscribe(&c);

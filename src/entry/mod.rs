@@ -15,12 +15,14 @@
 //! - `events`: server event subscription and callbacks;
 //! - `cluster`: the cluster bus receiver, the lease timer and the command filter;
 //! - `migration`: Valkey 9's atomic slot migration event;
+//! - `fence`: the fence's blocked-client callbacks, its before-sleep event and its timer;
 //! - `info`: the `imid` section of INFO.
 
 pub(crate) mod cluster;
 pub(crate) mod config;
 pub(crate) mod data_type;
 pub(crate) mod events;
+pub(crate) mod fence;
 pub(crate) mod info;
 mod load;
 pub(crate) mod migration;

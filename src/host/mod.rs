@@ -23,6 +23,7 @@
 
 pub(crate) mod clock;
 pub(crate) mod cluster;
+pub(crate) mod fence;
 pub(crate) mod io;
 pub(crate) mod key;
 pub(crate) mod server;
@@ -121,6 +122,16 @@ impl Arg {
     pub(crate) fn is(&self, word: &str) -> bool {
         self.bytes().eq_ignore_ascii_case(word.as_bytes())
     }
+}
+
+/// A reply kept for later: what a client waiting for the replicas gets once they acknowledged
+/// (`node::fence`), written by the blocked client's reply callback.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Owned {
+    Int(i64),
+    Bulk(Vec<u8>),
+    Array(Vec<Owned>),
+    Null,
 }
 
 /// A reply element for [`Ctx::reply_fields`].
@@ -331,6 +342,21 @@ impl Ctx {
                 Val::Int(i) => self.reply_int(*i),
                 Val::Bulk(b) => self.reply_bulk(b),
             }
+        }
+    }
+
+    /// Writes a reply kept for later.
+    pub(crate) fn reply_owned(&self, r: &Owned) {
+        match r {
+            Owned::Int(i) => self.reply_int(*i),
+            Owned::Bulk(b) => self.reply_bulk(b),
+            Owned::Array(items) => {
+                self.reply_array(items.len());
+                for i in items {
+                    self.reply_owned(i);
+                }
+            }
+            Owned::Null => self.reply_null(),
         }
     }
 

@@ -33,6 +33,8 @@ pub(crate) fn on_event(ctx: &Ctx, event: Event) {
         Event::LoadStart => node::mark_inherited(),
         Event::RoleChanged { primary } => {
             node::mark_inherited();
+            // What the replicas acknowledged belongs to the old term (`node::fence`).
+            node::fence::role_changed(ctx, primary);
             // A promoted replica takes over its primary's slots (node::cluster); a replica
             // imports nothing. Only cluster mode has slots to adopt.
             if CLUSTER_MODE.load(Ordering::Relaxed) {
@@ -62,6 +64,12 @@ pub(crate) fn on_event(ctx: &Ctx, event: Event) {
         // The exposure warning, if due.
         Event::Cron => {
             node::exposure::on_cron(ctx);
+            // The fence's configs and budget (`node::fence`), and, while it is on, leases
+            // renewed ahead of the clock so that IDs need not wait after an idle spell.
+            node::fence::cron(ctx);
+            if node::fence::active() {
+                node::ids::keep_leases(ctx);
+            }
             // A mark deferred by paused writes, once the pause is over.
             if MARK_PENDING.load(Ordering::Relaxed) && node::ids::after_fork_child(ctx) {
                 MARK_PENDING.store(false, Ordering::Relaxed);

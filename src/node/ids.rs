@@ -27,6 +27,7 @@ use crate::core::uid::{
 use crate::error::{err, Error};
 use crate::host::cluster::{my_cluster_id, NodeId};
 use crate::host::Ctx;
+use crate::node::fence;
 use crate::node::promises::{self, Family, Leases, LEASE_MESSAGE};
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -45,6 +46,9 @@ struct Ids {
     msgid: Generator,
     /// Built at load from the `imid.uid-*` configs (which cannot change afterwards).
     uid: Option<UidGenerator>,
+    /// The time (Unix ms) of the last UID issued by a bounded issue, which the fast path of
+    /// [`issue_one_uid`] continues.
+    uid_last_ms: u64,
 }
 
 static IDS: Mutex<Ids> = Mutex::new(Ids {
@@ -52,6 +56,7 @@ static IDS: Mutex<Ids> = Mutex::new(Ids {
     uid_lease: Lease::new(UID_LEASE_CAP),
     msgid: Generator::new(),
     uid: None,
+    uid_last_ms: 0,
 });
 
 fn ids() -> MutexGuard<'static, Ids> {
@@ -134,7 +139,12 @@ pub(crate) fn issue_uid(ctx: &Ctx, slot: Option<u16>, count: u32) -> Result<Run,
 fn issue_uid_at(ctx: &Ctx, slot: Option<u16>, count: u32, now_ms: u64) -> Result<Run, Error> {
     let (run, renewed) = {
         let mut g = ids();
-        let Ids { uid_lease, uid, .. } = &mut *g;
+        let Ids {
+            uid_lease,
+            uid,
+            uid_last_ms,
+            ..
+        } = &mut *g;
         let uid = uid
             .as_mut()
             .ok_or_else(|| err("UID generator not configured"))?;
@@ -145,6 +155,7 @@ fn issue_uid_at(ctx: &Ctx, slot: Option<u16>, count: u32, now_ms: u64) -> Result
         let run = uid
             .issue_bounded(slot.unwrap_or(0), now_ms, uid_lease.floor(), count)
             .map_err(err)?;
+        *uid_last_ms = run.time_ms;
         (run, uid_lease.cover(run.time_ms).map(Renewal::Uid))
     };
     publish_renewal(ctx, renewed);
@@ -154,21 +165,29 @@ fn issue_uid_at(ctx: &Ctx, slot: Option<u16>, count: u32, now_ms: u64) -> Result
     Ok(run)
 }
 
-/// One UID on a standalone node: [`issue_uid`]`(ctx, None, 1)`'s first ID, issued without
-/// planning when it is the next of the previous ID's time unit (same clock reading, same
-/// floor: the lease already covers that unit and nothing needs publishing).
+/// One UID on a standalone node, with its time (Unix ms, for the fence): [`issue_uid`]`(ctx,
+/// None, 1)`'s first ID, issued without planning when it is the next of the previous ID's time
+/// unit (same clock reading, same floor: the lease already covers that unit and nothing needs
+/// publishing).
 #[inline(always)]
-pub(crate) fn issue_one_uid(ctx: &Ctx) -> Result<u64, Error> {
+pub(crate) fn issue_one_uid(ctx: &Ctx) -> Result<(u64, u64), Error> {
     let now_ms = super::now_ms();
     let fast = {
         let mut g = ids();
-        let Ids { uid_lease, uid, .. } = &mut *g;
+        let Ids {
+            uid_lease,
+            uid,
+            uid_last_ms,
+            ..
+        } = &mut *g;
         let floor_ms = uid_lease.floor();
-        uid.as_mut().and_then(|u| u.issue_one(now_ms, floor_ms))
+        uid.as_mut()
+            .and_then(|u| u.issue_one(now_ms, floor_ms))
+            .map(|id| (id, *uid_last_ms))
     };
     match fast {
-        Some(id) => Ok(id),
-        None => issue_uid_at(ctx, None, 1, now_ms).map(|run| run.first()),
+        Some(issued) => Ok(issued),
+        None => issue_uid_at(ctx, None, 1, now_ms).map(|run| (run.first(), run.time_ms)),
     }
 }
 
@@ -184,15 +203,57 @@ pub(crate) fn uid_stats() -> (UidStats, u64) {
     })
 }
 
-/// A renewed lease is the effect to persist and replicate (`MSGID.FLOOR` or `UID.FLOOR`).
-/// Inlined: the usual call has nothing to publish.
+/// A renewed lease is the effect to persist and replicate (`MSGID.FLOOR` or `UID.FLOOR`), and
+/// to have the replicas acknowledge before IDs past the acknowledged lease go out
+/// (`node::fence`). Inlined: the usual call has nothing to publish.
 #[inline(always)]
 fn publish_renewal(ctx: &Ctx, renewed: Option<Renewal>) {
     match renewed {
-        Some(Renewal::Msgid(ms)) => replicate_floor(ctx, ms),
-        Some(Renewal::Uid(ms)) => replicate_uid_floor(ctx, ms),
+        Some(Renewal::Msgid(ms)) => {
+            replicate_floor(ctx, ms);
+            fence::renewed(ctx, fence::Lease::Msgid, ms);
+        }
+        Some(Renewal::Uid(ms)) => {
+            replicate_uid_floor(ctx, ms);
+            fence::renewed(ctx, fence::Lease::Uid, ms);
+        }
         None => {}
     }
+}
+
+/// While the fence is on (from the cron): renews a lease this process uses once the clock
+/// comes within half a lease of its end, as an issue would, so that the lease the replicas
+/// acknowledged stays ahead of the clock and an ID after an idle spell need not wait (nor be
+/// refused inside a script). A lease never renewed by this process (a family it has not used
+/// since it started) is left alone. One `MSGID.FLOOR` / `UID.FLOOR` per 2.5 s per family in
+/// use, also while idle. Not while writes are paused (nothing may be propagated then).
+pub(crate) fn keep_leases(ctx: &Ctx) {
+    if !ctx.is_primary() || ctx.writes_paused() {
+        return;
+    }
+    let now = super::now_ms();
+    let (msgid, uid) = {
+        let mut g = ids();
+        let msgid = if g.msgid_lease.until() > 0 {
+            let at = now.max(g.msgid_lease.floor()).min(MAX_TIME);
+            let r = g.msgid_lease.cover(at);
+            if let Some(lease) = r {
+                g.uid_lease.extend(lease);
+            }
+            r
+        } else {
+            None
+        };
+        let uid = if g.uid_lease.until() > 0 {
+            let at = now.max(g.uid_lease.floor());
+            g.uid_lease.cover(at)
+        } else {
+            None
+        };
+        (msgid.map(Renewal::Msgid), uid.map(Renewal::Uid))
+    };
+    publish_renewal(ctx, msgid);
+    publish_renewal(ctx, uid);
 }
 
 /// Sends this node's promise to every other node of the cluster (`node::promises`).

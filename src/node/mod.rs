@@ -10,6 +10,7 @@
 pub(crate) mod cluster;
 pub(crate) mod events;
 pub(crate) mod exposure;
+pub(crate) mod fence;
 pub(crate) mod idmp_clock;
 pub(crate) mod ids;
 pub(crate) mod migration;

@@ -30,6 +30,7 @@ mod docs;
 mod examples;
 mod exposure;
 mod failed_load;
+mod fence;
 mod guard;
 mod harness;
 mod im_send;

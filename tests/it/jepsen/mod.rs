@@ -15,12 +15,14 @@
 //! like the other soak runs (`make soak` runs the ignored tests).
 //! - `IMID_JEPSEN_ROWS`: which (row, server) pairs run. Unset: the CI set ([`CI`]); `all`; or
 //!   a comma list of `row` or `row/server`. The others say SKIPPED and pass.
-//! - `IMID_JEPSEN_EXPECT`: `report` (unset: the default while imid has no fence): print the
+//! - `IMID_JEPSEN_EXPECT`: `report` (the default with `IMID_JEPSEN_FENCE=off`): print the
 //!   findings, fail only when the run itself did not happen as planned (no load before the
 //!   fault, no failover, the nodes never settled) or a node repeated itself; `dupes`: also
 //!   fail unless something was handed out twice (today's code, showing the suite sees it);
-//!   `clean`: also fail on any duplicate or any value of a later term not above an earlier
-//!   one's (the fence's target).
+//!   `clean` (the default with the fence on, so in `make soak` and CI): also fail on any
+//!   duplicate or any value of a later term not above an earlier one's (the fence's target).
+//! - `IMID_JEPSEN_FENCE`: `on` (the default: as docs/durability.md sets it) or `off`
+//!   (`imid.fence-replicas 0`: imid without the fence, for the figures before it).
 //! - `IMID_JEPSEN_SCALE` (default 1): more clients and longer phases before and after the
 //!   fault (the fault itself is the row's).
 //! - `IMID_JEPSEN_REPORT=<file>`: append the row's result as a Markdown table row (server, row,
@@ -246,7 +248,23 @@ impl Row {
             "throttled".to_owned()
         });
         s.push("AOF everysec".to_owned());
+        s.push(match fence_replicas(self) {
+            Some(n) => format!("imid.fence-replicas {n}"),
+            None => "imid.fence-replicas auto".to_owned(),
+        });
         s.join(", ")
+    }
+}
+
+/// The fence as a run sets it (`IMID_JEPSEN_FENCE`): `on` (the default) as docs/durability.md
+/// gives it, `imid.fence-replicas auto` where the row has `min-replicas-to-write 1`, `1` where
+/// it has none; `off`: `0` everywhere (imid without the fence, for the figures before it).
+/// `None`: left at its default, `auto`.
+fn fence_replicas(row: &Row) -> Option<&'static str> {
+    match std::env::var("IMID_JEPSEN_FENCE").as_deref() {
+        Ok("off") => Some("0"),
+        Ok("on") | Err(_) => (!row.min_replicas).then_some("1"),
+        Ok(other) => panic!("IMID_JEPSEN_FENCE={other}: on or off"),
     }
 }
 
@@ -444,20 +462,24 @@ fn inside(row: &Row, server: &str) {
         0,
         "{name}: a node repeated itself (see the examples above)"
     );
-    match std::env::var("IMID_JEPSEN_EXPECT").as_deref() {
-        Ok("clean") => {
+    // Unset: `clean` with the fence on (CI: a duplicate fails it), `report` with it off.
+    let fence_off = std::env::var("IMID_JEPSEN_FENCE").as_deref() == Ok("off");
+    let expect = std::env::var("IMID_JEPSEN_EXPECT")
+        .unwrap_or_else(|_| if fence_off { "report" } else { "clean" }.to_owned());
+    match expect.as_str() {
+        "clean" => {
             assert_eq!(
                 (f.duplicates(), f.order_violations()),
                 (0, 0),
                 "{name}: handed out twice, or a later term not above an earlier one (above)"
             );
         }
-        Ok("dupes") => assert!(
+        "dupes" => assert!(
             f.duplicates() > 0,
             "{name}: nothing handed out twice (IMID_JEPSEN_EXPECT=dupes)"
         ),
-        Ok("report") | Err(_) => {}
-        Ok(other) => panic!("IMID_JEPSEN_EXPECT={other}: report, dupes or clean"),
+        "report" => {}
+        other => panic!("IMID_JEPSEN_EXPECT={other}: report, dupes or clean"),
     }
 }
 

@@ -248,5 +248,8 @@ pub(super) fn node_args(row: &Row) -> Vec<String> {
             "2",
         ]);
     }
+    if let Some(n) = super::fence_replicas(row) {
+        a.extend(["--imid.fence-replicas", n]);
+    }
     a.into_iter().map(str::to_owned).collect()
 }

@@ -1,0 +1,480 @@
+//! The fence's bookkeeping, Redis-free (issue 27; docs/durability.md, "The fence"): a primary
+//! hands out nothing that the replica which would replace it does not know. "Knows" is read
+//! from replication offsets: a replica that acknowledged offset `A` holds every write this
+//! primary propagated up to `A`. Three things are tracked here, each against offsets the node
+//! reads from the server (`node::fence`):
+//!
+//! - sequences, by a node-wide **budget** ([`Ring`], [`within`]): the node counts every increase
+//!   of a sequence value it makes (`advanced`), and samples `(offset, advanced)` pairs. A call
+//!   may reply at once while `advanced` (with the call's own increase) is at most `imid.seq-gap`
+//!   above the count of the newest sample whose offset the replicas acknowledged. Why that is
+//!   enough: such a replica holds every key at its value at that sample or later, each marked
+//!   for the gap, so once promoted its first NEXT on a key lies at least `gap + 1` above that
+//!   value, above everything this node handed out since (at most `gap` more);
+//! - message IDs and UIDs, by acknowledged **lease marks** ([`Marks`]): an ID is handed out at
+//!   once only when its time lies below a lease renewal (`MSGID.FLOOR`, `UID.FLOOR`) that the
+//!   replicas acknowledged, which a promoted replica inherits as its floor;
+//! - calls that must wait ([`Queue`]): each waits for the offset that covers its own write,
+//!   stamped after the write was propagated, or until its deadline.
+
+use std::collections::VecDeque;
+
+/// The offset that `n` replicas acknowledged: the `n`-th largest of `acks` (each online
+/// replica's acknowledged offset). `None` when fewer than `n` replicas are online or `n` is 0.
+pub fn acked_offset(acks: &[u64], n: usize) -> Option<u64> {
+    if n == 0 || acks.len() < n {
+        return None;
+    }
+    let mut sorted = acks.to_vec();
+    sorted.sort_unstable_by(|a, b| b.cmp(a));
+    sorted.get(n - 1).copied()
+}
+
+/// Whether a call that raises sequence values by `increase` may reply at once: `advanced`
+/// (the node's count before the call) plus `increase` is at most `gap` above `acked`, the count
+/// of the newest acknowledged sample (`None`: nothing acknowledged yet, so nothing may be
+/// handed out unacknowledged).
+#[inline(always)]
+pub fn within(advanced: u64, increase: u64, acked: Option<u64>, gap: u64) -> bool {
+    match acked {
+        Some(a) => advanced.saturating_add(increase).saturating_sub(a) <= gap,
+        None => false,
+    }
+}
+
+/// How many samples the ring keeps; when full, the newest is replaced (a later sample covers
+/// more, so nothing is lost but granularity).
+pub const RING: usize = 64;
+
+/// `(offset, advanced)` samples not yet acknowledged, oldest first; offsets and counts never
+/// decrease along the ring.
+#[derive(Debug, Default)]
+pub struct Ring {
+    samples: VecDeque<(u64, u64)>,
+}
+
+impl Ring {
+    pub const fn new() -> Ring {
+        Ring {
+            samples: VecDeque::new(),
+        }
+    }
+
+    /// Records that every increase counted in `advanced` was propagated at or before `offset`.
+    /// A sample that adds nothing (the count has not moved since the newest one) is dropped.
+    pub fn push(&mut self, offset: u64, advanced: u64) {
+        let full = self.samples.len() >= RING;
+        match self.samples.back_mut() {
+            Some(&mut (_, a)) if a >= advanced => {}
+            Some(last) if full => *last = (offset.max(last.0), advanced),
+            _ => self.samples.push_back((offset, advanced)),
+        }
+    }
+
+    /// The replicas acknowledged `offset`: drops every sample at or below it and returns the
+    /// count of the newest of them (`None` when none was).
+    pub fn ack(&mut self, offset: u64) -> Option<u64> {
+        let mut newest = None;
+        while let Some(&(o, a)) = self.samples.front() {
+            if o > offset {
+                break;
+            }
+            newest = Some(a);
+            self.samples.pop_front();
+        }
+        newest
+    }
+
+    /// The count of the newest sample, acknowledged or not.
+    pub fn newest(&self) -> Option<u64> {
+        self.samples.back().map(|&(_, a)| a)
+    }
+
+    /// The offset of the newest sample not yet acknowledged.
+    pub fn newest_offset(&self) -> Option<u64> {
+        self.samples.back().map(|&(o, _)| o)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.samples.len()
+    }
+
+    pub fn clear(&mut self) {
+        self.samples.clear();
+    }
+}
+
+/// How many lease renewals wait for their acknowledgement at most; beyond it the newest is
+/// replaced by the newer renewal (its later offset covers both).
+pub const MARKS: usize = 8;
+
+/// A lease's renewals waiting for the replicas (each with the offset that carries it, once
+/// known) and the highest one they acknowledged: IDs with a time below [`Marks::acked`] may be
+/// handed out at once.
+#[derive(Debug, Default)]
+pub struct Marks {
+    pending: VecDeque<(u64, Option<u64>)>,
+    acked: u64,
+}
+
+impl Marks {
+    pub const fn new() -> Marks {
+        Marks {
+            pending: VecDeque::new(),
+            acked: 0,
+        }
+    }
+
+    /// A renewal to `until` was propagated in the running call; its offset is stamped later.
+    pub fn push(&mut self, until: u64) {
+        if self.pending.len() >= MARKS {
+            if let Some(last) = self.pending.back_mut() {
+                *last = (until.max(last.0), None);
+            }
+            return;
+        }
+        self.pending.push_back((until, None));
+    }
+
+    /// Every renewal propagated so far lies at or below `offset`.
+    pub fn stamp(&mut self, offset: u64) {
+        for (_, at) in self.pending.iter_mut().rev() {
+            if at.is_some() {
+                break;
+            }
+            *at = Some(offset);
+        }
+    }
+
+    /// The replicas acknowledged `offset`: renewals stamped at or below it count.
+    pub fn ack(&mut self, offset: u64) {
+        while let Some(&(until, Some(at))) = self.pending.front() {
+            if at > offset {
+                break;
+            }
+            self.acked = self.acked.max(until);
+            self.pending.pop_front();
+        }
+    }
+
+    /// A renewal the replicas acknowledged by another way (a message-ID renewal, whose replay
+    /// raises the UID floor too).
+    pub fn raise(&mut self, until: u64) {
+        self.acked = self.acked.max(until);
+    }
+
+    /// Every ID with a time below this may be handed out at once.
+    pub fn acked(&self) -> u64 {
+        self.acked
+    }
+
+    /// The highest renewal not yet acknowledged.
+    pub fn pending(&self) -> Option<u64> {
+        self.pending.iter().map(|&(u, _)| u).max()
+    }
+
+    /// The highest offset a renewal not yet acknowledged was stamped with.
+    pub fn highest_target(&self) -> Option<u64> {
+        self.pending.iter().filter_map(|&(_, at)| at).max()
+    }
+
+    pub fn clear(&mut self) {
+        self.pending.clear();
+        self.acked = 0;
+    }
+}
+
+/// The calls waiting for the replicas, oldest first: each with the offset that covers its
+/// write (stamped after the write was propagated) and its deadline.
+#[derive(Debug)]
+pub struct Queue<H> {
+    waiting: VecDeque<Waiter<H>>,
+}
+
+#[derive(Debug)]
+struct Waiter<H> {
+    handle: H,
+    target: Option<u64>,
+    deadline_ms: u64,
+}
+
+impl<H> Default for Queue<H> {
+    fn default() -> Self {
+        Queue {
+            waiting: VecDeque::new(),
+        }
+    }
+}
+
+impl<H> Queue<H> {
+    pub const fn new() -> Queue<H> {
+        Queue {
+            waiting: VecDeque::new(),
+        }
+    }
+
+    /// A call waits from now on; its offset is stamped by the next [`Queue::stamp`].
+    pub fn push(&mut self, handle: H, deadline_ms: u64) {
+        self.waiting.push_back(Waiter {
+            handle,
+            target: None,
+            deadline_ms,
+        });
+    }
+
+    /// Every write of the waiting calls was propagated at or below `offset`. Returns whether
+    /// any call was stamped.
+    pub fn stamp(&mut self, offset: u64) -> bool {
+        let mut any = false;
+        for w in self.waiting.iter_mut().rev() {
+            if w.target.is_some() {
+                break;
+            }
+            w.target = Some(offset);
+            any = true;
+        }
+        any
+    }
+
+    /// The highest offset a waiting call needs.
+    pub fn highest_target(&self) -> Option<u64> {
+        self.waiting.iter().filter_map(|w| w.target).max()
+    }
+
+    /// The calls whose writes the replicas acknowledged with `offset`, oldest first.
+    pub fn take_acked(&mut self, offset: u64) -> Vec<H> {
+        let mut out = Vec::new();
+        while self
+            .waiting
+            .front()
+            .is_some_and(|w| w.target.is_some_and(|t| t <= offset))
+        {
+            if let Some(w) = self.waiting.pop_front() {
+                out.push(w.handle);
+            }
+        }
+        out
+    }
+
+    /// The calls whose deadline has passed (from the oldest, until one that has not).
+    pub fn take_expired(&mut self, now_ms: u64) -> Vec<H> {
+        let mut out = Vec::new();
+        while self
+            .waiting
+            .front()
+            .is_some_and(|w| w.deadline_ms <= now_ms)
+        {
+            if let Some(w) = self.waiting.pop_front() {
+                out.push(w.handle);
+            }
+        }
+        out
+    }
+
+    /// Every waiting call.
+    pub fn drain(&mut self) -> Vec<H> {
+        self.waiting.drain(..).map(|w| w.handle).collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.waiting.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn the_offset_n_replicas_acknowledged() {
+        assert_eq!(acked_offset(&[], 1), None);
+        assert_eq!(acked_offset(&[5], 0), None, "n 0: the fence is off");
+        assert_eq!(acked_offset(&[5], 1), Some(5));
+        assert_eq!(acked_offset(&[5, 9, 7], 1), Some(9));
+        assert_eq!(acked_offset(&[5, 9, 7], 2), Some(7));
+        assert_eq!(acked_offset(&[5, 9, 7], 3), Some(5));
+        assert_eq!(acked_offset(&[5, 9, 7], 4), None, "fewer replicas than n");
+    }
+
+    #[test]
+    fn the_budget_is_the_gap_above_the_acknowledged_count() {
+        assert!(!within(0, 1, None, 1000), "nothing acknowledged yet");
+        assert!(within(0, 1000, Some(0), 1000));
+        assert!(!within(0, 1001, Some(0), 1000));
+        assert!(within(5000, 1, Some(4001), 1000));
+        assert!(!within(5000, 2, Some(4001), 1000));
+        // gap 0: every increase waits for its own write
+        assert!(!within(10, 1, Some(10), 0));
+        assert!(within(10, 0, Some(10), 0));
+        // never wraps
+        assert!(!within(u64::MAX, u64::MAX, Some(0), 1000));
+    }
+
+    #[test]
+    fn samples_are_acknowledged_in_order() {
+        let mut r = Ring::default();
+        r.push(100, 10);
+        r.push(150, 10); // nothing new: dropped
+        assert_eq!(r.len(), 1);
+        r.push(200, 20);
+        r.push(300, 35);
+        assert_eq!(r.ack(99), None);
+        assert_eq!(r.ack(250), Some(20));
+        assert_eq!(r.newest(), Some(35));
+        assert_eq!(r.ack(250), None, "already taken");
+        assert_eq!(r.ack(1000), Some(35));
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn a_full_ring_replaces_its_newest_sample() {
+        let mut r = Ring::default();
+        for i in 0..RING as u64 {
+            r.push(i * 10, i + 1);
+        }
+        assert_eq!(r.len(), RING);
+        r.push(10_000, 500);
+        assert_eq!(r.len(), RING);
+        assert_eq!(r.newest(), Some(500));
+        // the replaced sample's offset is the newer one: acknowledging the older offset no
+        // longer credits the newer count
+        assert_eq!(r.ack((RING as u64 - 1) * 10), Some(RING as u64 - 1));
+        assert_eq!(r.ack(10_000), Some(500));
+    }
+
+    #[test]
+    fn lease_marks_count_once_acknowledged() {
+        let mut m = Marks::default();
+        m.push(5_000);
+        assert_eq!(m.acked(), 0);
+        m.ack(1_000); // not stamped yet: nothing
+        assert_eq!(m.acked(), 0);
+        m.stamp(100);
+        m.push(7_500);
+        m.ack(99);
+        assert_eq!((m.acked(), m.pending()), (0, Some(7_500)));
+        m.ack(100);
+        assert_eq!(m.acked(), 5_000, "the second is not stamped yet");
+        m.stamp(180);
+        m.ack(180);
+        assert_eq!((m.acked(), m.pending()), (7_500, None));
+        m.raise(6_000); // never back
+        assert_eq!(m.acked(), 7_500);
+        m.raise(9_000);
+        assert_eq!(m.acked(), 9_000);
+        m.clear();
+        assert_eq!(m.acked(), 0);
+    }
+
+    #[test]
+    fn many_renewals_collapse_into_the_newest() {
+        let mut m = Marks::default();
+        for i in 0..20 {
+            m.push(1_000 + i);
+        }
+        assert_eq!(m.pending(), Some(1_019));
+        m.stamp(50);
+        m.ack(50);
+        assert_eq!(m.acked(), 1_019);
+    }
+
+    #[test]
+    fn waiters_leave_when_acknowledged_or_expired() {
+        let mut q = Queue::default();
+        q.push('a', 1_000);
+        q.push('b', 1_000);
+        assert!(
+            q.take_acked(u64::MAX).is_empty(),
+            "not stamped: never released"
+        );
+        assert!(q.stamp(10));
+        q.push('c', 1_100);
+        assert_eq!(q.highest_target(), Some(10));
+        assert_eq!(q.take_acked(9), Vec::<char>::new());
+        assert_eq!(q.take_acked(10), vec!['a', 'b']);
+        assert!(q.take_acked(10).is_empty(), "c is not stamped");
+        assert!(q.stamp(20));
+        assert!(!q.stamp(30), "nothing left to stamp");
+        assert_eq!(q.take_expired(1_099), Vec::<char>::new());
+        assert_eq!(q.take_expired(1_100), vec!['c']);
+        q.push('d', 5);
+        assert_eq!(q.drain(), vec!['d']);
+        assert!(q.is_empty());
+    }
+
+    /// What the budget promises, against a model that remembers every sample: whatever a call
+    /// was allowed to hand out at once lies at most `gap` above the count the replicas hold.
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// A call raising the count by this much asks to reply at once.
+        Advance(u64),
+        /// The node samples (offset grows by this much first).
+        Sample(u64),
+        /// The replicas acknowledge up to this fraction of the propagated offset.
+        Ack(u8),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (1u64..400).prop_map(Op::Advance),
+            (1u64..50).prop_map(Op::Sample),
+            any::<u8>().prop_map(Op::Ack),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn nothing_at_once_beyond_the_gap_above_what_the_replicas_hold(
+            ops in proptest::collection::vec(op(), 1..400),
+            gap in 0u64..1500,
+        ) {
+            let mut ring = Ring::default();
+            let mut acked: Option<u64> = None;
+            let (mut advanced, mut offset) = (0u64, 0u64);
+            // the model: every sample ever taken, and the highest offset acknowledged
+            let mut history: Vec<(u64, u64)> = Vec::new();
+            let mut acked_offset = None;
+            for op in ops {
+                match op {
+                    Op::Advance(n) => {
+                        let now = within(advanced, n, acked, gap);
+                        advanced += n;
+                        if now {
+                            // the replicas hold the count of the newest sample at or below
+                            // the acknowledged offset
+                            let held = acked_offset.and_then(|a| {
+                                history.iter().rev().find(|&&(o, _)| o <= a).map(|&(_, c)| c)
+                            });
+                            let held = held.expect("something acknowledged");
+                            prop_assert!(advanced - held <= gap);
+                        }
+                        // every increase is propagated at once: the offset moves
+                        offset += 1;
+                    }
+                    Op::Sample(d) => {
+                        offset += d;
+                        ring.push(offset, advanced);
+                        history.push((offset, advanced));
+                    }
+                    Op::Ack(f) => {
+                        let a = offset * u64::from(f) / 255;
+                        let a = acked_offset.map_or(a, |p: u64| p.max(a));
+                        acked_offset = Some(a);
+                        if let Some(c) = ring.ack(a) {
+                            acked = Some(acked.map_or(c, |p| p.max(c)));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! The fence's callbacks (`node::fence` holds the rules): a blocked client's reply, timeout and
+//! free callbacks, the event loop's before-sleep event, and the one-shot tick timer. Handed
+//! down to `host::fence` at load ([`install`]), which blocks clients, subscribes and arms
+//! timers with them.
+
+use super::{guard, Entry};
+use crate::host::fence::{set_hooks, Hooks};
+use crate::host::Ctx;
+use crate::node::fence::{self, Unblocked};
+use redis_module::raw;
+use std::ffi::c_void;
+use std::os::raw::c_int;
+
+/// Hands the callbacks down (OnLoad).
+pub(crate) fn install() {
+    set_hooks(Hooks {
+        reply: Some(on_reply),
+        timeout: Some(on_timeout),
+        free: Some(on_free),
+        before_sleep: Some(on_loop),
+        timer: Some(on_timer),
+    });
+}
+
+/// A released client: its reply, or the fence's error.
+unsafe extern "C" fn on_reply(
+    ctx: *mut raw::RedisModuleCtx,
+    _argv: *mut *mut raw::RedisModuleString,
+    _argc: c_int,
+) -> c_int {
+    // SAFETY: ctx is the live context of this reply callback; the Ctx is used only within it.
+    let c = unsafe { Ctx::from_raw(ctx) };
+    guard(
+        ctx,
+        Entry::Named("a fenced reply"),
+        || c.reply_error(&crate::error::INTERNAL),
+        || fence::reply(&c),
+    );
+    raw::REDISMODULE_OK as c_int
+}
+
+/// Redis timed a waiting client out (`imid.fence-timeout`).
+unsafe extern "C" fn on_timeout(
+    ctx: *mut raw::RedisModuleCtx,
+    _argv: *mut *mut raw::RedisModuleString,
+    _argc: c_int,
+) -> c_int {
+    // SAFETY: ctx is the live context of this timeout callback; the Ctx is used only within it.
+    let c = unsafe { Ctx::from_raw(ctx) };
+    guard(
+        ctx,
+        Entry::Named("a fence timeout"),
+        || c.reply_error(&crate::error::INTERNAL),
+        || fence::timeout(&c),
+    );
+    raw::REDISMODULE_OK as c_int
+}
+
+/// Frees what `host::fence::Blocked::unblock` passed: a `Box<Unblocked>`.
+unsafe extern "C" fn on_free(_ctx: *mut raw::RedisModuleCtx, p: *mut c_void) {
+    if !p.is_null() {
+        // SAFETY: every payload is a Box<Unblocked> turned into a raw pointer by `unblock`
+        // (the only caller, through `node::fence`), freed once, here.
+        drop(unsafe { Box::from_raw(p.cast::<Unblocked>()) });
+    }
+}
+
+/// The event loop's events (subscribed while clients wait): before it sleeps.
+unsafe extern "C" fn on_loop(
+    ctx: *mut raw::RedisModuleCtx,
+    _eid: raw::RedisModuleEvent,
+    subevent: u64,
+    _data: *mut c_void,
+) {
+    if subevent != raw::REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP {
+        return;
+    }
+    // SAFETY: ctx is the live context of this event callback; the Ctx is used only within it.
+    let c = unsafe { Ctx::from_raw(ctx) };
+    guard(
+        ctx,
+        Entry::Named("the fence's before-sleep event"),
+        || (),
+        || fence::before_sleep(&c),
+    );
+}
+
+/// The one-shot tick timer.
+unsafe extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
+    // SAFETY: ctx is the live context of this timer callback; the Ctx is used only within it.
+    let c = unsafe { Ctx::from_raw(ctx) };
+    guard(
+        ctx,
+        Entry::Named("the fence timer"),
+        || (),
+        || fence::on_timer(&c),
+    );
+}

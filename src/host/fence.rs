@@ -1,0 +1,281 @@
+//! What the fence (`node::fence`) calls in Redis: block a client until the replicas acknowledge
+//! its write and unblock it with what to reply, read the replicas' acknowledged offsets
+//! (`ROLE`), ask the replicas to acknowledge now (`REPLCONF GETACK *`), subscribe to the event
+//! loop's before-sleep event while clients wait, arm a one-shot timer, and read
+//! `min-replicas-to-write`.
+//!
+//! The callbacks Redis calls back (a blocked client's reply, timeout and free, the before-sleep
+//! event, the timer) are `extern "C"` functions of the top floor (`entry::fence`), which hands
+//! them down once at load ([`set_hooks`]): this floor imports nothing above it.
+//!
+//! Verified on Redis 7.0.15, 8.2.3, 8.6.3 and Valkey 8.0.1, 9.1.2 (a probe module): a
+//! `REPLCONF GETACK *` propagated by `RedisModule_Replicate` from an event callback reaches the
+//! replicas alone in its execution unit, and each answers with `REPLCONF ACK <offset>` at once,
+//! the offset before the GETACK, which `ROLE` then shows as the replica's acknowledged offset.
+
+use super::Ctx;
+use redis_module::raw;
+use std::ffi::c_void;
+use std::os::raw::{c_char, c_int, c_longlong};
+use std::sync::OnceLock;
+
+/// The callbacks of the top floor (`entry::fence`).
+pub(crate) struct Hooks {
+    pub(crate) reply: raw::RedisModuleCmdFunc,
+    pub(crate) timeout: raw::RedisModuleCmdFunc,
+    pub(crate) free: Option<unsafe extern "C" fn(*mut raw::RedisModuleCtx, *mut c_void)>,
+    pub(crate) before_sleep: raw::RedisModuleEventCallback,
+    pub(crate) timer: raw::RedisModuleTimerProc,
+}
+
+static HOOKS: OnceLock<Hooks> = OnceLock::new();
+
+/// Installs the callbacks (OnLoad, once).
+pub(crate) fn set_hooks(h: Hooks) {
+    let _ = HOOKS.set(h);
+}
+
+/// A client blocked by [`Ctx::block`], until [`Blocked::unblock`] (which must be called exactly
+/// once for each, also when Redis timed the client out or it disconnected: Redis frees the
+/// handle only then).
+pub(crate) struct Blocked(*mut raw::RedisModuleBlockedClient);
+
+// SAFETY: a handle is made, kept and used on Redis's main thread only (commands, events and
+// timers all run there); the Mutex holding the handles needs `Send` to be a static.
+unsafe impl Send for Blocked {}
+
+impl Blocked {
+    /// Unblocks the client: Redis calls the reply callback with `payload` (unless the client is
+    /// gone: timed out or disconnected), then the free callback, which drops it.
+    pub(crate) fn unblock<T>(self, payload: Box<T>) {
+        let p = Box::into_raw(payload).cast::<c_void>();
+        // SAFETY: the handle came from BlockClient and is unblocked once (self is consumed);
+        // UnblockClient takes the pointer as privdata, handed to the free callback, which
+        // rebuilds the Box of the same type (`entry::fence`).
+        unsafe {
+            if let Some(f) = raw::RedisModule_UnblockClient {
+                f(self.0, p);
+            }
+        }
+    }
+}
+
+/// A primary's replication state, as `ROLE` shows it.
+pub(crate) struct Role {
+    /// `master_repl_offset`: every write propagated so far lies at or below it.
+    pub(crate) offset: u64,
+    /// The acknowledged offset of each online replica.
+    pub(crate) acks: Vec<u64>,
+}
+
+impl Ctx {
+    /// Whether this call may block its client: not inside MULTI/EXEC, a Lua script, a function
+    /// or another module's `RedisModule_Call` (Redis 6.2+ says so with `DENY_BLOCKING`).
+    pub(crate) fn can_block(&self) -> bool {
+        let deny = (raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING
+            | raw::REDISMODULE_CTX_FLAGS_MULTI
+            | raw::REDISMODULE_CTX_FLAGS_LUA) as c_int;
+        self.flags() & deny == 0
+    }
+
+    /// Blocks the calling client (only it: the server goes on) for at most `timeout_ms`, with
+    /// the callbacks of [`set_hooks`]. `None` when Redis refused (no hooks, or a context that
+    /// cannot block: see [`Ctx::can_block`]).
+    pub(crate) fn block(&self, timeout_ms: u64) -> Option<Blocked> {
+        let h = HOOKS.get()?;
+        let timeout = c_longlong::try_from(timeout_ms).unwrap_or(c_longlong::MAX);
+        // SAFETY: see the module comment of `host`; the callbacks match the C signatures and
+        // live as long as the module.
+        let bc =
+            unsafe { raw::RedisModule_BlockClient?(self.ptr, h.reply, h.timeout, h.free, timeout) };
+        (!bc.is_null()).then_some(Blocked(bc))
+    }
+
+    /// In a blocked client's reply callback: the payload [`Blocked::unblock`] passed.
+    pub(crate) fn blocked_payload<T>(&self) -> Option<&T> {
+        // SAFETY: see the module comment of `host`; the pointer is the Box of `T` that unblock
+        // made (one payload type per module: `entry::fence`), alive until the free callback,
+        // which runs after the reply callback.
+        unsafe {
+            let p = raw::RedisModule_GetBlockedClientPrivateData?(self.ptr);
+            p.cast::<T>().as_ref()
+        }
+    }
+
+    /// `ROLE` on a primary: its offset and its online replicas' acknowledged offsets; `None`
+    /// on a replica (or should the reply not parse).
+    pub(crate) fn role(&self) -> Option<Role> {
+        // SAFETY: see the module comment of `host`; the format "" passes no argument; every
+        // reply read below belongs to the top reply, which is freed once, at the end.
+        unsafe {
+            let reply = raw::RedisModule_Call?(self.ptr, c"ROLE".as_ptr(), c"".as_ptr());
+            if reply.is_null() {
+                return None;
+            }
+            let role = parse_role(reply);
+            if let Some(free) = raw::RedisModule_FreeCallReply {
+                free(reply);
+            }
+            role
+        }
+    }
+
+    /// Asks every replica to acknowledge its offset now (`REPLCONF GETACK *`, replicas only,
+    /// not the AOF: what Redis sends itself for WAIT). Only outside a command (an event or a
+    /// timer), where it is the one write of its execution unit, and never while writes are
+    /// paused (Redis aborts on anything propagated then).
+    pub(crate) fn request_acks(&self) {
+        if self.writes_paused() {
+            return;
+        }
+        // SAFETY: see the module comment of `host`; "Acc": no AOF, then two C strings, both
+        // passed. REPLCONF is a command of every server, so Replicate finds it.
+        unsafe {
+            if let Some(f) = raw::RedisModule_Replicate {
+                f(
+                    self.ptr,
+                    c"REPLCONF".as_ptr(),
+                    c"Acc".as_ptr(),
+                    c"GETACK".as_ptr(),
+                    c"*".as_ptr(),
+                );
+            }
+        }
+    }
+
+    /// Subscribes to (or, `on` false, unsubscribes from) the event loop's events with the
+    /// before-sleep hook. Never unsubscribe from inside a server event's callback: Redis 7.0
+    /// walks its list of listeners then, and would read the freed one.
+    pub(crate) fn subscribe_before_sleep(&self, on: bool) -> bool {
+        let Some(h) = HOOKS.get() else {
+            return false;
+        };
+        let event = raw::RedisModuleEvent {
+            id: raw::REDISMODULE_EVENT_EVENTLOOP,
+            dataver: 1,
+        };
+        // SAFETY: see the module comment of `host`; the callback matches the C signature and
+        // lives as long as the module.
+        let rc = unsafe {
+            raw::RedisModule_SubscribeToServerEvent
+                .map(|f| f(self.ptr, event, if on { h.before_sleep } else { None }))
+        };
+        rc == Some(raw::REDISMODULE_OK as c_int)
+    }
+
+    /// Arms the one-shot timer of [`set_hooks`] to fire in `ms` (0: at the end of this event
+    /// loop iteration).
+    pub(crate) fn arm_timer(&self, ms: i64) -> bool {
+        let Some(h) = HOOKS.get() else {
+            return false;
+        };
+        // SAFETY: see the module comment of `host`; the callback matches and lives as long as
+        // the module; no data is passed.
+        unsafe {
+            raw::RedisModule_CreateTimer
+                .map(|f| f(self.ptr, ms, h.timer, std::ptr::null_mut()))
+                .is_some()
+        }
+    }
+
+    /// The server's `min-replicas-to-write` (`CONFIG GET`); not for the hot path.
+    pub(crate) fn min_replicas_to_write(&self) -> Option<u64> {
+        // SAFETY: see the module comment of `host`; "cc" passes two C strings; the reply is
+        // read while alive and freed once.
+        unsafe {
+            let reply = raw::RedisModule_Call?(
+                self.ptr,
+                c"CONFIG".as_ptr(),
+                c"cc".as_ptr(),
+                c"GET".as_ptr(),
+                c"min-replicas-to-write".as_ptr(),
+            );
+            if reply.is_null() {
+                return None;
+            }
+            let v = element(reply, 1).and_then(|e| text_int(e));
+            if let Some(free) = raw::RedisModule_FreeCallReply {
+                free(reply);
+            }
+            v.and_then(|v| u64::try_from(v).ok())
+        }
+    }
+}
+
+/// Element `i` of an array reply.
+///
+/// # Safety
+/// `r` must be a live call reply.
+unsafe fn element(
+    r: *mut raw::RedisModuleCallReply,
+    i: usize,
+) -> Option<*mut raw::RedisModuleCallReply> {
+    // SAFETY: per the contract; elements live as long as the top reply.
+    unsafe {
+        if raw::RedisModule_CallReplyType?(r) != raw::REDISMODULE_REPLY_ARRAY as c_int
+            || raw::RedisModule_CallReplyLength?(r) <= i
+        {
+            return None;
+        }
+        let e = raw::RedisModule_CallReplyArrayElement?(r, i);
+        (!e.is_null()).then_some(e)
+    }
+}
+
+/// The bytes of a string reply.
+///
+/// # Safety
+/// `r` must be a live call reply.
+unsafe fn text<'a>(r: *mut raw::RedisModuleCallReply) -> Option<&'a [u8]> {
+    // SAFETY: per the contract; the bytes live as long as the reply.
+    unsafe {
+        if raw::RedisModule_CallReplyType?(r) != raw::REDISMODULE_REPLY_STRING as c_int {
+            return None;
+        }
+        let mut len = 0usize;
+        let p: *const c_char = raw::RedisModule_CallReplyStringPtr?(r, &mut len);
+        (!p.is_null()).then(|| std::slice::from_raw_parts(p.cast::<u8>(), len))
+    }
+}
+
+/// An integer reply, or a string reply holding a decimal integer (ROLE gives replicas' offsets
+/// as strings).
+///
+/// # Safety
+/// `r` must be a live call reply.
+unsafe fn text_int(r: *mut raw::RedisModuleCallReply) -> Option<i64> {
+    // SAFETY: per the contract.
+    unsafe {
+        if raw::RedisModule_CallReplyType?(r) == raw::REDISMODULE_REPLY_INTEGER as c_int {
+            return raw::RedisModule_CallReplyInteger.map(|f| f(r));
+        }
+        std::str::from_utf8(text(r)?).ok()?.parse().ok()
+    }
+}
+
+/// `["master", offset, [[ip, port, acked offset], ...]]`.
+///
+/// # Safety
+/// `reply` must be a live call reply.
+unsafe fn parse_role(reply: *mut raw::RedisModuleCallReply) -> Option<Role> {
+    // SAFETY: per the contract; every element read belongs to `reply`.
+    unsafe {
+        if text(element(reply, 0)?)? != b"master" {
+            return None;
+        }
+        let offset = u64::try_from(text_int(element(reply, 1)?)?).ok()?;
+        let replicas = element(reply, 2)?;
+        let n = raw::RedisModule_CallReplyLength?(replicas);
+        let mut acks = Vec::with_capacity(n);
+        for i in 0..n {
+            let ack = element(replicas, i)
+                .and_then(|r| element(r, 2))
+                .and_then(|e| text_int(e))
+                .and_then(|v| u64::try_from(v).ok());
+            if let Some(a) = ack {
+                acks.push(a);
+            }
+        }
+        Some(Role { offset, acks })
+    }
+}

@@ -1,0 +1,521 @@
+//! The fence (issue 27; docs/durability.md, "The fence"): a primary hands out nothing that the
+//! replica which would take over, should this node lose its role now, would not know. On when
+//! `imid.fence-replicas` (`auto`: the server's `min-replicas-to-write`) is above 0 and this node
+//! is a primary; otherwise every call replies at once, as without it.
+//!
+//! What a call hands out ([`Need`]) is checked by [`check`] before the call changes anything:
+//! - sequence values, against the node-wide budget (`core::fence::within`): at once while the
+//!   node's count of sequence increases is at most `imid.seq-gap` above the count of the newest
+//!   sample its replicas acknowledged;
+//! - message IDs and UIDs, against the lease renewals the replicas acknowledged
+//!   (`core::fence::Marks`): at once when the ID's time lies below one;
+//! - an IDMP answer (a first answer, and a retry's, whose record may not have reached the
+//!   replicas yet): never at once.
+//!
+//! What cannot reply at once waits ([`wait`]): the client (only it) is blocked until the
+//! replicas acknowledge the offset that covers the call's writes, or answered with the fence's
+//! `NOREPLICAS` error after `imid.fence-timeout`. Inside MULTI/EXEC, a script or a function no
+//! client can wait: such a call is refused at once instead, except an IDMP answer within the
+//! budget, which is given and counted (`imid_fence_unfenced_idmp`: the docs say to `WAIT`
+//! after such a transaction or script before using its answer). A call refused at once
+//! changes nothing.
+//!
+//! The offsets (`tick`): `ROLE` gives the primary's offset and each online replica's
+//! acknowledged one; the `imid.fence-replicas`-th largest is what "the replicas" acknowledged.
+//! A tick releases the calls, samples and renewals that offset covers, stamps what was
+//! propagated since the last tick with the current offset, and asks the replicas to acknowledge
+//! (`REPLCONF GETACK *`) when something is waiting for them. Ticks run before the event loop
+//! sleeps while clients wait (the before-sleep event, subscribed only then: it costs every
+//! iteration), from a one-shot timer when the budget runs low, a renewal waits, or the fence
+//! just came on, and from the server's cron (`hz`) to keep the budget and the leases fresh.
+//!
+//! Every function here runs on Redis's main thread; the atomics keep the statics `Sync` and let
+//! the hot path read the fence's state without a lock.
+
+use super::Counter;
+use crate::config::{fence_timeout_ms, seq_gap, FenceReplicas, FENCE_REPLICAS};
+use crate::core::fence::{acked_offset, within, Marks, Queue, Ring};
+use crate::error::Error;
+use crate::host::fence::Blocked;
+use crate::host::{Ctx, Owned};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Mutex, MutexGuard};
+
+/// What a call hands out, for [`check`].
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Need {
+    /// How much the call raises sequence values (new - old, summed; a gap skip included).
+    pub(crate) advance: u64,
+    /// An IDMP answer: the token's record must be on the replicas before it goes out.
+    pub(crate) record: bool,
+    /// The time of the last message ID handed out.
+    pub(crate) msgid_ms: Option<u64>,
+    /// The time of the last UID handed out.
+    pub(crate) uid_ms: Option<u64>,
+}
+
+/// Whether a call replies now, or waits ([`wait`]) for the replicas.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Now,
+    Wait,
+}
+
+/// The fence is on here (`imid.fence-replicas` above 0, this node a primary).
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// This node is a primary (set at load, then by role changes).
+static PRIMARY: AtomicBool = AtomicBool::new(true);
+/// How many replicas must acknowledge (`imid.fence-replicas`, `auto` resolved).
+static REQUIRED: AtomicU64 = AtomicU64::new(0);
+/// The node's count of sequence increases while the fence is on.
+static ADVANCED: AtomicU64 = AtomicU64::new(0);
+/// The count of the newest sample the replicas acknowledged; [`NONE`] before the first.
+static ACKED_ADV: AtomicU64 = AtomicU64::new(NONE);
+const NONE: u64 = u64::MAX;
+/// Message IDs and UIDs with a time below these may go out at once.
+static MSGID_ACKED: AtomicU64 = AtomicU64::new(0);
+static UID_ACKED: AtomicU64 = AtomicU64::new(0);
+/// A one-shot tick timer is armed.
+static TIMER_ARMED: AtomicBool = AtomicBool::new(false);
+/// `load` ran (the configs' apply callback may refresh from then on).
+static LOADED: AtomicBool = AtomicBool::new(false);
+/// The before-sleep event is subscribed.
+static SUBSCRIBED: AtomicBool = AtomicBool::new(false);
+
+/// Calls that waited for the replicas.
+pub(crate) static WAITS: Counter = Counter::new();
+/// Waiting calls answered with the error after `imid.fence-timeout`.
+pub(crate) static TIMEOUTS: Counter = Counter::new();
+/// Calls refused at once (they could not wait, or fewer replicas than required are online).
+pub(crate) static REFUSED: Counter = Counter::new();
+/// IDMP answers given inside MULTI/EXEC, a script or a function without waiting.
+pub(crate) static UNFENCED_IDMP: Counter = Counter::new();
+
+/// What a released call gets.
+pub(crate) enum Unblocked {
+    /// The replicas acknowledged: its reply.
+    Ready(Owned),
+    /// Its deadline passed first.
+    TimedOut,
+    /// This node stopped being a primary first.
+    Demoted,
+    /// Fewer replicas than required are online (online, required): no acknowledgement can come.
+    TooFew(usize, u64),
+}
+
+struct State {
+    ring: Ring,
+    msgid: Marks,
+    uid: Marks,
+    queue: Queue<(Blocked, Owned)>,
+    /// The offset the last GETACK asked for, and when (ms).
+    asked: Option<u64>,
+    asked_ms: u64,
+}
+
+static STATE: Mutex<State> = Mutex::new(State {
+    ring: Ring::new(),
+    msgid: Marks::new(),
+    uid: Marks::new(),
+    queue: Queue::new(),
+    asked: None,
+    asked_ms: 0,
+});
+
+fn state() -> MutexGuard<'static, State> {
+    // Main thread only: never contended; a poisoned lock was caught by the guard already and
+    // the state is consistent between statements.
+    STATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn acked_adv() -> Option<u64> {
+    Some(ACKED_ADV.load(Relaxed)).filter(|&a| a != NONE)
+}
+
+/// May the call reply now, must it wait, or is it refused (an error: nothing may change)? On
+/// `Ok`, its sequence increase is counted: the caller must then make its writes (and reply or
+/// [`wait`]). One load when the fence is off.
+#[inline(always)]
+pub(crate) fn check(ctx: &Ctx, need: Need) -> Result<Verdict, Error> {
+    if !ACTIVE.load(Relaxed) {
+        return Ok(Verdict::Now);
+    }
+    let adv = ADVANCED.load(Relaxed);
+    let gap = seq_gap();
+    let acked = acked_adv();
+    let seq_ok = need.advance == 0 || within(adv, need.advance, acked, gap);
+    let ids_ok = need.msgid_ms.is_none_or(|t| t < MSGID_ACKED.load(Relaxed))
+        && need.uid_ms.is_none_or(|t| t < UID_ACKED.load(Relaxed));
+    if seq_ok && ids_ok && !need.record {
+        let now = adv.saturating_add(need.advance);
+        ADVANCED.store(now, Relaxed);
+        // Half the budget used: refresh it before a call has to wait.
+        if acked.is_some_and(|a| now.saturating_sub(a) > gap / 2) {
+            arm_tick(ctx);
+        }
+        return Ok(Verdict::Now);
+    }
+    slow(ctx, need, seq_ok && ids_ok)
+}
+
+#[cold]
+#[inline(never)]
+fn slow(ctx: &Ctx, need: Need, within_acked: bool) -> Result<Verdict, Error> {
+    // A replay (the AOF at load on a primary) hands nothing out.
+    let verdict = if ctx.is_replay() {
+        Verdict::Now
+    } else if !ctx.can_block() {
+        if need.record && within_acked {
+            UNFENCED_IDMP.add(1);
+            Verdict::Now
+        } else {
+            REFUSED.add(1);
+            return Err(cannot_wait());
+        }
+    } else {
+        // (With fewer replicas online than required, the next tick, at the end of this event
+        // loop iteration, answers it with the error: `tick`.)
+        Verdict::Wait
+    };
+    ADVANCED.store(ADVANCED.load(Relaxed).saturating_add(need.advance), Relaxed);
+    Ok(verdict)
+}
+
+/// The call waits for the replicas (after [`check`] said so, and after its writes): its client
+/// is blocked and `reply` goes out once they acknowledge, or the fence's error after
+/// `imid.fence-timeout`.
+pub(crate) fn wait(ctx: &Ctx, reply: Owned) -> Result<(), Error> {
+    let timeout = fence_timeout_ms();
+    let Some(bc) = ctx.block(timeout) else {
+        return Err(cannot_wait());
+    };
+    WAITS.add(1);
+    let deadline = mono_ms().saturating_add(timeout);
+    state().queue.push((bc, reply), deadline);
+    if !SUBSCRIBED.load(Relaxed) && ctx.subscribe_before_sleep(true) {
+        SUBSCRIBED.store(true, Relaxed);
+    }
+    // Should the subscription fail, the timer and the cron still tick.
+    arm_tick(ctx);
+    Ok(())
+}
+
+/// Whether the fence is on here.
+pub(crate) fn active() -> bool {
+    ACTIVE.load(Relaxed)
+}
+
+/// A monotonic clock in ms (since its first read) for the waiting calls' deadlines and the
+/// GETACK pacing: never the IDs' clock (`node::now_ms`), whose steps (a wall clock set
+/// forward, or a test-hooks offset) must not time waiting calls out early.
+fn mono_ms() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let elapsed = START.get_or_init(std::time::Instant::now).elapsed();
+    u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Which lease a renewal belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lease {
+    Msgid,
+    Uid,
+}
+
+/// A lease renewal to `until` was propagated in the running call (`node::ids`).
+pub(crate) fn renewed(ctx: &Ctx, lease: Lease, until: u64) {
+    if !ACTIVE.load(Relaxed) {
+        return;
+    }
+    {
+        let mut st = state();
+        match lease {
+            Lease::Msgid => st.msgid.push(until),
+            Lease::Uid => st.uid.push(until),
+        }
+    }
+    arm_tick(ctx);
+}
+
+/// Arms the one-shot tick timer, unless it is armed already.
+fn arm_tick(ctx: &Ctx) {
+    if !TIMER_ARMED.swap(true, Relaxed) && !ctx.arm_timer(0) {
+        TIMER_ARMED.store(false, Relaxed);
+    }
+}
+
+/// The one-shot timer fired (a context of its own, outside any event's callback).
+pub(crate) fn on_timer(ctx: &Ctx) {
+    TIMER_ARMED.store(false, Relaxed);
+    tick(ctx);
+    // Nobody waits: the before-sleep event is not worth its cost per iteration. Unsubscribed
+    // here, never from an event's callback (see `host::fence`).
+    if SUBSCRIBED.load(Relaxed) && state().queue.is_empty() && ctx.subscribe_before_sleep(false) {
+        SUBSCRIBED.store(false, Relaxed);
+    }
+}
+
+/// Before the event loop sleeps (subscribed while clients wait): the acknowledgements that
+/// arrived in this iteration release their calls, and the calls blocked in it are stamped.
+pub(crate) fn before_sleep(ctx: &Ctx) {
+    if !state().queue.is_empty() {
+        tick(ctx);
+    }
+}
+
+/// The server's cron: follows `imid.fence-replicas` (and `min-replicas-to-write` under
+/// `auto`) and ticks when anything is left to acknowledge or to release. (The cron also keeps
+/// the leases renewed while the fence is on: `node::ids::keep_leases`.)
+pub(crate) fn cron(ctx: &Ctx) {
+    refresh(ctx, true);
+    let active = ACTIVE.load(Relaxed);
+    let busy = {
+        let st = state();
+        !st.queue.is_empty()
+            || !st.ring.is_empty()
+            || st.msgid.pending().is_some()
+            || st.uid.pending().is_some()
+            || (active && st.ring.newest().or(acked_adv()) != Some(ADVANCED.load(Relaxed)))
+    };
+    if busy || SUBSCRIBED.load(Relaxed) {
+        arm_tick(ctx);
+    }
+}
+
+/// Reads `imid.fence-replicas` (resolving `auto`) and turns the fence on or off; `arm`: a tick
+/// follows a change (not in OnLoad, where a timer must not be armed: `entry::load`).
+pub(crate) fn refresh(ctx: &Ctx, arm: bool) {
+    let required = match FENCE_REPLICAS.with(|v| *v) {
+        FenceReplicas::Count(n) => n,
+        FenceReplicas::Auto => ctx.min_replicas_to_write().unwrap_or(0),
+    };
+    REQUIRED.store(required, Relaxed);
+    let active = required > 0 && PRIMARY.load(Relaxed);
+    if ACTIVE.swap(active, Relaxed) != active {
+        // On: nothing is acknowledged yet; the first tick samples and asks. Off: the calls
+        // still waiting get their replies (as without the fence), at the next tick.
+        reset();
+        if arm {
+            arm_tick(ctx);
+        }
+    }
+}
+
+/// `imid.fence-replicas` was set: follow it now (a tick follows a change once loaded; during
+/// OnLoad, `load` reads it instead).
+pub(crate) fn config_applied(ctx: &Ctx) {
+    if LOADED.load(Relaxed) {
+        refresh(ctx, true);
+    }
+}
+
+/// Forgets everything acknowledged: the node starts over (the fence came on, a new term).
+fn reset() {
+    let mut st = state();
+    st.ring.clear();
+    st.msgid.clear();
+    st.uid.clear();
+    st.asked = None;
+    ACKED_ADV.store(NONE, Relaxed);
+    MSGID_ACKED.store(0, Relaxed);
+    UID_ACKED.store(0, Relaxed);
+}
+
+/// At load: this node's role and the fence's configs (on at once when they say so: a primary
+/// restarted under load must not answer unfenced until the first cron tick).
+pub(crate) fn load(ctx: &Ctx) {
+    PRIMARY.store(ctx.is_primary(), Relaxed);
+    refresh(ctx, false);
+    LOADED.store(true, Relaxed);
+}
+
+/// This node was promoted (`primary`) or became a replica: what was acknowledged belongs to
+/// the old term. A demoted node's waiting calls are answered with the error (Redis also
+/// disconnects blocked clients when a primary becomes a replica).
+pub(crate) fn role_changed(ctx: &Ctx, primary: bool) {
+    PRIMARY.store(primary, Relaxed);
+    ACTIVE.store(false, Relaxed);
+    if !primary {
+        let waiting = state().queue.drain();
+        for (bc, _) in waiting {
+            bc.unblock(Box::new(Unblocked::Demoted));
+        }
+    }
+    refresh(ctx, true);
+}
+
+/// One round: read the offsets, release what they cover, stamp what was propagated since the
+/// last round, and ask the replicas to acknowledge when something waits for them.
+fn tick(ctx: &Ctx) {
+    let active = ACTIVE.load(Relaxed);
+    let role = if active { ctx.role() } else { None };
+    let Some(role) = role else {
+        // Off (or no longer a primary): whoever still waits is answered as without the fence,
+        // or, on a replica, with the error.
+        let waiting = state().queue.drain();
+        let primary = PRIMARY.load(Relaxed);
+        for (bc, reply) in waiting {
+            bc.unblock(Box::new(if primary {
+                Unblocked::Ready(reply)
+            } else {
+                Unblocked::Demoted
+            }));
+        }
+        return;
+    };
+    let now_ms = mono_ms();
+    let required = usize::try_from(REQUIRED.load(Relaxed)).unwrap_or(usize::MAX);
+    let (released, expired, ask) = {
+        let mut st = state();
+        let mut released = Vec::new();
+        if let Some(a) = acked_offset(&role.acks, required) {
+            if let Some(c) = st.ring.ack(a) {
+                let prev = acked_adv().unwrap_or(0);
+                ACKED_ADV.store(prev.max(c), Relaxed);
+            }
+            st.msgid.ack(a);
+            st.uid.ack(a);
+            // MSGID.FLOOR's replay raises a replica's UID floor too (`node::ids`).
+            let m = st.msgid.acked();
+            st.uid.raise(m);
+            MSGID_ACKED.store(m, Relaxed);
+            UID_ACKED.store(st.uid.acked(), Relaxed);
+            released = st.queue.take_acked(a);
+        }
+        let mut expired = st.queue.take_expired(now_ms);
+        // Too few replicas to ever acknowledge: nobody waits for the bound.
+        let too_few = role.acks.len() < required;
+        if too_few {
+            expired.extend(st.queue.drain());
+        }
+        // Everything propagated so far lies at or below the offset just read.
+        st.queue.stamp(role.offset);
+        st.msgid.stamp(role.offset);
+        st.uid.stamp(role.offset);
+        st.ring.push(role.offset, ADVANCED.load(Relaxed));
+        let needed = [
+            st.queue.highest_target(),
+            st.ring.newest_offset(),
+            st.msgid.highest_target(),
+            st.uid.highest_target(),
+        ]
+        .into_iter()
+        .flatten()
+        .max();
+        // Ask when something new needs acknowledging, and again every 100 ms while anything
+        // does (an answer lost with a broken link).
+        let ask = needed.is_some_and(|n| {
+            st.asked.is_none_or(|a| n > a) || now_ms.saturating_sub(st.asked_ms) >= 100
+        });
+        if ask {
+            st.asked = Some(role.offset);
+            st.asked_ms = now_ms;
+        }
+        (released, (expired, too_few), ask)
+    };
+    let (expired, too_few) = expired;
+    for (bc, reply) in released {
+        bc.unblock(Box::new(Unblocked::Ready(reply)));
+    }
+    let online = role.acks.len();
+    for (bc, _) in expired {
+        bc.unblock(Box::new(if too_few {
+            Unblocked::TooFew(online, REQUIRED.load(Relaxed))
+        } else {
+            Unblocked::TimedOut
+        }));
+    }
+    if ask {
+        ctx.request_acks();
+    }
+}
+
+/// A released call's reply callback: its reply, or the error.
+pub(crate) fn reply(ctx: &Ctx) {
+    match ctx.blocked_payload::<Unblocked>() {
+        Some(Unblocked::Ready(r)) => ctx.reply_owned(r),
+        Some(Unblocked::TimedOut) => {
+            TIMEOUTS.add(1);
+            ctx.reply_error(&timed_out());
+        }
+        Some(Unblocked::Demoted) => ctx.reply_error(&demoted()),
+        Some(Unblocked::TooFew(online, required)) => {
+            REFUSED.add(1);
+            ctx.reply_error(&too_few(*online, *required));
+        }
+        None => ctx.reply_error(&crate::error::INTERNAL),
+    }
+}
+
+/// Redis timed a waiting call out.
+pub(crate) fn timeout(ctx: &Ctx) {
+    TIMEOUTS.add(1);
+    ctx.reply_error(&timed_out());
+}
+
+fn timed_out() -> Error {
+    Error::Owned(format!(
+        "NOREPLICAS imid: not acknowledged by {} replica(s) within {} ms (imid.fence-replicas, \
+         imid.fence-timeout); nothing was handed out, a retry is safe (with the same IDMP token, \
+         if any)",
+        REQUIRED.load(Relaxed),
+        fence_timeout_ms()
+    ))
+}
+
+fn too_few(online: usize, required: u64) -> Error {
+    Error::Owned(format!(
+        "NOREPLICAS imid: {online} replica(s) online, imid.fence-replicas requires {required}; \
+         nothing was handed out"
+    ))
+}
+
+fn cannot_wait() -> Error {
+    Error::Owned(format!(
+        "NOREPLICAS imid: the replicas have not acknowledged enough yet (imid.fence-replicas \
+         {}), and a call inside MULTI, a script or a function cannot wait for them; nothing was \
+         handed out, retry outside or later",
+        REQUIRED.load(Relaxed)
+    ))
+}
+
+fn demoted() -> Error {
+    Error::Static(
+        c"NOREPLICAS imid: this node stopped being a primary before its replicas acknowledged; nothing was handed out, retry on the primary",
+    )
+}
+
+/// The `INFO imid` fields of the fence, in order.
+pub(crate) fn info_fields() -> [(&'static str, u64); 7] {
+    let waiting = state().queue.len() as u64;
+    let active = ACTIVE.load(Relaxed);
+    let used = acked_adv().map_or(0, |a| ADVANCED.load(Relaxed).saturating_sub(a));
+    [
+        (
+            "fence_replicas",
+            if active { REQUIRED.load(Relaxed) } else { 0 },
+        ),
+        ("fence_waits", WAITS.get()),
+        ("fence_waiting", waiting),
+        ("fence_timeouts", TIMEOUTS.get()),
+        ("fence_refused", REFUSED.get()),
+        ("fence_unfenced_idmp", UNFENCED_IDMP.get()),
+        ("fence_budget_used", if active { used } else { 0 }),
+    ]
+}
+
+/// A write raised sequence values by `n` without handing them out (SEQ.SET, SEQ.ADVANCE, their
+/// map forms, an internal SEQ.IDMPSET from a client): counted, so that the next call that hands
+/// out values waits for an acknowledgement covering it (a promoted replica that never saw the
+/// raise would otherwise hand out values above the old ones only by the gap).
+#[inline]
+pub(crate) fn advanced(n: u64) {
+    if n > 0 && ACTIVE.load(Relaxed) {
+        ADVANCED.store(ADVANCED.load(Relaxed).saturating_add(n), Relaxed);
+    }
+}
+
+/// COPY made a key of imid's types: its values appear under a new name that a replica which has
+/// not seen the COPY lacks (and would start at the gap), so it counts as a whole budget.
+pub(crate) fn copied() {
+    advanced(seq_gap().saturating_add(1));
+}

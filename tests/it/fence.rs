@@ -1,0 +1,466 @@
+//! The fence (docs/durability.md, "The fence"): with `imid.fence-replicas` above 0 a primary
+//! hands out nothing its replicas have not acknowledged, beyond the budget and the lease they
+//! did. A call that must wait blocks its own client until the replica acknowledges (here: the
+//! replica paused with SIGSTOP, then resumed), or gets `NOREPLICAS` after `imid.fence-timeout`;
+//! inside MULTI/EXEC or a script it cannot wait and is refused at once; fewer replicas online
+//! than required refuse at once; with the fence off nothing waits. Waiting is observed through
+//! `imid_fence_waiting` (INFO), never through timing.
+use crate::common;
+use common::*;
+use std::sync::mpsc::{channel, Receiver, TryRecvError};
+use std::time::Duration;
+
+/// The replica's process, stopped (SIGSTOP) until dropped or resumed: it neither applies nor
+/// acknowledges anything meanwhile, and its primary still counts it online.
+struct Paused(i32);
+
+impl Paused {
+    fn new(s: &Server) -> Paused {
+        let pid: i32 = s
+            .info_field("server", "process_id")
+            .and_then(|p| p.parse().ok())
+            .expect("process_id");
+        // SAFETY: a plain signal to a child process of this test.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+        Paused(pid)
+    }
+
+    fn resume(self) {}
+}
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        // SAFETY: as above.
+        unsafe { libc::kill(self.0, libc::SIGCONT) };
+    }
+}
+
+/// A primary with the fence on (one replica required, `timeout` ms) and its replica, the budget
+/// and the leases acknowledged once.
+fn pair(hooked: bool, timeout: &str, extra: &[&str]) -> (Server, Server) {
+    let mut args = vec![
+        "--imid.fence-replicas",
+        "1",
+        "--imid.fence-timeout",
+        timeout,
+    ];
+    args.extend_from_slice(extra);
+    let launch = if hooked {
+        Server::build().hooked()
+    } else {
+        Server::build()
+    };
+    let p = launch.args(&args).start();
+    let r = if hooked {
+        p.hooked_replica(&[])
+    } else {
+        p.replica(&[])
+    };
+    let mut con = p.client();
+    wait_until("the fence is on", 10, || p.imid_stat("fence_replicas") == 1);
+    // The replica's link is up before the primary counts it online (ROLE lists it): until
+    // then the fence refuses at once (fewer replicas online than required).
+    wait_online(&p, 1);
+    // The first ID renews the leases, the first call of the budget waits for its first
+    // acknowledgement: both answer once the replica acknowledges.
+    let _: String = cmd(&mut con, &["MSGID.GEN", "1", "warm"]).unwrap();
+    let _: i64 = cmd(&mut con, &["UID.GEN", "warm"]).unwrap();
+    let _: i64 = cmd(&mut con, &["SEQ.NEXT", "warm"]).unwrap();
+    (p, r)
+}
+
+/// Waits until the primary's `ROLE` lists `n` replicas (those online).
+fn wait_online(p: &Server, n: usize) {
+    let mut con = p.client();
+    p.wait_until(&format!("{n} replica(s) online"), 30, || {
+        let role: Vec<Value> = cmd(&mut con, &["ROLE"]).unwrap();
+        matches!(role.get(2), Some(Value::Array(r)) if r.len() == n)
+    });
+}
+
+/// `args` sent on a client of its own, its reply to come on the channel.
+fn call(s: &Server, args: &[&str]) -> Receiver<redis::RedisResult<Value>> {
+    let mut con = s.client();
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        let mut c = redis::cmd(&args[0]);
+        for a in &args[1..] {
+            c.arg(a);
+        }
+        let _ = tx.send(c.query::<Value>(&mut con));
+    });
+    rx
+}
+
+fn waiting(s: &Server) -> i64 {
+    s.imid_stat("fence_waiting")
+}
+
+/// Waits until `n` clients wait for the replicas, then checks that none was answered.
+fn wait_for_waiters(s: &Server, n: i64, rxs: &[&Receiver<redis::RedisResult<Value>>]) {
+    s.wait_until(&format!("{n} calls waiting"), 20, || waiting(s) == n);
+    for rx in rxs {
+        assert_eq!(
+            rx.try_recv().map(|_| ()),
+            Err(TryRecvError::Empty),
+            "answered while the replica had not acknowledged"
+        );
+    }
+}
+
+fn answer(rx: &Receiver<redis::RedisResult<Value>>) -> redis::RedisResult<Value> {
+    rx.recv_timeout(Duration::from_secs(30))
+        .expect("no answer within 30 s")
+}
+
+fn ints(v: &Value) -> Vec<i64> {
+    match v {
+        Value::Array(a) => a
+            .iter()
+            .map(|e| match e {
+                Value::Int(i) => *i,
+                other => panic!("not an integer: {other:?}"),
+            })
+            .collect(),
+        Value::Int(i) => vec![*i],
+        other => panic!("not integers: {other:?}"),
+    }
+}
+
+#[test]
+fn calls_wait_for_a_paused_replica_and_answer_once_it_acknowledges() {
+    let (p, r) = pair(true, "60000", &[]);
+    let mut con = p.client();
+    let waits = p.imid_stat("fence_waits");
+    let paused = Paused::new(&r);
+    // An IDMP answer never goes out before its record is on the replica.
+    let idmp = call(&p, &["SEQ.NEXT", "i", "IDMP", "t1"]);
+    wait_for_waiters(&p, 1, &[&idmp]);
+    // Sequence values beyond the budget (imid.seq-gap, 1000 by default, above what the
+    // replica acknowledged) wait too.
+    let seq = call(&p, &["SEQ.NEXT", "s", "COUNT", "1001"]);
+    wait_for_waiters(&p, 2, &[&idmp, &seq]);
+    // A message ID and a UID past the acknowledged lease: the clock a minute ahead.
+    set_clock(&mut con, &["OFFSET", "60000"]);
+    let msgid = call(&p, &["MSGID.GEN", "1", "m"]);
+    let uid = call(&p, &["UID.GEN", "u", "COUNT", "2"]);
+    wait_for_waiters(&p, 4, &[&idmp, &seq, &msgid, &uid]);
+    paused.resume();
+    assert_eq!(ints(&answer(&idmp).unwrap()), [1, 0]);
+    assert_eq!(ints(&answer(&seq).unwrap()), [1001]);
+    let Value::BulkString(id) = answer(&msgid).unwrap() else {
+        panic!("MSGID.GEN")
+    };
+    let fields: Vec<Value> = cmd(
+        &mut con,
+        &["MSGID.DECODE", std::str::from_utf8(&id).unwrap()],
+    )
+    .unwrap();
+    let Value::Int(ms) = fields[1] else {
+        panic!("{fields:?}")
+    };
+    assert!(ms as u64 >= wall_ms() + 50_000, "the clock a minute ahead");
+    let uids = ints(&answer(&uid).unwrap());
+    assert!(uids.len() == 2 && uids[0] < uids[1]);
+    assert_eq!(waiting(&p), 0);
+    assert_eq!(p.imid_stat("fence_waits"), waits + 4);
+    assert_eq!(p.imid_stat("fence_timeouts"), 0);
+    // What the fence let out is what replicated: the replica holds it.
+    p.wait_replica(&r);
+    assert_eq!(digest(&p), digest(&r));
+    let mut rc = r.client();
+    assert_eq!(int(&mut rc, &["SEQ.GET", "s"]), 1001);
+}
+
+#[test]
+fn a_call_not_acknowledged_within_the_bound_gets_the_error_and_its_retry_the_same_value() {
+    let (p, r) = pair(false, "300", &[]);
+    let mut con = p.client();
+    let paused = Paused::new(&r);
+    let e = expect_err(&mut con, &bytes(&["SEQ.NEXT", "i", "IDMP", "t1"]));
+    assert_eq!(
+        e,
+        "NOREPLICAS imid: not acknowledged by 1 replica(s) within 300 ms (imid.fence-replicas, \
+         imid.fence-timeout); nothing was handed out, a retry is safe (with the same IDMP token, \
+         if any)"
+    );
+    // A retry while the replica still has not acknowledged: the same.
+    let e2 = expect_err(&mut con, &bytes(&["SEQ.NEXT", "i", "IDMP", "t1"]));
+    assert_eq!(e2, e);
+    assert_eq!(p.imid_stat("fence_timeouts"), 2);
+    paused.resume();
+    // Once acknowledged, the retry gets the value the first call recorded.
+    let v: Vec<i64> = cmd(&mut con, &["SEQ.NEXT", "i", "IDMP", "t1"]).unwrap();
+    assert_eq!(v, [1, 1]);
+    let v: Vec<i64> = cmd(&mut con, &["SEQ.NEXT", "i", "IDMP", "t2"]).unwrap();
+    assert_eq!(v, [2, 0]);
+}
+
+#[test]
+fn within_the_acknowledged_budget_and_leases_calls_answer_at_once() {
+    let (p, r) = pair(false, "60000", &[]);
+    let mut con = p.client();
+    let waits = p.imid_stat("fence_waits");
+    let paused = Paused::new(&r);
+    // 999 values on top of the 1 the warm-up took: the whole budget, at once.
+    for i in 0..9 {
+        let v = int(&mut con, &["SEQ.NEXT", &format!("k{i}"), "COUNT", "100"]);
+        assert_eq!(v, 100);
+    }
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "k", "COUNT", "99"]), 99);
+    // IDs within the acknowledged lease (renewed 2.5-5 s ahead of the clock).
+    for _ in 0..20 {
+        let _: String = cmd(&mut con, &["MSGID.GEN", "1", "t"]).unwrap();
+        let _: i64 = cmd(&mut con, &["UID.GEN", "t"]).unwrap();
+    }
+    assert_eq!(p.imid_stat("fence_waits"), waits, "nothing waited");
+    // A raise counts as values handed out: the next value waits for the replica.
+    ok(&mut con, &["SEQ.SET", "raised", "5000"]);
+    let next = call(&p, &["SEQ.NEXT", "k", "COUNT", "1"]);
+    wait_for_waiters(&p, 1, &[&next]);
+    paused.resume();
+    assert_eq!(ints(&answer(&next).unwrap()), [100]);
+}
+
+#[test]
+fn transactions_and_scripts_never_wait_and_are_refused_beyond_the_acknowledged() {
+    let (p, r) = pair(true, "60000", &[]);
+    let mut con = p.client();
+    let paused = Paused::new(&r);
+    // Within the budget: answered, also an IDMP answer (counted as unfenced).
+    let v: Vec<i64> = redis::pipe()
+        .atomic()
+        .cmd("SEQ.NEXT")
+        .arg("m")
+        .cmd("SEQ.NEXT")
+        .arg("m")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(v, [1, 2]);
+    let v: Vec<i64> = cmd(
+        &mut con,
+        &[
+            "EVAL",
+            "return redis.call('SEQ.NEXT', KEYS[1], 'IDMP', 'x')",
+            "1",
+            "e",
+        ],
+    )
+    .unwrap();
+    assert_eq!(v, [1, 0]);
+    assert_eq!(p.imid_stat("fence_unfenced_idmp"), 1);
+    // Beyond it (a raise spent it): refused at once, nothing changed.
+    ok(&mut con, &["SEQ.SET", "raised", "5000"]);
+    let refused = p.imid_stat("fence_refused");
+    let cannot = "NOREPLICAS imid: the replicas have not acknowledged enough yet (imid.fence-replicas 1), and a call inside MULTI, a script or a function cannot wait for them; nothing was handed out, retry outside or later";
+    let r: Vec<Value> = redis::pipe()
+        .atomic()
+        .ignore_errors()
+        .cmd("SEQ.NEXT")
+        .arg("m")
+        .cmd("SEQ.GET")
+        .arg("m")
+        .query(&mut con)
+        .unwrap();
+    match &r[..] {
+        [Value::ServerError(e), Value::Int(2)] => {
+            assert_eq!(
+                format!("{} {}", e.code(), e.details().unwrap_or("")),
+                cannot
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    for script in [
+        "return redis.call('SEQ.NEXT', KEYS[1])",
+        "return redis.call('SEQ.NEXT', KEYS[1], 'IDMP', 'y')",
+    ] {
+        let e = expect_err(&mut con, &bytes(&["EVAL", script, "1", "m"]));
+        assert!(e.contains(cannot), "{e}");
+    }
+    // An IDMP answer inside a script waits for nothing, but beyond the budget it is refused.
+    assert_eq!(int(&mut con, &["SEQ.GET", "m"]), 2, "nothing changed");
+    // IDs past the acknowledged lease: refused at once as well.
+    set_clock(&mut con, &["OFFSET", "60000"]);
+    let e = expect_err(
+        &mut con,
+        &bytes(&[
+            "EVAL",
+            "return redis.call('MSGID.GEN', 1, KEYS[1])",
+            "1",
+            "m",
+        ]),
+    );
+    assert!(e.contains(cannot), "{e}");
+    assert_eq!(p.imid_stat("fence_refused"), refused + 4);
+    assert_eq!(waiting(&p), 0);
+    paused.resume();
+    set_clock(&mut con, &["REAL"]);
+}
+
+#[test]
+fn fewer_replicas_online_than_required_refuse_at_once() {
+    let (p, r) = pair(false, "60000", &[]);
+    let mut con = p.client();
+    config_set(&mut con, "imid.fence-replicas", "2");
+    let too_few =
+        "NOREPLICAS imid: 1 replica(s) online, imid.fence-replicas requires 2; nothing was handed out";
+    // Refused at once (the 60 s bound is never reached), once the fence has read the replicas.
+    wait_until("refused at once", 20, || {
+        cmd::<Value>(&mut con, &["SEQ.NEXT", "k", "IDMP", "t"])
+            .err()
+            .is_some_and(|e| err_text(&e) == too_few)
+    });
+    config_set(&mut con, "imid.fence-replicas", "1");
+    let v: Vec<i64> = cmd(&mut con, &["SEQ.NEXT", "k", "IDMP", "t2"]).unwrap();
+    assert_eq!(v[1], 0);
+    // The link cut: the replica leaves (REPLICAOF NO ONE), the primary has none online.
+    let mut rc = r.client();
+    ok(&mut rc, &["REPLICAOF", "NO", "ONE"]);
+    wait_until("the replica gone", 20, || {
+        cmd::<Value>(&mut con, &["SEQ.NEXT", "k", "IDMP", "t3"])
+            .err()
+            .is_some_and(|e| err_text(&e).starts_with("NOREPLICAS imid: 0 replica(s) online"))
+    });
+}
+
+#[test]
+fn with_the_fence_off_nothing_waits() {
+    // auto, without min-replicas-to-write (the default): off.
+    let p = Server::start();
+    let r = p.replica(&[]);
+    let mut con = p.client();
+    let _paused = Paused::new(&r);
+    let hooked = Server::build()
+        .hooked()
+        .args(&["--imid.fence-replicas", "0"])
+        .start();
+    let hr = hooked.hooked_replica(&[]);
+    let mut hcon = hooked.client();
+    let _hpaused = Paused::new(&hr);
+    set_clock(&mut hcon, &["OFFSET", "60000"]);
+    for (s, c) in [(&p, &mut con), (&hooked, &mut hcon)] {
+        let v: Vec<i64> = cmd(c, &["SEQ.NEXT", "i", "IDMP", "t"]).unwrap();
+        assert_eq!(v, [1, 0]);
+        assert_eq!(int(c, &["SEQ.NEXT", "s", "COUNT", "5000"]), 5000);
+        let _: String = cmd(c, &["MSGID.GEN", "1", "m"]).unwrap();
+        let _: i64 = cmd(c, &["UID.GEN", "u"]).unwrap();
+        let v: Vec<i64> = cmd(
+            c,
+            &[
+                "EVAL",
+                "return redis.call('SEQ.NEXT', KEYS[1], 'IDMP', 'x')",
+                "1",
+                "e",
+            ],
+        )
+        .unwrap();
+        assert_eq!(v, [1, 0]);
+        for f in [
+            "fence_replicas",
+            "fence_waits",
+            "fence_refused",
+            "fence_unfenced_idmp",
+        ] {
+            assert_eq!(s.imid_stat(f), 0, "{f}");
+        }
+    }
+    assert_eq!(config(&mut con, "imid.fence-replicas"), "auto");
+}
+
+#[test]
+fn auto_follows_min_replicas_to_write() {
+    let p = Server::start();
+    let _r = p.replica(&[]);
+    let mut con = p.client();
+    assert_eq!(p.imid_stat("fence_replicas"), 0);
+    config_set(&mut con, "min-replicas-to-write", "1");
+    p.wait_until("the fence on", 10, || p.imid_stat("fence_replicas") == 1);
+    let v: Vec<i64> = cmd(&mut con, &["SEQ.NEXT", "i", "IDMP", "t"]).unwrap();
+    assert_eq!(v, [1, 0]);
+    assert_eq!(p.imid_stat("fence_waits"), 1, "the IDMP answer waited");
+    config_set(&mut con, "min-replicas-to-write", "0");
+    p.wait_until("the fence off", 10, || p.imid_stat("fence_replicas") == 0);
+    // A count overrides auto.
+    config_set(&mut con, "imid.fence-replicas", "1");
+    p.wait_until("the fence on", 10, || p.imid_stat("fence_replicas") == 1);
+}
+
+#[test]
+fn a_waiting_call_is_answered_when_the_fence_is_turned_off_and_refused_when_demoted() {
+    let (p, r) = pair(false, "60000", &[]);
+    let paused = Paused::new(&r);
+    let first = call(&p, &["SEQ.NEXT", "i", "IDMP", "t1"]);
+    wait_for_waiters(&p, 1, &[&first]);
+    // Off: the waiting call gets its value, as without the fence.
+    let mut con = p.client();
+    config_set(&mut con, "imid.fence-replicas", "0");
+    assert_eq!(ints(&answer(&first).unwrap()), [1, 0]);
+    config_set(&mut con, "imid.fence-replicas", "1");
+    p.wait_until("the fence on", 10, || p.imid_stat("fence_replicas") == 1);
+    let second = call(&p, &["SEQ.NEXT", "i", "IDMP", "t2"]);
+    wait_for_waiters(&p, 1, &[&second]);
+    // Demoted before the acknowledgement: an error, never the value.
+    let other = Server::start();
+    let port = other.port.to_string();
+    ok(&mut con, &["REPLICAOF", "127.0.0.1", &port]);
+    let e = answer(&second).unwrap_err();
+    let text = err_text(&e);
+    assert!(
+        text.starts_with("NOREPLICAS imid: this node stopped being a primary")
+            || text.starts_with("UNBLOCKED"),
+        "{text}"
+    );
+    drop(paused);
+}
+
+#[test]
+fn im_send_waits_for_its_value_record_and_ids_and_its_retry_for_the_record() {
+    let (p, r) = pair(false, "60000", &[]);
+    let paused = Paused::new(&r);
+    let send = [
+        "IM.SEND", "tag", "seq", "inbox", "trimmed", "1", "alice", "c1", "hello", "100",
+    ];
+    let first = call(&p, &send);
+    wait_for_waiters(&p, 1, &[&first]);
+    paused.resume();
+    let Value::Array(a) = answer(&first).unwrap() else {
+        panic!("IM.SEND")
+    };
+    assert_eq!((&a[0], &a[2]), (&Value::Int(1), &Value::Int(0)), "{a:?}");
+    // The retry: the same IDs, once the record is on the replica (it is: no wait left over).
+    let mut con = p.client();
+    let Value::Array(b) = cmd::<Value>(&mut con, &send).unwrap() else {
+        panic!("IM.SEND retry")
+    };
+    assert_eq!(
+        (&b[0], &b[1], &b[2], &b[3]),
+        (&a[0], &a[1], &Value::Int(1), &a[3])
+    );
+    assert_eq!(waiting(&p), 0);
+    // What it handed out replicated.
+    p.wait_replica(&r);
+    assert_eq!(digest(&p), digest(&r));
+    // Inside a script nothing waits: beyond the acknowledged (a raise spent the budget), refused.
+    let paused = Paused::new(&r);
+    ok(&mut con, &["SEQ.SET", "raised", "5000"]);
+    let e = expect_err(
+        &mut con,
+        &bytes(&[
+            "EVAL",
+            "return redis.call('IM.SEND', KEYS[1], KEYS[2], KEYS[3], KEYS[4], '1', 'bob', 'c2', 'x', '100')",
+            "4",
+            "tag",
+            "seq",
+            "inbox",
+            "trimmed",
+        ]),
+    );
+    assert!(
+        e.contains("NOREPLICAS imid: the replicas have not acknowledged enough yet"),
+        "{e}"
+    );
+    assert_eq!(int(&mut con, &["SEQ.GET", "seq"]), 1, "nothing changed");
+    drop(paused);
+}

@@ -28,15 +28,8 @@ unsafe extern "C" fn on_reply(
     _argv: *mut *mut raw::RedisModuleString,
     _argc: c_int,
 ) -> c_int {
-    // SAFETY: ctx is the live context of this reply callback; the Ctx is used only within it.
-    let c = unsafe { Ctx::from_raw(ctx) };
-    guard(
-        ctx,
-        Entry::Named("a fenced reply"),
-        || c.reply_error(&crate::error::INTERNAL),
-        || fence::reply(&c),
-    );
-    raw::REDISMODULE_OK as c_int
+    // SAFETY: ctx is the live context of this reply callback.
+    unsafe { answer(ctx, "a fenced reply", fence::reply) }
 }
 
 /// Redis timed a waiting client out (`imid.fence-timeout`).
@@ -45,13 +38,23 @@ unsafe extern "C" fn on_timeout(
     _argv: *mut *mut raw::RedisModuleString,
     _argc: c_int,
 ) -> c_int {
-    // SAFETY: ctx is the live context of this timeout callback; the Ctx is used only within it.
+    // SAFETY: ctx is the live context of this timeout callback.
+    unsafe { answer(ctx, "a fence timeout", fence::timeout) }
+}
+
+/// A blocked client's reply or timeout callback: `f` answers the client, inside the guard (an
+/// internal error reply if it panics).
+///
+/// # Safety
+/// `ctx` is the live context of the callback; the `Ctx` made from it is used only within it.
+unsafe fn answer(ctx: *mut raw::RedisModuleCtx, name: &'static str, f: fn(&Ctx)) -> c_int {
+    // SAFETY: the caller's promise.
     let c = unsafe { Ctx::from_raw(ctx) };
     guard(
         ctx,
-        Entry::Named("a fence timeout"),
+        Entry::Named(name),
         || c.reply_error(&crate::error::INTERNAL),
-        || fence::timeout(&c),
+        || f(&c),
     );
     raw::REDISMODULE_OK as c_int
 }

@@ -68,13 +68,17 @@ unsafe extern "C" fn on_free(_ctx: *mut raw::RedisModuleCtx, p: *mut c_void) {
     }
 }
 
-/// The event loop's events (subscribed while clients wait): before it sleeps.
+/// The event loop's events (subscribed while clients wait): after it wakes, before it sleeps.
 unsafe extern "C" fn on_loop(
     ctx: *mut raw::RedisModuleCtx,
     _eid: raw::RedisModuleEvent,
     subevent: u64,
     _data: *mut c_void,
 ) {
+    if subevent == raw::REDISMODULE_SUBEVENT_EVENTLOOP_AFTER_SLEEP {
+        fence::after_sleep();
+        return;
+    }
     if subevent != raw::REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP {
         return;
     }

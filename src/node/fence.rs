@@ -26,8 +26,10 @@
 //! propagated since the last tick with the current offset, and asks the replicas to acknowledge
 //! (`REPLCONF GETACK *`) when something is waiting for them. Ticks run before the event loop
 //! sleeps while clients wait (the before-sleep event, subscribed only then: it costs every
-//! iteration), from a one-shot timer when the budget runs low, a renewal waits, or the fence
-//! just came on, and from the server's cron (`hz`) to keep the budget and the leases fresh.
+//! iteration; a call blocked before it in the same iteration needs nothing else), from a
+//! one-shot timer when the budget runs low, a renewal waits, the fence just came on, or a call
+//! blocked after that event (a released client's next pipelined command, on Redis 7 and
+//! Valkey), and from the server's cron (`hz`) to keep the budget and the leases fresh.
 //!
 //! Every function here runs on Redis's main thread; the atomics keep the statics `Sync` and let
 //! the hot path read the fence's state without a lock.
@@ -81,6 +83,10 @@ static TIMER_ARMED: AtomicBool = AtomicBool::new(false);
 static LOADED: AtomicBool = AtomicBool::new(false);
 /// The before-sleep event is subscribed.
 static SUBSCRIBED: AtomicBool = AtomicBool::new(false);
+/// The event loop woke up (its after-sleep event, while subscribed) and its before-sleep event
+/// has not run yet: a call that blocks now is stamped, and the replicas asked, by that event in
+/// this same iteration, before the server writes to them, so no timer is needed for it.
+static AWAKE: AtomicBool = AtomicBool::new(false);
 
 /// Calls that waited for the replicas.
 pub(crate) static WAITS: Counter = Counter::new();
@@ -195,8 +201,14 @@ pub(crate) fn wait(ctx: &Ctx, reply: Owned) -> Result<(), Error> {
     if !SUBSCRIBED.load(Relaxed) && ctx.subscribe_before_sleep(true) {
         SUBSCRIBED.store(true, Relaxed);
     }
-    // Should the subscription fail, the timer and the cron still tick.
-    arm_tick(ctx);
+    // Called between this iteration's after-sleep and before-sleep events (a command read in
+    // this iteration, or one a released client runs in Redis 8's before-sleep ahead of the
+    // event): the before-sleep tick stamps it. Otherwise (just subscribed, a subscription that
+    // failed, or a released client's next command run after the event, as Redis 7 and Valkey
+    // do) the timer ticks, at the end of this iteration or the next; the cron too.
+    if !(SUBSCRIBED.load(Relaxed) && AWAKE.load(Relaxed)) {
+        arm_tick(ctx);
+    }
     Ok(())
 }
 
@@ -251,12 +263,20 @@ pub(crate) fn on_timer(ctx: &Ctx) {
     // here, never from an event's callback (see `host::fence`).
     if SUBSCRIBED.load(Relaxed) && state().queue.is_empty() && ctx.subscribe_before_sleep(false) {
         SUBSCRIBED.store(false, Relaxed);
+        AWAKE.store(false, Relaxed);
     }
+}
+
+/// The event loop woke up (subscribed while clients wait): its before-sleep event follows in
+/// this iteration.
+pub(crate) fn after_sleep() {
+    AWAKE.store(true, Relaxed);
 }
 
 /// Before the event loop sleeps (subscribed while clients wait): the acknowledgements that
 /// arrived in this iteration release their calls, and the calls blocked in it are stamped.
 pub(crate) fn before_sleep(ctx: &Ctx) {
+    AWAKE.store(false, Relaxed);
     if !state().queue.is_empty() {
         tick(ctx);
     }

@@ -464,3 +464,31 @@ fn im_send_waits_for_its_value_record_and_ids_and_its_retry_for_the_record() {
     assert_eq!(int(&mut con, &["SEQ.GET", "seq"]), 1, "nothing changed");
     drop(paused);
 }
+
+/// A call that blocks in the iteration that read it is stamped, and the replica asked, by that
+/// iteration's before-sleep event: one `ROLE` read of the offsets to stamp it and one to release
+/// it, no timer's tick in between (issue 27: an IDMP answer's round trip). Counted, not timed:
+/// the fence reads `ROLE` through `RedisModule_Call`, which `INFO commandstats` counts; 200
+/// calls one after another leave room for the cron's few extra ticks (about 2 per call; 3 with
+/// a timer per call).
+#[test]
+fn a_waiting_call_reads_the_offsets_twice() {
+    let (p, _r) = pair(false, "60000", &[]);
+    let mut con = p.client();
+    let waits = p.imid_stat("fence_waits");
+    let roles = p.calls("role");
+    for i in 0..200i64 {
+        let v: Vec<i64> = cmd(&mut con, &["SEQ.NEXT", "two", "IDMP", &format!("t{i}")]).unwrap();
+        assert_eq!(v, [i + 1, 0]);
+    }
+    assert_eq!(
+        p.imid_stat("fence_waits") - waits,
+        200,
+        "every answer waited"
+    );
+    let reads = p.calls("role") - roles;
+    assert!(
+        reads <= 500,
+        "{reads} ROLE reads for 200 waiting calls, one after another"
+    );
+}

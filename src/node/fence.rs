@@ -183,7 +183,15 @@ fn slow(ctx: &Ctx, need: Need, within_acked: bool) -> Result<Verdict, Error> {
         // loop iteration, answers it with the error: `tick`.)
         Verdict::Wait
     };
-    ADVANCED.store(ADVANCED.load(Relaxed).saturating_add(need.advance), Relaxed);
+    let now = ADVANCED.load(Relaxed).saturating_add(need.advance);
+    ADVANCED.store(now, Relaxed);
+    // As on the fast path: half the budget used, refresh it. An IDMP answer given inside
+    // MULTI or a script comes here, never to the fast path: without this, transactions of
+    // them (then `WAIT`) got the budget back only from the cron, and were refused after
+    // `imid.seq-gap` values.
+    if acked_adv().is_some_and(|a| now.saturating_sub(a) > seq_gap() / 2) {
+        arm_tick(ctx);
+    }
     Ok(verdict)
 }
 

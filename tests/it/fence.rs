@@ -492,3 +492,33 @@ fn a_waiting_call_reads_the_offsets_twice() {
         "{reads} ROLE reads for 200 waiting calls, one after another"
     );
 }
+
+/// docs/durability.md's batch: MULTI with IDMP calls, EXEC, then `WAIT 1 <ms>`, again and
+/// again. The IDMP answers inside the transactions are given within the acknowledged budget
+/// (unfenced); each WAIT lets the replica acknowledge, so the budget must follow: batch after
+/// batch, far past `imid.seq-gap` values in all, none is refused.
+#[test]
+fn transactions_then_wait_keep_answering_past_the_budget() {
+    let (p, _r) = pair(false, "60000", &["--imid.seq-gap", "100"]);
+    let mut con = p.client();
+    let unfenced = p.imid_stat("fence_unfenced_idmp");
+    let refused = p.imid_stat("fence_refused");
+    for b in 0..60 {
+        let mut tx = redis::pipe();
+        tx.atomic();
+        for i in 0..16 {
+            tx.cmd("SEQ.NEXT")
+                .arg(format!("b{b}:{i}"))
+                .arg("IDMP")
+                .arg(format!("t{b}:{i}"));
+        }
+        let v: Vec<Vec<i64>> = tx
+            .query(&mut con)
+            .unwrap_or_else(|e| panic!("batch {b}: {e}"));
+        assert!(v.iter().all(|r| r == &[1, 0]), "batch {b}: {v:?}");
+        let acked: i64 = cmd(&mut con, &["WAIT", "1", "5000"]).unwrap();
+        assert_eq!(acked, 1, "batch {b}: WAIT");
+    }
+    assert_eq!(p.imid_stat("fence_unfenced_idmp") - unfenced, 60 * 16);
+    assert_eq!(p.imid_stat("fence_refused"), refused);
+}

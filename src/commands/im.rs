@@ -26,7 +26,7 @@
 //! clock (SEQ.IDMPCLOCK) go out as for MSGID.GEN, UID.GEN and SEQ.NEXT ... IDMP.
 
 use super::msgid::new_id;
-use super::reserve::{finish, settle, Kind, Settled, Stored, RETRY};
+use super::reserve::{finish, settle, skipped_only, Kind, Settled, Stored, RETRY};
 use super::uid::new_uid;
 use crate::core::idmp::Entry;
 use crate::core::int;
@@ -47,6 +47,7 @@ const NEXT: Kind = Kind {
     set: c"SEQ.SET",
     idmpset: c"SEQ.IDMPSET",
     request: "COUNT",
+    set_event: c"seq.set",
 };
 
 /// IM.SENDSET's argument before IM.SEND's arguments (`core::send::Ids`).
@@ -126,15 +127,23 @@ pub(crate) fn send(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let mut seqkey = SeqKey::open(ctx, s.seq, true)?;
     // The fence (docs/durability.md): the sequence value, the token's record and both IDs, once
     // the inboxes are open (a refusal changes nothing).
-    let (stored, (keys, verdict)) = match settle(ctx, &NEXT, &mut seqkey, 1, Some(&idmp), |need| {
-        let keys = open_pairs(ctx, &s)?;
-        let need = Need {
-            msgid_ms: Some(msgid_ms),
-            uid_ms: Some(uid_ms),
-            ..need
-        };
-        Ok((keys, fence::check(ctx, need)?))
-    })? {
+    let (stored, (keys, verdict)) = match settle(
+        ctx,
+        &NEXT,
+        &mut seqkey,
+        (s.seq, None),
+        1,
+        Some(&idmp),
+        |need| {
+            let keys = open_pairs(ctx, &s)?;
+            let need = Need {
+                msgid_ms: Some(msgid_ms),
+                uid_ms: Some(uid_ms),
+                ..need
+            };
+            Ok((keys, fence::check(ctx, need)?))
+        },
+    )? {
         Settled::Duplicate(last) => {
             drop(seqkey);
             let reply = retry(ctx, &s, last)?;
@@ -147,6 +156,10 @@ pub(crate) fn send(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
             };
         }
         Settled::Stored(st, found) => (st, found),
+        Settled::Skipped(value) => {
+            drop(seqkey);
+            return Err(skipped_only(ctx, &NEXT, s.seq, None, value));
+        }
     };
     drop(seqkey);
     // The sequence key changed: the call's IDMP clock becomes the node's, written to the

@@ -38,6 +38,8 @@ pub(crate) struct Kind {
     pub(crate) idmpset: &'static CStr,
     /// What a request under a reused token may differ in, for the refusal.
     pub(crate) request: &'static str,
+    /// The keyspace event of `set` (a call that stored only its gap skip: `fence::skip_only`).
+    pub(crate) set_event: &'static CStr,
 }
 
 /// The node as the protocol sees it from this call.
@@ -75,10 +77,15 @@ pub(crate) fn reserve<T: Target>(
         ctx,
         kind,
         &mut target,
+        (key, field),
         count,
         idmp.as_ref().map(|(_, i, _)| i),
         |need| fence::check(ctx, need),
     )? {
+        Settled::Skipped(value) => {
+            drop(target);
+            return Err(skipped_only(ctx, kind, key, field, value));
+        }
         Settled::Duplicate(last) => {
             // The token's record may not have reached the replicas yet (its first call may
             // have waited in vain): the answer waits for them as a first one does.
@@ -142,6 +149,10 @@ pub(crate) fn reserve<T: Target>(
 pub(crate) enum Settled<C> {
     /// A retry: the token's first call replied this; nothing changed.
     Duplicate(u64),
+    /// The call cannot wait and would skip the gap (`fence::skip_only`): only the skip was
+    /// stored (the target raised to this value, unmarked), nothing handed out; the caller
+    /// replicates it and refuses the call ([`skipped_only`]).
+    Skipped(u64),
     /// Values reserved and stored, and what the check found.
     Stored(Stored, C),
 }
@@ -170,6 +181,7 @@ pub(crate) fn settle<T: Target, C>(
     ctx: &Ctx,
     kind: &Kind,
     target: &mut T,
+    at: (&Arg, Option<&Arg>),
     count: u64,
     idmp: Option<&Idmp<'_, T::Request>>,
     check: impl FnOnce(Need) -> Result<C, Error>,
@@ -184,9 +196,20 @@ pub(crate) fn settle<T: Target, C>(
     let need = if r.replay {
         Need::default()
     } else {
-        let skipped = if r.next.skipped_gap { seq_gap() } else { 0 };
+        let skip = r.next.skipped_gap;
+        let target_id =
+            (skip || fence::keyed()).then(|| fence::target_id(at.0.bytes(), at.1.map(Arg::bytes)));
+        if skip && fence::skip_only(ctx) {
+            let raised = r.next.last.saturating_sub(count);
+            let state = Seq::new(raised, false).ok_or(crate::error::INTERNAL)?;
+            target.commit(state, None)?;
+            fence::skipped_only(ctx, target_id.unwrap_or_default());
+            return Ok(Settled::Skipped(raised));
+        }
         Need {
-            advance: count.saturating_add(skipped),
+            advance: count,
+            skip,
+            target: target_id,
             record: idmp.is_some(),
             ..Need::default()
         }
@@ -226,6 +249,24 @@ pub(crate) fn finish(ctx: &Ctx, kind: &Kind, key: &Arg, s: &Stored, count: u64) 
     }
 }
 
+/// After [`Settled::Skipped`]: replicates the skip (`SEQ.SET key value`, `SEQ.HSET key field
+/// value`), signals and counts it, and returns the refusal.
+pub(crate) fn skipped_only(
+    ctx: &Ctx,
+    kind: &Kind,
+    key: &Arg,
+    field: Option<&Arg>,
+    value: u64,
+) -> Error {
+    match field {
+        None => ctx.replicate_key_int(kind.set, key, int(value)),
+        Some(f) => ctx.replicate_key_arg_int(kind.set, key, f, int(value)),
+    }
+    ctx.changed(kind.set_event, key);
+    SEQ_GAP_SKIPS.add(1);
+    fence::skip_refused()
+}
+
 fn refusal(r: Refusal, kind: &Kind) -> Error {
     match r {
         Refusal::Overflow => err("sequence overflow"),
@@ -241,6 +282,8 @@ fn refusal(r: Refusal, kind: &Kind) -> Error {
 /// What an IDMP retry's answer needs from the fence: its record on the replicas.
 pub(crate) const RETRY: Need = Need {
     advance: 0,
+    skip: false,
+    target: None,
     record: true,
     msgid_ms: None,
     uid_ms: None,

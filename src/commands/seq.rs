@@ -40,6 +40,7 @@ const NEXT: Kind = Kind {
     set: c"SEQ.SET",
     idmpset: c"SEQ.IDMPSET",
     request: "COUNT",
+    set_event: c"seq.set",
 };
 
 /// A sequence key as the target of SEQ.NEXT: its tokens remember the COUNT.

@@ -60,6 +60,7 @@ const HNEXT: Kind = Kind {
     set: c"SEQ.HSET",
     idmpset: c"SEQ.HIDMPSET",
     request: "field or COUNT",
+    set_event: c"seq.hset",
 };
 
 /// One field of a map key, as the target of SEQ.HNEXT: located once (one hash and one probe for

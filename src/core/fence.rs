@@ -289,6 +289,70 @@ impl<H> Queue<H> {
     }
 }
 
+/// How many targets' gap skips wait for the replicas at most; beyond it a skip is charged to
+/// the node-wide budget instead (as a whole `imid.seq-gap`: safe, it only makes every sequence
+/// call of the node wait for it).
+pub const SKIPS: usize = 1024;
+
+/// Gap skips not yet acknowledged, each charged to its own target (a sequence key, a map's
+/// field: `id`, a hash of its name, so a collision only makes another target wait too) rather
+/// than to the node-wide budget: until the replicas acknowledge the sample whose count reaches
+/// `count`, that target's calls wait and the node's other sequences go on within the budget.
+/// Why this is enough: a promoted replica that never saw the skip holds the target at its
+/// value before it (marked, or missing on a node that is itself inherited), so it would hand
+/// out the very values the skip made room for; once it holds the skip, the budget's argument
+/// applies to the target as to any other.
+#[derive(Debug, Default)]
+pub struct Skips {
+    pending: Vec<(u64, u64)>,
+}
+
+impl Skips {
+    pub const fn new() -> Skips {
+        Skips {
+            pending: Vec::new(),
+        }
+    }
+
+    /// The skip of `id`, covered once the acknowledged count reaches `count`; `false` (nothing
+    /// recorded) when [`SKIPS`] are pending already.
+    pub fn insert(&mut self, id: u64, count: u64) -> bool {
+        if let Some(e) = self.pending.iter_mut().find(|e| e.0 == id) {
+            e.1 = e.1.max(count);
+            return true;
+        }
+        if self.pending.len() >= SKIPS {
+            return false;
+        }
+        self.pending.push((id, count));
+        true
+    }
+
+    /// Whether `id` has a skip the acknowledged count `acked` does not cover.
+    pub fn pending(&self, id: u64, acked: Option<u64>) -> bool {
+        self.pending
+            .iter()
+            .any(|&(i, c)| i == id && acked.is_none_or(|a| c > a))
+    }
+
+    /// Forgets the skips `acked` covers.
+    pub fn ack(&mut self, acked: u64) {
+        self.pending.retain(|&(_, c)| c > acked);
+    }
+
+    pub fn len(&self) -> usize {
+        self.pending.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    pub fn clear(&mut self) {
+        self.pending.clear();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -317,6 +381,30 @@ mod tests {
         assert!(within(10, 0, Some(10), 0));
         // never wraps
         assert!(!within(u64::MAX, u64::MAX, Some(0), 1000));
+    }
+
+    #[test]
+    fn a_skip_is_pending_for_its_target_until_its_count_is_acknowledged() {
+        let mut s = Skips::default();
+        assert!(!s.pending(7, None));
+        assert!(s.insert(7, 10));
+        assert!(s.pending(7, None), "nothing acknowledged yet");
+        assert!(s.pending(7, Some(9)));
+        assert!(!s.pending(8, Some(9)), "another target goes on");
+        assert!(!s.pending(7, Some(10)), "covered");
+        // A second skip of the same target: the later count holds.
+        assert!(s.insert(7, 12));
+        assert_eq!(s.len(), 1);
+        s.ack(11);
+        assert!(s.pending(7, Some(11)));
+        s.ack(12);
+        assert!(s.is_empty());
+        // Full: refused, so the caller charges the node instead.
+        for i in 0..SKIPS as u64 {
+            assert!(s.insert(i, 1));
+        }
+        assert!(!s.insert(u64::MAX, 1));
+        assert!(s.insert(0, 2), "a pending target is updated even when full");
     }
 
     #[test]

@@ -18,7 +18,8 @@
 //! client can wait: such a call is refused at once instead, except an IDMP answer within the
 //! budget, which is given and counted (`imid_fence_unfenced_idmp`: the docs say to `WAIT`
 //! after such a transaction or script before using its answer). A call refused at once
-//! changes nothing.
+//! changes nothing, except one that would skip the gap there: it stores and replicates the
+//! skip alone ([`skip_only`]), so that its retry can answer.
 //!
 //! The offsets (`tick`): `ROLE` gives the primary's offset and each online replica's
 //! acknowledged one; the `imid.fence-replicas`-th largest is what "the replicas" acknowledged.
@@ -36,7 +37,7 @@
 
 use super::Counter;
 use crate::config::{fence_timeout_ms, seq_gap, FenceReplicas, FENCE_REPLICAS};
-use crate::core::fence::{acked_offset, within, Marks, Queue, Ring};
+use crate::core::fence::{acked_offset, within, Marks, Queue, Ring, Skips};
 use crate::error::Error;
 use crate::host::fence::Blocked;
 use crate::host::{Ctx, Owned};
@@ -46,8 +47,16 @@ use std::sync::{Mutex, MutexGuard};
 /// What a call hands out, for [`check`].
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Need {
-    /// How much the call raises sequence values (new - old, summed; a gap skip included).
+    /// How much the call hands out of sequence values (the values it reserves; a gap skip is
+    /// not included: it is charged to its target, `skip`).
     pub(crate) advance: u64,
+    /// The call skipped the gap on its target: it waits for its own write (a promoted
+    /// replica without it would hand out the same values), and so does every later call on
+    /// that target until the replicas acknowledge it ([`Skips`]).
+    pub(crate) skip: bool,
+    /// The target's id ([`target_id`]): given when the call skipped, or when skips are pending
+    /// ([`keyed`]); `None` otherwise (nothing to look up).
+    pub(crate) target: Option<u64>,
     /// An IDMP answer: the token's record must be on the replicas before it goes out.
     pub(crate) record: bool,
     /// The time of the last message ID handed out.
@@ -83,6 +92,8 @@ static TIMER_ARMED: AtomicBool = AtomicBool::new(false);
 static LOADED: AtomicBool = AtomicBool::new(false);
 /// The before-sleep event is subscribed.
 static SUBSCRIBED: AtomicBool = AtomicBool::new(false);
+/// How many gap skips wait for the replicas ([`Skips`]): while 0, calls look nothing up.
+static SKIPS_PENDING: AtomicU64 = AtomicU64::new(0);
 /// The event loop woke up (its after-sleep event, while subscribed) and its before-sleep event
 /// has not run yet: a call that blocks now is stamped, and the replicas asked, by that event in
 /// this same iteration, before the server writes to them, so no timer is needed for it.
@@ -111,6 +122,7 @@ pub(crate) enum Unblocked {
 
 struct State {
     ring: Ring,
+    skips: Skips,
     msgid: Marks,
     uid: Marks,
     queue: Queue<(Blocked, Owned)>,
@@ -121,6 +133,7 @@ struct State {
 
 static STATE: Mutex<State> = Mutex::new(State {
     ring: Ring::new(),
+    skips: Skips::new(),
     msgid: Marks::new(),
     uid: Marks::new(),
     queue: Queue::new(),
@@ -152,7 +165,9 @@ pub(crate) fn check(ctx: &Ctx, need: Need) -> Result<Verdict, Error> {
     let seq_ok = need.advance == 0 || within(adv, need.advance, acked, gap);
     let ids_ok = need.msgid_ms.is_none_or(|t| t < MSGID_ACKED.load(Relaxed))
         && need.uid_ms.is_none_or(|t| t < UID_ACKED.load(Relaxed));
-    if seq_ok && ids_ok && !need.record {
+    // Its target's gap skip (this call's, or an earlier one not yet acknowledged).
+    let keyed = need.skip || need.target.is_some_and(|id| skip_pending(id, acked));
+    if seq_ok && ids_ok && !need.record && !keyed {
         let now = adv.saturating_add(need.advance);
         ADVANCED.store(now, Relaxed);
         // Half the budget used: refresh it before a call has to wait.
@@ -161,7 +176,61 @@ pub(crate) fn check(ctx: &Ctx, need: Need) -> Result<Verdict, Error> {
         }
         return Ok(Verdict::Now);
     }
-    slow(ctx, need, seq_ok && ids_ok)
+    slow(ctx, need, seq_ok && ids_ok && !keyed)
+}
+
+/// Whether calls must look their target up ([`Need::target`]): gap skips are pending.
+#[inline(always)]
+pub(crate) fn keyed() -> bool {
+    SKIPS_PENDING.load(Relaxed) > 0
+}
+
+/// The id a target's skip is recorded under: a hash of the key's name and the map's field
+/// (a collision only makes another target wait too).
+pub(crate) fn target_id(key: &[u8], field: Option<&[u8]>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut h);
+    field.hash(&mut h);
+    h.finish()
+}
+
+#[cold]
+#[inline(never)]
+fn skip_pending(id: u64, acked: Option<u64>) -> bool {
+    SKIPS_PENDING.load(Relaxed) > 0 && state().skips.pending(id, acked)
+}
+
+/// Charges a gap skip to its target (`id`) after [`check`]'s count reached `count`: returns how
+/// much more the node-wide budget must count (0; the whole gap when too many skips are
+/// pending already).
+fn charge_skip(id: Option<u64>, count: u64) -> u64 {
+    let mut st = state();
+    match id {
+        Some(id) if st.skips.insert(id, count) => {
+            SKIPS_PENDING.store(st.skips.len() as u64, Relaxed);
+            0
+        }
+        _ => seq_gap(),
+    }
+}
+
+/// A call that cannot wait (inside MULTI, a script or a function) would skip the gap on its
+/// target: the caller stores only the skip (no value handed out) and replicates it, then
+/// refuses the call with [`skip_refused`]; a retry once the replicas hold the skip answers.
+/// Without this such a target could never advance from a script: every call would be refused
+/// and change nothing, the target still marked.
+pub(crate) fn skip_only(ctx: &Ctx) -> bool {
+    ACTIVE.load(Relaxed) && !ctx.is_replay() && !ctx.can_block()
+}
+
+/// [`skip_only`]'s skip was stored and replicated: charged to its target (`id`).
+pub(crate) fn skipped_only(ctx: &Ctx, id: u64) {
+    REFUSED.add(1);
+    let now = ADVANCED.load(Relaxed).saturating_add(1);
+    let more = charge_skip(Some(id), now);
+    ADVANCED.store(now.saturating_add(more), Relaxed);
+    arm_tick(ctx);
 }
 
 #[cold]
@@ -183,7 +252,12 @@ fn slow(ctx: &Ctx, need: Need, within_acked: bool) -> Result<Verdict, Error> {
         // loop iteration, answers it with the error: `tick`.)
         Verdict::Wait
     };
-    let now = ADVANCED.load(Relaxed).saturating_add(need.advance);
+    let mut now = ADVANCED.load(Relaxed).saturating_add(need.advance);
+    if need.skip && verdict == Verdict::Wait {
+        // Counted at least once, so that a sample (and its acknowledgement) covers the skip.
+        now = now.max(ADVANCED.load(Relaxed).saturating_add(1));
+        now = now.saturating_add(charge_skip(need.target, now));
+    }
     ADVANCED.store(now, Relaxed);
     // As on the fast path: half the budget used, refresh it. An IDMP answer given inside
     // MULTI or a script comes here, never to the fast path: without this, transactions of
@@ -340,6 +414,8 @@ pub(crate) fn config_applied(ctx: &Ctx) {
 fn reset() {
     let mut st = state();
     st.ring.clear();
+    st.skips.clear();
+    SKIPS_PENDING.store(0, Relaxed);
     st.msgid.clear();
     st.uid.clear();
     st.asked = None;
@@ -398,7 +474,12 @@ fn tick(ctx: &Ctx) {
         if let Some(a) = acked_offset(&role.acks, required) {
             if let Some(c) = st.ring.ack(a) {
                 let prev = acked_adv().unwrap_or(0);
-                ACKED_ADV.store(prev.max(c), Relaxed);
+                let acked = prev.max(c);
+                ACKED_ADV.store(acked, Relaxed);
+                if !st.skips.is_empty() {
+                    st.skips.ack(acked);
+                    SKIPS_PENDING.store(st.skips.len() as u64, Relaxed);
+                }
             }
             st.msgid.ack(a);
             st.uid.ack(a);
@@ -502,6 +583,17 @@ fn cannot_wait() -> Error {
         "NOREPLICAS imid: the replicas have not acknowledged enough yet (imid.fence-replicas \
          {}), and a call inside MULTI, a script or a function cannot wait for them; nothing was \
          handed out, retry outside or later",
+        REQUIRED.load(Relaxed)
+    ))
+}
+
+/// [`skip_only`]'s refusal.
+pub(crate) fn skip_refused() -> Error {
+    Error::Owned(format!(
+        "NOREPLICAS imid: this sequence's first value on this node skips imid.seq-gap and must \
+         wait until the replicas hold the skip (imid.fence-replicas {}), which a call inside \
+         MULTI, a script or a function cannot; the skip was made and sent to them, no value was \
+         handed out: retry in a moment",
         REQUIRED.load(Relaxed)
     ))
 }

@@ -522,3 +522,94 @@ fn transactions_then_wait_keep_answering_past_the_budget() {
     assert_eq!(p.imid_stat("fence_unfenced_idmp") - unfenced, 60 * 16);
     assert_eq!(p.imid_stat("fence_refused"), refused);
 }
+
+/// A node that inherited its data (here: `DEBUG RELOAD`) skips the gap at each sequence's first
+/// call there. That call waits for the replicas, and so does every later call on the same
+/// sequence until they hold the skip; the node's other sequences go on within the budget (a
+/// skip charged to the whole node made every sequence call wait behind each new one).
+#[test]
+fn a_gap_skip_waits_for_its_own_sequence_only() {
+    let (p, r) = pair(false, "60000", &[]);
+    let mut con = p.client();
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "hot"]), 1);
+    ok(&mut con, &["DEBUG", "RELOAD"]);
+    assert_eq!(p.imid_stat("seq_missing_keys_skip_gap"), 1, "inherited");
+    // The hot key's own skip, answered once acknowledged.
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "hot"]), 1002);
+    let paused = Paused::new(&r);
+    let waits = p.imid_stat("fence_waits");
+    let new1 = call(&p, &["SEQ.NEXT", "new"]);
+    wait_for_waiters(&p, 1, &[&new1]);
+    // The same new sequence again: waits behind its skip.
+    let new2 = call(&p, &["SEQ.NEXT", "new"]);
+    wait_for_waiters(&p, 2, &[&new1, &new2]);
+    // Another sequence, and a map's field already written here: at once, replica paused.
+    let hot = call(&p, &["SEQ.NEXT", "hot"]);
+    let v = hot
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the hot key waited behind another sequence's skip");
+    assert_eq!(v.unwrap(), Value::Int(1003));
+    assert_eq!(p.imid_stat("fence_waits") - waits, 2);
+    paused.resume();
+    assert_eq!(answer(&new1).unwrap(), Value::Int(1001));
+    assert_eq!(answer(&new2).unwrap(), Value::Int(1002));
+    assert_eq!(waiting(&p), 0);
+}
+
+/// Inside a script (or MULTI) nothing can wait, so a first call that would skip the gap stores
+/// only the skip, sends it to the replicas, and is refused; once they hold it the script's
+/// retry answers. (Before: refused with nothing changed, so such a sequence never advanced
+/// from a script on a restarted or promoted primary.)
+#[test]
+fn a_script_s_gap_skip_is_stored_and_its_retry_answers() {
+    let (p, r) = pair(false, "60000", &[]);
+    let mut con = p.client();
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "s"]), 1);
+    let _: i64 = cmd(&mut con, &["SEQ.HSET", "m", "f", "5"]).unwrap();
+    ok(&mut con, &["DEBUG", "RELOAD"]);
+    let refusal = "NOREPLICAS imid: this sequence's first value on this node skips imid.seq-gap and must wait until the replicas hold the skip (imid.fence-replicas 1), which a call inside MULTI, a script or a function cannot; the skip was made and sent to them, no value was handed out: retry in a moment";
+    for (script, key, stored, first) in [
+        ("return redis.call('SEQ.NEXT', KEYS[1])", "s", 1001, 1002),
+        (
+            "return redis.call('SEQ.NEXT', KEYS[1], 'IDMP', 't')[1]",
+            "new",
+            1000,
+            1001,
+        ),
+        (
+            "return redis.call('SEQ.HNEXT', KEYS[1], 'f')",
+            "m",
+            1005,
+            1006,
+        ),
+    ] {
+        let e = expect_err(&mut con, &bytes(&["EVAL", script, "1", key]));
+        assert!(e.contains(refusal), "{key}: {e}");
+        let get = if key == "m" {
+            int(&mut con, &["SEQ.HGET", key, "f"])
+        } else {
+            int(&mut con, &["SEQ.GET", key])
+        };
+        assert_eq!(get, stored, "{key}: the skip was stored");
+        let mut answered = None;
+        p.wait_until(&format!("{key}: the retry answers"), 20, || {
+            match cmd::<i64>(&mut con, &["EVAL", script, "1", key]) {
+                Ok(v) => {
+                    answered = Some(v);
+                    true
+                }
+                Err(e) => {
+                    assert!(e.to_string().contains("NOREPLICAS"), "{e}");
+                    false
+                }
+            }
+        });
+        assert_eq!(answered, Some(first), "{key}");
+    }
+    // The replica holds what the primary holds.
+    let _: i64 = cmd(&mut con, &["WAIT", "1", "5000"]).unwrap();
+    let mut rc = r.client();
+    assert_eq!(int(&mut rc, &["SEQ.GET", "s"]), 1002);
+    assert_eq!(int(&mut rc, &["SEQ.GET", "new"]), 1001);
+    assert_eq!(int(&mut rc, &["SEQ.HGET", "m", "f"]), 1006);
+}

@@ -240,6 +240,15 @@ class Pair:
                 out[k.removeprefix("cmdstat_")] = int(m.group(1)) if m else 0
         return out
 
+    def cpu(self):
+        """CPU time (user + system, in clock ticks) of the primary and of the replica."""
+        out = []
+        for proc in (self.primary, self.replica):
+            with open(f"/proc/{proc.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out.append(int(fields[11]) + int(fields[12]))  # utime, stime (fields 14, 15)
+        return out
+
     def close(self):
         stop(self.primary)
         stop(self.replica)
@@ -301,6 +310,7 @@ def measure(server, module, workdir, fence, load, smoke):
     pair = Pair(server, module, workdir, fence)
     try:
         before = pair.stats()
+        cpu0 = pair.cpu()
         if kind == "bench":
             argv = ["SEQ.NEXT", "hot"] if name.startswith("hot") else IDMP
             rate, p50, err = bench(pair.port, clients, pipeline, calls, argv)
@@ -308,13 +318,17 @@ def measure(server, module, workdir, fence, load, smoke):
         else:
             rate, errors, err, clean = batches(pair.port, kind, calls)
             p50 = None
+        cpu1 = pair.cpu()
         after = pair.stats()
     finally:
         pair.close()
+    tick = os.sysconf("SC_CLK_TCK")
+    cpu = [(b - a) / tick * 1e6 / calls for a, b in zip(cpu0, cpu1)]  # µs per call
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in
              ("fence_waits", "fence_timeouts", "fence_refused", "fence_unfenced_idmp", "role",
               "replconf", "total_error_replies")}
     return {"rate": rate, "p50": p50, "calls": calls, "error": err, "clean_calls": clean,
+            "cpu_us_primary": cpu[0], "cpu_us_replica": cpu[1],
             "error_replies": delta["total_error_replies"] if errors is None else errors,
             **{k: v for k, v in delta.items() if k != "total_error_replies"}}
 
@@ -339,6 +353,10 @@ def summarize(data):
                     "calls_on": sum(r["loads"][name]["on"]["calls"] for r in rs),
                     "errors_off": sum(r["loads"][name]["off"]["error_replies"] or 0 for r in rs),
                     "errors_on": sum(r["loads"][name]["on"]["error_replies"] or 0 for r in rs),
+                    "cpu": {m: [statistics.median(r["loads"][name][m][k] for r in rs)
+                                for k in ("cpu_us_primary", "cpu_us_replica")]
+                            for m in ("off", "on")} if "cpu_us_primary" in rs[0]["loads"][name]["off"]
+                    else None,
                     "clean_on": [r["loads"][name]["on"].get("clean_calls") for r in rs
                                  if r["loads"][name]["on"].get("clean_calls") is not None],
                     "first_error": next((r["loads"][name][m]["error"] for r in rs
@@ -362,6 +380,7 @@ def render(data):
         "| waits / calls (on) | error replies off / on | target |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
+    cpu = [r for r in data["summary"] if r.get("cpu")]
     for r in data["summary"]:
         t = r["target"]
         status = "" if t is None else (
@@ -373,6 +392,13 @@ def render(data):
                    f"{r['ratio_of_medians']:.2f} | {r['median_ratio']:.2f} ({rg}) | "
                    f"{r['waits_on']:,} / {r['calls_on']:,} | {r['errors_off']:,} / "
                    f"{r['errors_on']:,} | {status} |")
+    if cpu:
+        out += ["", "CPU time per call (user + system, µs, medians over the rounds; the machine's "
+                "load moves it less than calls/s), primary and replica, fence off → on:", "",
+                "| load | primary off → on | replica off → on |", "| --- | ---: | ---: |"]
+        for r in cpu:
+            (po, ro), (pn, rn) = r["cpu"]["off"], r["cpu"]["on"]
+            out.append(f"| {r['what']} | {po:.1f} → {pn:.1f} | {ro:.1f} → {rn:.1f} |")
     if "batch plain" in s and "batch multi" in s:
         p, m = s["batch plain"], s["batch multi"]
         refused = ""

@@ -217,10 +217,17 @@ class Pair:
             time.sleep(0.05)
         if c("CONFIG", "GET", "imid.fence-replicas")[1] != fence:
             raise RuntimeError("imid.fence-replicas not as asked")
-        # The fence's first acknowledgement (blocks until it comes, fence on).
-        r = c("SEQ.NEXT", "warm", "IDMP", "warm")
-        if isinstance(r, Error):
-            raise RuntimeError(f"warm-up: {r}")
+        # The fence's first acknowledgement (blocks until it comes, fence on). A refusal (no
+        # acknowledgement within imid.fence-timeout) is retried twice and counted: seen on a
+        # fresh Valkey 9.1 pair with the replica already online.
+        self.warmup_refusals = 0
+        while True:
+            r = c("SEQ.NEXT", "warm", "IDMP", "warm")
+            if not isinstance(r, Error):
+                break
+            self.warmup_refusals += 1
+            if self.warmup_refusals == 3:
+                raise RuntimeError(f"warm-up refused 3 times: {r}")
         c.close()
 
     def stats(self):
@@ -328,6 +335,7 @@ def measure(server, module, workdir, fence, load, smoke):
              ("fence_waits", "fence_timeouts", "fence_refused", "fence_unfenced_idmp", "role",
               "replconf", "total_error_replies")}
     return {"rate": rate, "p50": p50, "calls": calls, "error": err, "clean_calls": clean,
+            "warmup_refusals": pair.warmup_refusals,
             "cpu_us_primary": cpu[0], "cpu_us_replica": cpu[1],
             "error_replies": delta["total_error_replies"] if errors is None else errors,
             **{k: v for k, v in delta.items() if k != "total_error_replies"}}
@@ -350,6 +358,10 @@ def summarize(data):
                     "ratio_of_medians": statistics.median(on) / statistics.median(off),
                     "median_ratio": statistics.median(ratios), "ratios": ratios,
                     "waits_on": sum(r["loads"][name]["on"]["fence_waits"] for r in rs),
+                    "timeouts_on": sum(r["loads"][name]["on"].get("fence_timeouts", 0)
+                                       for r in rs),
+                    "warmup_refusals_on": sum(r["loads"][name]["on"].get("warmup_refusals", 0)
+                                              for r in rs),
                     "calls_on": sum(r["loads"][name]["on"]["calls"] for r in rs),
                     "errors_off": sum(r["loads"][name]["off"]["error_replies"] or 0 for r in rs),
                     "errors_on": sum(r["loads"][name]["on"]["error_replies"] or 0 for r in rs),
@@ -392,6 +404,12 @@ def render(data):
                    f"{r['ratio_of_medians']:.2f} | {r['median_ratio']:.2f} ({rg}) | "
                    f"{r['waits_on']:,} / {r['calls_on']:,} | {r['errors_off']:,} / "
                    f"{r['errors_on']:,} | {status} |")
+    odd = [r for r in data["summary"] if r.get("timeouts_on") or r.get("warmup_refusals_on")]
+    if odd:
+        out += [""] + [f"- {r['what']}, fence on: {r.get('timeouts_on', 0):,} call(s) timed out "
+                       f"(`imid_fence_timeouts`), and the warm-up call on a fresh pair was refused "
+                       f"{r.get('warmup_refusals_on', 0)} time(s) (not acknowledged within "
+                       "`imid.fence-timeout`), then retried." for r in odd]
     if cpu:
         out += ["", "CPU time per call (user + system, µs, medians over the rounds; the machine's "
                 "load moves it less than calls/s), primary and replica, fence off → on:", "",

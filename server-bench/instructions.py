@@ -711,6 +711,8 @@ def main():
                     "one of these comma-separated texts (the checks still run on all)")
     ap.add_argument("--no-replica", action="store_true",
                     help="skip the rows with a replica attached (fence off and on)")
+    ap.add_argument("--replica-fences", default="off,on",
+                    help="the fence settings of the replica rows (default off,on)")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
 
@@ -758,6 +760,8 @@ def main():
                 if args.no_replica or r is None or not wanted(f"{name} (replica)"):
                     continue
                 for fname, fence in FENCES:
+                    if fname not in args.replica_fences.split(","):
+                        continue
                     got = {}
                     for who, argv, warm in (("imid", r["imid"], warm_imid),
                                             ("floor", r["floor"], warm_floor)):

@@ -71,8 +71,10 @@ cluster: build
 cluster-stop:
 	bash scripts/cluster.sh stop
 
-# Criterion benches, server-level throughput (redis-benchmark), memory per key, and instructions
-# per command against the floor module (callgrind, server-bench/floor.c); writes
+# Criterion benches, server-level throughput (redis-benchmark), memory per key, instructions
+# per command against the floor module (callgrind, server-bench/floor.c; also with one replica
+# attached, the fence off and on), and throughput with a replica, the fence off against on
+# (server-bench/fence.py); writes
 # server-bench/RESULTS.md. (benches/ holds the criterion benches of the core, as cargo expects.)
 # Takes minutes; run on a quiet machine (the instruction counts do not depend on it).
 bench: deps-bench build
@@ -84,7 +86,8 @@ bench: deps-bench build
 bench-smoke: deps-bench build
 	bash server-bench/run.sh --smoke
 
-# Only the instruction counts against the floor (20,000 commands per figure; a few minutes).
+# Only the instruction counts against the floor (20,000 commands per figure; a few minutes;
+# `python3 server-bench/instructions.py --only replica` for the rows with a replica alone).
 bench-instructions: deps-bench build
 	python3 server-bench/instructions.py --module $(MODULE)
 

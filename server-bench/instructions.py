@@ -64,6 +64,17 @@ TARGETS = [
     ("SEQ.NEXT IDMP (new token)", "SEQ.NEXT", 1.50),
 ]
 
+# Issue 27: the same commands with one plain replica attached, imid's fence off
+# (`imid.fence-replicas 0`) and on (`1`), against their floor commands measured with the same
+# replica attached. (row name above, warm-up argv run before counting, most imid may cost.)
+REPLICA_ROWS = [
+    ("SEQ.NEXT", ["SEQ.NEXT", "warm"], ["floor.seq.next", "warm"]),
+    ("MSGID.GEN", ["MSGID.GEN", "1", "warm"], ["floor.msgid.gen", "1", "warm"]),
+    ("UID.GEN", ["UID.GEN", "warm"], ["floor.uid.gen", "warm"]),
+]
+REPLICA_TARGET = 1.10
+FENCES = (("off", "0"), ("on", "1"))
+
 
 def row(command, imid, floor, keys=None, seeded=False, keyed=False, same="reply", new=False,
         warm=None, why="the floor assumes the default layout"):
@@ -344,13 +355,38 @@ def stop_all():
         stop(p, timeout=10)
 
 
-def server_cmd(server, workdir, log, dbfile, module, floor, keyed):
+def server_cmd(server, workdir, log, dbfile, module, floor, keyed, fence=None):
+    """fence: None, or imid.fence-replicas for a primary with a replica (repl-diskless-sync-delay
+    0: the replica's full sync starts at once instead of after 5 s)."""
     imid = ["--loadmodule", module] + (["--imid.openid-keys", BENCH_KEY] if keyed else [])
+    if fence is not None:
+        imid += ["--imid.fence-replicas", fence]
+    extra = [] if fence is None else ["--repl-diskless-sync-delay", "0"]
     return lambda port: [
         server, "--port", str(port), "--bind", HOST, "--save", "", "--appendonly", "no",
-        "--dir", workdir, "--dbfilename", dbfile, "--logfile", log,
+        "--dir", workdir, "--dbfilename", dbfile, "--logfile", log, *extra,
         *imid, "--loadmodule", floor, BENCH_KEY,
     ]
+
+
+def attach_replica(server, workdir, label, module, floor, primary_port):
+    """A plain replica of the primary (no valgrind), with both modules, in a directory of its
+    own: its full sync writes an RDB file even with `--save ''`, and a primary later started in
+    a directory holding one would load it and be "inherited" (every new sequence's first call
+    then waits for the fence). Returns the replica's process once the primary lists it online."""
+    rdir = os.path.join(workdir, f"{label}-replica")
+    os.makedirs(rdir, exist_ok=True)
+    log = os.path.join(rdir, "replica.log")
+    base = server_cmd(server, rdir, log, "replica.rdb", module, floor, False)
+    proc, _ = start(lambda port: base(port) + ["--replicaof", HOST, str(primary_port)], log, 60)
+    c = Client(primary_port)
+    deadline = time.monotonic() + 120
+    while "state=online" not in c("INFO", "replication"):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{label}: the replica did not come online")
+        time.sleep(0.1)
+    c.close()
+    return proc
 
 
 # ---------------------------------------------------------------------------------------------
@@ -501,28 +537,38 @@ def warm_up(map_fields, *argv):
     return ["EVAL", WARM, "0", str(map_fields), *argv]
 
 
-def count(server, workdir, module, floor, argv, n, keys, seeded, keyed, label, warm=None):
+def count(server, workdir, module, floor, argv, n, keys, seeded, keyed, label, warm=None,
+          fence=None, info=None):
     """Instructions per call inside call() for n pipelined `argv`, on a fresh server. warm: a
-    command run first, its instructions then zeroed (callgrind_control -z)."""
+    command run first, its instructions then zeroed (callgrind_control -z). fence: attach one
+    replica first and run with imid.fence-replicas = fence, both servers in fresh directories.
+    info: a dict that gets the primary's `INFO imid` fence counters after the run (read with
+    callgrind's instrumentation off, so not counted)."""
     out = os.path.join(workdir, f"{label}.cg")
     log = os.path.join(workdir, f"{label}.log")
-    base = server_cmd(server, workdir, log, "seed.rdb" if seeded else "empty.rdb", module,
-                      floor, keyed)
+    pdir = workdir
+    if fence is not None:
+        pdir = os.path.join(workdir, f"{label}-primary")
+        os.makedirs(pdir, exist_ok=True)
+    base = server_cmd(server, pdir, log, "seed.rdb" if seeded else "empty.rdb", module,
+                      floor, keyed, fence)
     cmd = lambda port: ["valgrind", "--tool=callgrind", "--collect-atstart=no",
                         "--toggle-collect=call", f"--callgrind-out-file={out}", *base(port)]
     proc, port = start(cmd, log, 180)
+    replica = None
     try:
-        if warm:
+        if fence is not None:
+            replica = attach_replica(server, workdir, label, module, floor, port)
+        if warm or info is not None:
             c = Client(port)
             c.sock.settimeout(600)  # every field of a map, under valgrind
-            r = c(*warm)
+            if warm:
+                r = c(*warm)
+                if isinstance(r, Error):
+                    raise RuntimeError(f"warm-up {warm[:2]}: {r}")
+            before = fence_counters(c) if info is not None else None
             c.close()
-            if isinstance(r, Error):
-                raise RuntimeError(f"warm-up {warm[4:6]}: {r}")
-            res = subprocess.run(["callgrind_control", "-z", str(proc.pid)],
-                                 capture_output=True, text=True, timeout=120)
-            if res.returncode != 0 or "OK" not in res.stdout:
-                raise RuntimeError(f"callgrind_control -z: {res.stdout}{res.stderr}")
+            callgrind_control("-z", proc)
         bench = ["redis-benchmark", "-h", HOST, "-p", str(port), "-c", "1", "-P", str(PIPELINE),
                  "-n", str(n), "-q"]
         if keys:
@@ -531,13 +577,62 @@ def count(server, workdir, module, floor, argv, n, keys, seeded, keyed, label, w
         if res.returncode != 0:
             raise RuntimeError(f"redis-benchmark {' '.join(argv)}: exit {res.returncode}\n"
                                f"{(res.stdout + res.stderr)[-1500:]}")
+        if info is not None:
+            # Dump the counts now (to <out>.1), so that reading INFO is not counted.
+            callgrind_control("-d", proc)
+            out = first_dump(out)
+            c = Client(port)
+            after = fence_counters(c)
+            c.close()
+            info.update({k: v - before.get(k, 0) for k, v in after.items()})
     finally:
         stop(proc)
+        if replica is not None:
+            stop(replica)
     with open(out) as f:
         for line in f:
             if line.startswith(("summary:", "totals:")):
                 return int(line.split()[1]) / n
     raise RuntimeError(f"no totals in {out}")
+
+
+def callgrind_control(flag, proc):
+    res = subprocess.run(["callgrind_control", flag, str(proc.pid)],
+                         capture_output=True, text=True, timeout=120)
+    if res.returncode != 0 or "OK" not in res.stdout:
+        raise RuntimeError(f"callgrind_control {flag}: {res.stdout}{res.stderr}")
+
+
+def first_dump(out):
+    """The file of callgrind's first requested dump (callgrind_control -d): <out>.1."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for path in (out + ".1", out):
+            if os.path.exists(path):
+                with open(path) as f:
+                    if any(ln.startswith(("summary:", "totals:")) for ln in f):
+                        return path
+        time.sleep(0.1)
+    raise RuntimeError(f"no callgrind dump at {out}.1")
+
+
+# The fence's counters (INFO imid) and Redis's error replies (INFO stats); gauges left out.
+COUNTERS = ("imid_fence_waits", "imid_fence_timeouts", "imid_fence_refused",
+            "imid_fence_unfenced_idmp", "total_error_replies")
+
+
+def fence_counters(c):
+    """The primary's fence counters (INFO imid) and error replies (INFO stats)."""
+    out = {}
+    text = c("INFO", "imid") + c("INFO", "stats") + c("INFO", "commandstats")
+    for line in text.splitlines():
+        k, _, v = line.partition(":")
+        if k in COUNTERS and v.strip().isdigit():
+            out[k.removeprefix("imid_")] = int(v)
+        elif k == "cmdstat_role":
+            m = re.search(r"calls=(\d+)", v)
+            out["role"] = int(m.group(1)) if m else 0
+    return out
 
 
 def ratio(a, b):
@@ -566,6 +661,42 @@ def render(data):
         shown = "" if t["ratio"] is None else f"{t['ratio']:.2f}"
         base = f"`{t['floor']}`" if t["floor"].startswith("floor.") else t["floor"]
         out.append(f"| {t['imid']} ≤ {t['max']:.2f} × {base} | {shown} | {status} |")
+    out += render_replica(data)
+    return out
+
+
+def render_replica(data):
+    """The rows with one replica attached, fence off and on (issue 27), as markdown lines."""
+    rows = data.get("replica") or []
+    if not rows:
+        return []
+    alone = {r["command"]: ratio(r["imid"], r["floor"]) for r in data["rows"]}
+    out = ["", "With one replica attached (issue 27): a plain replica (both modules loaded, not "
+           "under valgrind), the primary's `imid.fence-replicas` 0 (off) or 1 (on), both servers "
+           "in fresh directories; the floor command measured on its own fresh pair the same way. "
+           "One warm-up call first (its instructions not counted: the fence's first "
+           "acknowledgement, the leases). Counted inside `call()`, which includes the fence's "
+           "own `ROLE` reads (through `RedisModule_Call`) but not its timers, `GETACK`s and the "
+           "blocked clients' replies. Waits: calls the fence made wait (`imid_fence_waits`).", "",
+           "| command | fence | imid instr/call | floor command | floor instr/call | imid / floor "
+           "| alone: imid / floor | waits / calls |",
+           "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        rt = ratio(r["imid"], r["floor"])
+        a = alone.get(r["command"])
+        fl = r["floor"]
+        out.append(f"| {r['command']} | {r['fence']} | {r['imid']:,.0f} | "
+                   f"{'`' + r['floor_command'] + '`' if r['floor_command'] else 'no floor'} | "
+                   f"{'' if fl is None else f'{fl:,.0f}'} | {'' if rt is None else f'{rt:.2f}'} | "
+                   f"{'' if a is None else f'{a:.2f}'} | "
+                   f"{r['imid_info'].get('fence_waits', '?')} / {data['requests']:,} |")
+    mx = data.get("replica_target", 1.10)
+    out += ["", "| target (one replica attached) | ratio | status |", "| --- | ---: | --- |"]
+    for r in rows:
+        rt = ratio(r["imid"], r["floor"])
+        status = "not measured" if rt is None else ("met" if rt <= mx else "short")
+        out.append(f"| {r['command']}, fence {r['fence']} ≤ {mx:.2f} × `{r['floor_command']}` "
+                   f"| {'' if rt is None else f'{rt:.2f}'} | {status} |")
     return out
 
 
@@ -578,6 +709,10 @@ def main():
                     help=f"fields of the map and hash the map rows address (default {MAP_FIELDS})")
     ap.add_argument("--only", help="measure only the rows and references whose name contains "
                     "one of these comma-separated texts (the checks still run on all)")
+    ap.add_argument("--no-replica", action="store_true",
+                    help="skip the rows with a replica attached (fence off and on)")
+    ap.add_argument("--replica-fences", default="off,on",
+                    help="the fence settings of the replica rows (default off,on)")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
 
@@ -603,6 +738,7 @@ def main():
             for line in notes:
                 print(line, file=sys.stderr)
             wanted = lambda name: not args.only or any(t in name for t in args.only.split(","))
+            checked = {r["command"]: r for r in todo}
             todo = [r for r in todo if wanted(r["command"])]
             results, refs = [], []
             for i, r in enumerate(todo):
@@ -618,6 +754,33 @@ def main():
                                 "floor": fl})
                 print(f"  {r['command']:<42} imid {imid:>8,.0f}   floor "
                       f"{'-' if fl is None else f'{fl:,.0f}':>8}", file=sys.stderr, flush=True)
+            replica = []
+            for i, (name, warm_imid, warm_floor) in enumerate(REPLICA_ROWS):
+                r = checked.get(name)
+                if args.no_replica or r is None or not wanted(f"{name} (replica)"):
+                    continue
+                for fname, fence in FENCES:
+                    if fname not in args.replica_fences.split(","):
+                        continue
+                    got = {}
+                    for who, argv, warm in (("imid", r["imid"], warm_imid),
+                                            ("floor", r["floor"], warm_floor)):
+                        if argv is None:
+                            continue
+                        info = {}
+                        got[who] = count(server, workdir, module, floor, argv, n, r["keys"],
+                                         False, False, f"replica{i}-{fname}-{who}", warm,
+                                         fence=fence, info=info)
+                        got[who + "_info"] = info
+                    replica.append({"command": name, "fence": fname, "imid": got["imid"],
+                                    "floor_command": r["floor"][0] if r["floor"] else None,
+                                    "floor": got.get("floor"), "imid_info": got["imid_info"],
+                                    "floor_info": got.get("floor_info", {})})
+                    fl = got.get("floor")
+                    print(f"  {name + ' (replica, fence ' + fname + ')':<42} imid "
+                          f"{got['imid']:>8,.0f}   floor {'-' if fl is None else f'{fl:,.0f}':>8}"
+                          f"   waits {got['imid_info'].get('fence_waits')}",
+                          file=sys.stderr, flush=True)
             for i, (name, argv, keys, seeded, warm) in enumerate(references(args.map_fields)):
                 if not wanted(name) and argv != ["floor.noop"]:
                     continue
@@ -655,6 +818,8 @@ def main():
         "references": refs,
         "targets": targets,
         "notes": notes,
+        "replica": replica,
+        "replica_target": REPLICA_TARGET,
     }
     print(f"Instructions per call inside call() (callgrind), {n:,} commands at pipeline "
           f"{PIPELINE}, {data['server']}")

@@ -17,6 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from instructions import render as render_floor  # noqa: E402  (the script's own directory)
 from maps import render as render_maps  # noqa: E402
 from pauses import render as render_pauses  # noqa: E402
+from fence import render as render_fence  # noqa: E402
 
 MARKER = "<!-- analysis: hand-written below this line; server-bench/report.py keeps it -->"
 
@@ -154,6 +155,27 @@ def pauses_section(path):
     return out + render_pauses(d) + [""]
 
 
+def fence_section(path):
+    """Throughput with one replica attached, the fence off against on (server-bench/fence.py)."""
+    out = ["## The fence: throughput with one replica attached", ""]
+    if not path:
+        return out + ["Skipped in this run.", ""]
+    d = json.load(open(path))
+    out += [
+        "`server-bench/fence.py` (issue 27): a fresh primary and one plain replica per figure, "
+        "each in a fresh directory, `imid.fence-replicas` 0 (off) against 1 (on); "
+        "redis-benchmark on loopback, not pinned, or raw RESP for the batches. IDMP: "
+        "`SEQ.NEXT k:__rand_int__ IDMP t__rand_int__`, a new key and token per call. With the "
+        "fence on, each IDMP answer waits for the replica's acknowledgement, and a blocked "
+        "client's pipeline stops until it is released: per connection one replica round trip "
+        "per IDMP call whatever the pipeline depth; several connections share round trips, and "
+        "a MULTI batch answers at once and waits once, in `WAIT`. These figures move with the "
+        "machine's load.",
+        "",
+    ]
+    return out + render_fence(d) + [""]
+
+
 def fmt_rps(v):
     return f"{v:,.0f}"
 
@@ -165,6 +187,7 @@ def main():
     ap.add_argument("--floor-json", help="server-bench/instructions.py's JSON; omit to skip")
     ap.add_argument("--maps-json", help="server-bench/maps.py's JSON; omit to skip")
     ap.add_argument("--pauses-json", help="server-bench/pauses.py's JSON; omit to skip")
+    ap.add_argument("--fence-json", help="server-bench/fence.py's JSON; omit to skip")
     ap.add_argument("--out", required=True)
     ap.add_argument("--title", default="imid benchmark results")
     args = ap.parse_args()
@@ -200,6 +223,7 @@ def main():
     out += floor_section(args.floor_json)
     out += maps_section(args.maps_json)
     out += pauses_section(args.pauses_json)
+    out += fence_section(args.fence_json)
     out += [
         "## Throughput (redis-benchmark, loopback, 50 clients)",
         "",

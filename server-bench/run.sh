@@ -4,7 +4,8 @@
 # (server-bench/instructions.py, server-bench/floor.c), then sequence maps against Redis hashes on every server
 # of the matrix (server-bench/maps.py: memory per counter, RDB save/load; server-bench/pauses.py: the
 # worst single call while a map grows to 2,000,000 fields, widens and shrinks), then IM.SEND against
-# send.lua and its parts (server-bench/send.py), then the results page (server-bench/report.py).
+# send.lua and its parts (server-bench/send.py), then throughput with one replica attached, the
+# fence off against on (server-bench/fence.py), then the results page (server-bench/report.py).
 #
 #   server-bench/run.sh          full run, writes server-bench/RESULTS.md (minutes; run on a quiet machine)
 #   server-bench/run.sh --smoke  tiny run that only proves every command works and the table is built;
@@ -39,8 +40,10 @@ if [ "$mode" = smoke ]; then
   # 2,000 commands per figure instead of 20,000: every command and its floor still run under
   # callgrind, after the same checks (no error reply, the same reply as the floor).
   # A map and hash of 1,000 fields instead of 100,000 for the map rows.
+  # The rows with a replica attached: the fence on only (each row costs a replica's full sync
+  # under valgrind, ~3 s).
   python3 server-bench/instructions.py --module "$module" --requests 2000 --map-fields 1000 \
-    --json "$tmp/floor.json"
+    --replica-fences on --json "$tmp/floor.json"
   # One server, small maps, one save and load.
   python3 server-bench/maps.py --module "$module" --servers redis7 --sizes 100,1000 --counters 2000 \
     --rdb-fields 1000 --rdb-rounds 1 --json "$tmp/maps.json"
@@ -49,6 +52,8 @@ if [ "$mode" = smoke ]; then
     --json "$tmp/pauses.json"
   # IM.SEND against send.lua and its parts: a few sends per figure, a short throughput run.
   python3 server-bench/send.py --module "$module" --smoke --json "$tmp/send.json" >"$tmp/send.md"
+  # The fence off against on with a replica: one round, a few hundred calls per load.
+  python3 server-bench/fence.py --module "$module" --smoke --json "$tmp/fence.json" >/dev/null
 else
   out=server-bench/RESULTS.md
   cargo bench --features system-alloc --bench core
@@ -57,11 +62,12 @@ else
   python3 server-bench/maps.py --module "$module" --json "$tmp/maps.json"
   python3 server-bench/pauses.py --module "$module" --json "$tmp/pauses.json"
   python3 server-bench/send.py --module "$module" --json "$tmp/send.json" >"$tmp/send.md"
+  python3 server-bench/fence.py --module "$module" --json "$tmp/fence.json" >/dev/null
 fi
 
 python3 server-bench/report.py --server-json "$tmp/server.json" --criterion target/criterion \
   --floor-json "$tmp/floor.json" --maps-json "$tmp/maps.json" --pauses-json "$tmp/pauses.json" \
-  --out "$out"
+  --fence-json "$tmp/fence.json" --out "$out"
 { echo; echo "## IM.SEND against send.lua (server-bench/send.py)"; echo; cat "$tmp/send.md"; } >>"$out"
 # The smoke check proper: a table row for every command (server.py and instructions.py already
 # failed on any error reply, missing throughput or instruction count, or a reply unlike the
@@ -75,6 +81,11 @@ for r in 'SEQ.NEXT IDMP' 'SEQ.HNEXT (map, random' 'SEQ.HNEXT (map, first' 'SEQ.H
   'SEQ.HADVANCE (' 'SEQ.HADVANCE ... LIMIT'; do
   grep -qF "| $r" "$out" || { echo "no floor row for $r in $out" >&2; exit 1; }
 done
+# The replica rows (fence off and on for SEQ.NEXT, MSGID.GEN, UID.GEN) and the fence's loads.
+replica_rows=$(grep -cE '^\| (SEQ\.NEXT|MSGID\.GEN|UID\.GEN) \| (off|on) \| [0-9,]+ \|' "$out")
+[ "$replica_rows" -ge 3 ] || { echo "replica table incomplete ($replica_rows rows) in $out" >&2; exit 1; }
+fence_rows=$(grep -cE '^\| (`SEQ\.NEXT hot`|IDMP|16 IDMP|MULTI).* \| [0-9,]+ \| [0-9,]+ \|' "$out")
+[ "$fence_rows" -ge 6 ] || { echo "fence throughput table incomplete ($fence_rows rows) in $out" >&2; exit 1; }
 grep -qE '^\| 50 \| [0-9,]+ \| [0-9,]+ \| [0-9,]+ \|' "$out" || { echo "no IM.SEND row at 50 recipients in $out" >&2; exit 1; }
 map_rows=$(grep -cE '^\| Redis server v=[0-9.]+ \| [0-9,]+ \| [0-9,]+ \| [0-9.]+ \|' "$out")
 [ "$map_rows" -ge 2 ] || { echo "map memory table incomplete ($map_rows rows) in $out" >&2; exit 1; }

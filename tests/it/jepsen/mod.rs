@@ -398,7 +398,7 @@ fn inside(row: &Row, server: &str) {
         |v: Option<i64>| v.map_or("-".to_owned(), |ms| format!("{:+.2} s", ms as f64 / 1000.0));
     eprintln!(
         "{name}: {} triples, {} IDMP tokens; terms: {}; fault at {} ms; first primary's last reply \
-         {} (of a triple {}), the last primary's first {}; message ID times: the first primary's \
+         {} (a sequence value {}, a message ID {}, a UID {}), the last primary's first {}; message ID times: the first primary's \
          highest {}, the last primary's lowest {}; failover {}; {:.0} s",
         o.triples,
         f.idmp_tokens,
@@ -409,7 +409,9 @@ fn inside(row: &Row, server: &str) {
             .join(", "),
         o.fault_ms,
         rel(o.old_last),
-        rel(o.old_last_plain),
+        rel(o.old_last_kind[0]),
+        rel(o.old_last_kind[1]),
+        rel(o.old_last_kind[2]),
         rel(o.new_first),
         rel(o.old_id_time),
         rel(o.new_id_time),

@@ -14,11 +14,14 @@ pub(super) struct Outcome {
     pub failover: bool,
     /// When the fault began, ms since the start.
     pub fault_ms: u32,
-    /// The last reply of the first primary (any, and plain triples only), and the first of the
-    /// node that is primary at the end (for the same slots in Cluster), relative to the fault
-    /// (ms).
+    /// The last reply of the first primary (any), and the first of the node that is primary at
+    /// the end (for the same slots in Cluster), relative to the fault (ms).
     pub old_last: Option<i64>,
-    pub old_last_plain: Option<i64>,
+    /// The first primary's last reply of each kind of the plain load (a sequence value, a
+    /// message ID, a UID), relative to the fault (ms): a cut-off primary may still give
+    /// sequence values within its acknowledged budget while its IDs wait, so one batch can
+    /// mix values and refusals.
+    pub old_last_kind: [Option<i64>; 3],
     /// The time field of the first primary's highest message ID, and of the last primary's
     /// lowest, relative to the fault's wall clock (ms).
     pub old_id_time: Option<i64>,
@@ -174,12 +177,13 @@ pub(super) fn outcome(
     let node_of = |t: u16| terms.get(t as usize).map_or("", |t| t.node.as_str());
     let fault = i64::from(got.fault_ms);
     let mut old_last = None;
-    let old_last_plain = got
-        .recs
-        .iter()
-        .filter(|r| node_of(r.term) == first)
-        .map(|r| i64::from(r.at_ms) - fault)
-        .max();
+    let old_last_kind = [load::Kind::Seq, load::Kind::MsgId, load::Kind::Uid].map(|k| {
+        got.recs
+            .iter()
+            .filter(|r| r.kind == k && node_of(r.term) == first)
+            .map(|r| i64::from(r.at_ms) - fault)
+            .max()
+    });
     let mut new_first = None;
     let mut before_fault = 0;
     let mut after_settled = 0;
@@ -226,7 +230,7 @@ pub(super) fn outcome(
         failover: first != last,
         fault_ms: got.fault_ms,
         old_last,
-        old_last_plain,
+        old_last_kind,
         old_id_time,
         new_id_time,
         new_first,

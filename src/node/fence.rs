@@ -170,10 +170,7 @@ pub(crate) fn check(ctx: &Ctx, need: Need) -> Result<Verdict, Error> {
     if seq_ok && ids_ok && !need.record && !keyed {
         let now = adv.saturating_add(need.advance);
         ADVANCED.store(now, Relaxed);
-        // Half the budget used: refresh it before a call has to wait.
-        if acked.is_some_and(|a| now.saturating_sub(a) > gap / 2) {
-            arm_tick(ctx);
-        }
+        renew_past_half(ctx, now, acked, gap);
         return Ok(Verdict::Now);
     }
     slow(ctx, need, seq_ok && ids_ok && !keyed)
@@ -201,17 +198,28 @@ fn skip_pending(id: u64, acked: Option<u64>) -> bool {
     SKIPS_PENDING.load(Relaxed) > 0 && state().skips.pending(id, acked)
 }
 
-/// Charges a gap skip to its target (`id`) after [`check`]'s count reached `count`: returns how
-/// much more the node-wide budget must count (0; the whole gap when too many skips are
-/// pending already).
-fn charge_skip(id: Option<u64>, count: u64) -> u64 {
+/// Half the budget used (the node's count `now` against the acknowledged `acked`): refresh it
+/// before a call has to wait.
+#[inline(always)]
+fn renew_past_half(ctx: &Ctx, now: u64, acked: Option<u64>, gap: u64) {
+    if acked.is_some_and(|a| now.saturating_sub(a) > gap / 2) {
+        arm_tick(ctx);
+    }
+}
+
+/// The node's count after a call that skipped the gap on its target (`id`) and hands out
+/// `advance` values: counted at least once, so that a sample (and its acknowledgement) covers
+/// the skip, which is charged to the target; to the node as a whole gap when too many skips
+/// are pending already.
+fn count_skip(id: Option<u64>, advance: u64) -> u64 {
+    let now = ADVANCED.load(Relaxed).saturating_add(advance.max(1));
     let mut st = state();
     match id {
-        Some(id) if st.skips.insert(id, count) => {
+        Some(id) if st.skips.insert(id, now) => {
             SKIPS_PENDING.store(st.skips.len() as u64, Relaxed);
-            0
+            now
         }
-        _ => seq_gap(),
+        _ => now.saturating_add(seq_gap()),
     }
 }
 
@@ -227,9 +235,7 @@ pub(crate) fn skip_only(ctx: &Ctx) -> bool {
 /// [`skip_only`]'s skip was stored and replicated: charged to its target (`id`).
 pub(crate) fn skipped_only(ctx: &Ctx, id: u64) {
     REFUSED.add(1);
-    let now = ADVANCED.load(Relaxed).saturating_add(1);
-    let more = charge_skip(Some(id), now);
-    ADVANCED.store(now.saturating_add(more), Relaxed);
+    ADVANCED.store(count_skip(Some(id), 0), Relaxed);
     arm_tick(ctx);
 }
 
@@ -252,20 +258,16 @@ fn slow(ctx: &Ctx, need: Need, within_acked: bool) -> Result<Verdict, Error> {
         // loop iteration, answers it with the error: `tick`.)
         Verdict::Wait
     };
-    let mut now = ADVANCED.load(Relaxed).saturating_add(need.advance);
-    if need.skip && verdict == Verdict::Wait {
-        // Counted at least once, so that a sample (and its acknowledgement) covers the skip.
-        now = now.max(ADVANCED.load(Relaxed).saturating_add(1));
-        now = now.saturating_add(charge_skip(need.target, now));
-    }
+    let now = if need.skip && verdict == Verdict::Wait {
+        count_skip(need.target, need.advance)
+    } else {
+        ADVANCED.load(Relaxed).saturating_add(need.advance)
+    };
     ADVANCED.store(now, Relaxed);
-    // As on the fast path: half the budget used, refresh it. An IDMP answer given inside
-    // MULTI or a script comes here, never to the fast path: without this, transactions of
-    // them (then `WAIT`) got the budget back only from the cron, and were refused after
-    // `imid.seq-gap` values.
-    if acked_adv().is_some_and(|a| now.saturating_sub(a) > seq_gap() / 2) {
-        arm_tick(ctx);
-    }
+    // As on the fast path. An IDMP answer given inside MULTI or a script comes here, never to
+    // the fast path: without this, transactions of them (then `WAIT`) got the budget back only
+    // from the cron, and were refused after `imid.seq-gap` values.
+    renew_past_half(ctx, now, acked_adv(), seq_gap());
     Ok(verdict)
 }
 

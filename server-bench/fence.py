@@ -43,7 +43,7 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in server-bench/ from the import below
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from server import free_port  # noqa: E402  (the script's own directory)
+from instructions import start, stop, stop_all  # noqa: E402  (the script's own directory)
 
 HOST = "127.0.0.1"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -142,48 +142,7 @@ def flat_errors(reply):
 # ---------------------------------------------------------------------------------------------
 # Servers
 
-PROCS = []
-
-
-def start(argv_for_port, log, deadline_s=60):
-    for attempt in range(5):
-        port = free_port()
-        if os.path.exists(log):
-            os.remove(log)
-        proc = subprocess.Popen(argv_for_port(port), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
-        PROCS.append(proc)
-        deadline = time.monotonic() + deadline_s
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                with open(log) as f:
-                    if "Ready to accept connections" in f.read():
-                        return proc, port
-            except FileNotFoundError:
-                pass
-            time.sleep(0.02)
-        stop(proc)
-        if attempt == 4:
-            break
-    tail = open(log).read()[-2000:] if os.path.exists(log) else "(no log)"
-    raise RuntimeError(f"server did not start:\n{tail}")
-
-
-def stop(proc, timeout=30):
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    if proc in PROCS:
-        PROCS.remove(proc)
-
-
-def stop_all():
-    for p in list(PROCS):
-        stop(p, timeout=10)
+# Starting and stopping servers: instructions.py's (a free port, retried when taken; SIGTERM).
 
 
 def server_argv(server, module, d, fence=None, primary=None):
@@ -206,9 +165,9 @@ class Pair:
         self.pdir = tempfile.mkdtemp(dir=workdir, prefix="p-")
         self.rdir = tempfile.mkdtemp(dir=workdir, prefix="r-")
         self.primary, self.port = start(server_argv(server, module, self.pdir, fence),
-                                        os.path.join(self.pdir, "log"))
+                                        os.path.join(self.pdir, "log"), 60)
         self.replica, _ = start(server_argv(server, module, self.rdir, primary=self.port),
-                                os.path.join(self.rdir, "log"))
+                                os.path.join(self.rdir, "log"), 60)
         c = Client(self.port)
         deadline = time.monotonic() + 60
         while "state=online" not in c("INFO", "replication"):

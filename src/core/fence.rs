@@ -51,21 +51,29 @@ pub const RING: usize = 64;
 #[derive(Debug, Default)]
 pub struct Ring {
     samples: VecDeque<(u64, u64)>,
+    /// The count of the newest sample kept since the last [`Ring::clear`], acknowledged or not.
+    last: Option<u64>,
 }
 
 impl Ring {
     pub const fn new() -> Ring {
         Ring {
             samples: VecDeque::new(),
+            last: None,
         }
     }
 
     /// Records that every increase counted in `advanced` was propagated at or before `offset`.
-    /// A sample that adds nothing (the count has not moved since the newest one) is dropped.
+    /// A sample that adds nothing (the count has not moved since the newest one, even one
+    /// already acknowledged) is dropped: it would only make the replicas acknowledge again (the
+    /// offset moves with every `REPLCONF GETACK` the fence sends itself).
     pub fn push(&mut self, offset: u64, advanced: u64) {
+        if self.last.is_some_and(|a| a >= advanced) {
+            return;
+        }
+        self.last = Some(advanced);
         let full = self.samples.len() >= RING;
         match self.samples.back_mut() {
-            Some(&mut (_, a)) if a >= advanced => {}
             Some(last) if full => *last = (offset.max(last.0), advanced),
             _ => self.samples.push_back((offset, advanced)),
         }
@@ -105,6 +113,7 @@ impl Ring {
 
     pub fn clear(&mut self) {
         self.samples.clear();
+        self.last = None;
     }
 }
 
@@ -421,6 +430,19 @@ mod tests {
         assert_eq!(r.ack(250), None, "already taken");
         assert_eq!(r.ack(1000), Some(35));
         assert!(r.is_empty());
+        // Acknowledged, the count is still not new: a later offset (the fence's own GETACK
+        // moved it) adds nothing to ask the replicas for.
+        r.push(1100, 35);
+        assert!(r.is_empty());
+        r.push(1200, 36);
+        assert_eq!(r.newest_offset(), Some(1200));
+        r.clear();
+        r.push(1300, 36);
+        assert_eq!(
+            r.newest_offset(),
+            Some(1300),
+            "after clear, nothing is acknowledged"
+        );
     }
 
     #[test]

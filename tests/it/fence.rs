@@ -493,6 +493,28 @@ fn a_waiting_call_reads_the_offsets_twice() {
     );
 }
 
+/// One waiting call, one acknowledgement asked of the replica: the tick that releases a call
+/// must not ask again because the offset moved by the fence's own `REPLCONF GETACK` (nothing
+/// new to acknowledge), which doubled the replica's round trips per IDMP call. Counted on the
+/// primary as the replica's `REPLCONF ACK`s (`INFO commandstats`); 200 calls one after another
+/// leave room for the replica's own ACK once a second (about 1 per call; 2 when every release
+/// asked again).
+#[test]
+fn a_waiting_call_asks_the_replica_once() {
+    let (p, _r) = pair(false, "60000", &[]);
+    let mut con = p.client();
+    let acks = p.calls("replconf");
+    for i in 0..200i64 {
+        let v: Vec<i64> = cmd(&mut con, &["SEQ.NEXT", "once", "IDMP", &format!("t{i}")]).unwrap();
+        assert_eq!(v, [i + 1, 0]);
+    }
+    let got = p.calls("replconf") - acks;
+    assert!(
+        (200..=280).contains(&got),
+        "{got} acknowledgements from the replica for 200 waiting calls, one after another"
+    );
+}
+
 /// docs/durability.md's batch: MULTI with IDMP calls, EXEC, then `WAIT 1 <ms>`, again and
 /// again. The IDMP answers inside the transactions are given within the acknowledged budget
 /// (unfenced); each WAIT lets the replica acknowledge, so the budget must follow: batch after

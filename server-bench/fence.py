@@ -130,6 +130,13 @@ def enc(*args):
     return b"".join(out)
 
 
+def info_int(text, field):
+    m = re.search(rf"^{field}:(\d+)", text, re.M)
+    if not m:
+        raise RuntimeError(f"INFO has no {field}")
+    return int(m.group(1))
+
+
 def flat_errors(reply):
     """Error replies in a reply (an EXEC's array holds its commands' replies)."""
     if isinstance(reply, Error):
@@ -166,8 +173,9 @@ class Pair:
         self.rdir = tempfile.mkdtemp(dir=workdir, prefix="r-")
         self.primary, self.port = start(server_argv(server, module, self.pdir, fence),
                                         os.path.join(self.pdir, "log"), 60)
-        self.replica, _ = start(server_argv(server, module, self.rdir, primary=self.port),
-                                os.path.join(self.rdir, "log"), 60)
+        self.replica, self.rport = start(server_argv(server, module, self.rdir,
+                                                     primary=self.port),
+                                         os.path.join(self.rdir, "log"), 60)
         c = Client(self.port)
         deadline = time.monotonic() + 60
         while "state=online" not in c("INFO", "replication"):
@@ -188,6 +196,23 @@ class Pair:
             if self.warmup_refusals == 3:
                 raise RuntimeError(f"warm-up refused 3 times: {r}")
         c.close()
+
+    def caught_up(self):
+        """Waits until the replica has applied everything the primary propagated so far; the
+        seconds it took (None: not within 60 s)."""
+        t0 = time.perf_counter()
+        c, r = Client(self.port), Client(self.rport)
+        try:
+            want = info_int(c("INFO", "replication"), "master_repl_offset")
+            deadline = time.monotonic() + 60
+            while info_int(r("INFO", "replication"), "slave_repl_offset") < want:
+                if time.monotonic() > deadline:
+                    return None
+                time.sleep(0.001)
+            return time.perf_counter() - t0
+        finally:
+            c.close()
+            r.close()
 
     def stats(self):
         c = Client(self.port)
@@ -277,6 +302,7 @@ def measure(server, module, workdir, fence, load, smoke):
     try:
         before = pair.stats()
         cpu0 = pair.cpu()
+        t0 = time.perf_counter()
         if kind == "bench":
             argv = ["SEQ.NEXT", "hot"] if name.startswith("hot") else IDMP
             rate, p50, err = bench(pair.port, clients, pipeline, calls, argv)
@@ -284,6 +310,12 @@ def measure(server, module, workdir, fence, load, smoke):
         else:
             rate, errors, err, clean = batches(pair.port, kind, calls)
             p50 = None
+        # The calls/s counted until the replica had applied them all as well (redis-benchmark's
+        # own figure stops at the last reply; with the fence off a replica on a busy machine
+        # may still be far behind then).
+        run_s = time.perf_counter() - t0
+        lag = pair.caught_up()
+        replicated = calls / (run_s + lag) if lag is not None else None
         cpu1 = pair.cpu()
         after = pair.stats()
     finally:
@@ -293,7 +325,8 @@ def measure(server, module, workdir, fence, load, smoke):
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in
              ("fence_waits", "fence_timeouts", "fence_refused", "fence_unfenced_idmp", "role",
               "replconf", "total_error_replies")}
-    return {"rate": rate, "p50": p50, "calls": calls, "error": err, "clean_calls": clean,
+    return {"rate": rate, "replicated_rate": replicated,
+            "replica_lag_s": lag, "p50": p50, "calls": calls, "error": err, "clean_calls": clean,
             "warmup_refusals": pair.warmup_refusals,
             "cpu_us_primary": cpu[0], "cpu_us_replica": cpu[1],
             "error_replies": delta["total_error_replies"] if errors is None else errors,
@@ -312,7 +345,12 @@ def summarize(data):
         off = [r["loads"][name]["off"]["rate"] for r in rs]
         on = [r["loads"][name]["on"]["rate"] for r in rs]
         ratios = [b / a for a, b in zip(off, on) if a]
+        rep = {m: [r["loads"][name][m].get("replicated_rate") for r in rs] for m in ("off", "on")}
+        rep = {m: statistics.median(v) if v and None not in v else None for m, v in rep.items()}
+        lag = [r["loads"][name]["off"].get("replica_lag_s") for r in rs]
         out.append({"load": name, "what": what, "target": target,
+                    "replicated": rep,
+                    "lag_off_s": max(lag) if lag and None not in lag else None,
                     "off": statistics.median(off), "on": statistics.median(on),
                     "ratio_of_medians": statistics.median(on) / statistics.median(off),
                     "median_ratio": statistics.median(ratios), "ratios": ratios,
@@ -352,6 +390,7 @@ def render(data):
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     cpu = [r for r in data["summary"] if r.get("cpu")]
+    replicated = [r for r in data["summary"] if r.get("replicated", {}).get("off")]
     for r in data["summary"]:
         t = r["target"]
         status = "" if t is None else (
@@ -369,6 +408,18 @@ def render(data):
                        f"(`imid_fence_timeouts`), and the warm-up call on a fresh pair was refused "
                        f"{r.get('warmup_refusals_on', 0)} time(s) (not acknowledged within "
                        "`imid.fence-timeout`), then retried." for r in odd]
+    if replicated:
+        out += ["", "Counted until the replica has applied every call as well (wall time from the "
+                "load's start to the replica's offset reaching the primary's at its end; "
+                "redis-benchmark's own figure above stops at the last reply, when a replica on a "
+                "busy machine may still be far behind with the fence off). Calls/s, medians over "
+                "the rounds; the replica's longest lag behind the last reply with the fence off:",
+                "", "| load | fence off | fence on | on / off | replica behind at the end, "
+                "fence off |", "| --- | ---: | ---: | ---: | ---: |"]
+        for r in replicated:
+            o, n = r["replicated"]["off"], r["replicated"]["on"]
+            lag = f"{r['lag_off_s']:.3f} s" if r.get("lag_off_s") is not None else "?"
+            out.append(f"| {r['what']} | {o:,.0f} | {n:,.0f} | {n / o:.2f} | {lag} |")
     if cpu:
         out += ["", "CPU time per call (user + system, µs, medians over the rounds; the machine's "
                 "load moves it less than calls/s), primary and replica, fence off → on:", "",

@@ -183,8 +183,8 @@ unsafe extern "C" fn copy<T: DataType>(
     // SAFETY: Redis hands a value of the type to its copy callback.
     unsafe {
         read::<T, *mut c_void>("copy", p, std::ptr::null_mut, |v| {
-            // The fence counts the copy's values (`node::fence::copied`).
-            crate::node::fence::copied();
+            // The fence counts the copy's values (`node::fence::appeared`).
+            crate::node::fence::appeared();
             into_ptr(T::copy(v))
         })
     }

@@ -636,8 +636,10 @@ pub(crate) fn advanced(n: u64) {
     }
 }
 
-/// COPY made a key of imid's types: its values appear under a new name that a replica which has
-/// not seen the COPY lacks (and would start at the gap), so it counts as a whole budget.
-pub(crate) fn copied() {
+/// A key of imid's types appeared under a new name (COPY, RENAME, MOVE): a replica which has
+/// not seen the command lacks it there (and would start it at the gap, below the values it
+/// holds), so it counts as a whole budget: the next sequence call waits until the replicas
+/// hold the command.
+pub(crate) fn appeared() {
     advanced(seq_gap().saturating_add(1));
 }

@@ -493,6 +493,70 @@ fn a_waiting_call_reads_the_offsets_twice() {
     );
 }
 
+/// A sequence (or map) key renamed or moved to another database appears under a name a replica
+/// that has not seen the command lacks; promoted, it would start that name at the gap, below
+/// the values handed out under it. So, like a COPY, it counts as a whole budget: the next
+/// sequence call waits for the replica (and answers). Renaming a key of another type does not.
+#[test]
+fn a_renamed_or_moved_sequence_counts_against_the_budget() {
+    let (p, _r) = pair(false, "60000", &[]);
+    let mut con = p.client();
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "a", "COUNT", "10"]), 10);
+    assert_eq!(int(&mut con, &["SEQ.HNEXT", "m", "f", "COUNT", "10"]), 10);
+    ok(&mut con, &["SET", "s", "x"]);
+    let waits = p.imid_stat("fence_waits");
+    ok(&mut con, &["RENAME", "s", "s2"]);
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 11);
+    assert_eq!(
+        p.imid_stat("fence_waits"),
+        waits,
+        "a string's RENAME: nothing waits"
+    );
+    let steps: [(&[&str], &[&str], i64); 3] = [
+        (&["RENAME", "a", "b"], &["SEQ.NEXT", "b"], 12),
+        (&["RENAME", "m", "m2"], &["SEQ.HNEXT", "m2", "f"], 11),
+        (&["MOVE", "b", "1"], &["SEQ.NEXT", "b"], 13),
+    ];
+    for (i, (change, next, want)) in steps.into_iter().enumerate() {
+        let _: Value = cmd(&mut con, change).unwrap();
+        if change[0] == "MOVE" {
+            ok(&mut con, &["SELECT", "1"]);
+        }
+        assert_eq!(int(&mut con, next), want, "{change:?}");
+        assert_eq!(
+            p.imid_stat("fence_waits"),
+            waits + 1 + i as i64,
+            "{change:?}: the next sequence call waits for the replica"
+        );
+    }
+}
+
+/// The keyspace event's callback enters through the panic guard: a panic there is logged, the
+/// RENAME still happens (the charge is lost, nothing else), the server lives, and the next
+/// RENAME is counted again.
+#[test]
+fn a_panic_in_the_keyspace_event_is_caught_and_the_server_lives() {
+    let (p, _r) = pair(true, "60000", &[]);
+    let mut con = p.client();
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 1);
+    let entry = "a keyspace event";
+    let armed: String = cmd(&mut con, &["IMID.TEST-PANIC-NEXT", entry]).unwrap();
+    assert_eq!(armed, "OK");
+    let waits = p.imid_stat("fence_waits");
+    ok(&mut con, &["RENAME", "a", "b"]);
+    let line = format!("imid: internal error in {entry}: IMID.TEST-PANIC-NEXT armed for {entry}");
+    assert_eq!(p.log_text().matches(&line).count(), 1, "{}", p.log_tail());
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "b"]), 2);
+    assert_eq!(
+        p.imid_stat("fence_waits"),
+        waits,
+        "the panicked event charged nothing"
+    );
+    ok(&mut con, &["RENAME", "b", "c"]);
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "c"]), 3);
+    assert_eq!(p.imid_stat("fence_waits"), waits + 1, "counted again");
+}
+
 /// One waiting call, one acknowledgement asked of the replica: the tick that releases a call
 /// must not ask again because the offset moved by the fence's own `REPLCONF GETACK` (nothing
 /// new to acknowledge), which doubled the replica's round trips per IDMP call. Counted on the

@@ -3,11 +3,10 @@
 
 use super::{guard, Entry};
 use crate::config::CLUSTER_MODE;
-use crate::host::{Arg, Ctx};
+use crate::host::Ctx;
 use crate::node::events::{on_event, Event};
-use crate::types::holds_sequences;
 use redis_module::raw;
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 
 /// Subscribes to the events imid acts on: forked children (AOF rewrites, RDB saves) and
@@ -116,64 +115,4 @@ unsafe extern "C" fn on_server_event(
             on_event(&c, event)
         },
     );
-}
-
-/// Subscribes to the generic keyspace events (OnLoad, once nothing can fail any more: Redis 7.0
-/// keeps a failed load's subscriptions): a key of imid's types renamed or moved to another
-/// database counts against the fence's budget, as a COPY does (`node::fence::appeared`).
-/// Every generic event of the server (DEL, EXPIRE, ...) calls [`on_keyspace`], which returns
-/// after one load while the fence is off and after comparing the event's name while it is on.
-pub(crate) fn subscribe_keyspace(ctx: &Ctx) {
-    // SAFETY: ctx is the live OnLoad context; the callback matches the C signature and lives
-    // as long as the module.
-    let status = unsafe {
-        raw::RedisModule_SubscribeToKeyspaceEvents.map(|f| {
-            f(
-                ctx.raw(),
-                raw::REDISMODULE_NOTIFY_GENERIC as c_int,
-                Some(on_keyspace),
-            )
-        })
-    };
-    if status != Some(raw::REDISMODULE_OK as c_int) {
-        ctx.log_warning(
-            "imid: cannot subscribe to keyspace events: with the fence on, a RENAME or MOVE of a sequence key is not counted against its budget",
-        );
-    }
-}
-
-/// A generic keyspace event: `rename_to` (RENAME, RENAMENX) and `move_to` (MOVE) of a key of
-/// imid's types, with the fence on, charge its budget. Redis selects the event's database on
-/// `ctx` (the target database for `move_to`).
-unsafe extern "C" fn on_keyspace(
-    ctx: *mut raw::RedisModuleCtx,
-    _type: c_int,
-    event: *const c_char,
-    key: *mut raw::RedisModuleString,
-) -> c_int {
-    if !crate::node::fence::active() || event.is_null() || key.is_null() {
-        return 0;
-    }
-    // SAFETY: Redis passes the event's name as a NUL-terminated string alive for the callback.
-    let name = unsafe { CStr::from_ptr(event) }.to_bytes();
-    if name != b"rename_to" && name != b"move_to" {
-        return 0;
-    }
-    guard(
-        ctx,
-        Entry::Named("a keyspace event"),
-        || 0,
-        || {
-            // SAFETY: ctx is the live context of this callback, used only within it.
-            let c = unsafe { Ctx::from_raw(ctx) };
-            let mut keys = [key];
-            // SAFETY: `key` is the event's live key name for the callback; `keys` outlives
-            // the one-element slice, which does not leave this closure.
-            let args = unsafe { Arg::from_raw(keys.as_mut_ptr(), 1) };
-            if args.first().is_some_and(|k| holds_sequences(&c, k)) {
-                crate::node::fence::appeared();
-            }
-            0
-        },
-    )
 }

@@ -27,7 +27,6 @@ pub(crate) fn load(ctx: &Context, args: &[RedisString], tables: &[&[Command]]) -
 /// cron tick or message. So every step that can fail comes first (configs loaded and checked,
 /// the UID layout, commands registered), then the data type (it fails only when another module
 /// holds its name), and only then what calls into the module on its own: server events, then
-/// the generic keyspace events (the fence counts a RENAME or MOVE of a sequence key), then
 /// (cluster mode) the command filter, after which nothing can fail; the bus receiver and the
 /// lease timer wait for the first cron tick (see `entry::cluster::init`). (The `redis_module!`
 /// macro's own steps before this function, the INFO callback, live in the module's structure
@@ -66,7 +65,6 @@ fn steps(ctx: &Context, args: &[RedisString], tables: &[&[Command]]) -> Status {
     // (`node::fence`); its timers and event come later, from commands and the cron.
     fence::install();
     node::fence::load(&c);
-    events::subscribe_keyspace(&c);
     if cluster {
         cluster::init(&c);
         migration::subscribe(&c);

@@ -12,7 +12,7 @@
 //! - `registry`: command registration (CreateCommand, SetCommandInfo, ACL categories);
 //! - `config`: the configs' registration and the string config callbacks;
 //! - `data_type`: the data types' callbacks (RDB, AOF, digest, memory, copy, free, aux data);
-//! - `events`: server and keyspace event subscriptions and callbacks;
+//! - `events`: server event subscription and callbacks;
 //! - `cluster`: the cluster bus receiver, the lease timer and the command filter;
 //! - `migration`: Valkey 9's atomic slot migration event;
 //! - `fence`: the fence's blocked-client callbacks, its before-sleep event and its timer;

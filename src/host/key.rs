@@ -41,13 +41,6 @@ impl<B> TypeSlot<B> {
     fn get(&self) -> *mut raw::RedisModuleType {
         self.ptr.load(Ordering::Relaxed)
     }
-
-    /// Whether `name` holds a value of this type (opened for reading without touching its
-    /// LRU/LFU: a keyspace event's key).
-    pub(crate) fn holds(&'static self, ctx: &Ctx, name: &Arg) -> bool {
-        let mode = raw::REDISMODULE_READ | raw::REDISMODULE_OPEN_KEY_NOTOUCH;
-        TypedKey::open_mode(ctx, self, name, mode, false).is_ok_and(|k| k.word().is_some())
-    }
 }
 
 /// What a key held when it was opened.

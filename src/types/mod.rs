@@ -17,11 +17,6 @@ use crate::host::value::{Made, Word};
 use crate::node;
 use std::os::raw::c_int;
 
-/// Whether `key` holds a sequence or a sequence map (for the fence: a key renamed or moved).
-pub(crate) fn holds_sequences(ctx: &crate::host::Ctx, key: &crate::host::Arg) -> bool {
-    seq::TYPE.holds(ctx, key) || map::TYPE.holds(ctx, key)
-}
-
 /// What one module data type does in each callback (`entry::data_type` makes the raw callbacks
 /// of it once for both types).
 pub(crate) trait DataType {

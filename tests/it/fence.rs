@@ -496,7 +496,8 @@ fn a_waiting_call_reads_the_offsets_twice() {
 /// A sequence (or map) key renamed or moved to another database appears under a name a replica
 /// that has not seen the command lacks; promoted, it would start that name at the gap, below
 /// the values handed out under it. So, like a COPY, it counts as a whole budget: the next
-/// sequence call waits for the replica (and answers). Renaming a key of another type does not.
+/// sequence call waits for the replica (and answers). Renaming a key of another type does not,
+/// nor does handing out values.
 #[test]
 fn a_renamed_or_moved_sequence_counts_against_the_budget() {
     let (p, _r) = pair(false, "60000", &[]);
@@ -531,15 +532,15 @@ fn a_renamed_or_moved_sequence_counts_against_the_budget() {
     }
 }
 
-/// The keyspace event's callback enters through the panic guard: a panic there is logged, the
-/// RENAME still happens (the charge is lost, nothing else), the server lives, and the next
-/// RENAME is counted again.
+/// The type's unlink callback (where a RENAME is counted) enters through the panic guard: a
+/// panic there is logged, the RENAME still happens (the charge is lost, nothing else), the
+/// server lives, and the next RENAME is counted again.
 #[test]
-fn a_panic_in_the_keyspace_event_is_caught_and_the_server_lives() {
+fn a_panic_in_the_unlink_callback_is_caught_and_the_server_lives() {
     let (p, _r) = pair(true, "60000", &[]);
     let mut con = p.client();
     assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 1);
-    let entry = "a keyspace event";
+    let entry = "unlink";
     let armed: String = cmd(&mut con, &["IMID.TEST-PANIC-NEXT", entry]).unwrap();
     assert_eq!(armed, "OK");
     let waits = p.imid_stat("fence_waits");

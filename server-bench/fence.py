@@ -195,7 +195,18 @@ class Pair:
             self.warmup_refusals += 1
             if self.warmup_refusals == 3:
                 raise RuntimeError(f"warm-up refused 3 times: {r}")
+        # Streaming starts with the replica's first acknowledgement: after a full sync the
+        # primary holds the replication stream back until the replica's first REPLCONF ACK
+        # (sent once a second, or at once on a GETACK), although ROLE and INFO already say
+        # "online". With the fence on its first wait asks for one; with it off, without this
+        # WAIT, the first second of a load would run with nothing sent to the replica.
+        deadline = time.monotonic() + 60
+        while c("WAIT", "1", "1000") != 1:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the replica did not acknowledge within 60 s")
         c.close()
+        if self.caught_up() is None:
+            raise RuntimeError("the replica did not catch up within 60 s")
 
     def caught_up(self):
         """Waits until the replica has applied everything the primary propagated so far; the

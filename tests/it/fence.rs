@@ -551,7 +551,7 @@ fn a_panic_in_the_unlink_callback_is_caught_and_the_server_lives() {
     assert_eq!(
         p.imid_stat("fence_waits"),
         waits,
-        "the panicked event charged nothing"
+        "the panicked callback charged nothing"
     );
     ok(&mut con, &["RENAME", "b", "c"]);
     assert_eq!(int(&mut con, &["SEQ.NEXT", "c"]), 3);

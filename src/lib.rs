@@ -134,6 +134,9 @@ const COMMANDS: &[registry::Command] = &[
     // The IM flow (commands/im.rs): what examples/lua/send.lua does, natively.
     command!("im.send", commands::im::send, "write deny-oom", "write sortedset slow", -10, specs = IM_SEND_SPECS, "Sends a message into a conversation: seq, message ID and UID, each recipient's inbox, the inbox cap; at most once per client message id"),
     command!("im.sendset", commands::im::sendset, "write deny-oom", "write sortedset slow dangerous", -11, specs = IM_SENDSET_SPECS, "Internal: the replicated form of IM.SEND (its seq, IDs and token record, then its arguments)"),
+    // The fence's operator commands (commands/fence.rs): the replicas this primary's term counts.
+    command!("fence.replicas", commands::fence::replicas, "readonly fast", "read fast", 1, None, "The replicas of this primary's term the fence counts, with their state"),
+    command!("fence.forget", commands::fence::forget, "admin", "admin dangerous slow", 2, None, "Stops the fence counting a replica that is gone for good"),
 ];
 
 /// The test build's commands (`commands::test_hooks`); never in a release build.

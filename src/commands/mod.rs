@@ -4,6 +4,7 @@
 //! Redis side (`reserve`, SEQ.NEXT and SEQ.HNEXT), the FLOOR commands' rules (`floor`).
 
 pub(crate) mod args;
+pub(crate) mod fence;
 pub(crate) mod floor;
 pub(crate) mod im;
 pub(crate) mod msgid;

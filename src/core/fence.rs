@@ -19,15 +19,161 @@
 
 use std::collections::VecDeque;
 
-/// The offset that `n` replicas acknowledged: the `n`-th largest of `acks` (each online
-/// replica's acknowledged offset). `None` when fewer than `n` replicas are online or `n` is 0.
-pub fn acked_offset(acks: &[u64], n: usize) -> Option<u64> {
-    if n == 0 || acks.len() < n {
-        return None;
+/// How many replicas of a term are remembered at most (far above any replica count a server
+/// has; a primary that sees more stops adding and counts none as acknowledged: [`Members`]).
+pub const MEMBERS: usize = 256;
+
+/// The replicas of this primary's term (issue 34): every replica that was online here since
+/// the term began (this node became primary, started, or turned the fence on), each with the
+/// offset it last acknowledged, counted until this node's term ends or an operator says one
+/// is gone ([`Members::forget`]).
+///
+/// Why every one, not the `n` most up to date: Sentinel and Cluster promote the replica they
+/// can reach, not the one that acknowledged. In a split, the replica on the primary's side
+/// keeps acknowledging it while the other one is promoted; after an operator's failover the
+/// replica not chosen acknowledges the old primary until it is told to follow the new one. A
+/// member that is not online any more (cut off, promoted elsewhere, down) holds at least what
+/// it last acknowledged, so its last offset still counts: the node goes on within the budget
+/// above it and no further.
+#[derive(Debug, Default)]
+pub struct Members {
+    list: Vec<Member>,
+    /// More replicas were seen than [`MEMBERS`]: nothing counts as acknowledged.
+    overflow: bool,
+}
+
+/// One replica of the term.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    /// `ip:port`, as the replica announces itself (`ROLE`).
+    pub addr: String,
+    /// The offset it acknowledged last (on its current link while online).
+    pub ack: u64,
+    pub online: bool,
+    /// When it joined (online) or went offline, ms on the caller's clock.
+    pub since_ms: u64,
+}
+
+/// What a reading of the online replicas changed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Observed {
+    /// Replicas that joined the term now: what was counted as acknowledged before did not
+    /// count them, so the caller starts its acknowledgements over.
+    pub joined: usize,
+}
+
+impl Members {
+    pub const fn new() -> Members {
+        Members {
+            list: Vec::new(),
+            overflow: false,
+        }
     }
-    let mut sorted = acks.to_vec();
-    sorted.sort_unstable_by(|a, b| b.cmp(a));
-    sorted.get(n - 1).copied()
+
+    /// One reading of the replicas online now (`(addr, acknowledged offset)`, as `ROLE` lists
+    /// them) at `now_ms`: new ones join, each member's offset and state follow.
+    pub fn observe(&mut self, online: &[(String, u64)], now_ms: u64) -> Observed {
+        let mut seen = Observed::default();
+        for m in &mut self.list {
+            let now = online
+                .iter()
+                .filter(|(a, _)| *a == m.addr)
+                .map(|&(_, ack)| ack)
+                .max();
+            match now {
+                // Online: its link's offset (0 until its first acknowledgement on a new link:
+                // lower, so never more than it holds).
+                Some(ack) => {
+                    if !m.online {
+                        m.online = true;
+                        m.since_ms = now_ms;
+                    }
+                    m.ack = ack;
+                }
+                // Offline: it holds at least what it acknowledged last.
+                None if m.online => {
+                    m.online = false;
+                    m.since_ms = now_ms;
+                }
+                None => {}
+            }
+        }
+        for (addr, ack) in online {
+            if self.list.iter().any(|m| m.addr == *addr) {
+                continue;
+            }
+            if self.list.len() >= MEMBERS {
+                self.overflow = true;
+                continue;
+            }
+            self.list.push(Member {
+                addr: addr.clone(),
+                ack: *ack,
+                online: true,
+                since_ms: now_ms,
+            });
+            seen.joined += 1;
+        }
+        seen
+    }
+
+    /// The offset every member holds, once at least `required` of them are online: the lowest
+    /// acknowledgement among them all, the offline ones included. `None` when `required` is 0
+    /// (the fence is off), fewer are online, or no member is known.
+    pub fn acked(&self, required: usize) -> Option<u64> {
+        if required == 0 || self.overflow || self.online() < required {
+            return None;
+        }
+        self.list.iter().map(|m| m.ack).min()
+    }
+
+    pub fn online(&self) -> usize {
+        self.list.iter().filter(|m| m.online).count()
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    pub fn list(&self) -> &[Member] {
+        &self.list
+    }
+
+    /// The members offline now, the longest gone first.
+    pub fn offline(&self) -> Vec<&Member> {
+        let mut v: Vec<&Member> = self.list.iter().filter(|m| !m.online).collect();
+        v.sort_by_key(|m| m.since_ms);
+        v
+    }
+
+    /// An operator says the member at `addr` is gone for good: it stops counting. Refused
+    /// for a member online now (the next reading would count it again at once).
+    pub fn forget(&mut self, addr: &str) -> Result<bool, ForgetError> {
+        match self.list.iter().position(|m| m.addr == addr) {
+            None => Ok(false),
+            Some(i) if self.list.get(i).is_some_and(|m| m.online) => Err(ForgetError::Online),
+            Some(i) => {
+                self.list.remove(i);
+                Ok(true)
+            }
+        }
+    }
+
+    /// The term ended (or began): nobody counts.
+    pub fn clear(&mut self) {
+        self.list.clear();
+        self.overflow = false;
+    }
+}
+
+/// Why [`Members::forget`] refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ForgetError {
+    Online,
 }
 
 /// Whether a call that raises sequence values by `increase` may reply at once: `advanced`
@@ -189,6 +335,18 @@ impl Marks {
     /// The highest offset a renewal not yet acknowledged was stamped with.
     pub fn highest_target(&self) -> Option<u64> {
         self.pending.iter().filter_map(|&(_, at)| at).max()
+    }
+
+    /// A replica joined: nothing counts as acknowledged until it acknowledges too. The highest
+    /// renewal (acknowledged or not) waits again, to be stamped with the next offset (every
+    /// renewal was propagated by then).
+    pub fn restart(&mut self) {
+        let top = self.pending().map_or(self.acked, |p| p.max(self.acked));
+        self.pending.clear();
+        self.acked = 0;
+        if top > 0 {
+            self.pending.push_back((top, None));
+        }
     }
 
     pub fn clear(&mut self) {
@@ -367,15 +525,72 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn online(list: &[(&str, u64)]) -> Vec<(String, u64)> {
+        list.iter().map(|&(a, o)| (a.to_owned(), o)).collect()
+    }
+
     #[test]
-    fn the_offset_n_replicas_acknowledged() {
-        assert_eq!(acked_offset(&[], 1), None);
-        assert_eq!(acked_offset(&[5], 0), None, "n 0: the fence is off");
-        assert_eq!(acked_offset(&[5], 1), Some(5));
-        assert_eq!(acked_offset(&[5, 9, 7], 1), Some(9));
-        assert_eq!(acked_offset(&[5, 9, 7], 2), Some(7));
-        assert_eq!(acked_offset(&[5, 9, 7], 3), Some(5));
-        assert_eq!(acked_offset(&[5, 9, 7], 4), None, "fewer replicas than n");
+    fn every_member_of_the_term_must_hold_the_offset() {
+        let mut m = Members::default();
+        assert_eq!(m.acked(1), None, "no member yet");
+        let seen = m.observe(&online(&[("a:1", 50), ("b:1", 90)]), 0);
+        assert_eq!(seen.joined, 2);
+        assert_eq!(m.acked(0), None, "required 0: the fence is off");
+        assert_eq!(m.acked(1), Some(50), "the lowest, not the highest");
+        assert_eq!(m.acked(2), Some(50));
+        assert_eq!(m.acked(3), None, "fewer online than required");
+        // b is cut off (promoted elsewhere, or down): its last offset still counts, and a's
+        // later acknowledgements do not pass it.
+        assert_eq!(m.observe(&online(&[("a:1", 500)]), 10).joined, 0);
+        assert_eq!(m.acked(1), Some(90));
+        assert_eq!(m.online(), 1);
+        assert_eq!(
+            m.offline().first().map(|x| (x.addr.as_str(), x.since_ms)),
+            Some(("b:1", 10))
+        );
+        assert_eq!(m.acked(2), None);
+        // b comes back on a new link, 0 until its first acknowledgement there.
+        m.observe(&online(&[("a:1", 600), ("b:1", 0)]), 20);
+        assert_eq!(m.acked(1), Some(0));
+        m.observe(&online(&[("a:1", 600), ("b:1", 700)]), 30);
+        assert_eq!(m.acked(2), Some(600));
+        // A third joins: the caller hears of it.
+        assert_eq!(
+            m.observe(&online(&[("a:1", 600), ("b:1", 700), ("c:1", 0)]), 40)
+                .joined,
+            1
+        );
+        assert_eq!(m.acked(1), Some(0));
+    }
+
+    #[test]
+    fn only_an_offline_member_can_be_forgotten() {
+        let mut m = Members::default();
+        m.observe(&online(&[("a:1", 5), ("b:1", 9)]), 0);
+        assert_eq!(m.forget("a:1"), Err(ForgetError::Online));
+        assert_eq!(m.forget("x:1"), Ok(false));
+        m.observe(&online(&[("a:1", 50)]), 1);
+        assert_eq!(m.acked(1), Some(9));
+        assert_eq!(m.forget("b:1"), Ok(true));
+        assert_eq!(m.acked(1), Some(50), "b no longer holds a back");
+        assert_eq!(m.len(), 1);
+        // Back later: a member again, from its first reading.
+        assert_eq!(m.observe(&online(&[("a:1", 60), ("b:1", 0)]), 2).joined, 1);
+        m.clear();
+        assert!(m.is_empty());
+        assert_eq!(m.acked(1), None);
+    }
+
+    #[test]
+    fn too_many_replicas_count_as_none_acknowledged() {
+        let mut m = Members::default();
+        let many: Vec<(String, u64)> = (0..=MEMBERS).map(|i| (format!("r:{i}"), 7)).collect();
+        m.observe(&many, 0);
+        assert_eq!(m.len(), MEMBERS);
+        assert_eq!(m.acked(1), None);
+        m.clear();
+        m.observe(&online(&[("a:1", 5)]), 1);
+        assert_eq!(m.acked(1), Some(5));
     }
 
     #[test]
@@ -481,6 +696,15 @@ mod tests {
         assert_eq!(m.acked(), 7_500);
         m.raise(9_000);
         assert_eq!(m.acked(), 9_000);
+        // A replica joins: the highest renewal waits for it again, from the next stamp.
+        m.push(9_500);
+        m.restart();
+        assert_eq!((m.acked(), m.pending()), (0, Some(9_500)));
+        m.ack(u64::MAX);
+        assert_eq!(m.acked(), 0, "not stamped yet");
+        m.stamp(300);
+        m.ack(300);
+        assert_eq!((m.acked(), m.pending()), (9_500, None));
         m.clear();
         assert_eq!(m.acked(), 0);
     }

@@ -68,20 +68,21 @@ unsafe extern "C" fn set<T: StringConfig>(
     }
 }
 
-/// `imid.fence-replicas` was set (CONFIG SET, or at load): the fence follows at once, not at
-/// the next cron tick, so that calls right after the CONFIG SET see the new count.
+/// `imid.fence-replicas` was set (CONFIG SET): the fence follows at once, not at the next cron
+/// tick, so that calls right after the CONFIG SET see the new count. Redis gives this callback
+/// a context without a client (`REDISMODULE_CTX_NONE`), on which `RedisModule_Call` and
+/// anything else that needs one crashes the server: no `Ctx` is made from it, and nothing
+/// below calls into Redis.
 unsafe extern "C" fn fence_replicas_applied(
     ctx: *mut raw::RedisModuleCtx,
     _privdata: *mut c_void,
     _err: *mut *mut raw::RedisModuleString,
 ) -> c_int {
-    // SAFETY: ctx is the live context of this apply callback; the Ctx is used only within it.
-    let c = unsafe { crate::host::Ctx::from_raw(ctx) };
     guard(
         ctx,
         Entry::Named("a config apply"),
         || (),
-        || crate::node::fence::config_applied(&c),
+        crate::node::fence::config_applied,
     );
     raw::REDISMODULE_OK as c_int
 }

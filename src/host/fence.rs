@@ -1,8 +1,7 @@
 //! What the fence (`node::fence`) calls in Redis: block a client until the replicas acknowledge
 //! its write and unblock it with what to reply, read the replicas' acknowledged offsets
 //! (`ROLE`), ask the replicas to acknowledge now (`REPLCONF GETACK *`), subscribe to the event
-//! loop's before-sleep event while clients wait, arm a one-shot timer, and read
-//! `min-replicas-to-write`.
+//! loop's before-sleep event while clients wait, and arm a one-shot timer.
 //!
 //! The callbacks Redis calls back (a blocked client's reply, timeout and free, the before-sleep
 //! event, the timer) are `extern "C"` functions of the top floor (`entry::fence`), which hands
@@ -64,8 +63,8 @@ impl Blocked {
 pub(crate) struct Role {
     /// `master_repl_offset`: every write propagated so far lies at or below it.
     pub(crate) offset: u64,
-    /// The acknowledged offset of each online replica.
-    pub(crate) acks: Vec<u64>,
+    /// Each online replica: `ip:port` as it announces itself, and its acknowledged offset.
+    pub(crate) replicas: Vec<(String, u64)>,
 }
 
 impl Ctx {
@@ -177,29 +176,6 @@ impl Ctx {
                 .is_some()
         }
     }
-
-    /// The server's `min-replicas-to-write` (`CONFIG GET`); not for the hot path.
-    pub(crate) fn min_replicas_to_write(&self) -> Option<u64> {
-        // SAFETY: see the module comment of `host`; "cc" passes two C strings; the reply is
-        // read while alive and freed once.
-        unsafe {
-            let reply = raw::RedisModule_Call?(
-                self.ptr,
-                c"CONFIG".as_ptr(),
-                c"cc".as_ptr(),
-                c"GET".as_ptr(),
-                c"min-replicas-to-write".as_ptr(),
-            );
-            if reply.is_null() {
-                return None;
-            }
-            let v = element(reply, 1).and_then(|e| text_int(e));
-            if let Some(free) = raw::RedisModule_FreeCallReply {
-                free(reply);
-            }
-            v.and_then(|v| u64::try_from(v).ok())
-        }
-    }
 }
 
 /// Element `i` of an array reply.
@@ -264,18 +240,20 @@ unsafe fn parse_role(reply: *mut raw::RedisModuleCallReply) -> Option<Role> {
             return None;
         }
         let offset = u64::try_from(text_int(element(reply, 1)?)?).ok()?;
-        let replicas = element(reply, 2)?;
-        let n = raw::RedisModule_CallReplyLength?(replicas);
-        let mut acks = Vec::with_capacity(n);
+        let list = element(reply, 2)?;
+        let n = raw::RedisModule_CallReplyLength?(list);
+        let mut replicas = Vec::with_capacity(n);
         for i in 0..n {
-            let ack = element(replicas, i)
-                .and_then(|r| element(r, 2))
+            let Some(r) = element(list, i) else { continue };
+            let ip = element(r, 0).and_then(|e| text(e));
+            let port = element(r, 1).and_then(|e| text_int(e));
+            let ack = element(r, 2)
                 .and_then(|e| text_int(e))
                 .and_then(|v| u64::try_from(v).ok());
-            if let Some(a) = ack {
-                acks.push(a);
+            if let (Some(ip), Some(port), Some(ack)) = (ip, port, ack) {
+                replicas.push((format!("{}:{port}", String::from_utf8_lossy(ip)), ack));
             }
         }
-        Some(Role { offset, acks })
+        Some(Role { offset, replicas })
     }
 }

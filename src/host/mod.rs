@@ -219,8 +219,10 @@ impl Ctx {
         }
     }
 
-    /// A yes/no server config (`CONFIG GET name`), `None` when it cannot be read.
-    pub(crate) fn config_yes(&self, name: &CStr) -> Option<bool> {
+    /// A server config's value as text (`CONFIG GET name`), `None` when it cannot be read.
+    /// Needs a context with a client: never from a config's apply callback (Redis gives that
+    /// one none, and `RedisModule_Call` dereferences it).
+    fn config_get(&self, name: &CStr) -> Option<Vec<u8>> {
         // SAFETY: see the module comment; the format "cc" consumes two NUL-terminated C
         // strings; the reply and its element are read while the reply lives and it is freed
         // once, below.
@@ -241,14 +243,27 @@ impl Ctx {
                 .and_then(|e| {
                     let mut len = 0usize;
                     let p = raw::RedisModule_CallReplyStringPtr.map(|f| f(e, &mut len))?;
-                    (!p.is_null())
-                        .then(|| std::slice::from_raw_parts(p.cast::<u8>(), len) == b"yes")
+                    (!p.is_null()).then(|| std::slice::from_raw_parts(p.cast::<u8>(), len).to_vec())
                 });
             if let Some(free) = raw::RedisModule_FreeCallReply {
                 free(reply);
             }
             value
         }
+    }
+
+    /// A yes/no server config, `None` when it cannot be read ([`Ctx::config_get`]).
+    pub(crate) fn config_yes(&self, name: &CStr) -> Option<bool> {
+        self.config_get(name).map(|v| v == b"yes")
+    }
+
+    /// A numeric server config such as `min-replicas-to-write`, `None` when it cannot be read
+    /// ([`Ctx::config_get`]); not for the hot path.
+    pub(crate) fn config_u64(&self, name: &CStr) -> Option<u64> {
+        std::str::from_utf8(&self.config_get(name)?)
+            .ok()?
+            .parse()
+            .ok()
     }
 
     /// Writes are paused (`CLIENT PAUSE ... WRITE`, a failover's pause): Redis then aborts on

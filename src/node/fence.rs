@@ -37,7 +37,7 @@
 
 use super::Counter;
 use crate::config::{fence_timeout_ms, seq_gap, FenceReplicas, FENCE_REPLICAS};
-use crate::core::fence::{acked_offset, within, Marks, Queue, Ring, Skips};
+use crate::core::fence::{within, ForgetError, Marks, Member, Members, Queue, Ring, Skips};
 use crate::error::Error;
 use crate::host::fence::Blocked;
 use crate::host::{Ctx, Owned};
@@ -76,8 +76,16 @@ pub(crate) enum Verdict {
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 /// This node is a primary (set at load, then by role changes).
 static PRIMARY: AtomicBool = AtomicBool::new(true);
-/// How many replicas must acknowledge (`imid.fence-replicas`, `auto` resolved).
+/// How many replicas must be online (`imid.fence-replicas`, `auto` resolved); every replica of
+/// the term must acknowledge ([`Members`]).
 static REQUIRED: AtomicU64 = AtomicU64::new(0);
+/// The server's `min-replicas-to-write` as last read (at load, by the cron, at a role change:
+/// contexts with a client), for `auto`. A config's apply callback has no client to read it
+/// with (`RedisModule_Call` there crashes the server), so it takes this value.
+static MIN_REPLICAS: AtomicU64 = AtomicU64::new(0);
+/// Since when (`mono_ms`) the longest-gone member of the term has been offline; [`NONE`]
+/// while every member is online.
+static GONE_SINCE: AtomicU64 = AtomicU64::new(NONE);
 /// The node's count of sequence increases while the fence is on.
 static ADVANCED: AtomicU64 = AtomicU64::new(0);
 /// The count of the newest sample the replicas acknowledged; [`NONE`] before the first.
@@ -121,6 +129,8 @@ pub(crate) enum Unblocked {
 }
 
 struct State {
+    /// The replicas of this primary's term.
+    members: Members,
     ring: Ring,
     skips: Skips,
     msgid: Marks,
@@ -132,6 +142,7 @@ struct State {
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
+    members: Members::new(),
     ring: Ring::new(),
     skips: Skips::new(),
     msgid: Marks::new(),
@@ -253,6 +264,9 @@ fn slow(ctx: &Ctx, need: Need, within_acked: bool) -> Result<Verdict, Error> {
             REFUSED.add(1);
             return Err(cannot_wait());
         }
+    } else if let Some(e) = gone_too_long() {
+        REFUSED.add(1);
+        return Err(e);
     } else {
         // (With fewer replicas online than required, the next tick, at the end of this event
         // loop iteration, answers it with the error: `tick`.)
@@ -370,51 +384,65 @@ pub(crate) fn before_sleep(ctx: &Ctx) {
 /// `auto`) and ticks when anything is left to acknowledge or to release. (The cron also keeps
 /// the leases renewed while the fence is on: `node::ids::keep_leases`.)
 pub(crate) fn cron(ctx: &Ctx) {
-    refresh(ctx, true);
-    let active = ACTIVE.load(Relaxed);
-    let busy = {
-        let st = state();
-        !st.queue.is_empty()
-            || !st.ring.is_empty()
-            || st.msgid.pending().is_some()
-            || st.uid.pending().is_some()
-            || (active && st.ring.newest().or(acked_adv()) != Some(ADVANCED.load(Relaxed)))
-    };
-    if busy || SUBSCRIBED.load(Relaxed) {
+    read_min_replicas(ctx);
+    follow();
+    // While on, a tick every cron tick: it keeps the budget and the leases acknowledged, and
+    // reads the replicas of the term, so one that comes online joins at once (not at the next
+    // call that waits) and one that left is seen gone (calls beyond what it acknowledged are
+    // then refused at once, `gone_too_long`, and a refusal ticks nothing). Off: calls still
+    // waiting when the fence went off (here, or in a config's apply callback, which cannot
+    // tick) get their replies.
+    if ACTIVE.load(Relaxed) || SUBSCRIBED.load(Relaxed) || !state().queue.is_empty() {
         arm_tick(ctx);
     }
 }
 
-/// Reads `imid.fence-replicas` (resolving `auto`) and turns the fence on or off; `arm`: a tick
-/// follows a change (not in OnLoad, where a timer must not be armed: `entry::load`).
-pub(crate) fn refresh(ctx: &Ctx, arm: bool) {
-    let required = match FENCE_REPLICAS.with(|v| *v) {
-        FenceReplicas::Count(n) => n,
-        FenceReplicas::Auto => ctx.min_replicas_to_write().unwrap_or(0),
-    };
-    REQUIRED.store(required, Relaxed);
-    let active = required > 0 && PRIMARY.load(Relaxed);
-    if ACTIVE.swap(active, Relaxed) != active {
-        // On: nothing is acknowledged yet; the first tick samples and asks. Off: the calls
-        // still waiting get their replies (as without the fence), at the next tick.
-        reset();
-        if arm {
-            arm_tick(ctx);
+/// Reads `min-replicas-to-write` for `auto` (a context with a client: the cron, OnLoad, a
+/// role change).
+fn read_min_replicas(ctx: &Ctx) {
+    if matches!(FENCE_REPLICAS.with(|v| *v), FenceReplicas::Auto) {
+        if let Some(v) = ctx.config_u64(c"min-replicas-to-write") {
+            MIN_REPLICAS.store(v, Relaxed);
         }
     }
 }
 
-/// `imid.fence-replicas` was set: follow it now (a tick follows a change once loaded; during
-/// OnLoad, `load` reads it instead).
-pub(crate) fn config_applied(ctx: &Ctx) {
+/// Turns the fence on or off as `imid.fence-replicas` (`auto`: the last `min-replicas-to-write`
+/// read) and the node's role say; calls nothing in Redis, so that a config's apply callback,
+/// whose context has no client, may run it. Returns whether it turned on or off.
+fn follow() -> bool {
+    let required = match FENCE_REPLICAS.with(|v| *v) {
+        FenceReplicas::Count(n) => n,
+        FenceReplicas::Auto => MIN_REPLICAS.load(Relaxed),
+    };
+    REQUIRED.store(required, Relaxed);
+    let active = required > 0 && PRIMARY.load(Relaxed);
+    let changed = ACTIVE.swap(active, Relaxed) != active;
+    if changed {
+        // On: a new term for the fence, nothing acknowledged yet; the first tick samples and
+        // asks. Off: the calls still waiting get their replies (as without the fence) at the
+        // next tick, which the cron arms.
+        reset();
+    }
+    changed
+}
+
+/// `imid.fence-replicas` was set (from its apply callback: a context without a client, so
+/// nothing here calls into Redis). The fence follows at once, so that calls right after the
+/// `CONFIG SET` see the new count; `auto` takes the `min-replicas-to-write` the cron last read
+/// (it reads it again within 1/hz s). During OnLoad, `load` reads the config instead.
+pub(crate) fn config_applied() {
     if LOADED.load(Relaxed) {
-        refresh(ctx, true);
+        follow();
     }
 }
 
-/// Forgets everything acknowledged: the node starts over (the fence came on, a new term).
+/// Forgets everything acknowledged and every replica of the term: the node starts over (the
+/// fence came on, a new term).
 fn reset() {
     let mut st = state();
+    st.members.clear();
+    GONE_SINCE.store(NONE, Relaxed);
     st.ring.clear();
     st.skips.clear();
     SKIPS_PENDING.store(0, Relaxed);
@@ -426,27 +454,47 @@ fn reset() {
     UID_ACKED.store(0, Relaxed);
 }
 
+/// A replica joined the term: what was acknowledged so far was acknowledged without it, so
+/// nothing counts until it (and every other member) acknowledges again. The pending gap
+/// skips stay (their counts still say what must be acknowledged); the leases' highest renewal
+/// goes out again, as propagated by now, so IDs wait for one round trip, not for the next
+/// renewal.
+fn restart_acks(st: &mut State) {
+    st.ring.clear();
+    st.msgid.restart();
+    st.uid.restart();
+    st.asked = None;
+    ACKED_ADV.store(NONE, Relaxed);
+    MSGID_ACKED.store(0, Relaxed);
+    UID_ACKED.store(0, Relaxed);
+}
+
 /// At load: this node's role and the fence's configs (on at once when they say so: a primary
-/// restarted under load must not answer unfenced until the first cron tick).
+/// restarted under load must not answer unfenced until the first cron tick). No tick is armed
+/// here (a timer must not be armed in OnLoad: `entry::load`).
 pub(crate) fn load(ctx: &Ctx) {
     PRIMARY.store(ctx.is_primary(), Relaxed);
-    refresh(ctx, false);
+    read_min_replicas(ctx);
+    follow();
     LOADED.store(true, Relaxed);
 }
 
-/// This node was promoted (`primary`) or became a replica: what was acknowledged belongs to
-/// the old term. A demoted node's waiting calls are answered with the error (Redis also
-/// disconnects blocked clients when a primary becomes a replica).
+/// This node was promoted (`primary`) or became a replica: what was acknowledged, and by whom,
+/// belongs to the old term. A demoted node's waiting calls are answered with the error (Redis
+/// also disconnects blocked clients when a primary becomes a replica).
 pub(crate) fn role_changed(ctx: &Ctx, primary: bool) {
     PRIMARY.store(primary, Relaxed);
     ACTIVE.store(false, Relaxed);
+    reset();
     if !primary {
         let waiting = state().queue.drain();
         for (bc, _) in waiting {
             bc.unblock(Box::new(Unblocked::Demoted));
         }
     }
-    refresh(ctx, true);
+    read_min_replicas(ctx);
+    follow();
+    arm_tick(ctx);
 }
 
 /// One round: read the offsets, release what they cover, stamp what was propagated since the
@@ -473,7 +521,14 @@ fn tick(ctx: &Ctx) {
     let (released, expired, ask) = {
         let mut st = state();
         let mut released = Vec::new();
-        if let Some(a) = acked_offset(&role.acks, required) {
+        if st.members.observe(&role.replicas, now_ms).joined > 0 {
+            restart_acks(&mut st);
+        }
+        GONE_SINCE.store(
+            st.members.offline().first().map_or(NONE, |m| m.since_ms),
+            Relaxed,
+        );
+        if let Some(a) = st.members.acked(required) {
             if let Some(c) = st.ring.ack(a) {
                 let prev = acked_adv().unwrap_or(0);
                 let acked = prev.max(c);
@@ -494,7 +549,8 @@ fn tick(ctx: &Ctx) {
         }
         let mut expired = st.queue.take_expired(now_ms);
         // Too few replicas to ever acknowledge: nobody waits for the bound.
-        let too_few = role.acks.len() < required;
+        let online = st.members.online();
+        let too_few = online < required;
         if too_few {
             expired.extend(st.queue.drain());
         }
@@ -521,13 +577,12 @@ fn tick(ctx: &Ctx) {
             st.asked = Some(role.offset);
             st.asked_ms = now_ms;
         }
-        (released, (expired, too_few), ask)
+        (released, ((expired, too_few), online), ask)
     };
-    let (expired, too_few) = expired;
+    let ((expired, too_few), online) = (expired.0, expired.1);
     for (bc, reply) in released {
         bc.unblock(Box::new(Unblocked::Ready(reply)));
     }
-    let online = role.acks.len();
     for (bc, _) in expired {
         bc.unblock(Box::new(if too_few {
             Unblocked::TooFew(online, REQUIRED.load(Relaxed))
@@ -564,13 +619,38 @@ pub(crate) fn timeout(ctx: &Ctx) {
 }
 
 fn timed_out() -> Error {
+    let st = state();
     Error::Owned(format!(
-        "NOREPLICAS imid: not acknowledged by {} replica(s) within {} ms (imid.fence-replicas, \
-         imid.fence-timeout); nothing was handed out, a retry is safe (with the same IDMP token, \
-         if any)",
+        "NOREPLICAS imid: not acknowledged within {} ms by every replica of this primary's term \
+         ({}; imid.fence-replicas {}, imid.fence-timeout); nothing was handed out, a retry is \
+         safe (with the same IDMP token, if any)",
+        fence_timeout_ms(),
+        describe(&st.members, mono_ms()),
         REQUIRED.load(Relaxed),
-        fence_timeout_ms()
     ))
+}
+
+/// The members as the errors name them: `ip:port`, and for an offline one since when.
+fn describe(members: &Members, now_ms: u64) -> String {
+    if members.is_empty() {
+        return "none attached yet".to_owned();
+    }
+    members
+        .list()
+        .iter()
+        .map(|m| {
+            if m.online {
+                m.addr.clone()
+            } else {
+                format!(
+                    "{} not connected for {:.1} s",
+                    m.addr,
+                    now_ms.saturating_sub(m.since_ms) as f64 / 1000.0
+                )
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn too_few(online: usize, required: u64) -> Error {
@@ -578,6 +658,28 @@ fn too_few(online: usize, required: u64) -> Error {
         "NOREPLICAS imid: {online} replica(s) online, imid.fence-replicas requires {required}; \
          nothing was handed out"
     ))
+}
+
+/// A member has been offline for at least `imid.fence-timeout`: a call that would wait for it
+/// is refused at once instead (it would only time out), naming it and what to do.
+fn gone_too_long() -> Option<Error> {
+    let since = GONE_SINCE.load(Relaxed);
+    let now = mono_ms();
+    if since == NONE || now.saturating_sub(since) < fence_timeout_ms() {
+        return None;
+    }
+    let st = state();
+    let gone: Vec<&Member> = st.members.offline();
+    let first = gone.first()?;
+    Some(Error::Owned(format!(
+        "NOREPLICAS imid: replica {} of this primary's term has not been connected for {:.1} s \
+         and may hold less than this primary handed out (a failover could promote it); nothing \
+         was handed out, a retry is safe once it is back. If it is gone for good: FENCE.FORGET \
+         {}",
+        first.addr,
+        now.saturating_sub(first.since_ms) as f64 / 1000.0,
+        first.addr
+    )))
 }
 
 fn cannot_wait() -> Error {
@@ -607,8 +709,15 @@ fn demoted() -> Error {
 }
 
 /// The `INFO imid` fields of the fence, in order.
-pub(crate) fn info_fields() -> [(&'static str, u64); 7] {
-    let waiting = state().queue.len() as u64;
+pub(crate) fn info_fields() -> [(&'static str, u64); 9] {
+    let (waiting, members, online) = {
+        let st = state();
+        (
+            st.queue.len() as u64,
+            st.members.len() as u64,
+            st.members.online() as u64,
+        )
+    };
     let active = ACTIVE.load(Relaxed);
     let used = acked_adv().map_or(0, |a| ADVANCED.load(Relaxed).saturating_sub(a));
     [
@@ -616,6 +725,8 @@ pub(crate) fn info_fields() -> [(&'static str, u64); 7] {
             "fence_replicas",
             if active { REQUIRED.load(Relaxed) } else { 0 },
         ),
+        ("fence_term_replicas", members),
+        ("fence_term_replicas_online", online),
         ("fence_waits", WAITS.get()),
         ("fence_waiting", waiting),
         ("fence_timeouts", TIMEOUTS.get()),
@@ -623,6 +734,41 @@ pub(crate) fn info_fields() -> [(&'static str, u64); 7] {
         ("fence_unfenced_idmp", UNFENCED_IDMP.get()),
         ("fence_budget_used", if active { used } else { 0 }),
     ]
+}
+
+/// The replicas of this primary's term, for `FENCE.REPLICAS`: each member with its state, and
+/// the ms since it joined or went offline.
+pub(crate) fn term_replicas() -> Vec<(Member, u64)> {
+    let now = mono_ms();
+    state()
+        .members
+        .list()
+        .iter()
+        .map(|m| (m.clone(), now.saturating_sub(m.since_ms)))
+        .collect()
+}
+
+/// `FENCE.FORGET addr`: the member at `addr` stops counting (an operator says it is gone for
+/// good). `Ok(false)`: no such member.
+pub(crate) fn forget(ctx: &Ctx, addr: &str) -> Result<bool, Error> {
+    let mut st = state();
+    let forgotten = st.members.forget(addr).map_err(|ForgetError::Online| {
+        Error::Owned(format!(
+            "ERR replica {addr} is connected to this primary: it counts again at the next \
+             reading, so it cannot be forgotten (stop it, or make it replicate another node, \
+             first)"
+        ))
+    })?;
+    if forgotten {
+        GONE_SINCE.store(
+            st.members.offline().first().map_or(NONE, |m| m.since_ms),
+            Relaxed,
+        );
+        drop(st);
+        // What the others acknowledged may now release waiting calls.
+        arm_tick(ctx);
+    }
+    Ok(forgotten)
 }
 
 /// A write raised sequence values by `n` without handing them out (SEQ.SET, SEQ.ADVANCE, their

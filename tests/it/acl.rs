@@ -40,14 +40,19 @@ const READERS: &[&str] = &[
     "seq.hgetall",
     "seq.hscan",
     "seq.hlen",
+    "fence.replicas",
 ];
+/// Operators' commands: `@admin`, `@dangerous`, `@slow`, neither `@write` nor `@read`.
+const ADMINS: &[&str] = &["fence.forget"];
 
 /// Readers that walk a whole map: `@slow`, as HGETALL and HSCAN are.
 const SLOW_READERS: &[&str] = &["seq.hgetall", "seq.hscan"];
 
 /// The categories COMMAND INFO must show on a server that has them.
 fn expected_categories(name: &str) -> Vec<&'static str> {
-    let mut v = if WRITERS.contains(&name) {
+    let mut v = if ADMINS.contains(&name) {
+        vec!["@admin", "@dangerous", "@slow", "@imid"]
+    } else if WRITERS.contains(&name) {
         vec!["@write", "@fast", "@imid"]
     } else if SLOW_READERS.contains(&name) {
         vec!["@read", "@slow", "@imid"]
@@ -151,6 +156,7 @@ fn read_calls() -> Vec<Vec<&'static str>> {
         vec!["UID.DECODE", "4198401"],
         vec!["OPENID.ENC", "CE5H-STK6-0006-D3E6", "1", "2"],
         vec!["OPENID.DEC", "CRVqnhdjjxUJc4TTCBc"],
+        vec!["FENCE.REPLICAS"],
     ]
 }
 
@@ -258,7 +264,7 @@ fn assert_readers_allowed(s: &Server, user: &str) {
 fn categories_are_set(bin: std::path::PathBuf) {
     let s = Server::build().bin(bin).start();
     let mut con = s.client();
-    for name in WRITERS.iter().chain(READERS) {
+    for name in WRITERS.iter().chain(READERS).chain(ADMINS) {
         let info: Vec<Vec<Value>> = cmd(&mut con, &["COMMAND", "INFO", name]).unwrap();
         let mut got: Vec<String> = redis::from_redis_value(info[0][6].clone()).unwrap();
         got.sort_unstable();
@@ -266,7 +272,7 @@ fn categories_are_set(bin: std::path::PathBuf) {
     }
     let mut imid: Vec<String> = cmd(&mut con, &["ACL", "CAT", "imid"]).unwrap();
     imid.sort_unstable();
-    let mut all: Vec<&str> = WRITERS.iter().chain(READERS).copied().collect();
+    let mut all: Vec<&str> = WRITERS.iter().chain(READERS).chain(ADMINS).copied().collect();
     all.sort_unstable();
     assert_eq!(imid, all, "ACL CAT imid");
     for (cat, want) in [("write", WRITERS), ("read", READERS)] {
@@ -299,6 +305,9 @@ fn read_user_runs_readers_only(bin: std::path::PathBuf) {
         let e = cmd::<Value>(&mut con, &args).unwrap_err();
         assert_denied(&e, "reader", &call[0].to_ascii_lowercase(), "direct");
     }
+    // The operators' command is @admin, not @read.
+    let e = cmd::<Value>(&mut con, &["FENCE.FORGET", "127.0.0.1:1"]).unwrap_err();
+    assert_denied(&e, "reader", "fence.forget", "direct");
 }
 
 fn module_category_denies_everything(bin: std::path::PathBuf) {
@@ -340,7 +349,7 @@ fn default_server_categories_or_none() {
     let s = Server::start();
     let mut con = s.client();
     let has_api = version(&s) >= (7, 2);
-    for name in WRITERS.iter().chain(READERS) {
+    for name in WRITERS.iter().chain(READERS).chain(ADMINS) {
         let info: Vec<Vec<Value>> = cmd(&mut con, &["COMMAND", "INFO", name]).unwrap();
         let got: Vec<String> = redis::from_redis_value(info[0][6].clone()).unwrap();
         if has_api {
@@ -381,6 +390,7 @@ fn readme_recipe_denies_writers_by_name() {
             "-seq.hadvance",
             "-im.send",
             "-im.sendset",
+            "-fence.forget",
         ],
     );
     assert_writers_denied(&s, &mut admin, "ro");
@@ -405,9 +415,13 @@ fn readme_recipe_denies_writers_by_name() {
             "+seq.hgetall",
             "+seq.hscan",
             "+seq.hlen",
+            "+fence.replicas",
         ],
     );
     assert_readers_allowed(&s, "reader");
+    let mut ro = login(&s, "ro");
+    let e = cmd::<Value>(&mut ro, &["FENCE.FORGET", "127.0.0.1:1"]).unwrap_err();
+    assert_denied(&e, "ro", "fence.forget", "direct");
 }
 
 /// The LIMIT key is a read-only key: a user may clamp a cursor to a sequence it can read,

@@ -40,6 +40,8 @@ const EXPECTED: &[(&str, i64, &str, [i64; 3], &str)] = &[
     // argument) only the key specs and the getkeys API can say (tests/it/im_send.rs).
     ("im.send",       -10, "denyoom movablekeys write",      [1, 2, 1],  "RO"),
     ("im.sendset",    -11, "denyoom movablekeys write",      [2, 3, 1],  "RO"),
+    ("fence.replicas", 1,  "fast readonly",                  [0, 0, 0],  ""),
+    ("fence.forget",  2,   "admin",                          [0, 0, 0],  ""),
 ];
 
 /// The LIMIT key of SEQ.ADVANCE and SEQ.HADVANCE: a second key spec, read-only, found after

@@ -168,3 +168,115 @@ fn uid_configs_do_not_leak() {
 on_newer_servers!(uid_configs_do_not_leak_on, |bin| {
     assert_uid_configs_flat(&Server::build().bin(bin).args(UID_ARGS).start())
 });
+
+/// Every config that can change at runtime, each through every kind of value it accepts and
+/// back (issue 34: `CONFIG SET imid.fence-replicas auto` after a number crashed the server,
+/// whose config apply callback called into Redis from a context without a client).
+fn runtime_values() -> Vec<(&'static str, Vec<&'static str>)> {
+    vec![
+        (
+            "imid.fence-replicas",
+            vec![
+                "1", "2", "auto", "0", "auto", "1", "0", "AUTO", "1000", "auto",
+            ],
+        ),
+        ("imid.fence-timeout", vec!["500", "2000", "1", "1000"]),
+        ("imid.seq-gap", vec!["5", "0", "1000000000", "1000"]),
+        ("imid.seq-idmp-ttl", vec!["1", "604800", "300"]),
+        ("imid.seq-idmp-max", vec!["1", "50", "100"]),
+        ("imid.msgid-hash", vec!["java", "slot", "auto"]),
+        (
+            "imid.openid-keys",
+            vec!["00112233445566778899aabbccddeeff,plain", ""],
+        ),
+    ]
+}
+
+/// CONFIG SET of each value of [`runtime_values`] on `s`, with CONFIG GET answering what was
+/// set (`auto` in lower case), the server still answering a fenced call after each, and the
+/// fence's `auto` following `min-replicas-to-write` set in the same CONFIG SET and apart.
+fn cycle_runtime_configs(s: &Server, replica: Option<&Server>) {
+    let mut con = s.client();
+    let fenced = |con: &mut Connection| {
+        // Answers (a value, or the fence's NOREPLICAS): never a dropped connection.
+        match cmd::<i64>(con, &["SEQ.NEXT", "{cfg}:seq"]) {
+            Ok(v) => assert!(v > 0),
+            Err(e) => assert!(err_text(&e).starts_with("NOREPLICAS"), "{e}"),
+        }
+    };
+    for round in 0..2 {
+        for (name, values) in runtime_values() {
+            for v in values {
+                config_set(&mut con, name, v);
+                let got: Vec<String> =
+                    cmd(&mut con, &["CONFIG", "GET", name]).unwrap_or_else(|e| {
+                        panic!("CONFIG GET {name} after {v:?}: {e}\n{}", s.log_tail())
+                    });
+                assert_eq!(
+                    got,
+                    [name.to_owned(), v.to_ascii_lowercase()],
+                    "round {round}"
+                );
+                fenced(&mut con);
+                if let Some(r) = replica {
+                    let mut rc = r.client();
+                    config_set(&mut rc, name, v);
+                    let got: Vec<String> = cmd(&mut rc, &["CONFIG", "GET", name]).unwrap();
+                    assert_eq!(got[1], v.to_ascii_lowercase());
+                }
+            }
+        }
+        // `auto` together with the server's own setting, in one CONFIG SET and in two.
+        for (min, fence) in [("1", "auto"), ("0", "2"), ("2", "auto"), ("0", "auto")] {
+            ok(
+                &mut con,
+                &[
+                    "CONFIG",
+                    "SET",
+                    "min-replicas-to-write",
+                    min,
+                    "imid.fence-replicas",
+                    fence,
+                ],
+            );
+            fenced(&mut con);
+            config_set(&mut con, "imid.fence-replicas", "1");
+            config_set(&mut con, "imid.fence-replicas", fence);
+            fenced(&mut con);
+        }
+    }
+    assert_eq!(
+        cmd::<String>(&mut con, &["PING"]).unwrap(),
+        "PONG",
+        "{}",
+        s.log_tail()
+    );
+}
+
+#[test]
+fn every_runtime_config_through_every_value_keeps_the_server_up() {
+    let s = Server::start();
+    cycle_runtime_configs(&s, None);
+    // The fence still works: on with one replica required and none online, it refuses at once.
+    let mut con = s.client();
+    config_set(&mut con, "imid.fence-replicas", "auto");
+    config_set(&mut con, "min-replicas-to-write", "0");
+    config_set(&mut con, "imid.fence-replicas", "1");
+    let e = cmd::<i64>(&mut con, &["SEQ.NEXT", "{cfg}:after"]).unwrap_err();
+    assert!(err_text(&e).contains("0 replica(s) online"), "{e}");
+}
+
+#[test]
+fn every_runtime_config_through_every_value_keeps_a_primary_and_replica_up() {
+    let s = Server::start();
+    let r = s.replica(&[]);
+    cycle_runtime_configs(&s, Some(&r));
+    // The pair still serves fenced calls: one replica required, one online.
+    let mut con = s.client();
+    config_set(&mut con, "min-replicas-to-write", "0");
+    config_set(&mut con, "imid.fence-replicas", "1");
+    let v: i64 = cmd(&mut con, &["SEQ.NEXT", "{cfg}:after"]).unwrap();
+    assert!(v > 0);
+    let mut rc = r.client();
+    assert_eq!(cmd::<String>(&mut rc, &["PING"]).unwrap(), "PONG");
+}

@@ -181,9 +181,12 @@ fn a_call_not_acknowledged_within_the_bound_gets_the_error_and_its_retry_the_sam
     let e = expect_err(&mut con, &bytes(&["SEQ.NEXT", "i", "IDMP", "t1"]));
     assert_eq!(
         e,
-        "NOREPLICAS imid: not acknowledged by 1 replica(s) within 300 ms (imid.fence-replicas, \
-         imid.fence-timeout); nothing was handed out, a retry is safe (with the same IDMP token, \
-         if any)"
+        format!(
+            "NOREPLICAS imid: not acknowledged within 300 ms by every replica of this primary's \
+             term (127.0.0.1:{}; imid.fence-replicas 1, imid.fence-timeout); nothing was handed \
+             out, a retry is safe (with the same IDMP token, if any)",
+            r.port
+        )
     );
     // A retry while the replica still has not acknowledged: the same.
     let e2 = expect_err(&mut con, &bytes(&["SEQ.NEXT", "i", "IDMP", "t1"]));
@@ -699,4 +702,145 @@ fn a_script_s_gap_skip_is_stored_and_its_retry_answers() {
     assert_eq!(int(&mut rc, &["SEQ.GET", "s"]), 1002);
     assert_eq!(int(&mut rc, &["SEQ.GET", "new"]), 1001);
     assert_eq!(int(&mut rc, &["SEQ.HGET", "m", "f"]), 1006);
+}
+
+/// A primary with the documented settings (`min-replicas-to-write 1`, `imid.fence-replicas
+/// auto`, so one replica required), two replicas, and `timeout` ms; both replicas online and
+/// the budget acknowledged once.
+fn trio(timeout: &str) -> (Server, Server, Server) {
+    let p = Server::with(&[
+        "--min-replicas-to-write",
+        "1",
+        "--imid.fence-timeout",
+        timeout,
+    ]);
+    let a = p.replica(&[]);
+    let b = p.replica(&[]);
+    wait_until("the fence is on", 10, || p.imid_stat("fence_replicas") == 1);
+    wait_online(&p, 2);
+    let mut con = p.client();
+    wait_until("both replicas counted", 10, || {
+        p.imid_stat("fence_term_replicas") == 2
+    });
+    let _: i64 = cmd(&mut con, &["SEQ.NEXT", "warm"]).unwrap();
+    (p, a, b)
+}
+
+/// `FENCE.REPLICAS` as (addr, online) pairs.
+fn term(s: &Server) -> Vec<(String, i64)> {
+    let mut con = s.client();
+    let list: Vec<Vec<Value>> = cmd(&mut con, &["FENCE.REPLICAS"]).unwrap();
+    list.iter()
+        .map(|f| {
+            let (Value::BulkString(addr), Value::Int(online)) = (&f[1], &f[3]) else {
+                panic!("{f:?}")
+            };
+            (String::from_utf8_lossy(addr).into_owned(), *online)
+        })
+        .collect()
+}
+
+/// Issue 34: one replica acknowledging is not enough while another replica of the term has not
+/// (the one Sentinel or the Cluster may promote). Before the fix, the replica that kept
+/// acknowledging released the call at once.
+#[test]
+fn every_replica_of_the_term_must_acknowledge_not_the_first_one() {
+    let (p, _a, b) = trio("60000");
+    let addr = |s: &Server| format!("127.0.0.1:{}", s.port);
+    let mut members = term(&p);
+    members.sort();
+    let mut want = vec![(addr(&_a), 1), (addr(&b), 1)];
+    want.sort();
+    assert_eq!(members, want);
+    let paused = Paused::new(&b);
+    let first = call(&p, &["SEQ.NEXT", "i", "IDMP", "t1"]);
+    wait_for_waiters(&p, 1, &[&first]);
+    // The other replica acknowledges meanwhile (its offset moves); the call still waits.
+    let mut ac = _a.client();
+    let before: i64 = cmd(&mut ac, &["SEQ.GET", "i"]).unwrap();
+    _a.wait_until("the unpaused replica applied the call", 10, || {
+        cmd::<i64>(&mut ac, &["SEQ.GET", "i"]).unwrap() == 1
+    });
+    assert_eq!(before.max(1), 1);
+    std::thread::sleep(Duration::from_millis(300));
+    wait_for_waiters(&p, 1, &[&first]);
+    paused.resume();
+    assert_eq!(ints(&answer(&first).unwrap()), [1, 0]);
+}
+
+/// Issue 34: a replica promoted elsewhere (`REPLICAOF NO ONE`, as Sentinel does with the one
+/// it picks) leaves the old primary's term offline; its last acknowledgement holds the old
+/// primary to the budget above it, and once offline for `imid.fence-timeout` calls are
+/// refused at once, naming it. `FENCE.FORGET` of it (gone for good) lets the primary go on
+/// with the other; of one still connected, refused.
+#[test]
+fn a_replica_promoted_elsewhere_stops_the_old_primary_until_forgotten() {
+    let (p, a, b) = trio("300");
+    let mut con = p.client();
+    let mut bc = b.client();
+    ok(&mut bc, &["REPLICAOF", "NO", "ONE"]);
+    let b_addr = format!("127.0.0.1:{}", b.port);
+    p.wait_until("the promoted replica offline in the term", 10, || {
+        term(&p).contains(&(b_addr.clone(), 0))
+    });
+    assert_eq!(p.imid_stat("fence_term_replicas"), 2);
+    assert_eq!(p.imid_stat("fence_term_replicas_online"), 1);
+    // An IDMP answer needs every member: first a timeout, then (offline past the bound) at once.
+    let gone = format!(
+        "NOREPLICAS imid: replica {b_addr} of this primary's term has not been connected for"
+    );
+    p.wait_until("refused at once, naming it", 20, || {
+        cmd::<Value>(&mut con, &["SEQ.NEXT", "k", "IDMP", "t"])
+            .err()
+            .is_some_and(|e| {
+                let t = err_text(&e);
+                assert!(t.starts_with("NOREPLICAS"), "{t}");
+                t.starts_with(&gone) && t.ends_with(&format!("FENCE.FORGET {b_addr}"))
+            })
+    });
+    // The budget above its last acknowledgement, and no further: a block past the gap waits.
+    let e = expect_err(&mut con, &bytes(&["SEQ.NEXT", "s", "COUNT", "1001"]));
+    assert!(e.starts_with(&gone), "{e}");
+    let a_addr = format!("127.0.0.1:{}", a.port);
+    let e = expect_err(&mut con, &bytes(&["FENCE.FORGET", &a_addr]));
+    assert!(
+        e.starts_with(&format!("ERR replica {a_addr} is connected")),
+        "{e}"
+    );
+    assert_eq!(int(&mut con, &["FENCE.FORGET", "10.0.0.1:1"]), 0);
+    assert_eq!(int(&mut con, &["FENCE.FORGET", &b_addr]), 1);
+    assert_eq!(term(&p), [(a_addr, 1)]);
+    // The token's first call waited and timed out after making its write: the retry gets the
+    // value it recorded, now that every member left holds it.
+    let v: Vec<i64> = cmd(&mut con, &["SEQ.NEXT", "k", "IDMP", "t"]).unwrap();
+    assert_eq!(v, [1, 1]);
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "s", "COUNT", "1001"]), 1001);
+}
+
+/// Issue 34: a promoted replica starts a term of its own: it counts the replicas that attach
+/// to it, not the old primary's, so it answers fenced calls as soon as its first replica is
+/// online (the old primary, not yet turned into its replica, does not hold it back).
+#[test]
+fn a_new_primary_answers_once_its_first_replica_attached() {
+    let (p, a, b) = trio("1000");
+    let mut ac = a.client();
+    ok(&mut ac, &["REPLICAOF", "NO", "ONE"]);
+    assert!(term(&a).is_empty(), "a new term: nobody counted yet");
+    let mut bc = b.client();
+    let port = a.port.to_string();
+    ok(&mut bc, &["REPLICAOF", "127.0.0.1", &port]);
+    b.wait_link_up();
+    wait_online(&a, 1);
+    config_set(&mut ac, "min-replicas-to-write", "1");
+    a.wait_until("the fence on the new primary", 10, || {
+        a.imid_stat("fence_replicas") == 1
+    });
+    let v: Vec<i64> = cmd(&mut ac, &["SEQ.NEXT", "k", "IDMP", "t"]).unwrap();
+    assert_eq!(v[1], 0);
+    assert_eq!(term(&a), [(format!("127.0.0.1:{}", b.port), 1)]);
+    // The old primary, still a primary with no replica left: its own replicas of the term
+    // are offline, and nothing is handed out past what they acknowledged.
+    let mut con = p.client();
+    let e = expect_err(&mut con, &bytes(&["SEQ.NEXT", "k", "IDMP", "t"]));
+    assert!(e.starts_with("NOREPLICAS"), "{e}");
 }

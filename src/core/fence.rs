@@ -170,6 +170,44 @@ impl Members {
     }
 }
 
+/// Of the `addrs` (members offline now), those `CLUSTER NODES` (`nodes`, this node's view)
+/// shows as replicas of another primary: in Cluster, a replica runs for its own primary's
+/// slots only, so one that migrated to another primary (replica migration, or `CLUSTER
+/// REPLICATE` by an operator) can no longer take over from this one. A member the view does
+/// not show at all is kept (its address there may differ from the one it announces to
+/// `ROLE`), as is one shown as a primary or as this node's replica.
+pub fn replicating_elsewhere(nodes: &[u8], addrs: &[&str]) -> Vec<String> {
+    let text = String::from_utf8_lossy(nodes);
+    let lines: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split(' ').collect::<Vec<&str>>())
+        .filter(|f| f.len() >= 4)
+        .collect();
+    let flags =
+        |f: &Vec<&str>, flag: &str| f.get(2).is_some_and(|x| x.split(',').any(|y| y == flag));
+    let Some(me) = lines
+        .iter()
+        .find(|f| flags(f, "myself"))
+        .and_then(|f| f.first().copied())
+    else {
+        return Vec::new();
+    };
+    addrs
+        .iter()
+        .filter(|a| {
+            lines.iter().any(|f| {
+                let addr = f.get(1).and_then(|x| x.split('@').next());
+                let master = f.get(3).copied().unwrap_or("-");
+                addr == Some(**a)
+                    && (flags(f, "slave") || flags(f, "replica"))
+                    && master != "-"
+                    && master != me
+            })
+        })
+        .map(|a| (*a).to_owned())
+        .collect()
+}
+
 /// Why [`Members::forget`] refused.
 #[derive(Debug, PartialEq, Eq)]
 pub enum ForgetError {
@@ -579,6 +617,31 @@ mod tests {
         m.clear();
         assert!(m.is_empty());
         assert_eq!(m.acked(1), None);
+    }
+
+    #[test]
+    fn a_member_replicating_another_primary_in_cluster_is_found() {
+        let nodes = b"aaa 127.0.0.21:6379@16379 myself,master - 0 0 1 connected 0-5460\n\
+bbb 127.0.0.22:6379@16379,host-b slave aaa 0 0 1 connected\n\
+ccc 127.0.0.23:6379@16379 slave ddd 0 0 2 connected\n\
+ddd 127.0.0.24:6379@16379 master - 0 0 2 connected 5461-10922\n\
+eee 127.0.0.25:6379@16379 replica,fail ddd 0 0 2 disconnected\n";
+        let gone = [
+            "127.0.0.22:6379",
+            "127.0.0.23:6379",
+            "127.0.0.24:6379",
+            "127.0.0.25:6379",
+            "10.0.0.9:6379",
+        ];
+        assert_eq!(
+            replicating_elsewhere(nodes, &gone),
+            ["127.0.0.23:6379", "127.0.0.25:6379"],
+            "mine, a primary and an unknown address stay"
+        );
+        assert!(
+            replicating_elsewhere(b"garbage\n", &gone).is_empty(),
+            "no myself line: nothing"
+        );
     }
 
     #[test]

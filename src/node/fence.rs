@@ -36,8 +36,10 @@
 //! the hot path read the fence's state without a lock.
 
 use super::Counter;
-use crate::config::{fence_timeout_ms, seq_gap, FenceReplicas, FENCE_REPLICAS};
-use crate::core::fence::{within, ForgetError, Marks, Member, Members, Queue, Ring, Skips};
+use crate::config::{fence_timeout_ms, seq_gap, FenceReplicas, CLUSTER_MODE, FENCE_REPLICAS};
+use crate::core::fence::{
+    replicating_elsewhere, within, ForgetError, Marks, Member, Members, Queue, Ring, Skips,
+};
 use crate::error::Error;
 use crate::host::fence::Blocked;
 use crate::host::{Ctx, Owned};
@@ -395,6 +397,45 @@ pub(crate) fn cron(ctx: &Ctx) {
     if ACTIVE.load(Relaxed) || SUBSCRIBED.load(Relaxed) || !state().queue.is_empty() {
         arm_tick(ctx);
     }
+    if GONE_SINCE.load(Relaxed) != NONE && CLUSTER_MODE.load(Relaxed) {
+        drop_migrated(ctx);
+    }
+}
+
+/// In Cluster: members offline now that the cluster shows replicating another primary are
+/// dropped from the term (`core::fence::replicating_elsewhere`): they cannot take over here.
+/// Without this, a replica that migrated to an orphaned primary (Cluster does that by itself)
+/// would hold this primary to its budget until an operator's `FENCE.FORGET`.
+fn drop_migrated(ctx: &Ctx) {
+    let offline: Vec<String> = state()
+        .members
+        .offline()
+        .iter()
+        .map(|m| m.addr.clone())
+        .collect();
+    let Some(nodes) = ctx.call_text(c"CLUSTER", c"NODES") else {
+        return;
+    };
+    let addrs: Vec<&str> = offline.iter().map(String::as_str).collect();
+    let moved = replicating_elsewhere(&nodes, &addrs);
+    if moved.is_empty() {
+        return;
+    }
+    {
+        let mut st = state();
+        for a in &moved {
+            let _ = st.members.forget(a);
+        }
+        GONE_SINCE.store(
+            st.members.offline().first().map_or(NONE, |m| m.since_ms),
+            Relaxed,
+        );
+    }
+    ctx.log_notice(&format!(
+        "imid: the fence no longer counts {}: the cluster shows it replicating another primary",
+        moved.join(", ")
+    ));
+    arm_tick(ctx);
 }
 
 /// Reads `min-replicas-to-write` for `auto` (a context with a client: the cron, OnLoad, a

@@ -272,7 +272,12 @@ fn categories_are_set(bin: std::path::PathBuf) {
     }
     let mut imid: Vec<String> = cmd(&mut con, &["ACL", "CAT", "imid"]).unwrap();
     imid.sort_unstable();
-    let mut all: Vec<&str> = WRITERS.iter().chain(READERS).chain(ADMINS).copied().collect();
+    let mut all: Vec<&str> = WRITERS
+        .iter()
+        .chain(READERS)
+        .chain(ADMINS)
+        .copied()
+        .collect();
     all.sort_unstable();
     assert_eq!(imid, all, "ACL CAT imid");
     for (cat, want) in [("write", WRITERS), ("read", READERS)] {

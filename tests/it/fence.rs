@@ -844,3 +844,44 @@ fn a_new_primary_answers_once_its_first_replica_attached() {
     let e = expect_err(&mut con, &bytes(&["SEQ.NEXT", "k", "IDMP", "t"]));
     assert!(e.starts_with("NOREPLICAS"), "{e}");
 }
+
+/// Issue 34, in Cluster: a replica that moves to another primary (replica migration, or an
+/// operator's `CLUSTER REPLICATE`) can no longer take over this primary's slots, so the fence
+/// stops counting it once the cluster shows it replicating the other primary; until then, it
+/// counted with its last acknowledgement. A replica leaving by any other way stays counted.
+#[test]
+fn a_cluster_replica_moved_to_another_primary_leaves_the_term() {
+    let mut c = common::cluster::Cluster::start(None, &["--imid.fence-replicas", "1"], 0..1);
+    let a = c.add_replica(0, &["--imid.fence-replicas", "1"]);
+    let b = c.add_replica(0, &["--imid.fence-replicas", "1"]);
+    let p = &c.nodes[0];
+    p.wait_until("both replicas in the term", 20, || {
+        p.imid_stat("fence_term_replicas") == 2 && p.imid_stat("fence_term_replicas_online") == 2
+    });
+    let mut bc = c.nodes[b].client();
+    ok(&mut bc, &["CLUSTER", "REPLICATE", &c.ids[1]]);
+    p.wait_until("the moved replica dropped", 20, || {
+        p.imid_stat("fence_term_replicas") == 1
+    });
+    assert_eq!(term(p), [(format!("127.0.0.1:{}", c.nodes[a].port), 1)]);
+    assert!(
+        p.log_text()
+            .contains("the cluster shows it replicating another primary"),
+        "{}",
+        p.log_tail()
+    );
+    // The primary goes on with the replica it has: an IDMP answer needs every member.
+    let mut con = p.client();
+    let key = format!("{{{}}}:k", common::cluster::tags_in(0..1, 1)[0]);
+    let v: Vec<i64> = cmd(&mut con, &["SEQ.NEXT", &key, "IDMP", "t"]).unwrap();
+    assert_eq!(v[1], 0);
+    // The other replica stopped (not moved): still counted, offline.
+    let a_addr = format!("127.0.0.1:{}", c.nodes[a].port);
+    c.nodes[a].kill();
+    let p = &c.nodes[0];
+    p.wait_until("the stopped replica offline", 20, || {
+        term(p) == [(a_addr.clone(), 0)]
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(term(p), [(a_addr, 0)], "a stopped replica is not dropped");
+}

@@ -46,7 +46,8 @@ if [ "$purpose" = test ]; then
   { command -v pip || python3 -m pip --version; } >/dev/null 2>&1 || need+=(python3-pip)
   # The Python example runs with Debian's python3 when the python3 on PATH lacks redis-py.
   { python3 -c 'import redis' || /usr/bin/python3 -c 'import redis'; } >/dev/null 2>&1 || need+=(python3-redis)
-  # A node already on PATH (any source, 18 or later) is used as it is.
+  # A node already on PATH (any source, 18 or later; 20 or later for node-redis 6, which
+  # tests/it/clients.rs drives) is used as it is.
   command -v node >/dev/null 2>&1 || need+=(nodejs)
   command -v npm >/dev/null 2>&1 || need+=(npm)
   command -v ip >/dev/null 2>&1 || need+=(iproute2)

@@ -12,7 +12,10 @@
 #                          libraries tests/it/uid_reference.rs checks the named UID layouts against
 #                          (npm ci in tests/uid_reference; a venv under target/uid-ref from PyPI),
 #                          iproute2 and nftables (tests/it/jepsen/: a network namespace of its own
-#                          per run, partitions as nftables rules inside it).
+#                          per run, partitions as nftables rules inside it), and the clients
+#                          tests/it/clients.rs drives imid through: Valkey GLIDE and node-redis
+#                          (npm ci in tests/clients), Valkey GLIDE for Python (a venv under
+#                          target/clients-py from PyPI).
 #   scripts/deps.sh bench  `make bench` on top of `run`: redis-benchmark, valgrind and gcc
 #                          (instruction counts against the floor module server-bench/floor.c).
 # Debian packages (needs root or sudo); npm and PyPI packages are pinned by lock files.
@@ -43,7 +46,8 @@ if [ "$purpose" = test ]; then
   { command -v pip || python3 -m pip --version; } >/dev/null 2>&1 || need+=(python3-pip)
   # The Python example runs with Debian's python3 when the python3 on PATH lacks redis-py.
   { python3 -c 'import redis' || /usr/bin/python3 -c 'import redis'; } >/dev/null 2>&1 || need+=(python3-redis)
-  # A node already on PATH (any source, 18 or later) is used as it is.
+  # A node already on PATH (any source, 18 or later; 20 or later for node-redis 6, which
+  # tests/it/clients.rs drives) is used as it is.
   command -v node >/dev/null 2>&1 || need+=(nodejs)
   command -v npm >/dev/null 2>&1 || need+=(npm)
   command -v ip >/dev/null 2>&1 || need+=(iproute2)
@@ -86,21 +90,42 @@ if [ "$ref/package-lock.json" -nt "$ref/node_modules/.package-lock.json" ]; then
   echo "npm ci in tests/uid_reference"
   (cd "$ref" && npm ci --no-audit --no-fund --loglevel=error)
 fi
+# A venv at $1/venv (not the system python's packages).
+make_venv() {
+  rm -rf "$1"
+  # Debian's python3 needs python3-venv for ensurepip; a pyenv or other python3 usually has it.
+  if ! python3 -m venv "$1/venv" >/dev/null 2>&1; then
+    rm -rf "$1"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+    /usr/bin/python3 -m venv "$1/venv"
+  fi
+}
 venv="$root/target/uid-ref"
 if [ "$ref/requirements.txt" -nt "$venv/.installed" ] || [ "$ref/requirements-sonyflake-v1.txt" -nt "$venv/.installed" ]; then
   echo "installing tests/uid_reference/requirements*.txt into target/uid-ref"
-  rm -rf "$venv"
-  py=python3
-  # Debian's python3 needs python3-venv for ensurepip; a pyenv or other python3 usually has it.
-  if ! python3 -m venv "$venv/venv" >/dev/null 2>&1; then
-    rm -rf "$venv"
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
-    py=/usr/bin/python3
-    "$py" -m venv "$venv/venv"
-  fi
+  make_venv "$venv"
   "$venv/venv/bin/pip" install -q --disable-pip-version-check --no-deps -r "$ref/requirements.txt"
   # sonyflake-py (Sonyflake v1) shares its module name with sonyflake (v2): a directory of its own.
   "$venv/venv/bin/pip" install -q --disable-pip-version-check --no-deps --target "$venv/sonyflake-v1" -r "$ref/requirements-sonyflake-v1.txt"
+  touch "$venv/.installed"
+fi
+
+# The clients tests/it/clients.rs drives imid through (tests/clients/): Valkey GLIDE and node-redis
+# from npm, Valkey GLIDE for Python from PyPI into a venv of its own; each pinned by its lock or
+# requirements file and reinstalled only when that changed. GLIDE's packages carry its Rust core
+# prebuilt (npm: @valkey/valkey-glide-linux-x64-gnu, picked by npm from the lock's optional
+# packages; PyPI: a manylinux wheel).
+clients="$root/tests/clients"
+if [ "$clients/package-lock.json" -nt "$clients/node_modules/.package-lock.json" ]; then
+  echo "npm ci in tests/clients"
+  (cd "$clients" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+venv="$root/target/clients-py"
+if [ "$clients/requirements.txt" -nt "$venv/.installed" ]; then
+  echo "installing tests/clients/requirements.txt into target/clients-py"
+  make_venv "$venv"
+  "$venv/venv/bin/pip" install -q --disable-pip-version-check --no-deps -r "$clients/requirements.txt"
+  "$venv/venv/bin/pip" check -q --disable-pip-version-check >/dev/null
   touch "$venv/.installed"
 fi

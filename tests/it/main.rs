@@ -19,6 +19,7 @@ mod common;
 
 mod acl;
 mod atomic_migration;
+mod clients;
 mod clock;
 mod cluster;
 mod command_specs;

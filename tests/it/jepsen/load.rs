@@ -700,8 +700,9 @@ fn token_answer(what: Tokened, a: &[Value]) -> Option<Answer> {
 
 /// A client of `what` (IDMP calls or IM.SENDs): new tokens (IDMP tokens, client message ids)
 /// on conversations picked at random among the first `only` (the hot ones at `hot_percent`),
-/// each retried at once after a timeout or refusal until answered, and asked once more 2–20 s
-/// after its first answer; until `stop_tokens` and every retry answered (or the deadline).
+/// none while ten batches wait, each retried at once after a timeout or refusal until
+/// answered, and asked once more 2–20 s after its first answer; until `stop_tokens` and every
+/// retry answered (or the deadline).
 pub fn tokens(
     what: Tokened,
     via: Via,
@@ -736,7 +737,12 @@ pub fn tokens(
                 batch.push(p);
             }
         }
-        let making = !shared.stop_tokens.load(Ordering::Relaxed) && made < shared.max_tokens;
+        // Like an application whose sends back up, a client with ten batches unanswered
+        // makes no new tokens until they are answered: a primary that refuses everything
+        // for seconds would otherwise get ever longer pipelines of retries.
+        let making = !shared.stop_tokens.load(Ordering::Relaxed)
+            && made < shared.max_tokens
+            && batch.len() < 10 * load.batch;
         if making {
             for _ in 0..load.batch {
                 made += 1;

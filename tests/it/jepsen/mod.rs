@@ -447,8 +447,9 @@ fn run(row: &str, server: &str) {
     } else {
         module_path()
     };
+    // The test's name: the server without its dot (`redis8.6`'s test is `redis86`).
     netns::run_inside(
-        &format!("jepsen::{row}::{server}"),
+        &format!("jepsen::{row}::{}", server.replace('.', "")),
         &[
             ("IMID_JEPSEN_BIN", bin.display().to_string()),
             ("IMID_JEPSEN_MODULE", module.display().to_string()),

@@ -67,6 +67,7 @@ const CI: &[&str] = &[
     "partition/valkey9",
     "split/redis7",
     "operator_failover/redis7",
+    "operator_failover/valkey9",
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -57,9 +57,12 @@ test-matrix: deps-test build build-test-hooks
 # what INFO announced (the `#[ignore]`d tests of tests/it/soak.rs, sentinel.rs and
 # exposure.rs, named `soak`); sizes via IMID_SOAK_CYCLES, IMID_SOAK_KEYS,
 # IMID_SOAK_FAILOVERS. And the Jepsen-style runs of tests/it/jepsen/ (as root: each makes a
-# network namespace): the CI rows by default, IMID_JEPSEN_ROWS=all for every row,
-# IMID_JEPSEN_SCALE for bigger runs, IMID_JEPSEN_EXPECT=report|dupes|clean for what fails them (clean by default:
-# the fence on, anything handed out twice fails), IMID_JEPSEN_FENCE=off for imid without it.
+# network namespace): the CI rows by default (partition and operator_failover on Redis 7.0
+# and Valkey 9.1; pause_no_min_replicas, kill, cluster_partition, split on Redis 7.0),
+# IMID_JEPSEN_ROWS=all for every row on Redis 7.0, 8.2, 8.6 and Valkey 9.1 (or a list of row
+# or row/server), IMID_JEPSEN_SCALE for bigger runs, IMID_JEPSEN_EXPECT=report|dupes|clean for
+# what fails them (clean by default: the fence on, anything handed out twice fails),
+# IMID_JEPSEN_FENCE=off for imid without it, IMID_JEPSEN_REPORT=<file> for a table row each.
 # Other ignored tests wait for a fix and are left out.
 soak: deps-test build build-test-hooks
 	cargo test --release --test it -- --ignored --test-threads 1 --nocapture soak jepsen

@@ -1,16 +1,21 @@
 //! The checker over every successful reply of a run:
 //! - no sequence value received twice on one key (plain `SEQ.NEXT`; on an IDMP key, one value
 //!   answered to two different tokens counts too);
-//! - no message ID and no UID received twice;
+//! - no message ID and no UID received twice (plain, and IM.SEND's: a retry reading back its
+//!   message's IDs, same client message id, is the same receipt);
 //! - no IDMP token answered with two different values;
+//! - no IM.SEND client message id answered with two different seqs ("losing theirs"), and no
+//!   (conversation, seq) answered to two different client message ids ("seqs given to two
+//!   messages");
 //! - per lane (a sequence key; for message IDs and UIDs the slot in Cluster, the whole
 //!   deployment with Sentinel), every value of a later primary term above every value of the
-//!   earlier terms (terms ordered by when a client first met them).
+//!   earlier terms (terms ordered by when a client first met them); a retry's answer, which
+//!   reads back what an earlier term issued, is left out of this one.
 //!
 //! It counts each category and keeps a few examples, each naming the terms (node, run id,
 //! replication ID) that answered; duplicates answered twice by one term (a node repeating
 //! itself, which no partition explains) are counted apart.
-use super::load::{IdmpRec, Kind, Rec, Term};
+use super::load::{Kind, Rec, Term, TokenRec};
 use std::collections::{BTreeSet, HashMap};
 
 const EXAMPLES: usize = 4;
@@ -32,29 +37,45 @@ pub struct Count {
     pub examples: Vec<String>,
 }
 
+/// Tokens (IDMP tokens, IM.SEND client message ids) answered with two or more values, of
+/// `tokens` answered at least once.
+#[derive(Default, Debug)]
+pub struct Tokens {
+    pub two_values: usize,
+    pub tokens: usize,
+    pub examples: Vec<String>,
+}
+
 #[derive(Default, Debug)]
 pub struct Findings {
     pub seq: Count,
     pub msgid: Count,
     pub uid: Count,
-    /// Tokens answered with two or more values, of `tokens` tokens answered at least once.
-    pub idmp_two_values: usize,
-    pub idmp_tokens: usize,
-    pub idmp_examples: Vec<String>,
+    pub idmp: Tokens,
+    /// IM.SEND client message ids answered with two seqs.
+    pub im_send: Tokens,
+    /// IM.SEND's seqs per conversation, tagged by client message id: `twice` counts the seqs
+    /// given to two messages.
+    pub im_seq: Count,
 }
 
 impl Findings {
     /// Duplicates of any kind (the fence's target: 0).
     pub fn duplicates(&self) -> usize {
-        self.seq.twice + self.msgid.twice + self.uid.twice + self.idmp_two_values
+        self.seq.twice
+            + self.msgid.twice
+            + self.uid.twice
+            + self.idmp.two_values
+            + self.im_send.two_values
+            + self.im_seq.twice
     }
 
     pub fn order_violations(&self) -> usize {
-        self.seq.order + self.msgid.order + self.uid.order
+        self.seq.order + self.msgid.order + self.uid.order + self.im_seq.order
     }
 
     pub fn same_term(&self) -> usize {
-        self.seq.same_term + self.msgid.same_term + self.uid.same_term
+        self.seq.same_term + self.msgid.same_term + self.uid.same_term + self.im_seq.same_term
     }
 
     pub fn print(&self, name: &str) {
@@ -62,6 +83,7 @@ impl Findings {
             ("sequence values", &self.seq),
             ("message IDs", &self.msgid),
             ("UIDs", &self.uid),
+            ("IM.SEND seqs (twice: given to two messages)", &self.im_seq),
         ] {
             eprintln!(
                 "{name}: {what}: {} checked, {} received twice ({} by one term), {} below an \
@@ -72,12 +94,17 @@ impl Findings {
                 eprintln!("{name}:   {e}");
             }
         }
-        eprintln!(
-            "{name}: IDMP tokens: {} answered with two values, of {}",
-            self.idmp_two_values, self.idmp_tokens
-        );
-        for e in &self.idmp_examples {
-            eprintln!("{name}:   {e}");
+        for (what, t) in [
+            ("IDMP tokens", &self.idmp),
+            ("IM.SEND client message ids", &self.im_send),
+        ] {
+            eprintln!(
+                "{name}: {what}: {} answered with two values, of {}",
+                t.two_values, t.tokens
+            );
+            for e in &t.examples {
+                eprintln!("{name}:   {e}");
+            }
         }
     }
 }
@@ -88,15 +115,22 @@ fn label(terms: &[Term], t: u16) -> String {
         .map_or_else(|| format!("term {t}"), Term::label)
 }
 
-/// `items`: (lane, value, term, ms, tag) where the tag tells apart receipts that are the same
-/// request (an IDMP token answered again: not a duplicate); counts values received under two
-/// tags, and orders terms per lane.
-fn check(
-    what: &str,
-    mut items: Vec<(u32, u128, u16, u32, u64)>,
-    lanes: impl Fn(u32) -> u32,
-    terms: &[Term],
-) -> Count {
+/// One value received: its lane, the value, the term that answered and when (ms), a tag that
+/// tells apart receipts that are the same request (an IDMP token or a client message id
+/// answered again: not a duplicate), and whether that term issued it (a retry's answer reads
+/// back what may be an earlier term's: left out of the order).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+struct Item {
+    lane: u32,
+    v: u128,
+    term: u16,
+    at_ms: u32,
+    tag: u64,
+    issued: bool,
+}
+
+/// Counts values received under two tags, and orders terms per lane.
+fn check(what: &str, mut items: Vec<Item>, lanes: impl Fn(u32) -> u32, terms: &[Term]) -> Count {
     let mut c = Count {
         checked: items.len(),
         ..Count::default()
@@ -104,20 +138,20 @@ fn check(
     items.sort_unstable();
     let mut i = 0;
     while i < items.len() {
-        let Some(&(lane, v, ..)) = items.get(i) else {
+        let Some(&Item { lane, v, .. }) = items.get(i) else {
             break;
         };
         let mut j = i;
-        while items.get(j).is_some_and(|x| x.0 == lane && x.1 == v) {
+        while items.get(j).is_some_and(|x| x.lane == lane && x.v == v) {
             j += 1;
         }
         let run = items.get(i..j).unwrap_or_default();
-        let tags: BTreeSet<u64> = run.iter().map(|x| x.4).collect();
+        let tags: BTreeSet<u64> = run.iter().map(|x| x.tag).collect();
         if tags.len() > 1 {
             c.twice += 1;
             let mut by_term: HashMap<u16, BTreeSet<u64>> = HashMap::new();
             for x in run {
-                by_term.entry(x.2).or_default().insert(x.4);
+                by_term.entry(x.term).or_default().insert(x.tag);
             }
             if by_term.values().any(|t| t.len() > 1) {
                 c.same_term += 1;
@@ -125,7 +159,7 @@ fn check(
             if c.examples.len() < EXAMPLES {
                 let who: Vec<String> = run
                     .iter()
-                    .map(|x| format!("{} at {} ms", label(terms, x.2), x.3))
+                    .map(|x| format!("{} at {} ms", label(terms, x.term), x.at_ms))
                     .collect();
                 c.examples
                     .push(format!("{what} {v} (lane {lane}) from {}", who.join(", ")));
@@ -137,7 +171,10 @@ fn check(
     // term counts.
     let first = |t: u16| terms.get(t as usize).map_or(u32::MAX, |x| x.first_ms);
     let mut per_lane: HashMap<u32, HashMap<u16, TermValues>> = HashMap::new();
-    for &(lane, v, t, ..) in &items {
+    for &Item {
+        lane, v, term: t, ..
+    } in items.iter().filter(|x| x.issued)
+    {
         let e = per_lane
             .entry(lanes(lane))
             .or_default()
@@ -178,56 +215,43 @@ fn check(
     c
 }
 
-/// Checks a run's replies. `id_lane`: the lane of a conversation's message IDs and UIDs.
-pub fn run(
-    recs: &[Rec],
-    idmp: &[IdmpRec],
+/// The tag of a token's receipts: the token, marked by its kind (plain receipts are tagged
+/// by their index, below 2^62).
+const IDMP_TAG: u64 = 1 << 63;
+const IM_SEND_TAG: u64 = 1 << 62;
+
+/// Answers under tokens: counts the tokens answered with two or more values, and gives each
+/// token's distinct values (its first receipt of each) to `push` as items tagged `tag | token`.
+fn tokens(
+    rs: &[TokenRec],
+    tag: u64,
     terms: &[Term],
-    id_lane: impl Fn(u16) -> u32,
-) -> Findings {
-    let n_convs = 1 << 16;
-    let mut seq = Vec::new();
-    let mut msgid = Vec::new();
-    let mut uid = Vec::new();
-    for (i, r) in recs.iter().enumerate() {
-        let item = |lane: u32| (lane, r.v, r.term, r.at_ms, i as u64);
-        match r.kind {
-            Kind::Seq => seq.push(item(u32::from(r.conv))),
-            Kind::MsgId => msgid.push(item(id_lane(r.conv))),
-            Kind::Uid => uid.push(item(id_lane(r.conv))),
-        }
-    }
-    // IDMP keys: each (token, value) once, tagged by its token, on a lane of its own per key.
-    let mut answers: HashMap<u64, Vec<&IdmpRec>> = HashMap::new();
-    for r in idmp {
+    mut push: impl FnMut(&TokenRec, u64),
+) -> Tokens {
+    let mut answers: HashMap<u64, Vec<&TokenRec>> = HashMap::new();
+    for r in rs {
         answers.entry(r.token).or_default().push(r);
     }
-    let mut f = Findings {
-        idmp_tokens: answers.len(),
-        ..Findings::default()
+    let mut t = Tokens {
+        tokens: answers.len(),
+        ..Tokens::default()
     };
-    let mut tokens: Vec<&u64> = answers.keys().collect();
-    tokens.sort();
-    for token in tokens {
+    let mut keys: Vec<&u64> = answers.keys().collect();
+    keys.sort();
+    for token in keys {
         let Some(rs) = answers.get(token) else {
             continue;
         };
-        let mut values: Vec<&IdmpRec> = Vec::new();
+        let mut values: Vec<&TokenRec> = Vec::new();
         for r in rs {
             if !values.iter().any(|v| v.value == r.value) {
                 values.push(r);
-                seq.push((
-                    n_convs + u32::from(r.conv),
-                    u128::try_from(r.value).unwrap_or(0),
-                    r.term,
-                    r.at_ms,
-                    *token | (1 << 63),
-                ));
             }
+            push(r, tag | *token);
         }
         if values.len() > 1 {
-            f.idmp_two_values += 1;
-            if f.idmp_examples.len() < EXAMPLES {
+            t.two_values += 1;
+            if t.examples.len() < EXAMPLES {
                 let all: Vec<String> = rs
                     .iter()
                     .map(|r| {
@@ -240,15 +264,98 @@ pub fn run(
                         )
                     })
                     .collect();
-                f.idmp_examples
-                    .push(format!("token t{token:x}: {}", all.join("; ")));
+                t.examples
+                    .push(format!("token {token:x}: {}", all.join("; ")));
             }
         }
     }
-    f.seq = check("sequence value", seq, |l| l, terms);
-    f.msgid = check("message ID", msgid, |l| l, terms);
-    f.uid = check("UID", uid, |l| l, terms);
-    f
+    t
+}
+
+/// The receipts already taken: (category, lane, value, tag).
+type Seen = BTreeSet<(u8, u32, u128, u64)>;
+
+/// Adds `item` to `items` (category `cat`) unless the same tag already gave the same value in
+/// its lane there (a token's retry).
+fn push_once(items: &mut Vec<Item>, cat: u8, seen: &mut Seen, item: Item) {
+    if seen.insert((cat, item.lane, item.v, item.tag)) {
+        items.push(item);
+    }
+}
+
+/// Checks a run's replies: the plain load's, the IDMP clients' and the IM.SEND clients'.
+/// `id_lane`: the lane of a conversation's message IDs and UIDs.
+pub fn run(
+    recs: &[Rec],
+    idmp: &[TokenRec],
+    sends: &[TokenRec],
+    terms: &[Term],
+    id_lane: impl Fn(u16) -> u32,
+) -> Findings {
+    let n_convs = 1 << 16;
+    let mut seq = Vec::new();
+    let mut msgid = Vec::new();
+    let mut uid = Vec::new();
+    let mut im_seq = Vec::new();
+    for (i, r) in recs.iter().enumerate() {
+        let item = |lane: u32| Item {
+            lane,
+            v: r.v,
+            term: r.term,
+            at_ms: r.at_ms,
+            tag: i as u64,
+            issued: true,
+        };
+        match r.kind {
+            Kind::Seq => seq.push(item(u32::from(r.conv))),
+            Kind::MsgId => msgid.push(item(id_lane(r.conv))),
+            Kind::Uid => uid.push(item(id_lane(r.conv))),
+        }
+    }
+    let mut seen = Seen::new();
+    let item = |r: &TokenRec, lane: u32, v: u128, tag: u64| Item {
+        lane,
+        v,
+        term: r.term,
+        at_ms: r.at_ms,
+        tag,
+        issued: !r.duplicate,
+    };
+    // IDMP keys: each (token, value) once, tagged by its token, on a lane of its own per key.
+    let idmp = tokens(idmp, IDMP_TAG, terms, |r, tag| {
+        let v = u128::try_from(r.value).unwrap_or(0);
+        push_once(
+            &mut seq,
+            0,
+            &mut seen,
+            item(r, n_convs + u32::from(r.conv), v, tag),
+        );
+    });
+    // IM.SEND: its seqs on their own, its message IDs and UIDs with the plain ones.
+    let im_send = tokens(sends, IM_SEND_TAG, terms, |r, tag| {
+        let v = u128::try_from(r.value).unwrap_or(0);
+        push_once(
+            &mut im_seq,
+            1,
+            &mut seen,
+            item(r, u32::from(r.conv), v, tag),
+        );
+        let lane = id_lane(r.conv);
+        if let Some(v) = r.msgid {
+            push_once(&mut msgid, 2, &mut seen, item(r, lane, v, tag));
+        }
+        if let Some(v) = r.uid {
+            push_once(&mut uid, 3, &mut seen, item(r, lane, v, tag));
+        }
+    });
+    Findings {
+        seq: check("sequence value", seq, |l| l, terms),
+        msgid: check("message ID", msgid, |l| l, terms),
+        uid: check("UID", uid, |l| l, terms),
+        idmp,
+        im_send,
+        im_seq: check("IM.SEND seq", im_seq, |l| l, terms),
+    }
 }
 
 #[cfg(test)]
@@ -281,14 +388,35 @@ mod tests {
             .collect()
     }
 
-    fn idmp(token: u64, term: u16, value: i64) -> IdmpRec {
-        IdmpRec {
+    fn idmp(token: u64, term: u16, value: i64) -> TokenRec {
+        TokenRec {
             conv: 0,
             token,
             term,
             at_ms: 0,
             value,
             duplicate: false,
+            msgid: None,
+            uid: None,
+        }
+    }
+
+    /// An IM.SEND answer on conversation `conv`: client message id `id`, `seq`, and the IDs
+    /// `ids` (message ID and UID; None: nil, nil), a retry's when `duplicate`.
+    fn send(
+        id: u64,
+        conv: u16,
+        term: u16,
+        seq: i64,
+        ids: Option<u128>,
+        duplicate: bool,
+    ) -> TokenRec {
+        TokenRec {
+            conv,
+            duplicate,
+            msgid: ids,
+            uid: ids,
+            ..idmp(id, term, seq)
         }
     }
 
@@ -304,9 +432,9 @@ mod tests {
             recs(Kind::Uid, &[(0, 0, 10), (1, 1, 30)]),
         ]
         .concat();
-        let f = run(&clean, &[idmp(1, 0, 5), idmp(1, 1, 5)], &terms, |_| 0);
+        let f = run(&clean, &[idmp(1, 0, 5), idmp(1, 1, 5)], &[], &terms, |_| 0);
         assert_eq!((f.duplicates(), f.order_violations()), (0, 0), "{f:?}");
-        assert_eq!((f.seq.checked, f.idmp_tokens), (5, 1));
+        assert_eq!((f.seq.checked, f.idmp.tokens), (5, 1));
 
         // The old primary (a) keeps issuing after b began: 3 twice on key 0, an ID and a UID
         // twice, a token answered 5 by a and 9 by b.
@@ -316,10 +444,10 @@ mod tests {
             recs(Kind::Uid, &[(0, 0, 7), (1, 1, 7), (1, 1, 6)]),
         ]
         .concat();
-        let f = run(&dirty, &[idmp(1, 0, 5), idmp(1, 1, 9)], &terms, |_| 0);
+        let f = run(&dirty, &[idmp(1, 0, 5), idmp(1, 1, 9)], &[], &terms, |_| 0);
         assert_eq!(f.seq.twice, 1, "{f:?}");
         assert_eq!(f.seq.order, 1, "b's 3 is not above a's 3");
-        assert_eq!((f.msgid.twice, f.uid.twice, f.idmp_two_values), (1, 1, 1));
+        assert_eq!((f.msgid.twice, f.uid.twice, f.idmp.two_values), (1, 1, 1));
         assert_eq!(f.uid.order, 2, "b's 7 and 6 are not above a's 7");
         assert_eq!(f.same_term(), 0);
         assert!(f.seq.examples.iter().any(|e| e.contains("run-a")));
@@ -327,14 +455,71 @@ mod tests {
         // One term repeating itself is counted apart; UIDs of different lanes are not
         // ordered against each other.
         let repeat = [rec(Kind::Seq, 0, 0, 3), rec(Kind::Seq, 0, 0, 3)];
-        let f = run(&repeat, &[], &terms, |_| 0);
+        let f = run(&repeat, &[], &[], &terms, |_| 0);
         assert_eq!((f.seq.twice, f.seq.same_term), (1, 1));
         let lanes = [rec(Kind::Uid, 0, 0, 7), rec(Kind::Uid, 1, 1, 6)];
-        let f = run(&lanes, &[], &terms, u32::from);
+        let f = run(&lanes, &[], &[], &terms, u32::from);
         assert_eq!(f.uid.order, 0);
         // Two tokens answered the same value on one IDMP key: a sequence value twice.
-        let f = run(&[], &[idmp(1, 0, 5), idmp(2, 1, 5)], &terms, |_| 0);
-        assert_eq!((f.seq.twice, f.idmp_two_values), (1, 0));
+        let f = run(&[], &[idmp(1, 0, 5), idmp(2, 1, 5)], &[], &terms, |_| 0);
+        assert_eq!((f.seq.twice, f.idmp.two_values), (1, 0));
+    }
+
+    /// IM.SEND answers: a retry reading back its message (same client message id, same
+    /// seq and IDs, or nil IDs) is no duplicate and, when a later term reads back an earlier
+    /// term's IDs, no regression; a message losing its seq, a seq given to two messages, and
+    /// IDs given to two messages are counted, each where it belongs.
+    #[test]
+    fn checker_counts_im_send_losses_and_seqs_given_twice() {
+        let terms = [term("a", 0), term("b", 100)];
+        // Clean: message 1 sent on a, read back by b (a retry), then without IDs (its
+        // inbox member dropped); message 2 on b above a's seq and IDs; message 4 answered
+        // first by b's retry, with IDs a issued (below a's highest); plain IDs.
+        let sends = [
+            send(1, 0, 0, 7, Some(50), false),
+            send(1, 0, 1, 7, Some(50), true),
+            send(1, 0, 1, 7, None, true),
+            send(2, 0, 1, 8, Some(60), false),
+            send(3, 1, 1, 7, Some(61), false),
+            send(4, 2, 1, 3, Some(45), true),
+        ];
+        let plain = recs(Kind::MsgId, &[(0, 0, 40), (0, 1, 70)]);
+        let f = run(&plain, &[], &sends, &terms, |_| 0);
+        assert_eq!((f.duplicates(), f.order_violations()), (0, 0), "{f:?}");
+        assert_eq!(
+            (f.im_send.tokens, f.im_seq.checked, f.msgid.checked),
+            (4, 4, 6)
+        );
+
+        // Message 1's first answer (seq 7 on a) lost on b: b answers it 9 with new IDs, and
+        // gives 7 to message 2; message 3 gets a's message ID and UID 50 again, and a plain
+        // UID of a is message 1's second UID.
+        let sends = [
+            send(1, 0, 0, 7, Some(50), false),
+            send(1, 0, 1, 9, Some(52), false),
+            send(2, 0, 1, 7, Some(51), false),
+            send(3, 1, 1, 1, Some(50), false),
+        ];
+        let plain = recs(Kind::Uid, &[(2, 0, 52)]);
+        let f = run(&plain, &[], &sends, &terms, |_| 0);
+        assert_eq!((f.im_send.two_values, f.im_send.tokens), (1, 3), "{f:?}");
+        assert_eq!(
+            f.im_seq.twice, 1,
+            "seq 7 of conversation 0 went to messages 1 and 2"
+        );
+        assert_eq!(f.im_seq.order, 1, "b's 7 is not above a's 7");
+        assert_eq!((f.msgid.twice, f.uid.twice, f.seq.twice), (1, 2, 0));
+        assert_eq!(f.duplicates(), 5);
+        assert!(f.im_send.examples.iter().any(|e| e.contains("run-b")));
+        // One term giving a seq to two messages is a node repeating itself.
+        let f = run(
+            &[],
+            &[],
+            &[send(1, 0, 0, 3, None, false), send(2, 0, 0, 3, None, false)],
+            &terms,
+            |_| 0,
+        );
+        assert_eq!((f.im_seq.twice, f.same_term()), (1, 1));
     }
 
     /// A message ID's number keeps its order and its time (README's example ID, whose time

@@ -1,5 +1,6 @@
-//! The Cluster topology: 3 primaries and 3 replicas of the module (127.0.0.21–.26, made by
-//! `redis-cli --cluster create`), and the faults against the owner of slot 0.
+//! The Cluster topology: 3 primaries with the row's replicas each (one: 127.0.0.21–.26; two:
+//! .21–.29), made by `redis-cli --cluster create`, and the faults against the owner of slot 0:
+//! cut off from every other node, or with one of its replicas (a split); paused; killed.
 use super::load::{self, Conv, Via};
 use super::nemesis::{self, Firewall};
 use super::node::{self, Node};
@@ -8,13 +9,15 @@ use super::{Fault, Row, Size};
 use std::path::Path;
 use std::time::Instant;
 
-/// One row against Cluster: the six nodes, the load (half of it in the slots of slot 0's
+/// One row against Cluster: the nodes, the load (half of it in the slots of slot 0's
 /// owner, the victim), the fault against the victim, the wait until the cluster is ok again
 /// with every replica synced; what the clients received, checked.
 pub(super) fn run(row: &Row, bin: &Path, module: &Path, size: &Size) -> Outcome {
     let started = Instant::now();
     let fw = Firewall::new();
-    let ips: Vec<String> = (0..6).map(|i| format!("127.0.0.{}", 21 + i)).collect();
+    let ips: Vec<String> = (0..3 * (1 + row.replicas))
+        .map(|i| format!("127.0.0.{}", 21 + i))
+        .collect();
     let mut nodes: Vec<Node> = ips
         .iter()
         .enumerate()
@@ -39,7 +42,8 @@ pub(super) fn run(row: &Row, bin: &Path, module: &Path, size: &Size) -> Outcome 
     let mut create = std::process::Command::new("redis-cli");
     create.args(["--cluster", "create"]);
     create.args(nodes.iter().map(Node::addr));
-    create.args(["--cluster-replicas", "1", "--cluster-yes"]);
+    let replicas = row.replicas.to_string();
+    create.args(["--cluster-replicas", &replicas, "--cluster-yes"]);
     let out = create.output().expect("redis-cli (redis-tools)");
     assert!(
         out.status.success(),
@@ -83,8 +87,9 @@ pub(super) fn run(row: &Row, bin: &Path, module: &Path, size: &Size) -> Outcome 
             .count();
         let owners: Vec<Option<String>> = nodes.iter().map(|n| owner_of(n, slot)).collect();
         let first = owners.first()?.clone()?;
-        (ok && replicas_up == 3 && owners.iter().all(|o| o.as_deref() == Some(first.as_str())))
-            .then_some(first)
+        (ok && replicas_up == 3 * row.replicas
+            && owners.iter().all(|o| o.as_deref() == Some(first.as_str())))
+        .then_some(first)
     };
     let mut victim_addr = String::new();
     wait_for(
@@ -126,31 +131,19 @@ pub(super) fn run(row: &Row, bin: &Path, module: &Path, size: &Size) -> Outcome 
     let hot_slot = slots.first().copied().unwrap_or(0);
     let sh = shared(row, convs);
     let seeds: Vec<String> = nodes.iter().map(Node::addr).collect();
-    let mut clients = Clients {
-        plain: Vec::new(),
-        idmp: Vec::new(),
-    };
-    for _ in 0..size.direct {
-        clients
-            .plain
-            .push((Via::Direct(victim_addr.clone()), n_mine));
-    }
-    for _ in 0..size.follow {
-        clients
-            .plain
-            .push((Via::Cluster(seeds.clone()), slots.len()));
-    }
-    for i in 0..size.idmp {
-        let slots = Via::Cluster(seeds.clone());
-        clients.idmp.push(if i % 2 == 0 {
-            (Via::Pinned(victim_addr.clone(), Box::new(slots)), n_mine)
-        } else {
-            (slots, n_convs)
-        });
+    let clients = Clients::new(size, &victim_addr, &Via::Cluster(seeds), n_mine, n_convs);
+    // The sides of a cut: the victim (with one of its replicas in a split) against the rest.
+    let mut cut_off = vec![nodes[victim].ip.clone()];
+    if matches!(row.fault, Fault::Split(_)) {
+        let replica = nodes
+            .iter()
+            .find(|n| n.replicates(&nodes[victim]))
+            .expect("slot 0's owner has a replica");
+        cut_off.push(replica.ip.clone());
     }
     let others: Vec<String> = ips
         .iter()
-        .filter(|ip| **ip != nodes[victim].ip)
+        .filter(|ip| !cut_off.contains(ip))
         .cloned()
         .collect();
     let mut last = victim_addr.clone();
@@ -160,20 +153,12 @@ pub(super) fn run(row: &Row, bin: &Path, module: &Path, size: &Size) -> Outcome 
         let fw = &fw;
         let victim_addr = &victim_addr;
         drive(&sh, clients, size, || {
-            let others: Vec<&str> = others.iter().map(String::as_str).collect();
-            let at = (sh.ms(), nemesis::now_ms());
+            let at = sh.fault_begins();
             match row.fault {
-                Fault::Partition(d) => {
-                    fw.isolate(&nodes[victim].ip, &others);
-                    eprintln!("partition: {}", Firewall::rules());
-                    std::thread::sleep(d);
-                    eprintln!("healed: {}", Firewall::rules());
-                    fw.heal();
-                }
-                Fault::Pause(d) => {
-                    nodes[victim].pause();
-                    std::thread::sleep(d);
-                    nodes[victim].resume();
+                Fault::Partition(d) | Fault::Split(d) => fw.cut_for(&cut_off, &others, d),
+                Fault::Pause(d) => nemesis::pause_for(&nodes[victim], d),
+                Fault::SentinelCut(_) | Fault::OperatorFailover => {
+                    panic!("{:?}: a Sentinel fault, no Cluster one", row.fault)
                 }
                 Fault::Kill => {
                     nodes[victim].kill();

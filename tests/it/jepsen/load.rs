@@ -1,18 +1,22 @@
 //! The load: client threads pipelining `SEQ.NEXT`, `MSGID.GEN` and `UID.GEN` on the
-//! conversations, and IDMP clients (`SEQ.NEXT key IDMP token`) that retry a token after a
-//! timeout or a refusal and once more 2–20 s after its first answer. Each client reaches the
+//! conversations, IDMP clients (`SEQ.NEXT key IDMP token`) and IM.SEND clients (one message
+//! to two recipients, on keys of their own per conversation) that retry a token or a client
+//! message id after a timeout, a refusal or a broken connection until answered, and once more
+//! 2–20 s after its first answer. Each client reaches the
 //! nodes one of three ways ([`Via`]): straight to one address (the primary that gets cut off,
 //! as a client with a stale config), through the Sentinels (asking them for the primary again
 //! after every failure), or by the cluster's slots (`CLUSTER SLOTS`, again after `MOVED` or a
 //! failure). Every successful reply is recorded with the term of the node that sent it: the
 //! node's address, its run id and its replication ID (a promotion takes a new one), looked up
-//! when the connection is made and again every second.
+//! when the connection is made and again every second. Calls refused (NOREPLICAS, other
+//! errors) or timed out from the fault on are counted.
 //!
-//! Every loop is bounded: by the run's deadline, and by a count of rounds.
+//! Every loop is bounded: by the run's deadline, by a count of rounds, and by what one client
+//! may receive.
 use super::node::{identity, int};
 use redis::{Connection, Value};
 use std::collections::{BinaryHeap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -22,12 +26,15 @@ const REFRESH: Duration = Duration::from_secs(1);
 /// No client makes more rounds than this (a round: one batch to each node it routes to).
 const MAX_ROUNDS: u64 = 5_000_000;
 
-/// One conversation: its sequence key, its message target (MSGID.GEN and UID.GEN), its IDMP
-/// key, all with the same hash tag, and its slot.
+/// One conversation: its sequence key, its message target (MSGID.GEN and UID.GEN, IM.SEND's
+/// tag), its IDMP key, IM.SEND's sequence and two recipients' inbox and trimmed marker (keys
+/// no other client touches), all with the same hash tag, and its slot.
 pub struct Conv {
     pub seq: String,
     pub target: String,
     pub idmp: String,
+    pub im_seq: String,
+    pub inboxes: [(String, String); 2],
     pub slot: u16,
 }
 
@@ -42,6 +49,13 @@ impl Conv {
             seq: format!("{{{tag}}}:seq"),
             target: format!("{{{tag}}}"),
             idmp: format!("{{{tag}}}:idmp"),
+            im_seq: format!("{{{tag}}}:im:seq"),
+            inboxes: ["u1", "u2"].map(|u| {
+                (
+                    format!("{{{tag}}}:inbox:{u}"),
+                    format!("{{{tag}}}:trimmed:{u}"),
+                )
+            }),
             slot: slot_of(tag),
         }
     }
@@ -89,15 +103,42 @@ pub struct Rec {
     pub v: u128,
 }
 
-/// One successful reply of an IDMP call.
+/// What a client that retries under a token sends.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Tokened {
+    /// `SEQ.NEXT idmp-key IDMP t<token>`.
+    Idmp,
+    /// `IM.SEND tag im-seq inbox trimmed inbox trimmed 1 u1 m<token> <body> 1000`.
+    ImSend,
+}
+
+/// One successful reply of a call under a token: an IDMP call (its value) or an IM.SEND (its
+/// seq, message ID and UID, the client message id as the token).
 #[derive(Clone, Copy, Debug)]
-pub struct IdmpRec {
+pub struct TokenRec {
     pub conv: u16,
     pub token: u64,
     pub term: u16,
     pub at_ms: u32,
     pub value: i64,
     pub duplicate: bool,
+    /// IM.SEND's message ID ([`msgid_value`]) and UID; None for IDMP, and for a retry whose
+    /// message is no longer in the first inbox (nil, nil).
+    pub msgid: Option<u128>,
+    pub uid: Option<u128>,
+}
+
+/// The cap of IM.SEND's inboxes.
+const INBOX_CAP: &str = "1000";
+
+/// The load of the clients of one [`Tokened`] kind.
+#[derive(Clone, Copy, Debug)]
+pub struct TokenLoad {
+    /// New tokens per batch, and the sleep after one.
+    pub batch: usize,
+    pub pause: Duration,
+    /// This share (%) of the new tokens goes to the hot conversations.
+    pub hot_percent: u64,
 }
 
 /// A message ID ("D1VO-8H8O-0006-D3E6", base32hex) as a number with the same order.
@@ -139,9 +180,10 @@ pub struct Shared {
     pub batch: usize,
     /// No plain client receives more triples than this (a bound on memory).
     pub max_triples: u64,
-    /// New tokens per IDMP batch, and the sleep after one.
-    pub idmp_batch: usize,
-    pub idmp_pause: Duration,
+    pub idmp: TokenLoad,
+    pub im_send: TokenLoad,
+    /// No token client makes more tokens than this.
+    pub max_tokens: u64,
     /// A token is asked again this long after its first answer (uniform in the range).
     pub late_retry: (Duration, Duration),
     pub start: Instant,
@@ -152,9 +194,16 @@ pub struct Shared {
     /// IDMP clients make no new tokens, finish their retries and stop.
     pub stop_tokens: AtomicBool,
     pub terms: Mutex<Vec<Term>>,
-    /// Successful plain triples and IDMP answers so far (progress).
+    /// Successful plain triples, and answers to token clients, so far (progress).
     pub triples: AtomicU64,
-    pub idmp_answers: AtomicU64,
+    pub answers: AtomicU64,
+    /// When the fault began (ms since the start; `u32::MAX` before), and the calls refused
+    /// with NOREPLICAS, refused otherwise (READONLY, CLUSTERDOWN, MOVED, ...) and timed out
+    /// (or their connection broke) since.
+    pub fault_ms: AtomicU32,
+    pub noreplicas: AtomicU64,
+    pub refused: AtomicU64,
+    pub timed_out: AtomicU64,
 }
 
 impl Shared {
@@ -181,6 +230,26 @@ impl Shared {
 
     fn over(&self) -> bool {
         Instant::now() > self.deadline
+    }
+
+    /// The fault begins now: returns when (ms since the start, and Unix ms).
+    pub fn fault_begins(&self) -> (u32, i64) {
+        let at = (self.ms(), super::nemesis::now_ms());
+        self.fault_ms.store(at.0, Ordering::Relaxed);
+        at
+    }
+
+    /// `calls` calls sent at `at_ms` failed so (counted from the fault on).
+    fn count(&self, at_ms: u32, why: &Failure, calls: usize) {
+        if at_ms < self.fault_ms.load(Ordering::Relaxed) {
+            return;
+        }
+        let counter = match why {
+            Failure::Broken => &self.timed_out,
+            Failure::Refused(true) => &self.noreplicas,
+            Failure::Refused(false) | Failure::Moved => &self.refused,
+        };
+        counter.fetch_add(calls as u64, Ordering::Relaxed);
     }
 }
 
@@ -231,8 +300,8 @@ pub struct Router<'a> {
 enum Failure {
     /// The connection broke or timed out.
     Broken,
-    /// An error reply such as NOREPLICAS, READONLY, CLUSTERDOWN.
-    Refused,
+    /// An error reply such as NOREPLICAS (true), READONLY, CLUSTERDOWN.
+    Refused(bool),
     /// MOVED or ASK: the slots changed.
     Moved,
 }
@@ -389,7 +458,7 @@ impl<'a> Router<'a> {
                 }
                 Some((false, ..)) => {
                     self.conns.remove(addr);
-                    return Err(Failure::Refused);
+                    return Err(Failure::Refused(false));
                 }
                 None => {
                     self.conns.remove(addr);
@@ -406,7 +475,7 @@ impl<'a> Router<'a> {
                 .map_err(|_| Failure::Broken)?;
             let (primary, run_id, replid) = identity(&mut con).ok_or(Failure::Broken)?;
             if !primary {
-                return Err(Failure::Refused);
+                return Err(Failure::Refused(false));
             }
             let term = self.shared.term(addr, run_id, replid);
             self.conns.insert(
@@ -440,7 +509,7 @@ impl<'a> Router<'a> {
                     self.current = None;
                 }
             }
-            Failure::Refused => {
+            Failure::Refused(_) => {
                 // Ask again where to go (the Sentinels, the slots); a direct client stays.
                 if !matches!(self.via, Via::Direct(_)) {
                     self.conns.remove(addr);
@@ -460,7 +529,7 @@ impl<'a> Router<'a> {
 fn classify(e: &redis::ServerError) -> Failure {
     match e.code() {
         "MOVED" | "ASK" => Failure::Moved,
-        _ => Failure::Refused,
+        code => Failure::Refused(code == "NOREPLICAS"),
     }
 }
 
@@ -518,6 +587,7 @@ pub fn plain(via: Via, shared: &Shared, seed: u64, only: usize) -> Vec<Rec> {
                 Ok((con, term)) => p.query::<Vec<Value>>(con).map(|v| (v, term)),
             };
             let Ok((replies, term)) = result else {
+                shared.count(at_ms, &Failure::Broken, 3 * items.len());
                 router.failed(&addr, Failure::Broken);
                 continue;
             };
@@ -530,7 +600,9 @@ pub fn plain(via: Via, shared: &Shared, seed: u64, only: usize) -> Vec<Rec> {
                         (Kind::MsgId, Value::BulkString(id)) => msgid_value(id),
                         (Kind::Seq | Kind::Uid, Value::Int(n)) => u128::try_from(*n).ok(),
                         (_, Value::ServerError(e)) => {
-                            failure = Some(classify(e));
+                            let why = classify(e);
+                            shared.count(at_ms, &why, 1);
+                            failure = Some(why);
                             None
                         }
                         (_, other) => panic!("unexpected reply {other:?} from {addr}"),
@@ -574,10 +646,75 @@ struct Pending {
     late: bool,
 }
 
-/// An IDMP client: new tokens on conversations picked at random among the first `only`, each
-/// retried at once after a timeout or refusal until answered, and asked once more 2–20 s after
-/// its first answer; until `stop_tokens` and every retry answered (or the deadline).
-pub fn idmp(via: Via, shared: &Shared, client: u32, seed: u64, only: usize) -> Vec<IdmpRec> {
+/// The call of `what` for token `token` on conversation `c`.
+fn token_call(p: &mut redis::Pipeline, what: Tokened, c: &Conv, token: u64) {
+    match what {
+        Tokened::Idmp => {
+            p.cmd("SEQ.NEXT")
+                .arg(&c.idmp)
+                .arg("IDMP")
+                .arg(format!("t{token:x}"));
+        }
+        Tokened::ImSend => {
+            let cmd = p.cmd("IM.SEND").arg(&c.target).arg(&c.im_seq);
+            for (inbox, trimmed) in &c.inboxes {
+                cmd.arg(inbox).arg(trimmed);
+            }
+            cmd.arg(1)
+                .arg("u1")
+                .arg(format!("m{token:x}"))
+                .arg("hello")
+                .arg(INBOX_CAP);
+        }
+    }
+}
+
+/// A reply to a call under a token: the value (IM.SEND's seq), whether it was a retry's,
+/// IM.SEND's message ID and UID (None when nil).
+type Answer = (i64, bool, Option<u128>, Option<u128>);
+
+/// The answer in a reply of `what`; None when the reply is not one (then the run fails: the
+/// module answered oddly).
+fn token_answer(what: Tokened, a: &[Value]) -> Option<Answer> {
+    let (value, duplicate) = match what {
+        Tokened::Idmp => (a.first()?, a.get(1)?),
+        Tokened::ImSend => (a.first()?, a.get(2)?),
+    };
+    let (value, duplicate) = (int(value)?, int(duplicate)? == 1);
+    if what == Tokened::Idmp {
+        return Some((value, duplicate, None, None));
+    }
+    let id = |v: &Value, parse: fn(&[u8]) -> Option<u128>| match v {
+        Value::Nil => Some(None),
+        Value::BulkString(b) => parse(b).map(Some),
+        _ => None,
+    };
+    let uid = |b: &[u8]| std::str::from_utf8(b).ok()?.parse().ok();
+    Some((
+        value,
+        duplicate,
+        id(a.get(1)?, msgid_value)?,
+        id(a.get(3)?, uid)?,
+    ))
+}
+
+/// A client of `what` (IDMP calls or IM.SENDs): new tokens (IDMP tokens, client message ids)
+/// on conversations picked at random among the first `only` (the hot ones at `hot_percent`),
+/// none while ten batches wait, each retried at once after a timeout or refusal until
+/// answered, and asked once more 2–20 s after its first answer; until `stop_tokens` and every
+/// retry answered (or the deadline).
+pub fn tokens(
+    what: Tokened,
+    via: Via,
+    shared: &Shared,
+    client: u32,
+    seed: u64,
+    only: usize,
+) -> Vec<TokenRec> {
+    let load = match what {
+        Tokened::Idmp => shared.idmp,
+        Tokened::ImSend => shared.im_send,
+    };
     let mut router = Router::new(via, shared, seed, Duration::from_secs(1));
     let mut x = seed.wrapping_mul(104_729).wrapping_add(7);
     let mut out = Vec::new();
@@ -585,6 +722,7 @@ pub fn idmp(via: Via, shared: &Shared, client: u32, seed: u64, only: usize) -> V
     let mut now_retry: Vec<Pending> = Vec::new();
     let mut late: BinaryHeap<std::cmp::Reverse<Pending>> = BinaryHeap::new();
     let n = only.min(shared.convs.len()).max(1) as u64;
+    let hot = shared.hot.min(n as usize) as u64;
     let (lo, hi) = (
         shared.late_retry.0.as_millis() as u64,
         shared.late_retry.1.as_millis() as u64,
@@ -599,14 +737,24 @@ pub fn idmp(via: Via, shared: &Shared, client: u32, seed: u64, only: usize) -> V
                 batch.push(p);
             }
         }
-        let making = !shared.stop_tokens.load(Ordering::Relaxed);
+        // Like an application whose sends back up, a client with ten batches unanswered
+        // makes no new tokens until they are answered: a primary that refuses everything
+        // for seconds would otherwise get ever longer pipelines of retries.
+        let making = !shared.stop_tokens.load(Ordering::Relaxed)
+            && made < shared.max_tokens
+            && batch.len() < 10 * load.batch;
         if making {
-            for _ in 0..shared.idmp_batch {
+            for _ in 0..load.batch {
                 made += 1;
+                let conv = if hot > 0 && next(&mut x) % 100 < load.hot_percent {
+                    next(&mut x) % hot
+                } else {
+                    next(&mut x) % n
+                };
                 batch.push(Pending {
                     due_ms: now,
                     token: (u64::from(client) << 32) | made,
-                    conv: (next(&mut x) % n) as u16,
+                    conv: conv as u16,
                     late: false,
                 });
             }
@@ -635,15 +783,23 @@ pub fn idmp(via: Via, shared: &Shared, client: u32, seed: u64, only: usize) -> V
                     continue;
                 };
                 *flag = true;
-                p.cmd("SEQ.NEXT")
-                    .arg(&c.idmp)
-                    .arg("IDMP")
-                    .arg(format!("t{:x}", b.token));
+                token_call(&mut p, what, c, b.token);
             }
             let at_ms = shared.ms();
             let result = match router.conn(&addr) {
+                Err(f) => Err(Some(f)),
+                Ok((con, term)) => p
+                    .query::<Vec<Value>>(con)
+                    .map(|v| (v, term))
+                    .map_err(|_| None),
+            };
+            let (replies, term) = match result {
+                Ok(r) => r,
                 Err(f) => {
-                    router.failed(&addr, f);
+                    if f.is_none() {
+                        shared.count(at_ms, &Failure::Broken, items.len());
+                    }
+                    router.failed(&addr, f.unwrap_or(Failure::Broken));
                     for &i in &items {
                         if let Some(f) = sent.get_mut(i) {
                             *f = false;
@@ -651,36 +807,26 @@ pub fn idmp(via: Via, shared: &Shared, client: u32, seed: u64, only: usize) -> V
                     }
                     continue;
                 }
-                Ok((con, term)) => p.query::<Vec<Value>>(con).map(|v| (v, term)),
-            };
-            let Ok((replies, term)) = result else {
-                router.failed(&addr, Failure::Broken);
-                for &i in &items {
-                    if let Some(f) = sent.get_mut(i) {
-                        *f = false;
-                    }
-                }
-                continue;
             };
             let mut failure = None;
             for (&i, reply) in items.iter().zip(replies.iter()) {
                 let Some(b) = batch.get(i) else { continue };
                 match reply {
                     Value::Array(a) => {
-                        let (Some(value), Some(dup)) =
-                            (a.first().and_then(int), a.get(1).and_then(int))
-                        else {
-                            panic!("unexpected IDMP reply {a:?} from {addr}");
+                        let Some((value, duplicate, msgid, uid)) = token_answer(what, a) else {
+                            panic!("unexpected {what:?} reply {a:?} from {addr}");
                         };
-                        out.push(IdmpRec {
+                        out.push(TokenRec {
                             conv: b.conv,
                             token: b.token,
                             term,
                             at_ms,
                             value,
-                            duplicate: dup == 1,
+                            duplicate,
+                            msgid,
+                            uid,
                         });
-                        shared.idmp_answers.fetch_add(1, Ordering::Relaxed);
+                        shared.answers.fetch_add(1, Ordering::Relaxed);
                         if !b.late {
                             let wait = lo + next(&mut x) % (hi - lo).max(1);
                             late.push(std::cmp::Reverse(Pending {
@@ -692,12 +838,14 @@ pub fn idmp(via: Via, shared: &Shared, client: u32, seed: u64, only: usize) -> V
                         }
                     }
                     Value::ServerError(e) => {
-                        failure = Some(classify(e));
+                        let why = classify(e);
+                        shared.count(at_ms, &why, 1);
+                        failure = Some(why);
                         if let Some(f) = sent.get_mut(i) {
                             *f = false;
                         }
                     }
-                    other => panic!("unexpected IDMP reply {other:?} from {addr}"),
+                    other => panic!("unexpected {what:?} reply {other:?} from {addr}"),
                 }
             }
             if let Some(f) = failure {
@@ -710,7 +858,9 @@ pub fn idmp(via: Via, shared: &Shared, client: u32, seed: u64, only: usize) -> V
                 now_retry.push(b);
             }
         }
-        std::thread::sleep(shared.idmp_pause);
+        if !load.pause.is_zero() {
+            std::thread::sleep(load.pause);
+        }
     }
     out
 }

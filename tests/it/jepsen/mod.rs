@@ -1,34 +1,48 @@
-//! Jepsen-style runs (issue 27): partitions, pauses, clock skew and kill -9 against Sentinel
-//! (a primary, two replicas, three Sentinels) and Cluster (3 primaries + 3 replicas), under
-//! load, with every successful reply checked for anything handed out twice.
+//! Jepsen-style runs (issues 27 and 34): partitions, splits, pauses, clock skew, kill -9 and
+//! an operator's `SENTINEL FAILOVER` against Sentinel (a primary, two or three replicas, three
+//! Sentinels) and Cluster (3 primaries with one or two replicas each), under load, with every
+//! successful reply checked for anything handed out twice.
 //!
 //! Each run lives in a network namespace of its own ([`netns`]): every server and Sentinel on
 //! its own 127.0.0.x, clients on 127.0.0.1, partitions as nftables DROP rules between
 //! addresses ([`nemesis`]). The load ([`load`]): clients pipelining SEQ.NEXT, MSGID.GEN and
 //! UID.GEN on 50 conversations, some straight to the primary that gets cut off, some following
-//! the Sentinels or the slots; IDMP clients retrying the same token after a timeout and again
-//! 2–20 s later; hot conversations too. The [`checker`] then counts values, IDs and UIDs
-//! received twice, IDMP tokens answered with two values, and values of a later primary term
-//! not above an earlier one's.
+//! the Sentinels or the slots; IDMP clients retrying the same token, and IM.SEND clients the
+//! same client message id, after a timeout and again 2–20 s later; hot conversations too
+//! (every node runs with `imid.seq-idmp-max 1000000`, so a hot conversation's sequence still
+//! knows a message at its late retry). The [`checker`] then counts values, IDs and UIDs
+//! received twice, IDMP tokens answered with two values, IM.SEND client message ids answered
+//! with two seqs and seqs given to two messages, and values of a later primary term not above
+//! an earlier one's. Each run also says how soon the last primary answered each kind of call
+//! after the fault, and how many calls were refused or timed out from the fault on.
 //!
-//! One test per row of issue 27's table and server: `jepsen::<row>::<server>`, `#[ignore]`d
-//! like the other soak runs (`make soak` runs the ignored tests).
+//! One test per row ([`ROWS`]) and server (`redis7`: Debian's redis-server on PATH; `redis8`,
+//! `redis86`, `valkey9`: Redis 8.2.3, Redis 8.6.3 and Valkey 9.1.2 from `scripts/servers.sh`
+//! under `target/servers/`, or `IMID_REDIS8`, `IMID_REDIS86`, `IMID_VALKEY9`):
+//! `jepsen::<row>::<server>`, `#[ignore]`d like the other soak runs (`make soak` runs the
+//! ignored tests).
 //! - `IMID_JEPSEN_ROWS`: which (row, server) pairs run. Unset: the CI set ([`CI`]); `all`; or
-//!   a comma list of `row` or `row/server`. The others say SKIPPED and pass.
+//!   a comma list of `row` or `row/server` (`split/redis8.6` or `split/redis86`). The others
+//!   say SKIPPED and pass.
 //! - `IMID_JEPSEN_EXPECT`: `report` (the default with `IMID_JEPSEN_FENCE=off`): print the
 //!   findings, fail only when the run itself did not happen as planned (no load before the
 //!   fault, no failover, the nodes never settled) or a node repeated itself; `dupes`: also
 //!   fail unless something was handed out twice (today's code, showing the suite sees it);
 //!   `clean` (the default with the fence on, so in `make soak` and CI): also fail on any
 //!   duplicate or any value of a later term not above an earlier one's (the fence's target).
+//!   Times (how soon the new primary answered) are reported, never asserted.
 //! - `IMID_JEPSEN_FENCE`: `on` (the default: as docs/durability.md sets it) or `off`
 //!   (`imid.fence-replicas 0`: imid without the fence, for the figures before it).
 //! - `IMID_JEPSEN_SCALE` (default 1): more clients and longer phases before and after the
 //!   fault (the fault itself is the row's).
 //! - `IMID_JEPSEN_REPORT=<file>`: append the row's result as a Markdown table row (server, row,
 //!   settings, values / message IDs / UIDs twice, IDMP tokens with two values, values below an
-//!   earlier term's per category, the first primary's last reply and the last primary's first
-//!   after the fault, triples, failover).
+//!   earlier term's per category (sequence values / message IDs / UIDs / IM.SEND seqs), the
+//!   first primary's last reply and the last primary's first after the fault, triples,
+//!   failover, IM.SEND client message ids answered with two seqs, seqs given to two messages,
+//!   the last primary's first reply after the fault per kind (a sequence value / a message ID
+//!   or UID / an IDMP answer / an IM.SEND answer), the calls refused with NOREPLICAS / refused
+//!   otherwise / timed out from the fault on, the run's time).
 //! - `IMID_JEPSEN_KEEP=1`: keep every node's directory (its log) after a passing run too (a
 //!   failing run keeps them always), under the temp dir as `imid-jepsen-<namespace>-<node>`.
 mod checker;
@@ -51,6 +65,9 @@ const CI: &[&str] = &[
     "kill/redis7",
     "cluster_partition/redis7",
     "partition/valkey9",
+    "split/redis7",
+    "operator_failover/redis7",
+    "operator_failover/valkey9",
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -63,10 +80,27 @@ enum Topology {
 enum Fault {
     /// The primary cut off from every other node and Sentinel (clients still reach it).
     Partition(Duration),
+    /// The primary and one of its replicas cut off from the other nodes and the Sentinels
+    /// (each side keeps its own links; clients reach everyone).
+    Split(Duration),
+    /// The primary cut off from the Sentinels only (its replicas stay attached).
+    SentinelCut(Duration),
     /// SIGSTOP, then SIGCONT.
     Pause(Duration),
     /// kill -9 under load; back (from its AOF) once another node is primary.
     Kill,
+    /// No fault: an operator's `SENTINEL FAILOVER` to one Sentinel.
+    OperatorFailover,
+}
+
+/// Who makes the load.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Load {
+    /// Plain clients, IDMP clients and IM.SEND clients.
+    All,
+    /// IM.SEND clients only, as many as the others together, on the hot conversations like
+    /// the plain clients of an unthrottled row.
+    ImSend,
 }
 
 struct Row {
@@ -74,12 +108,15 @@ struct Row {
     what: &'static str,
     topology: Topology,
     fault: Fault,
+    /// Sentinel: the primary's replicas; Cluster: the replicas of each primary.
+    replicas: usize,
     /// `min-replicas-to-write 1`, `min-replicas-max-lag 2` on every node.
     min_replicas: bool,
     down_after_ms: u32,
     node_timeout_ms: u32,
     /// No sleep between batches, and most of the load on two hot conversations.
     unthrottled: bool,
+    load: Load,
     /// The replicas' module clocks this far behind (ms; the test-hooks build).
     replicas_behind_ms: Option<[i64; 2]>,
     /// The cut just before the primary renews its message-ID lease.
@@ -90,140 +127,161 @@ const fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }
 
+/// The Sentinel rows' common settings (docs/durability.md's): a primary and two replicas,
+/// `min-replicas-to-write 1`, down-after 1000, throttled clients of every kind.
+const SENTINEL: Row = Row {
+    name: "",
+    what: "",
+    topology: Topology::Sentinel,
+    fault: Fault::Partition(secs(10)),
+    replicas: 2,
+    min_replicas: true,
+    down_after_ms: 1000,
+    node_timeout_ms: 0,
+    unthrottled: false,
+    load: Load::All,
+    replicas_behind_ms: None,
+    before_renewal: false,
+};
+
+/// The Cluster rows' common settings: 3 primaries with a replica each, node-timeout 5000,
+/// `min-replicas-to-write 1`, unthrottled.
+const CLUSTER: Row = Row {
+    topology: Topology::Cluster,
+    replicas: 1,
+    down_after_ms: 0,
+    node_timeout_ms: 5000,
+    unthrottled: true,
+    ..SENTINEL
+};
+
 const ROWS: &[Row] = &[
     Row {
         name: "partition",
         what: "partition of the primary from replicas and Sentinels, 10 s",
-        topology: Topology::Sentinel,
-        fault: Fault::Partition(secs(10)),
-        min_replicas: true,
-        down_after_ms: 1000,
-        node_timeout_ms: 0,
-        unthrottled: false,
-        replicas_behind_ms: None,
-        before_renewal: false,
+        ..SENTINEL
     },
     Row {
         name: "partition_down_after_3000",
         what: "same, down-after 3000",
-        topology: Topology::Sentinel,
-        fault: Fault::Partition(secs(10)),
-        min_replicas: true,
         down_after_ms: 3000,
-        node_timeout_ms: 0,
-        unthrottled: false,
-        replicas_behind_ms: None,
-        before_renewal: false,
+        ..SENTINEL
     },
     Row {
         name: "partition_hot",
         what: "same, clients unthrottled (hot keys)",
-        topology: Topology::Sentinel,
-        fault: Fault::Partition(secs(10)),
-        min_replicas: true,
-        down_after_ms: 1000,
-        node_timeout_ms: 0,
         unthrottled: true,
-        replicas_behind_ms: None,
-        before_renewal: false,
+        ..SENTINEL
     },
     Row {
         name: "cluster_partition",
         what: "Cluster, primary cut off from the other 5 nodes for 12 s, unthrottled",
-        topology: Topology::Cluster,
         fault: Fault::Partition(secs(12)),
-        min_replicas: true,
-        down_after_ms: 0,
-        node_timeout_ms: 5000,
-        unthrottled: true,
-        replicas_behind_ms: None,
-        before_renewal: false,
+        ..CLUSTER
     },
     Row {
         name: "partition_no_min_replicas",
         what: "partition 10 s",
-        topology: Topology::Sentinel,
-        fault: Fault::Partition(secs(10)),
         min_replicas: false,
-        down_after_ms: 1000,
-        node_timeout_ms: 0,
-        unthrottled: false,
-        replicas_behind_ms: None,
-        before_renewal: false,
+        ..SENTINEL
     },
     Row {
         name: "pause_no_min_replicas",
         what: "pause (SIGSTOP) 5 s",
-        topology: Topology::Sentinel,
         fault: Fault::Pause(secs(5)),
         min_replicas: false,
-        down_after_ms: 1000,
-        node_timeout_ms: 0,
-        unthrottled: false,
-        replicas_behind_ms: None,
-        before_renewal: false,
+        ..SENTINEL
     },
     Row {
         name: "clock_skew",
         what: "replicas' clocks 10 and 30 s behind, partition 10 s cut just before a lease renewal",
-        topology: Topology::Sentinel,
-        fault: Fault::Partition(secs(10)),
-        min_replicas: true,
         down_after_ms: 3000,
-        node_timeout_ms: 0,
-        unthrottled: false,
         replicas_behind_ms: Some([-10_000, -30_000]),
         before_renewal: true,
+        ..SENTINEL
     },
     Row {
         name: "pause",
         what: "pause (SIGSTOP) 8 s",
-        topology: Topology::Sentinel,
         fault: Fault::Pause(secs(8)),
-        min_replicas: true,
-        down_after_ms: 1000,
-        node_timeout_ms: 0,
-        unthrottled: false,
-        replicas_behind_ms: None,
-        before_renewal: false,
+        ..SENTINEL
     },
     Row {
         name: "kill",
         what: "kill -9 of the primary, back from its AOF",
-        topology: Topology::Sentinel,
         fault: Fault::Kill,
-        min_replicas: true,
-        down_after_ms: 1000,
-        node_timeout_ms: 0,
-        unthrottled: false,
-        replicas_behind_ms: None,
-        before_renewal: false,
+        ..SENTINEL
     },
     Row {
         name: "cluster_pause",
         what: "Cluster, pause (SIGSTOP) of a primary 15 s",
-        topology: Topology::Cluster,
         // 8 s was too short for Valkey 9.1 to fail over (node-timeout 5 s, then the election):
         // the node came back first, and nothing was tested.
         fault: Fault::Pause(secs(15)),
-        min_replicas: true,
-        down_after_ms: 0,
-        node_timeout_ms: 5000,
         unthrottled: false,
-        replicas_behind_ms: None,
-        before_renewal: false,
+        ..CLUSTER
     },
     Row {
         name: "cluster_kill",
         what: "Cluster, kill -9 of a primary, back from its AOF",
-        topology: Topology::Cluster,
         fault: Fault::Kill,
-        min_replicas: true,
-        down_after_ms: 0,
-        node_timeout_ms: 5000,
         unthrottled: false,
-        replicas_behind_ms: None,
-        before_renewal: false,
+        ..CLUSTER
+    },
+    // Issue 34: the failovers Sentinel and Cluster make while a replica still acknowledges
+    // the old primary.
+    Row {
+        name: "split",
+        what: "split: {primary, replica n1} cut off from {replica n2, the 3 Sentinels}, 10 s",
+        fault: Fault::Split(secs(10)),
+        ..SENTINEL
+    },
+    Row {
+        name: "split_hot",
+        what: "same, clients unthrottled (hot keys)",
+        fault: Fault::Split(secs(10)),
+        unthrottled: true,
+        ..SENTINEL
+    },
+    Row {
+        name: "split_im_send_hot",
+        what: "same, IM.SEND clients only, unthrottled (hot conversations)",
+        fault: Fault::Split(secs(10)),
+        unthrottled: true,
+        load: Load::ImSend,
+        ..SENTINEL
+    },
+    Row {
+        name: "split3",
+        what:
+            "split with three replicas: {primary, n1} cut off from {n2, n3, the 3 Sentinels}, 10 s",
+        fault: Fault::Split(secs(10)),
+        replicas: 3,
+        ..SENTINEL
+    },
+    Row {
+        name: "operator_failover",
+        what: "no fault: SENTINEL FAILOVER by an operator, unthrottled (hot keys)",
+        fault: Fault::OperatorFailover,
+        unthrottled: true,
+        ..SENTINEL
+    },
+    Row {
+        name: "sentinel_cut",
+        what: "primary cut off from the 3 Sentinels only (replicas attached), 10 s, unthrottled",
+        fault: Fault::SentinelCut(secs(10)),
+        unthrottled: true,
+        ..SENTINEL
+    },
+    Row {
+        name: "cluster_split",
+        what:
+            "Cluster, 2 replicas per shard: {primary, one of its replicas} cut off from the other \
+               7 nodes for 12 s, unthrottled",
+        fault: Fault::Split(secs(12)),
+        replicas: 2,
+        node_timeout_ms: 3000,
+        ..CLUSTER
     },
 ];
 
@@ -239,6 +297,11 @@ impl Row {
             Topology::Sentinel => s.push(format!("down-after {}", self.down_after_ms)),
             Topology::Cluster => s.push(format!("node-timeout {}", self.node_timeout_ms)),
         }
+        match (self.topology, self.replicas) {
+            (Topology::Sentinel, 2) | (Topology::Cluster, 1) => {}
+            (Topology::Sentinel, n) => s.push(format!("{n} replicas")),
+            (Topology::Cluster, n) => s.push(format!("{n} replicas per primary")),
+        }
         if let Some([a, b]) = self.replicas_behind_ms {
             s.push(format!("replica clocks {a}/{b} ms"));
         }
@@ -247,6 +310,9 @@ impl Row {
         } else {
             "throttled".to_owned()
         });
+        if self.load == Load::ImSend {
+            s.push("IM.SEND clients only".to_owned());
+        }
         s.push("AOF everysec".to_owned());
         s.push(match fence_replicas(self) {
             Some(n) => format!("imid.fence-replicas {n}"),
@@ -276,6 +342,7 @@ struct Size {
     /// Plain clients following the Sentinels or the slots.
     follow: usize,
     idmp: usize,
+    im_send: usize,
     /// Load before the fault, and after the nodes settled.
     before: Duration,
     after: Duration,
@@ -290,14 +357,17 @@ fn scale() -> f64 {
 }
 
 impl Size {
-    fn from_env() -> Size {
+    fn from_env(row: &Row) -> Size {
         let scale = scale();
         let n = |base: f64| ((base * scale).round() as usize).max(1);
+        let all = row.load == Load::All;
+        let some = |base: f64| if all { n(base) } else { 0 };
         Size {
             convs: 50,
-            direct: n(1.0),
-            follow: n(2.0),
-            idmp: n(2.0),
+            direct: some(1.0),
+            follow: some(2.0),
+            idmp: some(2.0),
+            im_send: if all { n(2.0) } else { n(4.0) },
             before: Duration::from_secs_f64(4.0 * scale),
             after: Duration::from_secs_f64(3.0 * scale),
         }
@@ -312,6 +382,10 @@ fn server_bin(server: &str) -> Option<PathBuf> {
         "redis8" => (
             "IMID_REDIS8",
             root.join("target/servers/redis-server-8.2.3"),
+        ),
+        "redis8.6" => (
+            "IMID_REDIS86",
+            root.join("target/servers/redis-8.6.3/redis-server"),
         ),
         "valkey9" => (
             "IMID_VALKEY9",
@@ -336,12 +410,18 @@ fn server_bin(server: &str) -> Option<PathBuf> {
     None
 }
 
+/// Whether (row, server) runs; a server is named as `scripts/servers.sh` names it
+/// (`redis8.6`) or as its test is (`redis86`).
 fn selected(row: &str, server: &str) -> bool {
     let pair = format!("{row}/{server}");
+    let test = pair.replace('.', "");
     match std::env::var("IMID_JEPSEN_ROWS") {
         Err(_) => CI.contains(&pair.as_str()),
         Ok(v) if v == "all" => true,
-        Ok(v) => v.split(',').map(str::trim).any(|s| s == row || s == pair),
+        Ok(v) => v
+            .split(',')
+            .map(str::trim)
+            .any(|s| s == row || s == pair || s == test),
     }
 }
 
@@ -368,8 +448,9 @@ fn run(row: &str, server: &str) {
     } else {
         module_path()
     };
+    // The test's name: the server without its dot (`redis8.6`'s test is `redis86`).
     netns::run_inside(
-        &format!("jepsen::{row}::{server}"),
+        &format!("jepsen::{row}::{}", server.replace('.', "")),
         &[
             ("IMID_JEPSEN_BIN", bin.display().to_string()),
             ("IMID_JEPSEN_MODULE", module.display().to_string()),
@@ -385,7 +466,7 @@ fn inside(row: &Row, server: &str) {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .unwrap_or_default();
-    let size = Size::from_env();
+    let size = Size::from_env(row);
     let name = format!("jepsen {} on {server}", row.name);
     eprintln!("{name}: {version}; {}; {}", row.what, row.settings());
     let o = match row.topology {
@@ -396,12 +477,16 @@ fn inside(row: &Row, server: &str) {
     f.print(&name);
     let rel =
         |v: Option<i64>| v.map_or("-".to_owned(), |ms| format!("{:+.2} s", ms as f64 / 1000.0));
+    let [seq_first, id_first, idmp_first, send_first] = o.new_first_kind.map(rel);
+    let availability = format!("{seq_first} / {id_first} / {idmp_first} / {send_first}");
+    let failed = format!("{} / {} / {}", o.noreplicas, o.refused, o.timed_out);
     eprintln!(
-        "{name}: {} triples, {} IDMP tokens; terms: {}; fault at {} ms; first primary's last reply \
+        "{name}: {} triples, {} IDMP tokens, {} IM.SEND messages; terms: {}; fault at {} ms; first primary's last reply \
          {} (a sequence value {}, a message ID {}, a UID {}), the last primary's first {}; message ID times: the first primary's \
          highest {}, the last primary's lowest {}; failover {}; {:.0} s",
         o.triples,
-        f.idmp_tokens,
+        f.idmp.tokens,
+        f.im_send.tokens,
         o.terms
             .iter()
             .map(|t| format!("{} from {} ms", t.label(), t.first_ms))
@@ -418,22 +503,34 @@ fn inside(row: &Row, server: &str) {
         o.failover,
         o.took.as_secs_f64()
     );
+    eprintln!(
+        "{name}: availability: the last primary's first reply after the fault: a sequence value \
+         {seq_first}, a message ID or UID {id_first}, an IDMP answer {idmp_first}, an IM.SEND \
+         answer {send_first}; calls from the fault on refused with NOREPLICAS / refused \
+         otherwise / timed out: {failed}"
+    );
     let line = format!(
-        "| {server} | {} | {} | {} | {} | {} | {} of {} | {} / {} / {} | {} | {} | {} | {} |",
+        "| {server} | {} | {} | {} | {} | {} | {} of {} | {} / {} / {} / {} | {} | {} | {} | {} \
+         | {} of {} | {} | {availability} | {failed} | {:.0} s |",
         row.name,
         row.settings(),
         f.seq.twice,
         f.msgid.twice,
         f.uid.twice,
-        f.idmp_two_values,
-        f.idmp_tokens,
+        f.idmp.two_values,
+        f.idmp.tokens,
         f.seq.order,
         f.msgid.order,
         f.uid.order,
+        f.im_seq.order,
         rel(o.old_last),
         rel(o.new_first),
         o.triples,
         if o.failover { "yes" } else { "no" },
+        f.im_send.two_values,
+        f.im_send.tokens,
+        f.im_seq.twice,
+        o.took.as_secs_f64(),
     );
     eprintln!("{name}: row {line}");
     if let Ok(path) = std::env::var("IMID_JEPSEN_REPORT") {
@@ -504,6 +601,12 @@ macro_rules! rows {
 
                 #[test]
                 #[ignore = "soak: run by `make soak` (IMID_JEPSEN_ROWS picks the rows)"]
+                fn redis86() {
+                    super::run(stringify!($row), "redis8.6");
+                }
+
+                #[test]
+                #[ignore = "soak: run by `make soak` (IMID_JEPSEN_ROWS picks the rows)"]
                 fn valkey9() {
                     super::run(stringify!($row), "valkey9");
                 }
@@ -538,4 +641,11 @@ rows!(
     kill,
     cluster_pause,
     cluster_kill,
+    split,
+    split_hot,
+    split_im_send_hot,
+    split3,
+    operator_failover,
+    sentinel_cut,
+    cluster_split,
 );

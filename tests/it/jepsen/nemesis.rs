@@ -3,6 +3,7 @@
 //! OFFSET`) and kill -9 (`Node::kill`, in node.rs).
 use super::node::Node;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 const TABLE: &str = "imid_jepsen";
 
@@ -36,21 +37,31 @@ impl Firewall {
         Firewall
     }
 
-    /// Drops every packet between `ip` and each of `others`, both ways: connections between
-    /// them hang (no reset, as a real partition), new ones cannot be made. Clients
-    /// (127.0.0.1) still reach `ip`.
-    pub fn isolate(&self, ip: &str, others: &[&str]) {
-        let set = others.join(", ");
+    /// Drops every packet between each address of `one` and each of `other`, both ways:
+    /// connections between the two sides hang (no reset, as a real partition), new ones
+    /// cannot be made; each side keeps its own links. Clients (127.0.0.1) still reach
+    /// everyone.
+    pub fn cut(&self, one: &[String], other: &[String]) {
+        let (a, b) = (one.join(", "), other.join(", "));
         nft(&format!(
-            "add rule ip {TABLE} out ip saddr {ip} ip daddr {{ {set} }} counter drop"
+            "add rule ip {TABLE} out ip saddr {{ {a} }} ip daddr {{ {b} }} counter drop"
         ));
         nft(&format!(
-            "add rule ip {TABLE} out ip saddr {{ {set} }} ip daddr {ip} counter drop"
+            "add rule ip {TABLE} out ip saddr {{ {b} }} ip daddr {{ {a} }} counter drop"
         ));
     }
 
     pub fn heal(&self) {
         nft(&format!("flush chain ip {TABLE} out"));
+    }
+
+    /// [`Firewall::cut`] for `d`, then healed (the rules in force said on stderr).
+    pub fn cut_for(&self, one: &[String], other: &[String], d: Duration) {
+        self.cut(one, other);
+        eprintln!("partition: {}", Firewall::rules());
+        std::thread::sleep(d);
+        eprintln!("healed: {}", Firewall::rules());
+        self.heal();
     }
 
     /// The rules in force (for the log).
@@ -75,6 +86,13 @@ impl Drop for Firewall {
             .stderr(Stdio::null())
             .status();
     }
+}
+
+/// SIGSTOP of `node` for `d`, then SIGCONT.
+pub fn pause_for(node: &Node, d: Duration) {
+    node.pause();
+    std::thread::sleep(d);
+    node.resume();
 }
 
 /// The module's clock on `node` reads real time + `ms` (negative: behind).

@@ -156,6 +156,24 @@ pub fn run_inside(test: &str, env: &[(&str, String)]) {
         );
     }
     let exe = std::env::current_exe().expect("the test binary's path");
+    // A name that matches no test would run nothing inside, and pass.
+    let listed = Command::new(&exe)
+        .args([test, "--exact", "--ignored", "--list"])
+        .stdin(Stdio::null())
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter(|l| l.ends_with(": test"))
+                .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(
+        listed,
+        1,
+        "no test {test} in {} to run inside",
+        exe.display()
+    );
     let ns = Namespace::create();
     let mut c = Command::new("ip");
     c.args(["netns", "exec", &ns.name])

@@ -1,9 +1,9 @@
 //! What every run shares, whatever the topology: the clients, the phases around the fault
 //! ([`drive`]), and what the replies say beyond the checker ([`outcome`]).
-use super::load::{self, Conv, Shared, Via};
+use super::load::{self, Conv, Shared, TokenLoad, Tokened, Via};
 use super::node::Node;
-use super::{checker, secs, Row, Size};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use super::{checker, secs, Load, Row, Size};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -27,6 +27,14 @@ pub(super) struct Outcome {
     pub old_id_time: Option<i64>,
     pub new_id_time: Option<i64>,
     pub new_first: Option<i64>,
+    /// The last primary's first reply after the fault of each kind: a plain sequence value, a
+    /// plain message ID or UID, an IDMP answer, an IM.SEND answer (ms, relative to the fault):
+    /// how soon the new primary served each.
+    pub new_first_kind: [Option<i64>; 4],
+    /// Calls refused with NOREPLICAS, refused otherwise, and timed out, from the fault on.
+    pub noreplicas: u64,
+    pub refused: u64,
+    pub timed_out: u64,
     /// Replies from the first primary before the fault, and from the last one after it.
     pub before_fault: usize,
     pub after_settled: usize,
@@ -58,15 +66,31 @@ pub(super) fn logs(nodes: &[&Node]) -> String {
 
 pub(super) fn shared(row: &Row, convs: Vec<Conv>) -> Shared {
     let start = Instant::now();
+    let hot_percent = if row.unthrottled { 80 } else { 10 };
+    let throttle = (!row.unthrottled).then(|| Duration::from_millis(10));
+    let idmp = TokenLoad {
+        batch: 2,
+        pause: Duration::from_millis(40),
+        hot_percent: 0,
+    };
     Shared {
         convs,
         hot: 2,
-        hot_percent: if row.unthrottled { 80 } else { 10 },
-        throttle: (!row.unthrottled).then(|| Duration::from_millis(10)),
+        hot_percent,
+        throttle,
         batch: if row.unthrottled { 50 } else { 20 },
         max_triples: 1_500_000,
-        idmp_batch: 2,
-        idmp_pause: Duration::from_millis(40),
+        idmp,
+        // Alongside the others, as the IDMP clients; alone, as the plain clients.
+        im_send: match row.load {
+            Load::All => idmp,
+            Load::ImSend => TokenLoad {
+                batch: 20,
+                pause: throttle.unwrap_or_default(),
+                hot_percent,
+            },
+        },
+        max_tokens: 200_000,
         late_retry: (secs(2), secs(20)),
         start,
         // Load, fault and settling together never take this long; the test fails first.
@@ -75,7 +99,11 @@ pub(super) fn shared(row: &Row, convs: Vec<Conv>) -> Shared {
         stop_tokens: AtomicBool::new(false),
         terms: Mutex::new(Vec::new()),
         triples: AtomicU64::new(0),
-        idmp_answers: AtomicU64::new(0),
+        answers: AtomicU64::new(0),
+        fault_ms: AtomicU32::new(u32::MAX),
+        noreplicas: AtomicU64::new(0),
+        refused: AtomicU64::new(0),
+        timed_out: AtomicU64::new(0),
     }
 }
 
@@ -84,11 +112,41 @@ pub(super) struct Clients {
     /// (how, conversations it picks from: the first n)
     pub plain: Vec<(Via, usize)>,
     pub idmp: Vec<(Via, usize)>,
+    pub im_send: Vec<(Via, usize)>,
+}
+
+impl Clients {
+    /// `size`'s clients: plain ones straight to `first` (on the first `mine` conversations:
+    /// those it serves) and following `follow` (on all `all`); IDMP and IM.SEND clients, half
+    /// of them on `first` until it turns them away, then following `follow` (on `mine`), half
+    /// following it throughout (on `all`).
+    pub fn new(size: &Size, first: &str, follow: &Via, mine: usize, all: usize) -> Clients {
+        let tokens = |n: usize| -> Vec<(Via, usize)> {
+            (0..n)
+                .map(|i| {
+                    if i % 2 == 0 {
+                        let pinned = Via::Pinned(first.to_owned(), Box::new(follow.clone()));
+                        (pinned, mine)
+                    } else {
+                        (follow.clone(), all)
+                    }
+                })
+                .collect()
+        };
+        let direct = (0..size.direct).map(|_| (Via::Direct(first.to_owned()), mine));
+        let following = (0..size.follow).map(|_| (follow.clone(), all));
+        Clients {
+            plain: direct.chain(following).collect(),
+            idmp: tokens(size.idmp),
+            im_send: tokens(size.im_send),
+        }
+    }
 }
 
 pub(super) struct Received {
     pub recs: Vec<load::Rec>,
-    pub idmp: Vec<load::IdmpRec>,
+    pub idmp: Vec<load::TokenRec>,
+    pub sends: Vec<load::TokenRec>,
     pub fault_ms: u32,
     /// The fault's wall-clock time (Unix ms).
     pub fault_unix_ms: i64,
@@ -97,7 +155,7 @@ pub(super) struct Received {
 
 /// The steps every topology shares: the clients, load for `size.before`, the fault and the
 /// wait until the nodes settled (`fault_then_settle`, which returns when the fault began: ms
-/// since the start, and Unix ms), load for `size.after`, then the IDMP
+/// since the start, and Unix ms), load for `size.after`, then the token
 /// clients finish their late retries and everything stops. Returns what the clients received
 /// and when the fault began and the nodes settled (ms since the start).
 pub(super) fn drive(
@@ -113,14 +171,19 @@ pub(super) fn drive(
             .enumerate()
             .map(|(i, (via, only))| s.spawn(move || load::plain(via, sh, i as u64 + 1, only)))
             .collect();
-        let idmp: Vec<_> = clients
-            .idmp
-            .into_iter()
-            .enumerate()
-            .map(|(i, (via, only))| {
-                s.spawn(move || load::idmp(via, sh, i as u32 + 1, 1000 + i as u64, only))
-            })
-            .collect();
+        // Token clients numbered from 1 across both kinds: each token is its client's.
+        let tokened = |what: Tokened, vias: Vec<(Via, usize)>, from: usize| {
+            vias.into_iter()
+                .enumerate()
+                .map(|(i, (via, only))| {
+                    let c = from + i;
+                    s.spawn(move || load::tokens(what, via, sh, c as u32, 1000 + c as u64, only))
+                })
+                .collect::<Vec<_>>()
+        };
+        let n_idmp = clients.idmp.len();
+        let idmp = tokened(Tokened::Idmp, clients.idmp, 1);
+        let sends = tokened(Tokened::ImSend, clients.im_send, 1 + n_idmp);
         let stop_all = || {
             sh.stop.store(true, Ordering::Relaxed);
             sh.stop_tokens.store(true, Ordering::Relaxed);
@@ -136,28 +199,33 @@ pub(super) fn drive(
         wait_for(
             "the clients receive replies",
             60,
-            || sh.triples.load(Ordering::Relaxed) > 500,
+            || sh.triples.load(Ordering::Relaxed) + sh.answers.load(Ordering::Relaxed) > 500,
             String::new,
         );
         std::thread::sleep(size.before);
         let (fault_ms, fault_unix_ms) = fault_then_settle();
         let settled_ms = sh.ms();
         std::thread::sleep(size.after);
-        // The plain load stops; the IDMP clients make no new tokens and finish their retries.
+        // The plain load stops; the token clients make no new tokens and finish their retries.
         sh.stop.store(true, Ordering::Relaxed);
         sh.stop_tokens.store(true, Ordering::Relaxed);
         let recs: Vec<load::Rec> = plain
             .into_iter()
             .flat_map(|h| h.join().expect("plain client"))
             .collect();
-        let idmp: Vec<load::IdmpRec> = idmp
+        let idmp: Vec<load::TokenRec> = idmp
             .into_iter()
             .flat_map(|h| h.join().expect("IDMP client"))
+            .collect();
+        let sends: Vec<load::TokenRec> = sends
+            .into_iter()
+            .flat_map(|h| h.join().expect("IM.SEND client"))
             .collect();
         drop(guard);
         Received {
             recs,
             idmp,
+            sends,
             fault_ms,
             fault_unix_ms,
             settled_ms,
@@ -185,14 +253,18 @@ pub(super) fn outcome(
             .max()
     });
     let mut new_first = None;
+    let mut new_first_kind = [None; 4];
     let mut before_fault = 0;
     let mut after_settled = 0;
-    for (term, at) in got
+    // Every reply as (term, when, kind: 0 a sequence value, 1 a message ID or UID, 2 an IDMP
+    // answer, 3 an IM.SEND answer).
+    let plain = got
         .recs
         .iter()
-        .map(|r| (r.term, r.at_ms))
-        .chain(got.idmp.iter().map(|r| (r.term, r.at_ms)))
-    {
+        .map(|r| (r.term, r.at_ms, usize::from(r.kind != load::Kind::Seq)));
+    let idmp = got.idmp.iter().map(|r| (r.term, r.at_ms, 2));
+    let sends = got.sends.iter().map(|r| (r.term, r.at_ms, 3));
+    for (term, at, kind) in plain.chain(idmp).chain(sends) {
         let rel = i64::from(at) - fault;
         if node_of(term) == first {
             old_last = old_last.max(Some(rel));
@@ -201,6 +273,9 @@ pub(super) fn outcome(
             }
         } else if node_of(term) == last && rel >= 0 {
             new_first = Some(new_first.map_or(rel, |n: i64| n.min(rel)));
+            if let Some(k) = new_first_kind.get_mut(kind) {
+                *k = Some(k.map_or(rel, |n: i64| n.min(rel)));
+            }
         }
         if node_of(term) == last && at >= got.settled_ms {
             after_settled += 1;
@@ -224,7 +299,7 @@ pub(super) fn outcome(
     let new_id_time = (first != last)
         .then(|| id_time(&|n| n == last, false))
         .flatten();
-    let findings = checker::run(&got.recs, &got.idmp, &terms, id_lane);
+    let findings = checker::run(&got.recs, &got.idmp, &got.sends, &terms, id_lane);
     Outcome {
         findings,
         failover: first != last,
@@ -234,6 +309,10 @@ pub(super) fn outcome(
         old_id_time,
         new_id_time,
         new_first,
+        new_first_kind,
+        noreplicas: sh.noreplicas.load(Ordering::Relaxed),
+        refused: sh.refused.load(Ordering::Relaxed),
+        timed_out: sh.timed_out.load(Ordering::Relaxed),
         before_fault,
         after_settled,
         triples: sh.triples.load(Ordering::Relaxed),
@@ -255,5 +334,10 @@ pub(super) fn node_args(row: &Row) -> Vec<String> {
     if let Some(n) = super::fence_replicas(row) {
         a.extend(["--imid.fence-replicas", n]);
     }
+    // A hot conversation's sequence remembers every client message id of the run (it gets
+    // thousands a second), so that a late retry finds its first answer: the default 1000
+    // would drop the oldest within a second and the retry would count as a message losing
+    // its seq.
+    a.extend(["--imid.seq-idmp-max", "1000000"]);
     a.into_iter().map(str::to_owned).collect()
 }

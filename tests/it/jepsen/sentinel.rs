@@ -1,5 +1,8 @@
-//! The Sentinel topology: a primary (127.0.0.2) and two replicas (.3, .4) of the module, three
-//! Sentinels of the same server (.11–.13), and the faults against the primary.
+//! The Sentinel topology: a primary (127.0.0.2) and the row's replicas (two: .3, .4; three:
+//! .3–.5) of the module, three Sentinels of the same server (.11–.13), and the faults against
+//! the primary: cut off from everyone, from the Sentinels only, or with replica n1 from the
+//! other replicas and the Sentinels (a split); paused; killed; or an operator's
+//! `SENTINEL FAILOVER`.
 use super::load::{Conv, Via};
 use super::nemesis::{self, Firewall};
 use super::node::Node;
@@ -32,11 +35,13 @@ pub(super) fn run(row: &Row, bin: &Path, module: &Path, size: &Size) -> Outcome 
     let started = Instant::now();
     let fw = Firewall::new();
     let args = node_args(row);
-    let ips = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
-    let mut nodes = vec![Node::server("n0", bin, module, ips[0], &args)];
+    let ips: Vec<String> = (0..=row.replicas)
+        .map(|i| format!("127.0.0.{}", 2 + i))
+        .collect();
+    let mut nodes = vec![Node::server("n0", bin, module, &ips[0], &args)];
     for (i, ip) in ips.iter().enumerate().skip(1) {
         let mut a = args.clone();
-        a.extend(["--replicaof", ips[0], "6379"].map(str::to_owned));
+        a.extend(["--replicaof", &ips[0], "6379"].map(str::to_owned));
         nodes.push(Node::server(&format!("n{i}"), bin, module, ip, &a));
     }
     let sentinels: Vec<Node> = (0..3)
@@ -46,7 +51,7 @@ pub(super) fn run(row: &Row, bin: &Path, module: &Path, size: &Size) -> Outcome 
                 bin,
                 &format!("127.0.0.{}", 11 + i),
                 MASTER,
-                ips[0],
+                &ips[0],
                 row.down_after_ms,
             )
         })
@@ -62,7 +67,7 @@ pub(super) fn run(row: &Row, bin: &Path, module: &Path, size: &Size) -> Outcome 
                         s.query::<Vec<redis::Value>>(&["SENTINEL", what, MASTER])
                             .map_or(0, |v| v.len())
                     };
-                    n("REPLICAS") == 2 && n("SENTINELS") == 2
+                    n("REPLICAS") == row.replicas && n("SENTINELS") == 2
                 })
         },
         || all(&nodes),
@@ -79,34 +84,21 @@ pub(super) fn run(row: &Row, bin: &Path, module: &Path, size: &Size) -> Outcome 
     let sh = shared(row, convs);
     let sentinel_addrs: Vec<String> = sentinels.iter().map(Node::addr).collect();
     let follow = Via::Sentinel(sentinel_addrs, MASTER.to_owned());
-    let mut clients = Clients {
-        plain: Vec::new(),
-        idmp: Vec::new(),
+    let clients = Clients::new(size, &nodes[0].addr(), &follow, n_convs, n_convs);
+    // The sides of a cut: the primary (with replica n1 in a split) against the other replicas
+    // and the Sentinels (only the Sentinels when they alone are cut off).
+    let with = usize::from(matches!(row.fault, Fault::Split(_)));
+    let cut_off: Vec<String> = ips.iter().take(1 + with).cloned().collect();
+    let sentinel_ips = sentinels.iter().map(|s| s.ip.clone());
+    let others: Vec<String> = match row.fault {
+        Fault::SentinelCut(_) => sentinel_ips.collect(),
+        _ => ips
+            .iter()
+            .skip(1 + with)
+            .cloned()
+            .chain(sentinel_ips)
+            .collect(),
     };
-    for _ in 0..size.direct {
-        clients.plain.push((Via::Direct(nodes[0].addr()), n_convs));
-    }
-    for _ in 0..size.follow {
-        clients.plain.push((follow.clone(), n_convs));
-    }
-    // Half the IDMP clients start on the primary that gets cut off and follow the Sentinels
-    // once it turns them away; the others follow the Sentinels throughout.
-    for i in 0..size.idmp {
-        clients.idmp.push(if i % 2 == 0 {
-            (
-                Via::Pinned(nodes[0].addr(), Box::new(follow.clone())),
-                n_convs,
-            )
-        } else {
-            (follow.clone(), n_convs)
-        });
-    }
-    let others: Vec<String> = ips
-        .iter()
-        .skip(1)
-        .map(|s| s.to_string())
-        .chain(sentinels.iter().map(|s| s.ip.clone()))
-        .collect();
     let first = nodes[0].addr();
     let mut last = first.clone();
     let got = {
@@ -131,32 +123,34 @@ pub(super) fn run(row: &Row, bin: &Path, module: &Path, size: &Size) -> Outcome 
                     std::thread::sleep(Duration::from_millis(100));
                 }
             }
-            let others: Vec<&str> = others.iter().map(String::as_str).collect();
-            let at = (sh.ms(), nemesis::now_ms());
+            let at = sh.fault_begins();
             match row.fault {
-                Fault::Partition(d) => {
-                    fw.isolate(&nodes[0].ip, &others);
-                    eprintln!("partition: {}", Firewall::rules());
-                    std::thread::sleep(d);
-                    eprintln!("healed: {}", Firewall::rules());
-                    fw.heal();
+                Fault::Partition(d) | Fault::Split(d) | Fault::SentinelCut(d) => {
+                    fw.cut_for(&cut_off, &others, d);
                 }
-                Fault::Pause(d) => {
-                    nodes[0].pause();
-                    std::thread::sleep(d);
-                    nodes[0].resume();
-                }
-                Fault::Kill => {
-                    nodes[0].kill();
-                    let old = nodes[0].addr();
-                    wait_for(
-                        "the Sentinels promote a replica",
-                        90,
-                        || agreed(&sentinels).is_some_and(|p| p != old),
-                        || all(nodes),
+                Fault::Pause(d) => nemesis::pause_for(&nodes[0], d),
+                Fault::Kill => nodes[0].kill(),
+                Fault::OperatorFailover => {
+                    let ok: String = sentinels[0]
+                        .query(&["SENTINEL", "FAILOVER", MASTER])
+                        .unwrap_or_else(|e| panic!("SENTINEL FAILOVER: {e}"));
+                    eprintln!(
+                        "SENTINEL FAILOVER {MASTER} to {}: {ok}",
+                        sentinels[0].addr()
                     );
-                    nodes[0].restart();
                 }
+            }
+            if matches!(row.fault, Fault::Kill | Fault::OperatorFailover) {
+                let old = nodes[0].addr();
+                wait_for(
+                    "the Sentinels promote a replica",
+                    90,
+                    || agreed(&sentinels).is_some_and(|p| p != old),
+                    || all(nodes),
+                );
+            }
+            if matches!(row.fault, Fault::Kill) {
+                nodes[0].restart();
             }
             wait_for(
                 "the Sentinels agree on a primary that every other node replicates",

@@ -91,6 +91,16 @@ enum Fault {
     Kill,
     /// No fault: an operator's `SENTINEL FAILOVER` to one Sentinel.
     OperatorFailover,
+    /// A replica (the last) killed with kill -9, back from its AOF after this long; the
+    /// primary stays primary (what its clients see while a replica of its term is down).
+    ReplicaDown(Duration),
+}
+
+impl Fault {
+    /// Whether the fault makes the Sentinels or the Cluster promote a replica.
+    fn fails_over(self) -> bool {
+        !matches!(self, Fault::ReplicaDown(_))
+    }
 }
 
 /// Who makes the load.
@@ -271,6 +281,12 @@ const ROWS: &[Row] = &[
         what: "primary cut off from the 3 Sentinels only (replicas attached), 10 s, unthrottled",
         fault: Fault::SentinelCut(secs(10)),
         unthrottled: true,
+        ..SENTINEL
+    },
+    Row {
+        name: "replica_down",
+        what: "a replica killed (kill -9) and back from its AOF after 10 s; no failover",
+        fault: Fault::ReplicaDown(secs(10)),
         ..SENTINEL
     },
     Row {
@@ -503,11 +519,16 @@ fn inside(row: &Row, server: &str) {
         o.failover,
         o.took.as_secs_f64()
     );
+    let [seq_gap, id_gap, idmp_gap, send_gap] = o
+        .longest_gap
+        .map(|g| g.map_or("-".to_owned(), |ms| format!("{:.2} s", ms as f64 / 1000.0)));
     eprintln!(
         "{name}: availability: the last primary's first reply after the fault: a sequence value \
          {seq_first}, a message ID or UID {id_first}, an IDMP answer {idmp_first}, an IM.SEND \
          answer {send_first}; calls from the fault on refused with NOREPLICAS / refused \
-         otherwise / timed out: {failed}"
+         otherwise / timed out: {failed}; the longest time without an answer from the fault \
+         until the nodes settled: a sequence value {seq_gap}, a message ID or UID {id_gap}, an \
+         IDMP answer {idmp_gap}, an IM.SEND answer {send_gap}"
     );
     let line = format!(
         "| {server} | {} | {} | {} | {} | {} | {} of {} | {} / {} / {} / {} | {} | {} | {} | {} \
@@ -550,7 +571,11 @@ fn inside(row: &Row, server: &str) {
         "{name}: only {} replies from the first primary before the fault",
         o.before_fault
     );
-    assert!(o.failover, "{name}: no failover happened");
+    assert_eq!(
+        o.failover,
+        row.fault.fails_over(),
+        "{name}: a failover happened, or not, against the row's plan"
+    );
     assert!(
         o.after_settled > 100,
         "{name}: only {} replies from the last primary after the nodes settled",
@@ -647,5 +672,6 @@ rows!(
     split3,
     operator_failover,
     sentinel_cut,
+    replica_down,
     cluster_split,
 );

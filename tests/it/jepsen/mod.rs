@@ -43,6 +43,8 @@
 //!   the last primary's first reply after the fault per kind (a sequence value / a message ID
 //!   or UID / an IDMP answer / an IM.SEND answer), the calls refused with NOREPLICAS / refused
 //!   otherwise / timed out from the fault on, the run's time).
+//! - `IMID_JEPSEN_NODE_ARGS`: more server arguments for every data node (e.g.
+//!   `--repl-diskless-sync-delay 0`), appended after the row's.
 //! - `IMID_JEPSEN_KEEP=1`: keep every node's directory (its log) after a passing run too (a
 //!   failing run keeps them always), under the temp dir as `imid-jepsen-<namespace>-<node>`.
 mod checker;

@@ -371,5 +371,11 @@ pub(super) fn node_args(row: &Row) -> Vec<String> {
     // would drop the oldest within a second and the retry would count as a message losing
     // its seq.
     a.extend(["--imid.seq-idmp-max", "1000000"]);
-    a.into_iter().map(str::to_owned).collect()
+    let mut a: Vec<String> = a.into_iter().map(str::to_owned).collect();
+    // More server settings for every data node (`IMID_JEPSEN_NODE_ARGS`, e.g.
+    // `--repl-diskless-sync-delay 0`), to measure what they change.
+    if let Ok(extra) = std::env::var("IMID_JEPSEN_NODE_ARGS") {
+        a.extend(extra.split_whitespace().map(str::to_owned));
+    }
+    a
 }

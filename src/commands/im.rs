@@ -27,6 +27,7 @@
 
 use super::msgid::new_id;
 use super::reserve::{finish, settle, skipped_only, Kind, Settled, Stored, RETRY};
+use super::seq::{advance_key, set_with_token};
 use super::uid::new_uid;
 use crate::core::idmp::Entry;
 use crate::core::int;
@@ -326,15 +327,10 @@ fn add_and_trim(
     Ok(top)
 }
 
-/// SEQ.ADVANCE trimmed value on the open key `k` (named `key`): the marker raised to `value`,
-/// never lowered; signalled only when it moved.
+/// SEQ.ADVANCE trimmed value on the open key `k` (named `key`), as that command writes it (the
+/// raise counted for the fence); signalled only when it moved.
 fn advance(ctx: &Ctx, k: &mut SeqKey, key: &Arg, value: u64) -> Result<(), Error> {
-    let old = k.get().unwrap_or_else(node::missing);
-    let new = old
-        .advance(value)
-        .ok_or_else(|| err("value out of range"))?;
-    if new.value() != old.value() {
-        k.set(new)?;
+    if advance_key(k, value)?.1 {
         ctx.changed(c"seq.advance", key);
     }
     Ok(())
@@ -393,7 +389,7 @@ pub(crate) fn sendset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let new = Seq::new(seq, ctx.is_replay()).ok_or_else(|| err("seq out of range"))?;
     let mut seqkey = SeqKey::open(ctx, s.seq, true)?;
     let keys = open_pairs(ctx, &s)?;
-    seqkey.set_with_token(new, dropped, entry)?;
+    set_with_token(&mut seqkey, new, dropped, entry)?;
     drop(seqkey);
     ctx.changed(NEXT.event, s.seq);
     let mut digits = [0u8; 20];

@@ -13,7 +13,7 @@
 
 use super::args::{advance_target, limit_key_positions, next_options, seq_token_record, value_arg};
 use super::reserve::{reserve, Kind, Target};
-use crate::core::idmp::SeqTokens;
+use crate::core::idmp::{Entry, SeqTokens};
 use crate::core::int;
 use crate::core::reserve::{Idmp, Record, Store};
 use crate::core::seq::Seq;
@@ -141,10 +141,8 @@ pub(crate) fn idmpset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let (entry, dropped) = seq_token_record(record)?;
     let new = Seq::new(entry.last, ctx.is_replay()).ok_or_else(|| err("last out of range"))?;
     let mut k = SeqKey::open(ctx, key, true)?;
-    let old = k.get().map_or(0, Seq::value);
-    k.set_with_token(new, dropped, entry)?;
+    set_with_token(&mut k, new, dropped, entry)?;
     drop(k);
-    fence::advanced(new.value().saturating_sub(old));
     ctx.replicate_verbatim();
     ctx.changed(c"seq.idmpset", key);
     ctx.reply_ok();
@@ -223,17 +221,43 @@ pub(crate) fn advance(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     // An older acknowledgement changes nothing, so it neither signals the key (a client's
     // WATCH) nor replicates (see the module comment).
     let mut k = SeqKey::open(ctx, key, true)?;
+    let (now, moved) = advance_key(&mut k, value)?;
+    drop(k);
+    if moved {
+        ctx.replicate_verbatim();
+        ctx.changed(c"seq.advance", key);
+    }
+    ctx.reply_int(int(now));
+    Ok(())
+}
+
+/// SEQ.ADVANCE's write, IM.SEND's on a trimmed marker too: the open key `k` raised to `value`,
+/// never lowered, its gap mark kept. The raise counts for the fence: a replica that missed it
+/// would, promoted, hand out again the values above the old one. The value now, and whether it
+/// moved.
+pub(crate) fn advance_key(k: &mut SeqKey, value: u64) -> Result<(u64, bool), Error> {
     let old = k.get().unwrap_or_else(node::missing);
     let new = old
         .advance(value)
         .ok_or_else(|| err("value out of range"))?;
-    if new.value() != old.value() {
+    let raised = new.value().saturating_sub(old.value());
+    if raised > 0 {
         k.set(new)?;
-        drop(k);
-        fence::advanced(new.value().saturating_sub(old.value()));
-        ctx.replicate_verbatim();
-        ctx.changed(c"seq.advance", key);
+        fence::advanced(raised);
     }
-    ctx.reply_int(int(new.value()));
+    Ok((new.value(), raised > 0))
+}
+
+/// SEQ.IDMPSET's write, IM.SENDSET's too: the open key `k` set to `new` and the token recorded
+/// after the `dropped` oldest go; a raise counts for the fence, as [`advance_key`]'s does.
+pub(crate) fn set_with_token(
+    k: &mut SeqKey,
+    new: Seq,
+    dropped: usize,
+    entry: Entry<u64>,
+) -> Result<(), Error> {
+    let old = k.get().map_or(0, Seq::value);
+    k.set_with_token(new, dropped, entry)?;
+    fence::advanced(new.value().saturating_sub(old));
     Ok(())
 }

@@ -468,6 +468,44 @@ fn im_send_waits_for_its_value_record_and_ids_and_its_retry_for_the_record() {
     drop(paused);
 }
 
+/// IM.SEND's raise of a trimmed marker and what IM.SENDSET sets count against the budget, as
+/// SEQ.ADVANCE's raise does: a replica that missed the raise, promoted, would start the marker
+/// at the gap and hand out again the values this primary handed out above it.
+#[test]
+fn im_send_s_marker_raise_and_im_sendset_count_against_the_budget() {
+    let (p, r) = pair(false, "60000", &[]);
+    let mut con = p.client();
+    ok(&mut con, &["SEQ.SET", "seq", "5000"]);
+    // Waits for the raise, then answers.
+    assert_eq!(int(&mut con, &["SEQ.NEXT", "k"]), 1);
+    let send = |id| {
+        [
+            "IM.SEND", "tag", "seq", "inbox", "trimmed", "1", "al", id, "hi", "1",
+        ]
+    };
+    let _: Value = cmd(&mut con, &send("c1")).unwrap();
+    let paused = Paused::new(&r);
+    // Its cap 1 drops c1's message: the marker rises to 5001. (IM.SEND waits for its record.)
+    let second = call(&p, &send("c2"));
+    wait_for_waiters(&p, 1, &[&second]);
+    let next = call(&p, &["SEQ.NEXT", "trimmed"]);
+    wait_for_waiters(&p, 2, &[&second, &next]);
+    paused.resume();
+    assert_eq!(ints(&answer(&next).unwrap()), [5002]);
+    assert!(answer(&second).is_ok());
+    let id: String = cmd(&mut con, &["MSGID.GEN", "1", "tag"]).unwrap();
+    let paused = Paused::new(&r);
+    let ids = format!("9000 {id} 7 0 0");
+    let args = [
+        "tag", "seq2", "inbox2", "trimmed2", "1", "bob", "c3", "x", "1",
+    ];
+    ok(&mut con, &[&["IM.SENDSET", &ids][..], &args].concat());
+    let next = call(&p, &["SEQ.NEXT", "k"]);
+    wait_for_waiters(&p, 1, &[&next]);
+    paused.resume();
+    assert_eq!(ints(&answer(&next).unwrap()), [2]);
+}
+
 /// A call that blocks in the iteration that read it is stamped, and the replica asked, by that
 /// iteration's before-sleep event: one `ROLE` read of the offsets to stamp it and one to release
 /// it, no timer's tick in between (issue 27: an IDMP answer's round trip). Counted, not timed:

@@ -9,7 +9,7 @@ pub(crate) enum Error {
     /// A fixed text, replied without an allocation.
     Static(&'static CStr),
     /// A text made for this call.
-    Owned(String),
+    Text(String),
     /// Redis's own "wrong number of arguments for '<command>' command".
     WrongArity,
 }
@@ -20,7 +20,7 @@ impl Error {
     pub(crate) fn text(&self) -> String {
         match self {
             Error::Static(s) => s.to_string_lossy().into_owned(),
-            Error::Owned(s) => s.clone(),
+            Error::Text(s) => s.clone(),
             Error::WrongArity => "ERR wrong number of arguments".to_owned(),
         }
     }
@@ -28,7 +28,7 @@ impl Error {
 
 /// An `ERR` reply naming the rule broken.
 pub(crate) fn err(msg: impl std::fmt::Display) -> Error {
-    Error::Owned(format!("ERR {msg}"))
+    Error::Text(format!("ERR {msg}"))
 }
 
 /// Redis's own WRONGTYPE text, as for a GET on a list.

@@ -1,9 +1,9 @@
 //! The fence's operator commands (`node::fence`, docs/durability.md "The fence"): which
 //! replicas this primary's term counts, and forgetting one that is gone for good.
 
-use crate::core::int;
+use crate::core::to_i64;
 use crate::error::{err, Error};
-use crate::host::{Arg, Ctx, Val};
+use crate::host::{Arg, Ctx, FieldValue};
 use crate::node::fence;
 
 /// FENCE.REPLICAS
@@ -20,10 +20,10 @@ pub(crate) fn replicas(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     ctx.reply_array(list.len());
     for (m, for_ms) in &list {
         ctx.reply_fields(&[
-            ("addr", Val::Bulk(m.addr.as_bytes())),
-            ("online", Val::Int(i64::from(m.online))),
-            ("acked_offset", Val::Int(int(m.ack))),
-            ("for_ms", Val::Int(int(*for_ms))),
+            ("addr", FieldValue::Bulk(m.addr.as_bytes())),
+            ("online", FieldValue::Int(i64::from(m.online))),
+            ("acked_offset", FieldValue::Int(to_i64(m.ack))),
+            ("for_ms", FieldValue::Int(to_i64(*for_ms))),
         ]);
     }
     Ok(())

@@ -1,7 +1,7 @@
 //! The FLOOR commands' shared rules (MSGID.FLOOR, UID.FLOOR): the replicated time high-water
 //! marks of the two ID families (`node::ids`).
 
-use crate::core::int;
+use crate::core::to_i64;
 use crate::error::{err, Error};
 use crate::host::{Arg, Ctx};
 use crate::node;
@@ -34,7 +34,7 @@ pub(crate) fn apply(
         return Ok(());
     }
     let from_client = !ctx.is_replay();
-    let max = int(cap);
+    let max = to_i64(cap);
     let ms = match ms.int_in("time_ms", 0, max) {
         Ok(v) => v.unsigned_abs(),
         Err(e) => {

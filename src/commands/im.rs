@@ -30,14 +30,14 @@ use super::reserve::{finish, settle, skipped_only, Kind, Settled, Stored, RETRY}
 use super::seq::{advance_key, set_with_token};
 use super::uid::new_uid;
 use crate::core::idmp::Entry;
-use crate::core::int;
 use crate::core::msgid::MsgId;
 use crate::core::reserve::Idmp;
 use crate::core::send;
 use crate::core::seq::Seq;
+use crate::core::{decimal, to_i64};
 use crate::error::{err, Error, WRONGTYPE};
 use crate::host::zset::{Member, ZsetKey};
-use crate::host::{Arg, Ctx, Owned};
+use crate::host::{Arg, Ctx, Reply};
 use crate::node;
 use crate::node::fence::{self, Need, Verdict};
 use crate::types::seq::key::SeqKey;
@@ -169,7 +169,7 @@ pub(crate) fn send(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     finish(ctx, &NEXT, s.seq, &stored, 1);
     let seq = stored.last;
     let mut digits = [0u8; 20];
-    let uid_text = send::decimal(uid, &mut digits);
+    let uid_text = decimal(uid, &mut digits);
     deliver(ctx, &s, keys, seq, &msgid, uid_text)?;
     let (expires_ms, dropped) = token_effect(&stored);
     let ids = send::Ids {
@@ -181,16 +181,16 @@ pub(crate) fn send(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     };
     ctx.replicate_send(c"IM.SENDSET", ids.text(&mut [0; send::IDS_MAX]), rest);
     if verdict == Verdict::Wait {
-        let reply = Owned::Array(vec![
-            Owned::Int(int(seq)),
-            Owned::Bulk(msgid.to_vec()),
-            Owned::Int(0),
-            Owned::Bulk(uid_text.to_vec()),
+        let reply = Reply::Array(vec![
+            Reply::Int(to_i64(seq)),
+            Reply::Bulk(msgid.to_vec()),
+            Reply::Int(0),
+            Reply::Bulk(uid_text.to_vec()),
         ]);
         return fence::wait(ctx, reply);
     }
     ctx.reply_array(4);
-    ctx.reply_int(int(seq));
+    ctx.reply_int(to_i64(seq));
     ctx.reply_bulk(&msgid);
     ctx.reply_int(0);
     ctx.reply_bulk(uid_text);
@@ -338,7 +338,7 @@ fn advance(ctx: &Ctx, k: &mut SeqKey, key: &Arg, value: u64) -> Result<(), Error
 
 /// A retry's reply: `[seq, msgid, 1, uid]` with the IDs read back from the first inbox that
 /// holds a member at `seq` (nil, nil when none does), in the order given; nothing written.
-fn retry(ctx: &Ctx, s: &Send, seq: u64) -> Result<Owned, Error> {
+fn retry(ctx: &Ctx, s: &Send, seq: u64) -> Result<Reply, Error> {
     let score = send::score(seq);
     let mut found = None;
     for pair in s.pairs.chunks_exact(2) {
@@ -350,13 +350,13 @@ fn retry(ctx: &Ctx, s: &Send, seq: u64) -> Result<Owned, Error> {
     }
     let ids = found.as_ref().and_then(|m| send::read_back(m.bytes()));
     let (msgid, uid) = match ids {
-        Some((msgid, uid)) => (Owned::Bulk(msgid.to_vec()), Owned::Bulk(uid.to_vec())),
-        None => (Owned::Null, Owned::Null),
+        Some((msgid, uid)) => (Reply::Bulk(msgid.to_vec()), Reply::Bulk(uid.to_vec())),
+        None => (Reply::Null, Reply::Null),
     };
-    Ok(Owned::Array(vec![
-        Owned::Int(int(seq)),
+    Ok(Reply::Array(vec![
+        Reply::Int(to_i64(seq)),
         msgid,
-        Owned::Int(1),
+        Reply::Int(1),
         uid,
     ]))
 }
@@ -393,7 +393,7 @@ pub(crate) fn sendset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     drop(seqkey);
     ctx.changed(NEXT.event, s.seq);
     let mut digits = [0u8; 20];
-    deliver(ctx, &s, keys, seq, &msgid, send::decimal(uid, &mut digits))?;
+    deliver(ctx, &s, keys, seq, &msgid, decimal(uid, &mut digits))?;
     ctx.replicate_verbatim();
     ctx.reply_ok();
     Ok(())

@@ -3,13 +3,13 @@
 //! the migration).
 
 use crate::config::{effective_hash_mode, HashMode, CLUSTER_MODE};
-use crate::core::int;
 use crate::core::javahash::java_hash22;
 use crate::core::msgid::{Fields, MsgId, MAX_HASH, MAX_SEQ, MAX_TIME, MAX_TYPE};
 use crate::core::slot::{key_slot, slot_hash22, slot_of_hash22};
+use crate::core::to_i64;
 use crate::error::{err, Error};
 use crate::host::cluster::NODE_ID_LEN;
-use crate::host::{Arg, Ctx, Owned, Val};
+use crate::host::{Arg, Ctx, FieldValue, Reply};
 use crate::node::fence::{self, Need, Verdict};
 use crate::node::promises::Leases;
 use crate::node::{cluster, ids};
@@ -51,7 +51,7 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     // The fence: at once while the ID's time lies inside the lease the replicas acknowledged.
     match fence::check(ctx, msgid_need(time))? {
         Verdict::Now => ctx.reply_bulk(&text),
-        Verdict::Wait => fence::wait(ctx, Owned::Bulk(text.to_vec()))?,
+        Verdict::Wait => fence::wait(ctx, Reply::Bulk(text.to_vec()))?,
     }
     Ok(())
 }
@@ -119,10 +119,10 @@ pub(crate) fn decode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     };
     let f = parse_msgid(msgid)?.fields();
     ctx.reply_fields(&[
-        ("time", Val::Int(int(f.time))),
-        ("seq", Val::Int(i64::from(f.seq))),
-        ("channel_type", Val::Int(i64::from(f.channel_type))),
-        ("hash", Val::Int(i64::from(f.hash))),
+        ("time", FieldValue::Int(to_i64(f.time))),
+        ("seq", FieldValue::Int(i64::from(f.seq))),
+        ("channel_type", FieldValue::Int(i64::from(f.channel_type))),
+        ("hash", FieldValue::Int(i64::from(f.hash))),
     ]);
     Ok(())
 }

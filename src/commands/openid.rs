@@ -2,10 +2,10 @@
 
 use super::msgid::parse_msgid;
 use crate::config::OPENID_KEYS;
-use crate::core::int;
 use crate::core::openid::OpenId;
+use crate::core::to_i64;
 use crate::error::{err, Error};
-use crate::host::{Arg, Ctx, Val};
+use crate::host::{Arg, Ctx, FieldValue};
 use crate::node::{OPENID_DECODED, OPENID_ENCODED, OPENID_REJECTED};
 
 /// The `INFO imid` fields of this family, in order.
@@ -55,10 +55,10 @@ pub(crate) fn dec(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     OPENID_DECODED.add(1);
     let msgid = id.msgid.to_text();
     ctx.reply_fields(&[
-        ("msgid", Val::Bulk(&msgid)),
-        ("msg_type", Val::Int(i64::from(id.msg_type))),
-        ("direction", Val::Int(i64::from(id.direction))),
-        ("time", Val::Int(int(id.msgid.fields().time))),
+        ("msgid", FieldValue::Bulk(&msgid)),
+        ("msg_type", FieldValue::Int(i64::from(id.msg_type))),
+        ("direction", FieldValue::Int(i64::from(id.direction))),
+        ("time", FieldValue::Int(to_i64(id.msgid.fields().time))),
     ]);
     Ok(())
 }

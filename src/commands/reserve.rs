@@ -12,11 +12,11 @@
 //! client's WATCH alone.
 
 use crate::config::seq_gap;
-use crate::core::int;
 use crate::core::reserve::{self, Idmp, Node, Plan, Record, Refusal, Store};
 use crate::core::seq::Seq;
+use crate::core::to_i64;
 use crate::error::{err, Error};
-use crate::host::{Arg, Ctx, Owned};
+use crate::host::{Arg, Ctx, Reply};
 use crate::node::fence::{self, Need, Verdict};
 use crate::node::idmp_clock::CallClock;
 use crate::node::{self, SEQ_GAP_SKIPS, SEQ_ISSUED};
@@ -118,29 +118,29 @@ pub(crate) fn reserve<T: Target>(
                     kind.idmpset,
                     key,
                     token,
-                    [last, expires, int(count), dropped],
+                    [last, expires, to_i64(count), dropped],
                 ),
                 Some(f) => ctx.replicate_field_token(
                     kind.idmpset,
                     key,
                     token,
                     [last, expires, dropped],
-                    int(count),
+                    to_i64(count),
                     f,
                 ),
             },
             _ => match field {
-                None => ctx.replicate_key_int(kind.set, key, int(last)),
-                Some(f) => ctx.replicate_key_arg_int(kind.set, key, f, int(last)),
+                None => ctx.replicate_key_int(kind.set, key, to_i64(last)),
+                Some(f) => ctx.replicate_key_arg_int(kind.set, key, f, to_i64(last)),
             },
         }
     }
     finish(ctx, kind, key, &s, count);
     match (verdict, s.effect.is_some()) {
         (Verdict::Now, true) => reply_idmp(ctx, last, false),
-        (Verdict::Now, false) => ctx.reply_int(int(last)),
+        (Verdict::Now, false) => ctx.reply_int(to_i64(last)),
         (Verdict::Wait, true) => return fence::wait(ctx, idmp_reply(last, false)),
-        (Verdict::Wait, false) => return fence::wait(ctx, Owned::Int(int(last))),
+        (Verdict::Wait, false) => return fence::wait(ctx, Reply::Int(to_i64(last))),
     }
     Ok(())
 }
@@ -218,9 +218,9 @@ pub(crate) fn settle<T: Target, C>(
     let last = r.next.last;
     let effect = r.record.as_ref().map(|rec| {
         [
-            int(last),
-            int(rec.entry.expires_ms),
-            int(rec.dropped as u64),
+            to_i64(last),
+            to_i64(rec.entry.expires_ms),
+            to_i64(rec.dropped as u64),
         ]
     });
     target.commit(r.next.state, r.record)?;
@@ -259,8 +259,8 @@ pub(crate) fn skipped_only(
     value: u64,
 ) -> Error {
     match field {
-        None => ctx.replicate_key_int(kind.set, key, int(value)),
-        Some(f) => ctx.replicate_key_arg_int(kind.set, key, f, int(value)),
+        None => ctx.replicate_key_int(kind.set, key, to_i64(value)),
+        Some(f) => ctx.replicate_key_arg_int(kind.set, key, f, to_i64(value)),
     }
     ctx.changed(kind.set_event, key);
     SEQ_GAP_SKIPS.add(1);
@@ -290,16 +290,16 @@ pub(crate) const RETRY: Need = Need {
 };
 
 /// `[last, duplicate]`, kept for a call that waits.
-fn idmp_reply(last: u64, duplicate: bool) -> Owned {
-    Owned::Array(vec![
-        Owned::Int(int(last)),
-        Owned::Int(i64::from(duplicate)),
+fn idmp_reply(last: u64, duplicate: bool) -> Reply {
+    Reply::Array(vec![
+        Reply::Int(to_i64(last)),
+        Reply::Int(i64::from(duplicate)),
     ])
 }
 
 /// `[last, duplicate]`.
 fn reply_idmp(ctx: &Ctx, last: u64, duplicate: bool) {
     ctx.reply_array(2);
-    ctx.reply_int(int(last));
+    ctx.reply_int(to_i64(last));
     ctx.reply_int(i64::from(duplicate));
 }

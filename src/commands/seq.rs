@@ -14,9 +14,9 @@
 use super::args::{advance_target, limit_key_positions, next_options, seq_token_record, value_arg};
 use super::reserve::{reserve, Kind, Target};
 use crate::core::idmp::{Entry, SeqTokens};
-use crate::core::int;
 use crate::core::reserve::{Idmp, Record, Store};
 use crate::core::seq::Seq;
+use crate::core::to_i64;
 use crate::error::{err, Error};
 use crate::host::{Arg, Ctx};
 use crate::node::{self, fence, SEQ_GAP_SKIPS, SEQ_ISSUED};
@@ -155,7 +155,7 @@ pub(crate) fn get(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         return Err(Error::WrongArity);
     };
     let v = SeqKey::open(ctx, key, false)?.get().map_or(0, Seq::value);
-    ctx.reply_int(int(v));
+    ctx.reply_int(to_i64(v));
     Ok(())
 }
 
@@ -176,7 +176,7 @@ pub(crate) fn mget(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         .collect::<Result<Vec<u64>, Error>>()?;
     ctx.reply_array(values.len());
     for v in values {
-        ctx.reply_int(int(v));
+        ctx.reply_int(to_i64(v));
     }
     Ok(())
 }
@@ -227,7 +227,7 @@ pub(crate) fn advance(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         ctx.replicate_verbatim();
         ctx.changed(c"seq.advance", key);
     }
-    ctx.reply_int(int(now));
+    ctx.reply_int(to_i64(now));
     Ok(())
 }
 

@@ -14,10 +14,10 @@ use super::args::{
 };
 use super::reserve::{reserve, Kind, Target};
 use crate::core::idmp::{FieldRequest, MapTokens};
-use crate::core::int;
 use crate::core::reserve::{Idmp, Record, Store};
 use crate::core::seq::Seq;
 use crate::core::seqmap::{check_name, Located, MapError, SeqMap, MAX_NAME};
+use crate::core::to_i64;
 use crate::error::{err, Error, SYNTAX};
 use crate::host::{Arg, Ctx};
 use crate::node::{self, fence};
@@ -193,7 +193,7 @@ pub(crate) fn hget(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let field = field_arg(field)?;
     let k = MapKey::open(ctx, key, false)?;
     let v = k.get().and_then(|m| m.get(field)).map_or(0, Seq::value);
-    ctx.reply_int(int(v));
+    ctx.reply_int(to_i64(v));
     Ok(())
 }
 
@@ -219,7 +219,7 @@ pub(crate) fn hmget(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let m = k.get();
     ctx.reply_array(names.len());
     for f in names {
-        ctx.reply_int(int(m.and_then(|m| m.get(f)).map_or(0, Seq::value)));
+        ctx.reply_int(to_i64(m.and_then(|m| m.get(f)).map_or(0, Seq::value)));
     }
     Ok(())
 }
@@ -230,7 +230,7 @@ pub(crate) fn hlen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         return Err(Error::WrongArity);
     };
     let k = MapKey::open(ctx, key, false)?;
-    ctx.reply_int(int(k.get().map_or(0, |m| m.len() as u64)));
+    ctx.reply_int(to_i64(k.get().map_or(0, |m| m.len() as u64)));
     Ok(())
 }
 
@@ -247,7 +247,7 @@ pub(crate) fn hgetall(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     ctx.reply_map(m.len());
     for (name, s) in m.iter() {
         ctx.reply_bulk(name);
-        ctx.reply_int(int(s.value()));
+        ctx.reply_int(to_i64(s.value()));
     }
     Ok(())
 }
@@ -294,7 +294,7 @@ pub(crate) fn hscan(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     ctx.reply_array(page.len() * 2);
     for (name, v) in page {
         ctx.reply_bulk(name);
-        ctx.reply_int(int(v));
+        ctx.reply_int(to_i64(v));
     }
     Ok(())
 }
@@ -364,7 +364,7 @@ pub(crate) fn hset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         ctx.replicate_verbatim();
         ctx.changed(c"seq.hset", key);
     }
-    ctx.reply_int(int(added));
+    ctx.reply_int(to_i64(added));
     Ok(())
 }
 
@@ -393,7 +393,7 @@ pub(crate) fn hdel(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
             ctx.deleted(key);
         }
     }
-    ctx.reply_int(int(removed));
+    ctx.reply_int(to_i64(removed));
     Ok(())
 }
 
@@ -420,6 +420,6 @@ pub(crate) fn hadvance(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         ctx.replicate_verbatim();
         ctx.changed(c"seq.hadvance", key);
     }
-    ctx.reply_int(int(new.value()));
+    ctx.reply_int(to_i64(new.value()));
     Ok(())
 }

@@ -90,6 +90,6 @@ pub(crate) fn test_map_pending(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     drop(k);
     ctx.reply_array(2);
     ctx.reply_int(i64::from(pending));
-    ctx.reply_int(crate::core::int(crate::types::map::idle::queued() as u64));
+    ctx.reply_int(crate::core::to_i64(crate::types::map::idle::queued() as u64));
     Ok(())
 }

@@ -7,11 +7,11 @@
 //! renewals: the IDs are not state.
 
 use crate::config::CLUSTER_MODE;
-use crate::core::int;
 use crate::core::slot::key_slot;
 use crate::core::uid::{Field, Layout, LayoutSpec, TimeUnit, MAX_BATCH};
+use crate::core::{decimal, to_i64};
 use crate::error::{err, Error, SYNTAX};
-use crate::host::{Arg, Ctx, Owned, Val};
+use crate::host::{Arg, Ctx, FieldValue, Reply};
 use crate::node::fence::{self, Need, Verdict};
 use crate::node::ids;
 use std::sync::atomic::Ordering;
@@ -63,8 +63,8 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     if opts.is_empty() {
         let (id, time_ms) = new_uid(ctx, target)?;
         match fence::check(ctx, uid_need(time_ms))? {
-            Verdict::Now => ctx.reply_int(int(id)),
-            Verdict::Wait => fence::wait(ctx, Owned::Int(int(id)))?,
+            Verdict::Now => ctx.reply_int(to_i64(id)),
+            Verdict::Wait => fence::wait(ctx, Reply::Int(to_i64(id)))?,
         }
         return Ok(());
     }
@@ -91,13 +91,13 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     if fence::check(ctx, uid_need(run.time_ms))? == Verdict::Wait {
         let uid = |u: u64| {
             if text {
-                Owned::Bulk(u.to_string().into_bytes())
+                Reply::Bulk(u.to_string().into_bytes())
             } else {
-                Owned::Int(int(u))
+                Reply::Int(to_i64(u))
             }
         };
         let reply = if count.is_some() {
-            Owned::Array(run.uids().map(uid).collect())
+            Reply::Array(run.uids().map(uid).collect())
         } else {
             uid(run.first())
         };
@@ -143,23 +143,8 @@ fn reply_uid(ctx: &Ctx, uid: u64, text: bool) {
         let mut buf = [0u8; 20];
         ctx.reply_bulk(decimal(uid, &mut buf));
     } else {
-        ctx.reply_int(int(uid));
+        ctx.reply_int(to_i64(uid));
     }
-}
-
-/// The decimal digits of `v`, written at the end of `buf` (20 digits hold any u64).
-fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut start = buf.len();
-    for slot in buf.iter_mut().rev() {
-        // v % 10 < 10, so the digit fits a byte.
-        *slot = b'0' + (v % 10) as u8;
-        v /= 10;
-        start -= 1;
-        if v == 0 {
-            break;
-        }
-    }
-    buf.get(start..).unwrap_or_default()
 }
 
 /// The layout in force (fixed at load).
@@ -227,7 +212,7 @@ pub(crate) fn decode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
             Field::Node => f.node,
             Field::Seq => f.seq,
         };
-        (field.name(), Val::Int(int(v)))
+        (field.name(), FieldValue::Int(to_i64(v)))
     });
     ctx.reply_fields(&[a, b, c]);
     Ok(())
@@ -250,30 +235,12 @@ pub(crate) fn encode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         }
     };
     let node = node
-        .int_in("node", 0, int(layout.node_max()))?
+        .int_in("node", 0, to_i64(layout.node_max()))?
         .unsigned_abs();
-    let seq = seq.int_in("seq", 0, int(layout.seq_max()))?.unsigned_abs();
+    let seq = seq
+        .int_in("seq", 0, to_i64(layout.seq_max()))?
+        .unsigned_abs();
     let uid = layout.encode(time, node, seq).map_err(err)?;
-    ctx.reply_int(int(uid));
+    ctx.reply_int(to_i64(uid));
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn decimal_matches_to_string() {
-        let mut buf = [0u8; 20];
-        for v in [
-            0,
-            1,
-            9,
-            10,
-            4095,
-            117_831_765_636_153_344,
-            i64::MAX as u64,
-            u64::MAX,
-        ] {
-            assert_eq!(super::decimal(v, &mut buf), v.to_string().as_bytes());
-        }
-    }
 }

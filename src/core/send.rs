@@ -9,6 +9,7 @@
 //! of a message sent natively, or the other way round, is recognised), and the same read-back of a
 //! retry's IDs from an inbox member.
 
+use super::decimal;
 use crate::error::{err, Error};
 
 /// The arguments after the keys: channel_type, sender, client_msg_id, body, cap.
@@ -105,21 +106,6 @@ pub fn distinct<'a>(names: impl Iterator<Item = &'a [u8]>) -> bool {
         .collect();
     hashes.sort_unstable();
     hashes.windows(2).all(|w| w.first() != w.get(1))
-}
-
-/// The decimal digits of `v`, written at the end of `buf` (20 digits hold any u64).
-pub fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut start = buf.len();
-    for slot in buf.iter_mut().rev() {
-        // v % 10 < 10, so the digit fits a byte.
-        *slot = b'0' + (v % 10) as u8;
-        v /= 10;
-        start -= 1;
-        if v == 0 {
-            break;
-        }
-    }
-    buf.get(start..).unwrap_or_default()
 }
 
 /// What IM.SENDSET carries before IM.SEND's arguments, as one argument: `seq msgid uid
@@ -317,9 +303,6 @@ mod tests {
         assert_eq!(read_back(b"||"), Some((&b""[..], &b""[..])));
         assert_eq!(read_back(b"a|b"), None);
         assert_eq!(read_back(b"plain"), None);
-        let mut buf = [0; 20];
-        assert_eq!(decimal(0, &mut buf), b"0");
-        assert_eq!(decimal(u64::MAX, &mut buf), b"18446744073709551615");
     }
 
     #[test]

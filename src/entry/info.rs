@@ -31,7 +31,7 @@ fn imid_info(ctx: &InfoContext, _for_crash_report: bool) -> RedisResult<()> {
         },
     );
     for (name, v) in fields {
-        ctx.add_info_field_long_long(name, crate::core::int(v));
+        ctx.add_info_field_long_long(name, crate::core::to_i64(v));
     }
     Ok(())
 }

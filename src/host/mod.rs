@@ -127,15 +127,15 @@ impl Arg {
 /// A reply kept for later: what a client waiting for the replicas gets once they acknowledged
 /// (`node::fence`), written by the blocked client's reply callback.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Owned {
+pub(crate) enum Reply {
     Int(i64),
     Bulk(Vec<u8>),
-    Array(Vec<Owned>),
+    Array(Vec<Reply>),
     Null,
 }
 
 /// A reply element for [`Ctx::reply_fields`].
-pub(crate) enum Val<'a> {
+pub(crate) enum FieldValue<'a> {
     Int(i64),
     Bulk(&'a [u8]),
 }
@@ -349,29 +349,29 @@ impl Ctx {
 
     /// Named fields in the documented order: a RESP3 map after `HELLO 3`, else a flat array of
     /// name/value pairs ([`Ctx::reply_map`]).
-    pub(crate) fn reply_fields(&self, fields: &[(&str, Val)]) {
+    pub(crate) fn reply_fields(&self, fields: &[(&str, FieldValue)]) {
         self.reply_map(fields.len());
         for (name, v) in fields {
             self.reply_bulk(name.as_bytes());
             match v {
-                Val::Int(i) => self.reply_int(*i),
-                Val::Bulk(b) => self.reply_bulk(b),
+                FieldValue::Int(i) => self.reply_int(*i),
+                FieldValue::Bulk(b) => self.reply_bulk(b),
             }
         }
     }
 
     /// Writes a reply kept for later.
-    pub(crate) fn reply_owned(&self, r: &Owned) {
+    pub(crate) fn reply_owned(&self, r: &Reply) {
         match r {
-            Owned::Int(i) => self.reply_int(*i),
-            Owned::Bulk(b) => self.reply_bulk(b),
-            Owned::Array(items) => {
+            Reply::Int(i) => self.reply_int(*i),
+            Reply::Bulk(b) => self.reply_bulk(b),
+            Reply::Array(items) => {
                 self.reply_array(items.len());
                 for i in items {
                     self.reply_owned(i);
                 }
             }
-            Owned::Null => self.reply_null(),
+            Reply::Null => self.reply_null(),
         }
     }
 
@@ -388,7 +388,7 @@ impl Ctx {
                 return;
             }
             Error::Static(s) => s,
-            Error::Owned(s) => {
+            Error::Text(s) => {
                 // An error text never holds a NUL; if one did, the reply still starts with ERR.
                 owned = CString::new(s.replace('\0', " ")).unwrap_or_default();
                 &owned

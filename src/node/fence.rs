@@ -44,7 +44,7 @@ use crate::core::fence::{
 use crate::error::Error;
 use crate::host::fence::Blocked;
 use crate::host::server::ServerInfo;
-use crate::host::{Ctx, Owned};
+use crate::host::{Ctx, Reply};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
 
@@ -123,7 +123,7 @@ pub(crate) static UNFENCED_IDMP: Counter = Counter::new();
 /// What a released call gets.
 pub(crate) enum Unblocked {
     /// The replicas acknowledged: its reply.
-    Ready(Owned),
+    Ready(Reply),
     /// Its deadline passed first.
     TimedOut,
     /// This node stopped being a primary first.
@@ -139,7 +139,7 @@ struct State {
     skips: Skips,
     msgid: Marks,
     uid: Marks,
-    queue: Queue<(Blocked, Owned)>,
+    queue: Queue<(Blocked, Reply)>,
     /// The offset the last GETACK asked for, and when (ms).
     asked: Option<u64>,
     asked_ms: u64,
@@ -292,7 +292,7 @@ fn slow(ctx: &Ctx, need: Need, within_acked: bool) -> Result<Verdict, Error> {
 /// The call waits for the replicas (after [`check`] said so, and after its writes): its client
 /// is blocked and `reply` goes out once they acknowledge, or the fence's error after
 /// `imid.fence-timeout`.
-pub(crate) fn wait(ctx: &Ctx, reply: Owned) -> Result<(), Error> {
+pub(crate) fn wait(ctx: &Ctx, reply: Reply) -> Result<(), Error> {
     let timeout = fence_timeout_ms();
     let Some(bc) = ctx.block(timeout) else {
         return Err(cannot_wait());
@@ -681,7 +681,7 @@ pub(crate) fn timeout(ctx: &Ctx) {
 
 fn timed_out() -> Error {
     let st = state();
-    Error::Owned(format!(
+    Error::Text(format!(
         "NOREPLICAS imid: not acknowledged within {} ms by every replica of this primary's term \
          ({}; imid.fence-replicas {}, imid.fence-timeout); nothing was handed out, a retry is \
          safe (with the same IDMP token, if any)",
@@ -721,7 +721,7 @@ fn describe(members: &Members, now_ms: u64) -> String {
 }
 
 fn too_few(online: usize, required: u64) -> Error {
-    Error::Owned(format!(
+    Error::Text(format!(
         "NOREPLICAS imid: {online} replica(s) online, imid.fence-replicas requires {required}; \
          nothing was handed out"
     ))
@@ -743,7 +743,7 @@ fn gone_too_long() -> Option<Error> {
     } else {
         "has not been connected"
     };
-    Some(Error::Owned(format!(
+    Some(Error::Text(format!(
         "NOREPLICAS imid: replica {} of this primary's term {how} for {:.1} s and may hold less \
          than this primary handed out (a failover could promote it); nothing was handed out, a \
          retry is safe once it is back. If it is gone for good: FENCE.FORGET {}",
@@ -754,7 +754,7 @@ fn gone_too_long() -> Option<Error> {
 }
 
 fn cannot_wait() -> Error {
-    Error::Owned(format!(
+    Error::Text(format!(
         "NOREPLICAS imid: the replicas have not acknowledged enough yet (imid.fence-replicas \
          {}), and a call inside MULTI, a script or a function cannot wait for them; nothing was \
          handed out, retry outside or later",
@@ -764,7 +764,7 @@ fn cannot_wait() -> Error {
 
 /// [`skip_only`]'s refusal.
 pub(crate) fn skip_refused() -> Error {
-    Error::Owned(format!(
+    Error::Text(format!(
         "NOREPLICAS imid: this sequence's first value on this node skips imid.seq-gap and must \
          wait until the replicas hold the skip (imid.fence-replicas {}), which a call inside \
          MULTI, a script or a function cannot; the skip was made and sent to them, no value was \
@@ -824,7 +824,7 @@ pub(crate) fn term_replicas() -> Vec<(Member, u64)> {
 pub(crate) fn forget(ctx: &Ctx, addr: &str) -> Result<bool, Error> {
     let mut st = state();
     let forgotten = st.members.forget(addr).map_err(|ForgetError::Online| {
-        Error::Owned(format!(
+        Error::Text(format!(
             "ERR replica {addr} is connected to this primary: it counts again at the next \
              reading, so it cannot be forgotten (stop it, or make it replicate another node, \
              first)"

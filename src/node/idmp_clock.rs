@@ -37,7 +37,7 @@
 
 use crate::config::{seq_idmp_max, seq_idmp_ttl_ms};
 pub(crate) use crate::core::idmp::Clock;
-use crate::core::int;
+use crate::core::to_i64;
 use crate::error::{err, Error};
 use crate::host::{server, Ctx, WriteOrigin};
 use std::sync::{Mutex, MutexGuard};
@@ -206,7 +206,7 @@ fn send(ctx: &Ctx, st: &mut State, c: Clock) {
 }
 
 fn clock_ints(c: &Clock) -> [i64; 3] {
-    [int(c.now_ms), int(c.ttl_ms), int(c.max as u64)]
+    [to_i64(c.now_ms), to_i64(c.ttl_ms), to_i64(c.max as u64)]
 }
 
 /// A replayed `SEQ.IDMPCLOCK` (or the clock of an RDB file's aux data, `sent` false): the

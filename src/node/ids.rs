@@ -18,9 +18,9 @@
 
 use crate::config::uid_settings;
 use crate::core::generator::{GenStats, Generator, Issued, MsgidExhausted};
-use crate::core::int;
 use crate::core::lease::{Lease, PastCap};
 use crate::core::msgid::MAX_TIME;
+use crate::core::to_i64;
 use crate::core::uid::{
     parse_epoch, parse_unit, Layout, LayoutError, LayoutSpec, NodeSpec, Run, UidGenerator, UidStats,
 };
@@ -296,7 +296,7 @@ pub(crate) const PROMISE_COMMAND: &CStr = c"MSGID.PROMISE";
 pub(crate) fn promise_to_carry() -> Option<(NodeId, [i64; 2])> {
     let p = promises::advertised(floors());
     let me = my_cluster_id()?;
-    (p != Leases::default()).then_some((me, [int(p.msgid), int(p.uid)]))
+    (p != Leases::default()).then_some((me, [to_i64(p.msgid), to_i64(p.uid)]))
 }
 
 /// The floors of the two ID families: every ID issued from now on lies at or above them.
@@ -373,12 +373,12 @@ pub(crate) fn raise_uid_floor(ms: u64) -> Result<(), Error> {
 
 /// Writes the message-ID mark to the AOF and to replicas, as `MSGID.FLOOR ms`.
 pub(crate) fn replicate_floor(ctx: &Ctx, ms: u64) {
-    ctx.replicate_int(c"MSGID.FLOOR", int(ms));
+    ctx.replicate_int(c"MSGID.FLOOR", to_i64(ms));
 }
 
 /// Writes the UID mark to the AOF and to replicas, as `UID.FLOOR ms`.
 pub(crate) fn replicate_uid_floor(ctx: &Ctx, ms: u64) {
-    ctx.replicate_int(c"UID.FLOOR", int(ms));
+    ctx.replicate_int(c"UID.FLOOR", to_i64(ms));
 }
 
 /// The marks of an earlier process (RDB aux data of a restart or a full sync): raise the
@@ -429,8 +429,8 @@ pub(crate) fn marks_for_rewrite() -> Option<Marks> {
     }
     let g = ids();
     let m = Marks {
-        msgid: int(g.msgid_lease.high_water()),
-        uid: int(g.uid_lease.high_water()),
+        msgid: to_i64(g.msgid_lease.high_water()),
+        uid: to_i64(g.uid_lease.high_water()),
     };
     (m.msgid > 0 || m.uid > 0).then_some(m)
 }

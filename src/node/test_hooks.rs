@@ -46,7 +46,7 @@ pub(crate) fn set_clock(mode: ClockMode) {
     let (m, v) = match mode {
         ClockMode::Real => (REAL, 0),
         ClockMode::Offset(ms) => (OFFSET, ms),
-        ClockMode::Frozen(ms) => (FROZEN, crate::core::int(ms)),
+        ClockMode::Frozen(ms) => (FROZEN, crate::core::to_i64(ms)),
     };
     VALUE.store(v, Ordering::Relaxed);
     MODE.store(m, Ordering::Relaxed);

@@ -8,8 +8,8 @@ pub(crate) mod key;
 
 use super::{emit_marks, tokens, DataType, VALUE_WRAPPER};
 use crate::core::idmp::MapTokens;
-use crate::core::int;
 use crate::core::seqmap::SeqMap;
+use crate::core::to_i64;
 use crate::host::io::{AofKey, Digest, Rdb};
 use crate::host::key::TypeSlot;
 use crate::host::value::{Made, Word};
@@ -147,7 +147,7 @@ impl DataType for MapType {
     fn digest(m: &&SeqMap, d: &Digest) {
         for (name, s) in m.iter() {
             d.add_bytes(name);
-            d.add_int(int(s.value()));
+            d.add_int(to_i64(s.value()));
             d.end();
         }
         if let Some(w) = tokens(m) {

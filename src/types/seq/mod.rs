@@ -12,8 +12,8 @@ pub(crate) mod key;
 pub(crate) mod value;
 
 use super::{emit_marks, tokens, DataType, VALUE_WRAPPER};
-use crate::core::int;
 use crate::core::seq::{Seq, MAX_VALUE};
+use crate::core::to_i64;
 use crate::host::io::{AofKey, Digest, Rdb};
 use crate::host::key::TypeSlot;
 use crate::host::value::{Made, Word};
@@ -128,7 +128,7 @@ impl DataType for SeqType {
         emit_marks(out);
         let (s, window) = v.parts();
         tokens::rewrite_seq(out, window);
-        out.emit_key_int(c"SEQ.SET", int(s.value()));
+        out.emit_key_int(c"SEQ.SET", to_i64(s.value()));
     }
 
     /// The value, then each token (one sequence). Not the gap mark: a replica's copy carries

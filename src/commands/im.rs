@@ -26,30 +26,19 @@
 //! clock (SEQ.IDMPCLOCK) go out as for MSGID.GEN, UID.GEN and SEQ.NEXT ... IDMP.
 
 use super::msgid::new_id;
-use super::reserve::{finish, settle, skipped_only, Kind, Settled, Stored, RETRY};
+use super::reserve::{signal_and_count, store, Block, IdmpCall, Reserved, Target};
 use super::seq::{advance_key, set_with_token};
 use super::uid::new_uid;
 use crate::core::idmp::Entry;
 use crate::core::msgid::MsgId;
-use crate::core::reserve::Idmp;
 use crate::core::send;
 use crate::core::seq::Seq;
 use crate::core::{decimal, to_i64};
 use crate::error::{err, Error, WRONGTYPE};
 use crate::host::zset::{Member, ZsetKey};
-use crate::host::{Arg, Ctx, Reply};
-use crate::node;
-use crate::node::fence::{self, Need, Verdict};
+use crate::host::{Answer, Arg, Ctx, Reply};
+use crate::node::fence::{self, Need};
 use crate::types::seq::key::SeqKey;
-
-/// The sequence key's part: what SEQ.NEXT ... IDMP does, with its keyspace event.
-const NEXT: Kind = Kind {
-    event: c"seq.next",
-    set: c"SEQ.SET",
-    idmpset: c"SEQ.IDMPSET",
-    request: "COUNT",
-    set_event: c"seq.set",
-};
 
 /// IM.SENDSET's argument before IM.SEND's arguments (`core::send::Ids`).
 const SENDSET_PREFIX: usize = 1;
@@ -119,59 +108,28 @@ pub(crate) fn send(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let (msgid, msgid_ms) = new_id(ctx, s.channel_type, s.tag)?;
     let (uid, uid_ms) = new_uid(ctx, s.tag)?;
     let token = send::token(s.sender, s.client_msg_id);
-    let clock = node::idmp_clock::for_call(ctx)?;
-    let idmp = Idmp {
-        token: &token,
-        ask: 1,
-        clock: clock.clock(),
+    let idmp = IdmpCall::new(ctx, &token, 1)?;
+    let seqkey = SeqKey::open(ctx, s.seq, true)?;
+    // The fence checks the sequence value, the token's record and both IDs once the inboxes
+    // are open (a refusal changes nothing).
+    let check = |need: Need| {
+        let keys = open_pairs(ctx, &s)?;
+        let need = need.with_ids(Some(msgid_ms), Some(uid_ms));
+        Ok((keys, fence::check(ctx, need)?))
     };
-    let mut seqkey = SeqKey::open(ctx, s.seq, true)?;
-    // The fence (docs/durability.md): the sequence value, the token's record and both IDs, once
-    // the inboxes are open (a refusal changes nothing).
-    let (stored, (keys, verdict)) = match settle(
-        ctx,
-        &NEXT,
-        &mut seqkey,
-        (s.seq, None),
-        1,
-        Some(&idmp),
-        |need| {
-            let keys = open_pairs(ctx, &s)?;
-            let need = Need {
-                msgid_ms: Some(msgid_ms),
-                uid_ms: Some(uid_ms),
-                ..need
-            };
-            Ok((keys, fence::check(ctx, need)?))
-        },
-    )? {
-        Settled::Duplicate(last) => {
-            drop(seqkey);
-            let reply = retry(ctx, &s, last)?;
-            return match fence::check(ctx, RETRY)? {
-                Verdict::Now => {
-                    ctx.reply_owned(&reply);
-                    Ok(())
-                }
-                Verdict::Wait => fence::wait(ctx, reply),
-            };
+    let (block, keys, verdict) = match store(ctx, seqkey, (s.seq, None), 1, Some(idmp), check)? {
+        Reserved::Retry(seq) => {
+            let reply = retry(ctx, &s, seq)?;
+            return fence::check(ctx, Need::RETRY)?.answer(ctx, &reply);
         }
-        Settled::Stored(st, found) => (st, found),
-        Settled::Skipped(value) => {
-            drop(seqkey);
-            return Err(skipped_only(ctx, &NEXT, s.seq, None, value));
-        }
+        Reserved::Stored(block, keys, verdict) => (block, keys, verdict),
     };
-    drop(seqkey);
-    // The sequence key changed: the call's IDMP clock becomes the node's, written to the
-    // streams before the call's IM.SENDSET.
-    clock.commit(ctx);
-    finish(ctx, &NEXT, s.seq, &stored, 1);
-    let seq = stored.last;
+    signal_and_count::<SeqKey>(ctx, s.seq, &block, 1);
+    let seq = block.last;
     let mut digits = [0u8; 20];
     let uid_text = decimal(uid, &mut digits);
     deliver(ctx, &s, keys, seq, &msgid, uid_text)?;
-    let (expires_ms, dropped) = token_effect(&stored);
+    let (expires_ms, dropped) = token_effect(&block);
     let ids = send::Ids {
         seq,
         msgid: &msgid,
@@ -180,26 +138,42 @@ pub(crate) fn send(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         dropped,
     };
     ctx.replicate_send(c"IM.SENDSET", ids.text(&mut [0; send::IDS_MAX]), rest);
-    if verdict == Verdict::Wait {
-        let reply = Reply::Array(vec![
-            Reply::Int(to_i64(seq)),
-            Reply::Bulk(msgid.to_vec()),
-            Reply::Int(0),
-            Reply::Bulk(uid_text.to_vec()),
-        ]);
-        return fence::wait(ctx, reply);
+    let reply = SendReply {
+        seq,
+        msgid: &msgid,
+        uid: uid_text,
+    };
+    verdict.answer(ctx, &reply)
+}
+
+/// A first send's reply: `[seq, msgid, 0, uid]`.
+struct SendReply<'a> {
+    seq: u64,
+    msgid: &'a [u8],
+    uid: &'a [u8],
+}
+
+impl Answer for SendReply<'_> {
+    fn write(&self, ctx: &Ctx) {
+        ctx.reply_array(4);
+        ctx.reply_int(to_i64(self.seq));
+        ctx.reply_bulk(self.msgid);
+        ctx.reply_int(0);
+        ctx.reply_bulk(self.uid);
     }
-    ctx.reply_array(4);
-    ctx.reply_int(to_i64(seq));
-    ctx.reply_bulk(&msgid);
-    ctx.reply_int(0);
-    ctx.reply_bulk(uid_text);
-    Ok(())
+    fn keep(&self) -> Reply {
+        Reply::Array(vec![
+            Reply::Int(to_i64(self.seq)),
+            Reply::Bulk(self.msgid.to_vec()),
+            Reply::Int(0),
+            Reply::Bulk(self.uid.to_vec()),
+        ])
+    }
 }
 
 /// The token record's expiry and drop count, as SEQ.IDMPSET carries them.
-fn token_effect(s: &Stored) -> (u64, u64) {
-    match s.effect {
+fn token_effect(b: &Block) -> (u64, u64) {
+    match b.effect {
         Some([_, expires, dropped]) => (expires.unsigned_abs(), dropped.unsigned_abs()),
         None => (0, 0),
     }
@@ -391,7 +365,7 @@ pub(crate) fn sendset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let keys = open_pairs(ctx, &s)?;
     set_with_token(&mut seqkey, new, dropped, entry)?;
     drop(seqkey);
-    ctx.changed(NEXT.event, s.seq);
+    ctx.changed(<SeqKey as Target>::NAMES.event, s.seq);
     let mut digits = [0u8; 20];
     deliver(ctx, &s, keys, seq, &msgid, decimal(uid, &mut digits))?;
     ctx.replicate_verbatim();

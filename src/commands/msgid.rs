@@ -9,8 +9,8 @@ use crate::core::slot::{key_slot, slot_hash22, slot_of_hash22};
 use crate::core::to_i64;
 use crate::error::{err, Error};
 use crate::host::cluster::NODE_ID_LEN;
-use crate::host::{Arg, Ctx, FieldValue, Reply};
-use crate::node::fence::{self, Need, Verdict};
+use crate::host::{Arg, Ctx, FieldValue};
+use crate::node::fence::{self, Need};
 use crate::node::promises::Leases;
 use crate::node::{cluster, ids};
 use std::sync::atomic::Ordering;
@@ -48,20 +48,9 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         return Err(Error::WrongArity);
     };
     let (text, time) = new_id(ctx, channel_type, target)?;
-    // The fence: at once while the ID's time lies inside the lease the replicas acknowledged.
-    match fence::check(ctx, msgid_need(time))? {
-        Verdict::Now => ctx.reply_bulk(&text),
-        Verdict::Wait => fence::wait(ctx, Reply::Bulk(text.to_vec()))?,
-    }
-    Ok(())
-}
-
-/// What a MSGID.GEN hands out, for the fence: a message ID of time `time`.
-pub(crate) fn msgid_need(time: u64) -> Need {
-    Need {
-        msgid_ms: Some(time),
-        ..Need::default()
-    }
+    // At once while the ID's time lies inside the lease the replicas acknowledged.
+    let need = Need::default().with_ids(Some(time), None);
+    fence::check(ctx, need)?.answer(ctx, &text[..])
 }
 
 /// What MSGID.GEN does, for IM.SEND too: checks both arguments, then issues the ID, as text,

@@ -12,9 +12,9 @@
 //! WATCH alone.
 
 use super::args::{advance_target, limit_key_positions, next_options, seq_token_record, value_arg};
-use super::reserve::{reserve, Kind, Target};
+use super::reserve::{reserve, IdmpCall, Names, Target};
 use crate::core::idmp::{Entry, SeqTokens};
-use crate::core::reserve::{Idmp, Record, Store};
+use crate::core::reserve::{Record, Store};
 use crate::core::seq::Seq;
 use crate::core::to_i64;
 use crate::error::{err, Error};
@@ -35,14 +35,6 @@ pub(crate) fn info_fields() -> [(&'static str, u64); 6] {
     ]
 }
 
-const NEXT: Kind = Kind {
-    event: c"seq.next",
-    set: c"SEQ.SET",
-    idmpset: c"SEQ.IDMPSET",
-    request: "COUNT",
-    set_event: c"seq.set",
-};
-
 /// A sequence key as the target of SEQ.NEXT: its tokens remember the COUNT.
 impl Store for SeqKey<'_> {
     type Request = u64;
@@ -56,6 +48,7 @@ impl Store for SeqKey<'_> {
 }
 
 impl Target for SeqKey<'_> {
+    const NAMES: Names = Names::new(c"seq.next", c"SEQ.SET", c"seq.set", c"SEQ.IDMPSET");
     #[inline(always)]
     fn commit(&mut self, s: Seq, record: Option<Record<u64>>) -> Result<(), Error> {
         match record {
@@ -72,15 +65,7 @@ pub(crate) fn next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     };
     let (count, token) = next_options(opts)?;
     match token {
-        None => reserve(
-            ctx,
-            &NEXT,
-            key,
-            None,
-            SeqKey::open(ctx, key, true)?,
-            count,
-            None,
-        ),
+        None => reserve(ctx, key, None, SeqKey::open(ctx, key, true)?, count, None),
         Some(token) => next_idmp(ctx, key, count, token),
     }
 }
@@ -89,14 +74,9 @@ pub(crate) fn next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 /// SEQ.NEXT stays as it was.
 #[inline(never)]
 fn next_idmp(ctx: &Ctx, key: &Arg, count: u64, token: &Arg) -> Result<(), Error> {
-    let clock = node::idmp_clock::for_call(ctx)?;
-    let idmp = Idmp {
-        token: token.bytes(),
-        ask: count,
-        clock: clock.clock(),
-    };
+    let call = IdmpCall::new(ctx, token.bytes(), count)?;
     let k = SeqKey::open(ctx, key, true)?;
-    reserve(ctx, &NEXT, key, None, k, count, Some((token, idmp, clock)))
+    reserve(ctx, key, None, k, count, Some((token, call)))
 }
 
 /// SEQ.IDMPCLOCK ms ttl-ms max

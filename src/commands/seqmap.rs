@@ -12,9 +12,9 @@
 use super::args::{
     advance_target, limit_key_positions, map_token_record, next_options, value_arg, MapRecord,
 };
-use super::reserve::{reserve, Kind, Target};
+use super::reserve::{reserve, IdmpCall, Names, Target};
 use crate::core::idmp::{FieldRequest, MapTokens};
-use crate::core::reserve::{Idmp, Record, Store};
+use crate::core::reserve::{Record, Store};
 use crate::core::seq::Seq;
 use crate::core::seqmap::{check_name, Located, MapError, SeqMap, MAX_NAME};
 use crate::core::to_i64;
@@ -55,14 +55,6 @@ fn current(m: Option<&SeqMap>, field: &[u8]) -> Seq {
     m.and_then(|m| m.get(field)).unwrap_or_else(node::missing)
 }
 
-const HNEXT: Kind = Kind {
-    event: c"seq.hnext",
-    set: c"SEQ.HSET",
-    idmpset: c"SEQ.HIDMPSET",
-    request: "field or COUNT",
-    set_event: c"seq.hset",
-};
-
 /// One field of a map key, as the target of SEQ.HNEXT: located once (one hash and one probe for
 /// the read and the write).
 struct Field<'k, 'a> {
@@ -97,6 +89,7 @@ impl Store for Field<'_, '_> {
 }
 
 impl Target for Field<'_, '_> {
+    const NAMES: Names = Names::new(c"seq.hnext", c"SEQ.HSET", c"seq.hset", c"SEQ.HIDMPSET");
     #[inline(always)]
     fn commit(&mut self, s: Seq, record: Option<Record<FieldRequest>>) -> Result<(), Error> {
         let (name, at) = (self.name, self.at.take());
@@ -121,7 +114,7 @@ pub(crate) fn hnext(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     match token {
         None => {
             let target = Field::open(ctx, key, field)?;
-            reserve(ctx, &HNEXT, key, Some(field_a), target, count, None)
+            reserve(ctx, key, Some(field_a), target, count, None)
         }
         Some(token) => hnext_idmp(ctx, key, field_a, count, token),
     }
@@ -132,22 +125,9 @@ pub(crate) fn hnext(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 #[inline(never)]
 fn hnext_idmp(ctx: &Ctx, key: &Arg, field_a: &Arg, count: u64, token: &Arg) -> Result<(), Error> {
     let field = field_a.bytes();
-    let clock = node::idmp_clock::for_call(ctx)?;
-    let idmp = Idmp {
-        token: token.bytes(),
-        ask: (field, count),
-        clock: clock.clock(),
-    };
+    let call = IdmpCall::new(ctx, token.bytes(), (field, count))?;
     let target = Field::open(ctx, key, field)?;
-    reserve(
-        ctx,
-        &HNEXT,
-        key,
-        Some(field_a),
-        target,
-        count,
-        Some((token, idmp, clock)),
-    )
+    reserve(ctx, key, Some(field_a), target, count, Some((token, call)))
 }
 
 /// SEQ.HIDMPSET key token last expires dropped COUNT n FIELD field [SET]

@@ -8,11 +8,11 @@
 
 use crate::config::CLUSTER_MODE;
 use crate::core::slot::key_slot;
-use crate::core::uid::{Field, Layout, LayoutSpec, TimeUnit, MAX_BATCH};
+use crate::core::uid::{Field, Layout, LayoutSpec, Run, TimeUnit, MAX_BATCH};
 use crate::core::{decimal, to_i64};
 use crate::error::{err, Error, SYNTAX};
-use crate::host::{Arg, Ctx, FieldValue, Reply};
-use crate::node::fence::{self, Need, Verdict};
+use crate::host::{Answer, Arg, Ctx, FieldValue, Reply};
+use crate::node::fence::{self, Need};
 use crate::node::ids;
 use std::sync::atomic::Ordering;
 
@@ -62,11 +62,8 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     };
     if opts.is_empty() {
         let (id, time_ms) = new_uid(ctx, target)?;
-        match fence::check(ctx, uid_need(time_ms))? {
-            Verdict::Now => ctx.reply_int(to_i64(id)),
-            Verdict::Wait => fence::wait(ctx, Reply::Int(to_i64(id)))?,
-        }
-        return Ok(());
+        let need = Need::default().with_ids(None, Some(time_ms));
+        return fence::check(ctx, need)?.answer(ctx, &to_i64(id));
     }
     let mut count = None;
     let mut text = false;
@@ -88,38 +85,50 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     // COUNT is in 1..10000, so the conversion keeps it.
     let n = count.map_or(1, |c| u32::try_from(c).unwrap_or(1));
     let run = ids::issue_uid(ctx, slot(), n)?;
-    if fence::check(ctx, uid_need(run.time_ms))? == Verdict::Wait {
-        let uid = |u: u64| {
-            if text {
-                Reply::Bulk(u.to_string().into_bytes())
-            } else {
-                Reply::Int(to_i64(u))
-            }
-        };
-        let reply = if count.is_some() {
-            Reply::Array(run.uids().map(uid).collect())
-        } else {
-            uid(run.first())
-        };
-        return fence::wait(ctx, reply);
-    }
-    if count.is_some() {
-        ctx.reply_array(usize::try_from(run.count()).unwrap_or(0));
-        // Written straight into the reply, with no intermediate vector.
-        for uid in run.uids() {
-            reply_uid(ctx, uid, text);
-        }
-    } else {
-        reply_uid(ctx, run.first(), text);
-    }
-    Ok(())
+    let reply = Uids {
+        run: &run,
+        text,
+        array: count.is_some(),
+    };
+    let need = Need::default().with_ids(None, Some(run.time_ms));
+    fence::check(ctx, need)?.answer(ctx, &reply)
 }
 
-/// What a UID.GEN hands out, for the fence: UIDs up to the time of the run's last.
-pub(crate) fn uid_need(time_ms: u64) -> Need {
-    Need {
-        uid_ms: Some(time_ms),
-        ..Need::default()
+/// UID.GEN's reply with options: the run (with COUNT an array of it, else its first UID), each
+/// an integer or (STRING) its decimal text.
+struct Uids<'a> {
+    run: &'a Run,
+    text: bool,
+    array: bool,
+}
+
+impl Uids<'_> {
+    fn one(&self, uid: u64) -> Reply {
+        if self.text {
+            Reply::Bulk(uid.to_string().into_bytes())
+        } else {
+            Reply::Int(to_i64(uid))
+        }
+    }
+}
+
+impl Answer for Uids<'_> {
+    /// Written straight into the reply, with no intermediate vector.
+    fn write(&self, ctx: &Ctx) {
+        if !self.array {
+            return reply_uid(ctx, self.run.first(), self.text);
+        }
+        ctx.reply_array(usize::try_from(self.run.count()).unwrap_or(0));
+        for uid in self.run.uids() {
+            reply_uid(ctx, uid, self.text);
+        }
+    }
+    fn keep(&self) -> Reply {
+        if self.array {
+            Reply::Array(self.run.uids().map(|u| self.one(u)).collect())
+        } else {
+            self.one(self.run.first())
+        }
     }
 }
 

@@ -92,6 +92,8 @@ const FIRST_CAPACITY: usize = 1;
 pub trait Request: Clone + PartialEq + fmt::Debug {
     /// A call's request as the command holds it (borrowed from its arguments).
     type Ask<'a>: Copy;
+    /// What a reused token's request may differ in, as a refusal names it.
+    const NAME: &'static str;
     /// Whether `ask` is the request remembered.
     fn is(&self, ask: Self::Ask<'_>) -> bool;
     /// The request to remember for `ask`.
@@ -103,6 +105,7 @@ pub trait Request: Clone + PartialEq + fmt::Debug {
 /// A sequence key's request: its COUNT.
 impl Request for u64 {
     type Ask<'a> = u64;
+    const NAME: &'static str = "COUNT";
 
     #[inline(always)]
     fn is(&self, count: u64) -> bool {
@@ -199,6 +202,7 @@ impl FieldRequest {
 impl Request for FieldRequest {
     /// (field, COUNT).
     type Ask<'a> = (&'a [u8], u64);
+    const NAME: &'static str = "field or COUNT";
 
     #[inline]
     fn is(&self, (field, count): (&[u8], u64)) -> bool {

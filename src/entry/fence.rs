@@ -29,7 +29,7 @@ unsafe extern "C" fn on_reply(
     _argc: c_int,
 ) -> c_int {
     // SAFETY: ctx is the live context of this reply callback.
-    unsafe { answer(ctx, "a fenced reply", fence::reply) }
+    unsafe { answer(ctx, "a fenced reply", fence::reply_released) }
 }
 
 /// Redis timed a waiting client out (`imid.fence-timeout`).

@@ -134,6 +134,42 @@ pub(crate) enum Reply {
     Null,
 }
 
+/// A handler's reply, written now or kept for a client that waits (`node::fence::answer`).
+/// Written now, it allocates nothing.
+pub(crate) trait Answer {
+    fn write(&self, ctx: &Ctx);
+    fn keep(&self) -> Reply;
+}
+
+impl Answer for Reply {
+    fn write(&self, ctx: &Ctx) {
+        ctx.reply_kept(self);
+    }
+    fn keep(&self) -> Reply {
+        self.clone()
+    }
+}
+
+impl Answer for i64 {
+    #[inline(always)]
+    fn write(&self, ctx: &Ctx) {
+        ctx.reply_int(*self);
+    }
+    fn keep(&self) -> Reply {
+        Reply::Int(*self)
+    }
+}
+
+impl Answer for [u8] {
+    #[inline(always)]
+    fn write(&self, ctx: &Ctx) {
+        ctx.reply_bulk(self);
+    }
+    fn keep(&self) -> Reply {
+        Reply::Bulk(self.to_vec())
+    }
+}
+
 /// A reply element for [`Ctx::reply_fields`].
 pub(crate) enum FieldValue<'a> {
     Int(i64),
@@ -361,14 +397,14 @@ impl Ctx {
     }
 
     /// Writes a reply kept for later.
-    pub(crate) fn reply_owned(&self, r: &Reply) {
+    pub(crate) fn reply_kept(&self, r: &Reply) {
         match r {
             Reply::Int(i) => self.reply_int(*i),
             Reply::Bulk(b) => self.reply_bulk(b),
             Reply::Array(items) => {
                 self.reply_array(items.len());
                 for i in items {
-                    self.reply_owned(i);
+                    self.reply_kept(i);
                 }
             }
             Reply::Null => self.reply_null(),

@@ -19,7 +19,7 @@
 //! budget, which is given and counted (`imid_fence_unfenced_idmp`: the docs say to `WAIT`
 //! after such a transaction or script before using its answer). A call refused at once
 //! changes nothing, except one that would skip the gap there: it stores and replicates the
-//! skip alone ([`skip_only`]), so that its retry can answer.
+//! skip alone ([`store_skip_alone`]), so that its retry can answer.
 //!
 //! The offsets (`tick`): `ROLE` gives the primary's offset and each online replica's
 //! acknowledged one; the `imid.fence-replicas`-th largest is what "the replicas" acknowledged.
@@ -44,7 +44,7 @@ use crate::core::fence::{
 use crate::error::Error;
 use crate::host::fence::Blocked;
 use crate::host::server::ServerInfo;
-use crate::host::{Ctx, Reply};
+use crate::host::{Answer, Ctx, Reply};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
 
@@ -59,7 +59,7 @@ pub(crate) struct Need {
     /// that target until the replicas acknowledge it ([`Skips`]).
     pub(crate) skip: bool,
     /// The target's id ([`target_id`]): given when the call skipped, or when skips are pending
-    /// ([`keyed`]); `None` otherwise (nothing to look up).
+    /// ([`skips_pending`]); `None` otherwise (nothing to look up).
     pub(crate) target: Option<u64>,
     /// An IDMP answer: the token's record must be on the replicas before it goes out.
     pub(crate) record: bool,
@@ -69,11 +69,48 @@ pub(crate) struct Need {
     pub(crate) uid_ms: Option<u64>,
 }
 
+impl Need {
+    /// An IDMP answer alone (a retry's): its record must be on the replicas.
+    pub(crate) const RETRY: Need = Need {
+        advance: 0,
+        skip: false,
+        target: None,
+        record: true,
+        msgid_ms: None,
+        uid_ms: None,
+    };
+
+    /// This need and the IDs the call hands out: a message ID of time `msgid_ms`, UIDs up to
+    /// time `uid_ms`.
+    pub(crate) fn with_ids(self, msgid_ms: Option<u64>, uid_ms: Option<u64>) -> Need {
+        Need {
+            msgid_ms,
+            uid_ms,
+            ..self
+        }
+    }
+}
+
 /// Whether a call replies now, or waits ([`wait`]) for the replicas.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Verdict {
     Now,
     Wait,
+}
+
+impl Verdict {
+    /// The reply of a call [`check`] let through, after its writes: written now, or kept
+    /// while its client waits for the replicas.
+    #[inline(always)]
+    pub(crate) fn answer(self, ctx: &Ctx, reply: &(impl Answer + ?Sized)) -> Result<(), Error> {
+        match self {
+            Verdict::Now => {
+                reply.write(ctx);
+                Ok(())
+            }
+            Verdict::Wait => wait(ctx, reply.keep()),
+        }
+    }
 }
 
 /// The fence is on here (`imid.fence-replicas` above 0, this node a primary).
@@ -193,7 +230,7 @@ pub(crate) fn check(ctx: &Ctx, need: Need) -> Result<Verdict, Error> {
 
 /// Whether calls must look their target up ([`Need::target`]): gap skips are pending.
 #[inline(always)]
-pub(crate) fn keyed() -> bool {
+pub(crate) fn skips_pending() -> bool {
     SKIPS_PENDING.load(Relaxed) > 0
 }
 
@@ -243,12 +280,12 @@ fn count_skip(id: Option<u64>, advance: u64) -> u64 {
 /// refuses the call with [`skip_refused`]; a retry once the replicas hold the skip answers.
 /// Without this such a target could never advance from a script: every call would be refused
 /// and change nothing, the target still marked.
-pub(crate) fn skip_only(ctx: &Ctx) -> bool {
+pub(crate) fn store_skip_alone(ctx: &Ctx) -> bool {
     ACTIVE.load(Relaxed) && !ctx.is_replay() && !ctx.can_block()
 }
 
-/// [`skip_only`]'s skip was stored and replicated: charged to its target (`id`).
-pub(crate) fn skipped_only(ctx: &Ctx, id: u64) {
+/// [`store_skip_alone`]'s skip was stored and replicated: charged to its target (`id`).
+pub(crate) fn charge_stored_skip(ctx: &Ctx, id: u64) {
     REFUSED.add(1);
     ADVANCED.store(count_skip(Some(id), 0), Relaxed);
     arm_tick(ctx);
@@ -292,7 +329,7 @@ fn slow(ctx: &Ctx, need: Need, within_acked: bool) -> Result<Verdict, Error> {
 /// The call waits for the replicas (after [`check`] said so, and after its writes): its client
 /// is blocked and `reply` goes out once they acknowledge, or the fence's error after
 /// `imid.fence-timeout`.
-pub(crate) fn wait(ctx: &Ctx, reply: Reply) -> Result<(), Error> {
+fn wait(ctx: &Ctx, reply: Reply) -> Result<(), Error> {
     let timeout = fence_timeout_ms();
     let Some(bc) = ctx.block(timeout) else {
         return Err(cannot_wait());
@@ -657,9 +694,9 @@ fn tick(ctx: &Ctx) {
 }
 
 /// A released call's reply callback: its reply, or the error.
-pub(crate) fn reply(ctx: &Ctx) {
+pub(crate) fn reply_released(ctx: &Ctx) {
     match ctx.blocked_payload::<Unblocked>() {
-        Some(Unblocked::Ready(r)) => ctx.reply_owned(r),
+        Some(Unblocked::Ready(r)) => ctx.reply_kept(r),
         Some(Unblocked::TimedOut) => {
             TIMEOUTS.add(1);
             ctx.reply_error(&timed_out());
@@ -762,7 +799,7 @@ fn cannot_wait() -> Error {
     ))
 }
 
-/// [`skip_only`]'s refusal.
+/// [`store_skip_alone`]'s refusal.
 pub(crate) fn skip_refused() -> Error {
     Error::Text(format!(
         "NOREPLICAS imid: this sequence's first value on this node skips imid.seq-gap and must \

@@ -1,45 +1,22 @@
-//! The fence (issue 27; docs/durability.md, "The fence"): a primary hands out nothing that the
-//! replica which would take over, should this node lose its role now, would not know. On when
-//! `imid.fence-replicas` (`auto`: the server's `min-replicas-to-write`) is above 0 and this node
-//! is a primary; otherwise every call replies at once, as without it.
+//! The fence (docs/durability.md, "The fence"): a primary hands out nothing that the replica
+//! which would take over from it does not know. It is on while `imid.fence-replicas` (`auto`:
+//! the server's `min-replicas-to-write`) is above 0 and this node is a primary.
 //!
-//! What a call hands out ([`Need`]) is checked by [`check`] before the call changes anything:
-//! - sequence values, against the node-wide budget (`core::fence::within`): at once while the
-//!   node's count of sequence increases is at most `imid.seq-gap` above the count of the newest
-//!   sample its replicas acknowledged;
-//! - message IDs and UIDs, against the lease renewals the replicas acknowledged
-//!   (`core::fence::Marks`): at once when the ID's time lies below one;
-//! - an IDMP answer (a first answer, and a retry's, whose record may not have reached the
-//!   replicas yet): never at once.
+//! A call says what it hands out ([`Need`]); [`check`] lets it answer now, makes it wait, or
+//! refuses it before it changes anything, and [`Verdict::answer`] replies or blocks the client
+//! until the replicas acknowledge its writes (`NOREPLICAS` after `imid.fence-timeout`). Inside
+//! MULTI, a script or a function nothing can wait, so such a call is refused instead.
 //!
-//! What cannot reply at once waits ([`wait`]): the client (only it) is blocked until the
-//! replicas acknowledge the offset that covers the call's writes, or answered with the fence's
-//! `NOREPLICAS` error after `imid.fence-timeout`. Inside MULTI/EXEC, a script or a function no
-//! client can wait: such a call is refused at once instead, except an IDMP answer within the
-//! budget, which is given and counted (`imid_fence_unfenced_idmp`: the docs say to `WAIT`
-//! after such a transaction or script before using its answer). A call refused at once
-//! changes nothing, except one that would skip the gap there: it stores and replicates the
-//! skip alone ([`store_skip_alone`]), so that its retry can answer.
-//!
-//! The offsets (`tick`): `ROLE` gives the primary's offset and each online replica's
-//! acknowledged one; the `imid.fence-replicas`-th largest is what "the replicas" acknowledged.
-//! A tick releases the calls, samples and renewals that offset covers, stamps what was
-//! propagated since the last tick with the current offset, and asks the replicas to acknowledge
-//! (`REPLCONF GETACK *`) when something is waiting for them. Ticks run before the event loop
-//! sleeps while clients wait (the before-sleep event, subscribed only then: it costs every
-//! iteration; a call blocked before it in the same iteration needs nothing else), from a
-//! one-shot timer when the budget runs low, a renewal waits, the fence just came on, or a call
-//! blocked after that event (a released client's next pipelined command, on Redis 7 and
-//! Valkey), and from the server's cron (`hz`) to keep the budget and the leases fresh.
-//!
-//! Every function here runs on Redis's main thread; the atomics keep the statics `Sync` and let
-//! the hot path read the fence's state without a lock.
+//! The bookkeeping is `core::fence::Book`; here are its Redis side and when it runs: a round
+//! ([`tick`]) reads `ROLE`, releases what the replicas acknowledged and asks them for more
+//! (`REPLCONF GETACK *`). Rounds run before the event loop sleeps while clients wait, from a
+//! one-shot timer, and from the cron. Everything runs on Redis's main thread.
 
 use super::Counter;
 use crate::config::{fence_timeout_ms, seq_gap, FenceReplicas, CLUSTER_MODE, FENCE_REPLICAS};
+pub(crate) use crate::core::fence::Lease;
 use crate::core::fence::{
-    gone_at, info_replica, replicating_elsewhere, within, ForgetError, Marks, Member, Members,
-    Queue, Ring, Skips,
+    gone_at, info_replica, replicating_elsewhere, within, Book, ForgetError, Member, Members, View,
 };
 use crate::error::Error;
 use crate::host::fence::Blocked;
@@ -51,15 +28,13 @@ use std::sync::{Mutex, MutexGuard};
 /// What a call hands out, for [`check`].
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Need {
-    /// How much the call hands out of sequence values (the values it reserves; a gap skip is
-    /// not included: it is charged to its target, `skip`).
+    /// How many sequence values the call reserves (a gap skip is charged to its target).
     pub(crate) advance: u64,
-    /// The call skipped the gap on its target: it waits for its own write (a promoted
-    /// replica without it would hand out the same values), and so does every later call on
-    /// that target until the replicas acknowledge it ([`Skips`]).
+    /// The call skipped the gap on its target: it waits for its own write, and so does every
+    /// later call on that target until the replicas acknowledge it (a promoted replica without
+    /// the skip would hand out the same values).
     pub(crate) skip: bool,
-    /// The target's id ([`target_id`]): given when the call skipped, or when skips are pending
-    /// ([`skips_pending`]); `None` otherwise (nothing to look up).
+    /// The target's id ([`target_id`]) when the call skipped or skips are pending.
     pub(crate) target: Option<u64>,
     /// An IDMP answer: the token's record must be on the replicas before it goes out.
     pub(crate) record: bool,
@@ -91,7 +66,7 @@ impl Need {
     }
 }
 
-/// Whether a call replies now, or waits ([`wait`]) for the replicas.
+/// Whether a call replies now, or waits for the replicas.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Verdict {
     Now,
@@ -113,50 +88,6 @@ impl Verdict {
     }
 }
 
-/// The fence is on here (`imid.fence-replicas` above 0, this node a primary).
-static ACTIVE: AtomicBool = AtomicBool::new(false);
-/// This node is a primary (set at load, then by role changes).
-static PRIMARY: AtomicBool = AtomicBool::new(true);
-/// How many replicas must be online (`imid.fence-replicas`, `auto` resolved); every replica of
-/// the term must acknowledge ([`Members`]).
-static REQUIRED: AtomicU64 = AtomicU64::new(0);
-/// The server's `min-replicas-to-write` as last read (at load, by the cron, at a role change:
-/// contexts with a client), for `auto`. A config's apply callback has no client to read it
-/// with (`RedisModule_Call` there crashes the server), so it takes this value.
-static MIN_REPLICAS: AtomicU64 = AtomicU64::new(0);
-/// Since when (`mono_ms`) the longest-gone member of the term has been offline; [`NONE`]
-/// while every member is online.
-static GONE_SINCE: AtomicU64 = AtomicU64::new(NONE);
-/// The node's count of sequence increases while the fence is on.
-static ADVANCED: AtomicU64 = AtomicU64::new(0);
-/// The count of the newest sample the replicas acknowledged; [`NONE`] before the first.
-static ACKED_ADV: AtomicU64 = AtomicU64::new(NONE);
-const NONE: u64 = u64::MAX;
-/// Message IDs and UIDs with a time below these may go out at once.
-static MSGID_ACKED: AtomicU64 = AtomicU64::new(0);
-static UID_ACKED: AtomicU64 = AtomicU64::new(0);
-/// A one-shot tick timer is armed.
-static TIMER_ARMED: AtomicBool = AtomicBool::new(false);
-/// `load` ran (the configs' apply callback may refresh from then on).
-static LOADED: AtomicBool = AtomicBool::new(false);
-/// The before-sleep event is subscribed.
-static SUBSCRIBED: AtomicBool = AtomicBool::new(false);
-/// How many gap skips wait for the replicas ([`Skips`]): while 0, calls look nothing up.
-static SKIPS_PENDING: AtomicU64 = AtomicU64::new(0);
-/// The event loop woke up (its after-sleep event, while subscribed) and its before-sleep event
-/// has not run yet: a call that blocks now is stamped, and the replicas asked, by that event in
-/// this same iteration, before the server writes to them, so no timer is needed for it.
-static AWAKE: AtomicBool = AtomicBool::new(false);
-
-/// Calls that waited for the replicas.
-pub(crate) static WAITS: Counter = Counter::new();
-/// Waiting calls answered with the error after `imid.fence-timeout`.
-pub(crate) static TIMEOUTS: Counter = Counter::new();
-/// Calls refused at once (they could not wait, or fewer replicas than required are online).
-pub(crate) static REFUSED: Counter = Counter::new();
-/// IDMP answers given inside MULTI/EXEC, a script or a function without waiting.
-pub(crate) static UNFENCED_IDMP: Counter = Counter::new();
-
 /// What a released call gets.
 pub(crate) enum Unblocked {
     /// The replicas acknowledged: its reply.
@@ -169,28 +100,103 @@ pub(crate) enum Unblocked {
     TooFew(usize, u64),
 }
 
+/// What every call reads without the lock: whether the fence is on, the node's count of
+/// sequence increases, and the book's [`View`] as of its last change ([`Hot::publish`]).
+struct Hot {
+    active: AtomicBool,
+    advanced: AtomicU64,
+    /// [`View::acked`], [`NONE`] for `None`.
+    acked: AtomicU64,
+    msgid_acked: AtomicU64,
+    uid_acked: AtomicU64,
+    skips: AtomicU64,
+    /// [`View::gone_since`], [`NONE`] for `None`.
+    gone_since: AtomicU64,
+}
+
+const NONE: u64 = u64::MAX;
+
+static HOT: Hot = Hot {
+    active: AtomicBool::new(false),
+    advanced: AtomicU64::new(0),
+    acked: AtomicU64::new(NONE),
+    msgid_acked: AtomicU64::new(0),
+    uid_acked: AtomicU64::new(0),
+    skips: AtomicU64::new(0),
+    gone_since: AtomicU64::new(NONE),
+};
+
+impl Hot {
+    fn active(&self) -> bool {
+        self.active.load(Relaxed)
+    }
+
+    fn acked(&self) -> Option<u64> {
+        Some(self.acked.load(Relaxed)).filter(|&a| a != NONE)
+    }
+
+    fn publish(&self, v: View) {
+        self.acked.store(v.acked.unwrap_or(NONE), Relaxed);
+        self.msgid_acked.store(v.msgid_acked, Relaxed);
+        self.uid_acked.store(v.uid_acked, Relaxed);
+        self.skips.store(v.skips as u64, Relaxed);
+        self.gone_since.store(v.gone_since.unwrap_or(NONE), Relaxed);
+    }
+}
+
+/// The event loop's side: a one-shot tick timer is armed; the before-sleep event is
+/// subscribed (only while clients wait: it costs every iteration); the loop is awake (after its
+/// after-sleep event, before its before-sleep event, which then stamps a call that blocks).
+struct EventLoop {
+    timer_armed: AtomicBool,
+    subscribed: AtomicBool,
+    awake: AtomicBool,
+}
+
+static LOOP: EventLoop = EventLoop {
+    timer_armed: AtomicBool::new(false),
+    subscribed: AtomicBool::new(false),
+    awake: AtomicBool::new(false),
+};
+
+/// The fence's `INFO imid` counters.
+struct Counts {
+    /// Calls that waited for the replicas.
+    waits: Counter,
+    /// Waiting calls answered with the error after `imid.fence-timeout`.
+    timeouts: Counter,
+    /// Calls refused at once (they could not wait, or too few replicas are online).
+    refused: Counter,
+    /// IDMP answers given inside MULTI/EXEC, a script or a function without waiting.
+    unfenced_idmp: Counter,
+}
+
+static COUNTS: Counts = Counts {
+    waits: Counter::new(),
+    timeouts: Counter::new(),
+    refused: Counter::new(),
+    unfenced_idmp: Counter::new(),
+};
+
 struct State {
-    /// The replicas of this primary's term.
-    members: Members,
-    ring: Ring,
-    skips: Skips,
-    msgid: Marks,
-    uid: Marks,
-    queue: Queue<(Blocked, Reply)>,
-    /// The offset the last GETACK asked for, and when (ms).
-    asked: Option<u64>,
-    asked_ms: u64,
+    book: Book<(Blocked, Reply)>,
+    /// This node is a primary (set at load, then by role changes).
+    primary: bool,
+    /// How many replicas must be online (`imid.fence-replicas`, `auto` resolved).
+    required: u64,
+    /// `min-replicas-to-write` as last read with a client (at load, by the cron, at a role
+    /// change), for `auto`: a config's apply callback has none to read it with.
+    min_replicas: u64,
+    /// `load` ran: the configs' apply callback may follow them from then on.
+    loaded: bool,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
-    members: Members::new(),
-    ring: Ring::new(),
-    skips: Skips::new(),
-    msgid: Marks::new(),
-    uid: Marks::new(),
-    queue: Queue::new(),
-    asked: None,
-    asked_ms: 0,
+    book: Book::new(),
+    primary: true,
+    required: 0,
+    min_replicas: 0,
+    loaded: false,
 });
 
 fn state() -> MutexGuard<'static, State> {
@@ -199,39 +205,37 @@ fn state() -> MutexGuard<'static, State> {
     STATE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn acked_adv() -> Option<u64> {
-    Some(ACKED_ADV.load(Relaxed)).filter(|&a| a != NONE)
-}
-
-/// May the call reply now, must it wait, or is it refused (an error: nothing may change)? On
-/// `Ok`, its sequence increase is counted: the caller must then make its writes (and reply or
-/// [`wait`]). One load when the fence is off.
+/// May the call reply now, must it wait, or is it refused (nothing may change then)? On `Ok`
+/// its sequence increase is counted, and the caller makes its writes, then answers. One load
+/// when the fence is off.
 #[inline(always)]
 pub(crate) fn check(ctx: &Ctx, need: Need) -> Result<Verdict, Error> {
-    if !ACTIVE.load(Relaxed) {
+    if !HOT.active() {
         return Ok(Verdict::Now);
     }
-    let adv = ADVANCED.load(Relaxed);
+    let adv = HOT.advanced.load(Relaxed);
     let gap = seq_gap();
-    let acked = acked_adv();
+    let acked = HOT.acked();
     let seq_ok = need.advance == 0 || within(adv, need.advance, acked, gap);
-    let ids_ok = need.msgid_ms.is_none_or(|t| t < MSGID_ACKED.load(Relaxed))
-        && need.uid_ms.is_none_or(|t| t < UID_ACKED.load(Relaxed));
+    let ids_ok = need
+        .msgid_ms
+        .is_none_or(|t| t < HOT.msgid_acked.load(Relaxed))
+        && need.uid_ms.is_none_or(|t| t < HOT.uid_acked.load(Relaxed));
     // Its target's gap skip (this call's, or an earlier one not yet acknowledged).
-    let keyed = need.skip || need.target.is_some_and(|id| skip_pending(id, acked));
-    if seq_ok && ids_ok && !need.record && !keyed {
+    let skip = need.skip || need.target.is_some_and(skip_pending);
+    if seq_ok && ids_ok && !need.record && !skip {
         let now = adv.saturating_add(need.advance);
-        ADVANCED.store(now, Relaxed);
+        HOT.advanced.store(now, Relaxed);
         renew_past_half(ctx, now, acked, gap);
         return Ok(Verdict::Now);
     }
-    slow(ctx, need, seq_ok && ids_ok && !keyed)
+    wait_or_refuse(ctx, need, seq_ok && ids_ok && !skip)
 }
 
 /// Whether calls must look their target up ([`Need::target`]): gap skips are pending.
 #[inline(always)]
 pub(crate) fn skips_pending() -> bool {
-    SKIPS_PENDING.load(Relaxed) > 0
+    HOT.skips.load(Relaxed) > 0
 }
 
 /// The id a target's skip is recorded under: a hash of the key's name and the map's field
@@ -246,8 +250,8 @@ pub(crate) fn target_id(key: &[u8], field: Option<&[u8]>) -> u64 {
 
 #[cold]
 #[inline(never)]
-fn skip_pending(id: u64, acked: Option<u64>) -> bool {
-    SKIPS_PENDING.load(Relaxed) > 0 && state().skips.pending(id, acked)
+fn skip_pending(id: u64) -> bool {
+    skips_pending() && state().book.skip_pending(id)
 }
 
 /// Half the budget used (the node's count `now` against the acknowledged `acked`): refresh it
@@ -261,91 +265,84 @@ fn renew_past_half(ctx: &Ctx, now: u64, acked: Option<u64>, gap: u64) {
 
 /// The node's count after a call that skipped the gap on its target (`id`) and hands out
 /// `advance` values: counted at least once, so that a sample (and its acknowledgement) covers
-/// the skip, which is charged to the target; to the node as a whole gap when too many skips
-/// are pending already.
+/// the skip.
 fn count_skip(id: Option<u64>, advance: u64) -> u64 {
-    let now = ADVANCED.load(Relaxed).saturating_add(advance.max(1));
+    let count = HOT.advanced.load(Relaxed).saturating_add(advance.max(1));
     let mut st = state();
-    match id {
-        Some(id) if st.skips.insert(id, now) => {
-            SKIPS_PENDING.store(st.skips.len() as u64, Relaxed);
-            now
-        }
-        _ => now.saturating_add(seq_gap()),
-    }
+    let now = st.book.charge_skip(id, count, seq_gap());
+    HOT.publish(st.book.view());
+    now
 }
 
-/// A call that cannot wait (inside MULTI, a script or a function) would skip the gap on its
-/// target: the caller stores only the skip (no value handed out) and replicates it, then
-/// refuses the call with [`skip_refused`]; a retry once the replicas hold the skip answers.
-/// Without this such a target could never advance from a script: every call would be refused
-/// and change nothing, the target still marked.
+/// Whether a call that skips the gap here must store the skip alone: it cannot wait (inside
+/// MULTI, a script or a function), so it stores and replicates only the skip and is refused
+/// ([`skip_refused`]); its retry, once the replicas hold the skip, answers. Refused with
+/// nothing changed, such a target could never advance from a script.
 pub(crate) fn store_skip_alone(ctx: &Ctx) -> bool {
-    ACTIVE.load(Relaxed) && !ctx.is_replay() && !ctx.can_block()
+    HOT.active() && !ctx.is_replay() && !ctx.can_block()
 }
 
 /// [`store_skip_alone`]'s skip was stored and replicated: charged to its target (`id`).
 pub(crate) fn charge_stored_skip(ctx: &Ctx, id: u64) {
-    REFUSED.add(1);
-    ADVANCED.store(count_skip(Some(id), 0), Relaxed);
+    COUNTS.refused.add(1);
+    HOT.advanced.store(count_skip(Some(id), 0), Relaxed);
     arm_tick(ctx);
 }
 
+/// [`check`]'s path for a call that cannot answer at once: it waits, or is refused when its
+/// client cannot wait or a member is gone; a replay, and an IDMP answer within the budget
+/// inside MULTI or a script, answer now.
 #[cold]
 #[inline(never)]
-fn slow(ctx: &Ctx, need: Need, within_acked: bool) -> Result<Verdict, Error> {
-    // A replay (the AOF at load on a primary) hands nothing out.
+fn wait_or_refuse(ctx: &Ctx, need: Need, within_acked: bool) -> Result<Verdict, Error> {
     let verdict = if ctx.is_replay() {
+        // The AOF at load on a primary: it hands nothing out.
         Verdict::Now
     } else if !ctx.can_block() {
         if need.record && within_acked {
-            UNFENCED_IDMP.add(1);
+            COUNTS.unfenced_idmp.add(1);
             Verdict::Now
         } else {
-            REFUSED.add(1);
+            COUNTS.refused.add(1);
             return Err(cannot_wait());
         }
     } else if let Some(e) = gone_too_long() {
-        REFUSED.add(1);
+        COUNTS.refused.add(1);
         return Err(e);
     } else {
-        // (With fewer replicas online than required, the next tick, at the end of this event
-        // loop iteration, answers it with the error: `tick`.)
+        // With fewer replicas online than required, the round at the end of this iteration
+        // answers it with the error.
         Verdict::Wait
     };
     let now = if need.skip && verdict == Verdict::Wait {
         count_skip(need.target, need.advance)
     } else {
-        ADVANCED.load(Relaxed).saturating_add(need.advance)
+        HOT.advanced.load(Relaxed).saturating_add(need.advance)
     };
-    ADVANCED.store(now, Relaxed);
-    // As on the fast path. An IDMP answer given inside MULTI or a script comes here, never to
-    // the fast path: without this, transactions of them (then `WAIT`) got the budget back only
-    // from the cron, and were refused after `imid.seq-gap` values.
-    renew_past_half(ctx, now, acked_adv(), seq_gap());
+    HOT.advanced.store(now, Relaxed);
+    // As on the fast path: IDMP answers inside MULTI or a script come only here, and without
+    // this got the budget back only from the cron.
+    renew_past_half(ctx, now, HOT.acked(), seq_gap());
     Ok(verdict)
 }
 
-/// The call waits for the replicas (after [`check`] said so, and after its writes): its client
-/// is blocked and `reply` goes out once they acknowledge, or the fence's error after
-/// `imid.fence-timeout`.
+/// The call waits for the replicas: its client is blocked, and `reply` goes out once they
+/// acknowledge its writes, or the fence's error after `imid.fence-timeout`.
 fn wait(ctx: &Ctx, reply: Reply) -> Result<(), Error> {
     let timeout = fence_timeout_ms();
     let Some(bc) = ctx.block(timeout) else {
         return Err(cannot_wait());
     };
-    WAITS.add(1);
+    COUNTS.waits.add(1);
     let deadline = mono_ms().saturating_add(timeout);
-    state().queue.push((bc, reply), deadline);
-    if !SUBSCRIBED.load(Relaxed) && ctx.subscribe_before_sleep(true) {
-        SUBSCRIBED.store(true, Relaxed);
+    state().book.wait((bc, reply), deadline);
+    if !LOOP.subscribed.load(Relaxed) && ctx.subscribe_before_sleep(true) {
+        LOOP.subscribed.store(true, Relaxed);
     }
-    // Called between this iteration's after-sleep and before-sleep events (a command read in
-    // this iteration, or one a released client runs in Redis 8's before-sleep ahead of the
-    // event): the before-sleep tick stamps it. Otherwise (just subscribed, a subscription that
-    // failed, or a released client's next command run after the event, as Redis 7 and Valkey
-    // do) the timer ticks, at the end of this iteration or the next; the cron too.
-    if !(SUBSCRIBED.load(Relaxed) && AWAKE.load(Relaxed)) {
+    // Between this iteration's after-sleep and before-sleep events, the before-sleep round
+    // stamps the call. Otherwise (just subscribed, a failed subscription, or a released
+    // client's next command run after that event, as on Redis 7 and Valkey) the timer does.
+    if !(LOOP.subscribed.load(Relaxed) && LOOP.awake.load(Relaxed)) {
         arm_tick(ctx);
     }
     Ok(())
@@ -353,102 +350,81 @@ fn wait(ctx: &Ctx, reply: Reply) -> Result<(), Error> {
 
 /// Whether the fence is on here.
 pub(crate) fn active() -> bool {
-    ACTIVE.load(Relaxed)
+    HOT.active()
 }
 
-/// A monotonic clock in ms (since its first read) for the waiting calls' deadlines and the
-/// GETACK pacing: never the IDs' clock (`node::now_ms`), whose steps (a wall clock set
-/// forward, or a test-hooks offset) must not time waiting calls out early.
+/// A monotonic clock in ms (since its first read) for the deadlines and the GETACK pacing:
+/// never the IDs' clock (`node::now_ms`), whose steps must not time waiting calls out early.
 fn mono_ms() -> u64 {
     static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
     let elapsed = START.get_or_init(std::time::Instant::now).elapsed();
     u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Which lease a renewal belongs to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Lease {
-    Msgid,
-    Uid,
-}
-
 /// A lease renewal to `until` was propagated in the running call (`node::ids`).
 pub(crate) fn renewed(ctx: &Ctx, lease: Lease, until: u64) {
-    if !ACTIVE.load(Relaxed) {
-        return;
+    if HOT.active() {
+        state().book.renewed(lease, until);
+        arm_tick(ctx);
     }
-    {
-        let mut st = state();
-        match lease {
-            Lease::Msgid => st.msgid.push(until),
-            Lease::Uid => st.uid.push(until),
-        }
-    }
-    arm_tick(ctx);
 }
 
 /// Arms the one-shot tick timer, unless it is armed already.
 fn arm_tick(ctx: &Ctx) {
-    if !TIMER_ARMED.swap(true, Relaxed) && !ctx.arm_timer(0) {
-        TIMER_ARMED.store(false, Relaxed);
+    if !LOOP.timer_armed.swap(true, Relaxed) && !ctx.arm_timer(0) {
+        LOOP.timer_armed.store(false, Relaxed);
     }
 }
 
 /// The one-shot timer fired (a context of its own, outside any event's callback).
 pub(crate) fn on_timer(ctx: &Ctx) {
-    TIMER_ARMED.store(false, Relaxed);
+    LOOP.timer_armed.store(false, Relaxed);
     tick(ctx);
     // Nobody waits: the before-sleep event is not worth its cost per iteration. Unsubscribed
     // here, never from an event's callback (see `host::fence`).
-    if SUBSCRIBED.load(Relaxed) && state().queue.is_empty() && ctx.subscribe_before_sleep(false) {
-        SUBSCRIBED.store(false, Relaxed);
-        AWAKE.store(false, Relaxed);
+    let idle = state().book.waiting() == 0;
+    if idle && LOOP.subscribed.load(Relaxed) && ctx.subscribe_before_sleep(false) {
+        LOOP.subscribed.store(false, Relaxed);
+        LOOP.awake.store(false, Relaxed);
     }
 }
 
-/// The event loop woke up (subscribed while clients wait): its before-sleep event follows in
-/// this iteration.
+/// The event loop woke up: its before-sleep event follows in this iteration.
 pub(crate) fn after_sleep() {
-    AWAKE.store(true, Relaxed);
+    LOOP.awake.store(true, Relaxed);
 }
 
-/// Before the event loop sleeps (subscribed while clients wait): the acknowledgements that
-/// arrived in this iteration release their calls, and the calls blocked in it are stamped.
+/// Before the event loop sleeps: the acknowledgements that arrived in this iteration release
+/// their calls, and the calls blocked in it are stamped.
 pub(crate) fn before_sleep(ctx: &Ctx) {
-    AWAKE.store(false, Relaxed);
-    if !state().queue.is_empty() {
+    LOOP.awake.store(false, Relaxed);
+    let waiting = state().book.waiting();
+    if waiting > 0 {
         tick(ctx);
     }
 }
 
-/// The server's cron: follows `imid.fence-replicas` (and `min-replicas-to-write` under
-/// `auto`) and ticks when anything is left to acknowledge or to release. (The cron also keeps
-/// the leases renewed while the fence is on: `node::ids::keep_leases`.)
+/// The server's cron: follows the configs, and while on runs a round every tick (so a replica
+/// that comes online joins at once and one that left is seen gone) and reads the replicas'
+/// lags. Off, it releases the calls still waiting from when it was on.
 pub(crate) fn cron(ctx: &Ctx) {
     read_min_replicas(ctx);
     follow();
-    // While on, a tick every cron tick: it keeps the budget and the leases acknowledged, and
-    // reads the replicas of the term, so one that comes online joins at once (not at the next
-    // call that waits) and one that left is seen gone (calls beyond what it acknowledged are
-    // then refused at once, `gone_too_long`, and a refusal ticks nothing). Off: calls still
-    // waiting when the fence went off (here, or in a config's apply callback, which cannot
-    // tick) get their replies.
-    if ACTIVE.load(Relaxed) || SUBSCRIBED.load(Relaxed) || !state().queue.is_empty() {
+    let waiting = state().book.waiting();
+    if HOT.active() || LOOP.subscribed.load(Relaxed) || waiting > 0 {
         arm_tick(ctx);
     }
-    if ACTIVE.load(Relaxed) {
+    if HOT.active() {
         read_lags();
     }
-    if GONE_SINCE.load(Relaxed) != NONE && CLUSTER_MODE.load(Relaxed) {
+    if HOT.gone_since.load(Relaxed) != NONE && CLUSTER_MODE.load(Relaxed) {
         drop_migrated(ctx);
     }
 }
 
-/// Each online replica's `lag` (`INFO replication`): a member silent for `QUIET_S` or more
-/// counts as gone, though its link looks up (a cut drops no connection until `repl-timeout`),
-/// so calls past what it acknowledged are refused at once rather than each waiting out
-/// `imid.fence-timeout` (which held a client's whole pipeline on an old primary for
-/// seconds after a split, away from the new primary).
+/// Each online replica's `lag` (`INFO replication`): one silent for `core::fence::QUIET_S`
+/// counts as gone though its link looks up, so calls beyond what it acknowledged are refused
+/// at once rather than each waiting out `imid.fence-timeout`.
 fn read_lags() {
     let Some(info) = ServerInfo::read(c"replication") else {
         return;
@@ -461,16 +437,16 @@ fn read_lags() {
         })
         .collect();
     let mut st = state();
-    st.members.lags(&lags, mono_ms());
-    GONE_SINCE.store(st.members.gone_since().unwrap_or(NONE), Relaxed);
+    st.book.members.lags(&lags, mono_ms());
+    HOT.publish(st.book.view());
 }
 
-/// In Cluster: members offline now that the cluster shows replicating another primary are
-/// dropped from the term (`core::fence::replicating_elsewhere`): they cannot take over here.
-/// Without this, a replica that migrated to an orphaned primary (Cluster does that by itself)
-/// would hold this primary to its budget until an operator's `FENCE.FORGET`.
+/// In Cluster: members offline now that the cluster shows replicating another primary leave
+/// the term (they cannot take over here); else a replica that Cluster moved to an orphaned
+/// primary would hold this one to its budget until an operator's `FENCE.FORGET`.
 fn drop_migrated(ctx: &Ctx) {
     let offline: Vec<String> = state()
+        .book
         .members
         .offline()
         .iter()
@@ -487,9 +463,9 @@ fn drop_migrated(ctx: &Ctx) {
     {
         let mut st = state();
         for a in &moved {
-            let _ = st.members.forget(a);
+            let _ = st.book.members.forget(a);
         }
-        GONE_SINCE.store(st.members.gone_since().unwrap_or(NONE), Relaxed);
+        HOT.publish(st.book.view());
     }
     ctx.log_notice(&format!(
         "imid: the fence no longer counts {}: the cluster shows it replicating another primary",
@@ -498,198 +474,126 @@ fn drop_migrated(ctx: &Ctx) {
     arm_tick(ctx);
 }
 
-/// Reads `min-replicas-to-write` for `auto` (a context with a client: the cron, OnLoad, a
-/// role change).
+/// Reads `min-replicas-to-write` for `auto` (needs a context with a client: the cron, OnLoad,
+/// a role change).
 fn read_min_replicas(ctx: &Ctx) {
     if matches!(FENCE_REPLICAS.with(|v| *v), FenceReplicas::Auto) {
         if let Some(v) = ctx.config_u64(c"min-replicas-to-write") {
-            MIN_REPLICAS.store(v, Relaxed);
+            state().min_replicas = v;
         }
     }
 }
 
-/// Turns the fence on or off as `imid.fence-replicas` (`auto`: the last `min-replicas-to-write`
-/// read) and the node's role say; calls nothing in Redis, so that a config's apply callback,
-/// whose context has no client, may run it. Returns whether it turned on or off.
-fn follow() -> bool {
+/// Turns the fence on or off as `imid.fence-replicas` (`auto`: the last
+/// `min-replicas-to-write` read) and the node's role say. Calls nothing in Redis, so that a
+/// config's apply callback, whose context has no client, may run it.
+fn follow() {
+    let mut st = state();
     let required = match FENCE_REPLICAS.with(|v| *v) {
         FenceReplicas::Count(n) => n,
-        FenceReplicas::Auto => MIN_REPLICAS.load(Relaxed),
+        FenceReplicas::Auto => st.min_replicas,
     };
-    REQUIRED.store(required, Relaxed);
-    let active = required > 0 && PRIMARY.load(Relaxed);
-    let changed = ACTIVE.swap(active, Relaxed) != active;
-    if changed {
-        // On: a new term for the fence, nothing acknowledged yet; the first tick samples and
-        // asks. Off: the calls still waiting get their replies (as without the fence) at the
-        // next tick, which the cron arms.
-        reset();
+    st.required = required;
+    let active = required > 0 && st.primary;
+    if HOT.active.swap(active, Relaxed) != active {
+        // On: a new term, nothing acknowledged yet. Off: the calls still waiting get their
+        // replies at the next round, which the cron arms.
+        reset(&mut st);
     }
-    changed
 }
 
-/// `imid.fence-replicas` was set (from its apply callback: a context without a client, so
-/// nothing here calls into Redis). The fence follows at once, so that calls right after the
-/// `CONFIG SET` see the new count; `auto` takes the `min-replicas-to-write` the cron last read
-/// (it reads it again within 1/hz s). During OnLoad, `load` reads the config instead.
+/// `imid.fence-replicas` was set (its apply callback: nothing here calls into Redis). The
+/// fence follows at once, so that calls right after the `CONFIG SET` see the new count.
 pub(crate) fn config_applied() {
-    if LOADED.load(Relaxed) {
+    let loaded = state().loaded;
+    if loaded {
         follow();
     }
 }
 
-/// Forgets everything acknowledged and every replica of the term: the node starts over (the
-/// fence came on, a new term).
-fn reset() {
-    let mut st = state();
-    st.members.clear();
-    GONE_SINCE.store(NONE, Relaxed);
-    st.ring.clear();
-    st.skips.clear();
-    SKIPS_PENDING.store(0, Relaxed);
-    st.msgid.clear();
-    st.uid.clear();
-    st.asked = None;
-    ACKED_ADV.store(NONE, Relaxed);
-    MSGID_ACKED.store(0, Relaxed);
-    UID_ACKED.store(0, Relaxed);
+/// Forgets everything acknowledged and every replica of the term.
+fn reset(st: &mut State) {
+    st.book.reset();
+    HOT.publish(st.book.view());
 }
 
-/// A replica joined the term: what was acknowledged so far was acknowledged without it, so
-/// nothing counts until it (and every other member) acknowledges again. The pending gap
-/// skips stay (their counts still say what must be acknowledged); the leases' highest renewal
-/// goes out again, as propagated by now, so IDs wait for one round trip, not for the next
-/// renewal.
-fn restart_acks(st: &mut State) {
-    st.ring.clear();
-    st.msgid.restart();
-    st.uid.restart();
-    st.asked = None;
-    ACKED_ADV.store(NONE, Relaxed);
-    MSGID_ACKED.store(0, Relaxed);
-    UID_ACKED.store(0, Relaxed);
-}
-
-/// At load: this node's role and the fence's configs (on at once when they say so: a primary
-/// restarted under load must not answer unfenced until the first cron tick). No tick is armed
-/// here (a timer must not be armed in OnLoad: `entry::load`).
+/// At load: this node's role and the fence's configs, on at once when they say so (a primary
+/// restarted under load must not answer unfenced until the first cron tick). No timer is
+/// armed in OnLoad (`entry::load`).
 pub(crate) fn load(ctx: &Ctx) {
-    PRIMARY.store(ctx.is_primary(), Relaxed);
+    state().primary = ctx.is_primary();
     read_min_replicas(ctx);
     follow();
-    LOADED.store(true, Relaxed);
+    state().loaded = true;
 }
 
 /// This node was promoted (`primary`) or became a replica: what was acknowledged, and by whom,
-/// belongs to the old term. A demoted node's waiting calls are answered with the error (Redis
-/// also disconnects blocked clients when a primary becomes a replica).
+/// belongs to the old term. A demoted node's waiting calls get the error (Redis disconnects
+/// blocked clients of a primary that becomes a replica too).
 pub(crate) fn role_changed(ctx: &Ctx, primary: bool) {
-    PRIMARY.store(primary, Relaxed);
-    ACTIVE.store(false, Relaxed);
-    reset();
-    if !primary {
-        let waiting = state().queue.drain();
-        for (bc, _) in waiting {
-            bc.unblock(Box::new(Unblocked::Demoted));
+    let demoted = {
+        let mut st = state();
+        st.primary = primary;
+        HOT.active.store(false, Relaxed);
+        reset(&mut st);
+        if primary {
+            Vec::new()
+        } else {
+            st.book.drain()
         }
+    };
+    for (bc, _) in demoted {
+        bc.unblock(Box::new(Unblocked::Demoted));
     }
     read_min_replicas(ctx);
     follow();
     arm_tick(ctx);
 }
 
-/// One round: read the offsets, release what they cover, stamp what was propagated since the
-/// last round, and ask the replicas to acknowledge when something waits for them.
+/// One round ([`Book::round`]) on the offsets `ROLE` shows, then the calls it released or
+/// timed out answered and the replicas asked. Off, or on a replica, whoever still waits is
+/// answered as without the fence, or with the error.
 fn tick(ctx: &Ctx) {
-    let active = ACTIVE.load(Relaxed);
-    let role = if active { ctx.role() } else { None };
+    let role = if HOT.active() { ctx.role() } else { None };
     let Some(role) = role else {
-        // Off (or no longer a primary): whoever still waits is answered as without the fence,
-        // or, on a replica, with the error.
-        let waiting = state().queue.drain();
-        let primary = PRIMARY.load(Relaxed);
-        for (bc, reply) in waiting {
-            bc.unblock(Box::new(if primary {
-                Unblocked::Ready(reply)
-            } else {
-                Unblocked::Demoted
-            }));
-        }
-        return;
+        return release_all();
     };
-    let now_ms = mono_ms();
-    let required = usize::try_from(REQUIRED.load(Relaxed)).unwrap_or(usize::MAX);
-    let (released, expired, ask) = {
+    let (round, required) = {
         let mut st = state();
-        let mut released = Vec::new();
-        if st.members.observe(&role.replicas, now_ms).joined > 0 {
-            restart_acks(&mut st);
-        }
-        GONE_SINCE.store(st.members.gone_since().unwrap_or(NONE), Relaxed);
-        if let Some(a) = st.members.acked(required) {
-            if let Some(c) = st.ring.ack(a) {
-                let prev = acked_adv().unwrap_or(0);
-                let acked = prev.max(c);
-                ACKED_ADV.store(acked, Relaxed);
-                if !st.skips.is_empty() {
-                    st.skips.ack(acked);
-                    SKIPS_PENDING.store(st.skips.len() as u64, Relaxed);
-                }
-            }
-            st.msgid.ack(a);
-            st.uid.ack(a);
-            // MSGID.FLOOR's replay raises a replica's UID floor too (`node::ids`).
-            let m = st.msgid.acked();
-            st.uid.raise(m);
-            MSGID_ACKED.store(m, Relaxed);
-            UID_ACKED.store(st.uid.acked(), Relaxed);
-            released = st.queue.take_acked(a);
-        }
-        let mut expired = st.queue.take_expired(now_ms);
-        // Too few replicas to ever acknowledge: nobody waits for the bound.
-        let online = st.members.online();
-        let too_few = online < required;
-        if too_few {
-            expired.extend(st.queue.drain());
-        }
-        // Everything propagated so far lies at or below the offset just read.
-        st.queue.stamp(role.offset);
-        st.msgid.stamp(role.offset);
-        st.uid.stamp(role.offset);
-        st.ring.push(role.offset, ADVANCED.load(Relaxed));
-        let needed = [
-            st.queue.highest_target(),
-            st.ring.newest_offset(),
-            st.msgid.highest_target(),
-            st.uid.highest_target(),
-        ]
-        .into_iter()
-        .flatten()
-        .max();
-        // Ask when something new needs acknowledging, and again every 100 ms while anything
-        // does (an answer lost with a broken link).
-        let ask = needed.is_some_and(|n| {
-            st.asked.is_none_or(|a| n > a) || now_ms.saturating_sub(st.asked_ms) >= 100
-        });
-        if ask {
-            st.asked = Some(role.offset);
-            st.asked_ms = now_ms;
-        }
-        (released, ((expired, too_few), online), ask)
+        let required = usize::try_from(st.required).unwrap_or(usize::MAX);
+        let advanced = HOT.advanced.load(Relaxed);
+        let round = st
+            .book
+            .round(role.offset, &role.replicas, advanced, required, mono_ms());
+        HOT.publish(st.book.view());
+        (round, st.required)
     };
-    let ((expired, too_few), online) = (expired.0, expired.1);
-    for (bc, reply) in released {
+    for (bc, reply) in round.released {
         bc.unblock(Box::new(Unblocked::Ready(reply)));
     }
-    for (bc, _) in expired {
-        bc.unblock(Box::new(if too_few {
-            Unblocked::TooFew(online, REQUIRED.load(Relaxed))
-        } else {
-            Unblocked::TimedOut
+    for (bc, _) in round.expired {
+        bc.unblock(Box::new(match round.too_few {
+            Some(online) => Unblocked::TooFew(online, required),
+            None => Unblocked::TimedOut,
         }));
     }
-    if ask {
+    if round.ask {
         ctx.request_acks();
+    }
+}
+
+/// The fence is off, or this node no longer a primary: every waiting call answered.
+fn release_all() {
+    let (waiting, primary) = {
+        let mut st = state();
+        (st.book.drain(), st.primary)
+    };
+    for (bc, reply) in waiting {
+        bc.unblock(Box::new(if primary {
+            Unblocked::Ready(reply)
+        } else {
+            Unblocked::Demoted
+        }));
     }
 }
 
@@ -698,12 +602,12 @@ pub(crate) fn reply_released(ctx: &Ctx) {
     match ctx.blocked_payload::<Unblocked>() {
         Some(Unblocked::Ready(r)) => ctx.reply_kept(r),
         Some(Unblocked::TimedOut) => {
-            TIMEOUTS.add(1);
+            COUNTS.timeouts.add(1);
             ctx.reply_error(&timed_out());
         }
         Some(Unblocked::Demoted) => ctx.reply_error(&demoted()),
         Some(Unblocked::TooFew(online, required)) => {
-            REFUSED.add(1);
+            COUNTS.refused.add(1);
             ctx.reply_error(&too_few(*online, *required));
         }
         None => ctx.reply_error(&crate::error::INTERNAL),
@@ -712,7 +616,7 @@ pub(crate) fn reply_released(ctx: &Ctx) {
 
 /// Redis timed a waiting call out.
 pub(crate) fn timeout(ctx: &Ctx) {
-    TIMEOUTS.add(1);
+    COUNTS.timeouts.add(1);
     ctx.reply_error(&timed_out());
 }
 
@@ -723,8 +627,8 @@ fn timed_out() -> Error {
          ({}; imid.fence-replicas {}, imid.fence-timeout); nothing was handed out, a retry is \
          safe (with the same IDMP token, if any)",
         fence_timeout_ms(),
-        describe(&st.members, mono_ms()),
-        REQUIRED.load(Relaxed),
+        describe(&st.book.members, mono_ms()),
+        st.required,
     ))
 }
 
@@ -767,13 +671,13 @@ fn too_few(online: usize, required: u64) -> Error {
 /// A member has been offline for at least `imid.fence-timeout`: a call that would wait for it
 /// is refused at once instead (it would only time out), naming it and what to do.
 fn gone_too_long() -> Option<Error> {
-    let since = GONE_SINCE.load(Relaxed);
+    let since = HOT.gone_since.load(Relaxed);
     let now = mono_ms();
     if since == NONE || now.saturating_sub(since) < fence_timeout_ms() {
         return None;
     }
     let st = state();
-    let gone: Vec<&Member> = st.members.gone();
+    let gone: Vec<&Member> = st.book.members.gone();
     let first = gone.first()?;
     let how = if first.online {
         "has not acknowledged anything"
@@ -795,7 +699,7 @@ fn cannot_wait() -> Error {
         "NOREPLICAS imid: the replicas have not acknowledged enough yet (imid.fence-replicas \
          {}), and a call inside MULTI, a script or a function cannot wait for them; nothing was \
          handed out, retry outside or later",
-        REQUIRED.load(Relaxed)
+        state().required
     ))
 }
 
@@ -806,7 +710,7 @@ pub(crate) fn skip_refused() -> Error {
          wait until the replicas hold the skip (imid.fence-replicas {}), which a call inside \
          MULTI, a script or a function cannot; the skip was made and sent to them, no value was \
          handed out: retry in a moment",
-        REQUIRED.load(Relaxed)
+        state().required
     ))
 }
 
@@ -818,28 +722,25 @@ fn demoted() -> Error {
 
 /// The `INFO imid` fields of the fence, in order.
 pub(crate) fn info_fields() -> [(&'static str, u64); 9] {
-    let (waiting, members, online) = {
+    let (waiting, members, online, required) = {
         let st = state();
-        (
-            st.queue.len() as u64,
-            st.members.len() as u64,
-            st.members.online() as u64,
-        )
+        let m = &st.book.members;
+        let n = |v: usize| v as u64;
+        (n(st.book.waiting()), n(m.len()), n(m.online()), st.required)
     };
-    let active = ACTIVE.load(Relaxed);
-    let used = acked_adv().map_or(0, |a| ADVANCED.load(Relaxed).saturating_sub(a));
+    let active = HOT.active();
+    let used = HOT
+        .acked()
+        .map_or(0, |a| HOT.advanced.load(Relaxed).saturating_sub(a));
     [
-        (
-            "fence_replicas",
-            if active { REQUIRED.load(Relaxed) } else { 0 },
-        ),
+        ("fence_replicas", if active { required } else { 0 }),
         ("fence_term_replicas", members),
         ("fence_term_replicas_online", online),
-        ("fence_waits", WAITS.get()),
+        ("fence_waits", COUNTS.waits.get()),
         ("fence_waiting", waiting),
-        ("fence_timeouts", TIMEOUTS.get()),
-        ("fence_refused", REFUSED.get()),
-        ("fence_unfenced_idmp", UNFENCED_IDMP.get()),
+        ("fence_timeouts", COUNTS.timeouts.get()),
+        ("fence_refused", COUNTS.refused.get()),
+        ("fence_unfenced_idmp", COUNTS.unfenced_idmp.get()),
         ("fence_budget_used", if active { used } else { 0 }),
     ]
 }
@@ -849,6 +750,7 @@ pub(crate) fn info_fields() -> [(&'static str, u64); 9] {
 pub(crate) fn term_replicas() -> Vec<(Member, u64)> {
     let now = mono_ms();
     state()
+        .book
         .members
         .list()
         .iter()
@@ -860,15 +762,19 @@ pub(crate) fn term_replicas() -> Vec<(Member, u64)> {
 /// good). `Ok(false)`: no such member.
 pub(crate) fn forget(ctx: &Ctx, addr: &str) -> Result<bool, Error> {
     let mut st = state();
-    let forgotten = st.members.forget(addr).map_err(|ForgetError::Online| {
-        Error::Text(format!(
-            "ERR replica {addr} is connected to this primary: it counts again at the next \
+    let forgotten = st
+        .book
+        .members
+        .forget(addr)
+        .map_err(|ForgetError::Online| {
+            Error::Text(format!(
+                "ERR replica {addr} is connected to this primary: it counts again at the next \
              reading, so it cannot be forgotten (stop it, or make it replicate another node, \
              first)"
-        ))
-    })?;
+            ))
+        })?;
     if forgotten {
-        GONE_SINCE.store(st.members.gone_since().unwrap_or(NONE), Relaxed);
+        HOT.publish(st.book.view());
         drop(st);
         // What the others acknowledged may now release waiting calls.
         arm_tick(ctx);
@@ -882,8 +788,9 @@ pub(crate) fn forget(ctx: &Ctx, addr: &str) -> Result<bool, Error> {
 /// raise would otherwise hand out values above the old ones only by the gap).
 #[inline]
 pub(crate) fn advanced(n: u64) {
-    if n > 0 && ACTIVE.load(Relaxed) {
-        ADVANCED.store(ADVANCED.load(Relaxed).saturating_add(n), Relaxed);
+    if n > 0 && HOT.active() {
+        let now = HOT.advanced.load(Relaxed).saturating_add(n);
+        HOT.advanced.store(now, Relaxed);
     }
 }
 

@@ -8,7 +8,7 @@
 //! before every command a client sends to a cluster node; it compares the command's name with
 //! `CLUSTER` and returns (a few dozen instructions).
 
-use super::{guard, Entry};
+use super::{guard, guarded, Entry};
 use crate::host::cluster::NODE_ID_LEN;
 use crate::host::Ctx;
 use crate::node::cluster;
@@ -74,14 +74,8 @@ fn arm_timer(ctx: *mut raw::RedisModuleCtx) {
 }
 
 unsafe extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
-    // SAFETY: ctx is the live context of this timer callback; the Ctx is used only within it.
-    let c = unsafe { Ctx::from_raw(ctx) };
-    guard(
-        ctx,
-        Entry::Named("the lease timer"),
-        || (),
-        || cluster::tick(&c),
-    );
+    // SAFETY: ctx is the live context of this timer callback.
+    unsafe { guarded(ctx, "the lease timer", cluster::tick) };
     arm_timer(ctx);
 }
 
@@ -104,16 +98,12 @@ unsafe extern "C" fn on_lease(
     // for the duration of the callback.
     let sender = (!sender.is_null())
         .then(|| unsafe { std::slice::from_raw_parts(sender.cast::<u8>(), NODE_ID_LEN) });
-    guard(
-        ctx,
-        Entry::Named("the cluster bus receiver"),
-        || (),
-        || {
-            // SAFETY: ctx is the live context of this receiver callback, used only within it.
-            let c = unsafe { Ctx::from_raw(ctx) };
-            cluster::received(&c, sender, bytes);
-        },
-    );
+    // SAFETY: ctx is the live context of this receiver callback.
+    unsafe {
+        guarded(ctx, "the cluster bus receiver", |c| {
+            cluster::received(c, sender, bytes)
+        })
+    }
 }
 
 /// The bytes of argument `pos` of the filtered command, or None.

@@ -1,7 +1,7 @@
 //! Server event subscription and the raw event callbacks: each decodes its event into an
 //! [`Event`] and runs `node::events::on_event` inside [`guard`].
 
-use super::{guard, Entry};
+use super::guarded;
 use crate::config::CLUSTER_MODE;
 use crate::host::Ctx;
 use crate::node::events::{on_event, Event};
@@ -96,23 +96,19 @@ unsafe extern "C" fn on_server_event(
     let Some((event, name)) = decode(eid.id, subevent) else {
         return;
     };
-    // SAFETY: ctx is the live context of this event callback; the Ctx is used only within it.
-    let c = unsafe { Ctx::from_raw(ctx) };
-    guard(
-        ctx,
-        Entry::Named(name),
-        || (),
-        || {
+    // SAFETY: ctx is the live context of this event callback.
+    unsafe {
+        guarded(ctx, name, |c| {
             // In cluster mode the first cron tick registers the bus receiver and arms the lease
             // timer (not in OnLoad: see `super::cluster::init`).
             if event == Event::Cron && CLUSTER_MODE.load(Ordering::Relaxed) {
-                super::cluster::arm_once(&c);
+                super::cluster::arm_once(c);
             }
             // Maps a write left with background work, stepped a bounded time per tick.
             if event == Event::Cron {
-                crate::types::map::idle::on_cron(&c);
+                crate::types::map::idle::on_cron(c);
             }
-            on_event(&c, event)
-        },
-    );
+            on_event(c, event)
+        })
+    }
 }

@@ -3,7 +3,7 @@
 //! down to `host::fence` at load ([`install`]), which blocks clients, subscribes and arms
 //! timers with them.
 
-use super::{guard, Entry};
+use super::{guard, guarded, Entry};
 use crate::host::fence::{set_hooks, Hooks};
 use crate::host::Ctx;
 use crate::node::fence::{self, Unblocked};
@@ -82,24 +82,12 @@ unsafe extern "C" fn on_loop(
     if subevent != raw::REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP {
         return;
     }
-    // SAFETY: ctx is the live context of this event callback; the Ctx is used only within it.
-    let c = unsafe { Ctx::from_raw(ctx) };
-    guard(
-        ctx,
-        Entry::Named("the fence's before-sleep event"),
-        || (),
-        || fence::before_sleep(&c),
-    );
+    // SAFETY: ctx is the live context of this event callback.
+    unsafe { guarded(ctx, "the fence's before-sleep event", fence::before_sleep) }
 }
 
 /// The one-shot tick timer.
 unsafe extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
-    // SAFETY: ctx is the live context of this timer callback; the Ctx is used only within it.
-    let c = unsafe { Ctx::from_raw(ctx) };
-    guard(
-        ctx,
-        Entry::Named("the fence timer"),
-        || (),
-        || fence::on_timer(&c),
-    );
+    // SAFETY: ctx is the live context of this timer callback.
+    unsafe { guarded(ctx, "the fence timer", fence::on_timer) }
 }

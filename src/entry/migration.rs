@@ -20,7 +20,7 @@
 //! of imid's to undo (and subscribing to the per-key trim notification would force Redis to
 //! trim on its main thread).
 
-use super::{guard, Entry};
+use super::event_data;
 use crate::host::cluster::NODE_ID_LEN;
 use crate::host::server::is_valkey;
 use crate::host::Ctx;
@@ -31,11 +31,6 @@ use std::os::raw::{c_char, c_int};
 
 /// `VALKEYMODULE_EVENT_ATOMIC_SLOT_MIGRATION` (valkeymodule.h, Valkey 9.0+), data version 1.
 const VALKEY_EVENT_ATOMIC_SLOT_MIGRATION: u64 = 19;
-/// Its subevents (`VALKEYMODULE_SUBEVENT_ATOMIC_SLOT_MIGRATION_*`); the export side (1, 3, 5)
-/// needs nothing: the source is the old owner.
-const IMPORT_STARTED: u64 = 0;
-const IMPORT_ABORTED: u64 = 2;
-const IMPORT_COMPLETED: u64 = 4;
 
 /// The highest hash slot.
 const LAST_SLOT: u16 = 16_383;
@@ -63,13 +58,13 @@ pub(crate) fn subscribe(ctx: &Ctx) {
     let (id, callback, refused): (u64, raw::RedisModuleEventCallback, &str) = if is_valkey() {
         (
             VALKEY_EVENT_ATOMIC_SLOT_MIGRATION,
-            Some(on_migration_event),
+            Some(on_migration_event::<Valkey>),
             "imid: this Valkey has no atomic slot migration event (Valkey 9.0+); not subscribed",
         )
     } else {
         (
             REDIS_EVENT_CLUSTER_SLOT_MIGRATION,
-            Some(on_redis_migration_event),
+            Some(on_migration_event::<Redis>),
             "imid: this Redis has no atomic slot migration event (Redis 8.4+); not subscribed",
         )
     };
@@ -85,6 +80,36 @@ pub(crate) fn subscribe(ctx: &Ctx) {
         ctx.log_notice(refused);
     } else if !is_valkey() {
         crate::host::server::set_redis_atomic_migration();
+    }
+}
+
+/// A server's slot migration event: its id, the name a caught panic is logged under, its data
+/// and what imid does at each subevent it acts on.
+trait MigrationEvent {
+    const ID: u64;
+    const NAME: &'static str;
+    type Info;
+    type Step;
+    fn step(subevent: u64) -> Option<Self::Step>;
+    fn on(c: &Ctx, step: Self::Step, info: &Self::Info);
+}
+
+/// The callback of either server's event.
+unsafe extern "C" fn on_migration_event<E: MigrationEvent>(
+    ctx: *mut raw::RedisModuleCtx,
+    eid: raw::RedisModuleEvent,
+    subevent: u64,
+    data: *mut c_void,
+) {
+    let Some(step) = E::step(subevent) else {
+        return;
+    };
+    // SAFETY: ctx is this callback's live context; the server passes its live event data,
+    // version 1 or a later one that starts with the same fields.
+    unsafe {
+        event_data(ctx, (eid, E::ID), data, E::NAME, |c, info| {
+            E::on(c, step, info)
+        })
     }
 }
 
@@ -121,49 +146,40 @@ fn job_name(info: &MigrationInfoV1) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-unsafe extern "C" fn on_migration_event(
-    ctx: *mut raw::RedisModuleCtx,
-    eid: raw::RedisModuleEvent,
-    subevent: u64,
-    data: *mut c_void,
-) {
-    let phase = match subevent {
-        IMPORT_STARTED => Phase::Started,
-        IMPORT_COMPLETED => Phase::Completed,
-        IMPORT_ABORTED => Phase::Aborted,
-        _ => return,
-    };
-    if eid.id != VALKEY_EVENT_ATOMIC_SLOT_MIGRATION || data.is_null() {
-        return;
+/// Valkey's event (`CLUSTER MIGRATESLOTS`): on the target, its import's phases.
+struct Valkey;
+
+impl MigrationEvent for Valkey {
+    const ID: u64 = VALKEY_EVENT_ATOMIC_SLOT_MIGRATION;
+    const NAME: &'static str = "Valkey's atomic slot migration event";
+    type Info = MigrationInfoV1;
+    type Step = Phase;
+
+    /// `VALKEYMODULE_SUBEVENT_ATOMIC_SLOT_MIGRATION_IMPORT_*`; the export side (1, 3, 5) needs
+    /// nothing: the source is the old owner.
+    fn step(subevent: u64) -> Option<Phase> {
+        match subevent {
+            0 => Some(Phase::Started),   // IMPORT_STARTED
+            4 => Some(Phase::Completed), // IMPORT_COMPLETED
+            2 => Some(Phase::Aborted),   // IMPORT_ABORTED
+            _ => None,
+        }
     }
-    // SAFETY: ctx is the live context of this event callback; the Ctx is used only within it.
-    let c = unsafe { Ctx::from_raw(ctx) };
-    guard(
-        ctx,
-        Entry::Named("the atomic slot migration event"),
-        || (),
-        || {
-            // SAFETY: Valkey passes a live ValkeyModuleAtomicSlotMigrationInfo (version 1, or a
-            // later one that starts with the same fields) for the duration of the callback.
-            let info = unsafe { &*data.cast::<MigrationInfoV1>() };
-            // SAFETY: as above.
-            let slots = unsafe { migration_slots(info) };
-            let line = on_import(&c, phase, &job_name(info), &slots, None);
-            c.log_notice(&line);
-        },
-    );
+
+    fn on(c: &Ctx, phase: Phase, info: &MigrationInfoV1) {
+        on_valkey_import(c, phase, info);
+    }
+}
+
+/// One phase of a Valkey import, and its log line.
+fn on_valkey_import(c: &Ctx, phase: Phase, info: &MigrationInfoV1) {
+    // SAFETY: `info` is the live event data.
+    let slots = unsafe { migration_slots(info) };
+    c.log_notice(&on_import(c, phase, &job_name(info), &slots, None));
 }
 
 /// `REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION` (Redis 8.4+), data version 1.
 const REDIS_EVENT_CLUSTER_SLOT_MIGRATION: u64 = 18;
-/// Its subevents (`REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_*`).
-const REDIS_IMPORT_STARTED: u64 = 0;
-const REDIS_IMPORT_FAILED: u64 = 1;
-const REDIS_IMPORT_COMPLETED: u64 = 2;
-const REDIS_MIGRATE_STARTED: u64 = 3;
-const REDIS_MIGRATE_FAILED: u64 = 4;
-const REDIS_MIGRATE_COMPLETED: u64 = 5;
-const REDIS_MIGRATE_MODULE_PROPAGATE: u64 = 6;
 
 /// `RedisModuleSlotRange`: one inclusive range of hash slots.
 #[repr(C)]
@@ -201,16 +217,17 @@ enum RedisStep {
     BeforeSnapshot,
 }
 
+/// The step a subevent of Redis's event (`REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_*`) asks.
 fn redis_step(subevent: u64) -> Option<RedisStep> {
     Some(match subevent {
-        REDIS_IMPORT_STARTED => RedisStep::Import(Phase::Started),
-        REDIS_IMPORT_COMPLETED => RedisStep::Import(Phase::Completed),
-        // a failure, and a cancel (which Redis reports as a failure)
-        REDIS_IMPORT_FAILED => RedisStep::Import(Phase::Aborted),
-        REDIS_MIGRATE_STARTED => RedisStep::Migrate(Phase::Started),
-        REDIS_MIGRATE_COMPLETED => RedisStep::Migrate(Phase::Completed),
-        REDIS_MIGRATE_FAILED => RedisStep::Migrate(Phase::Aborted),
-        REDIS_MIGRATE_MODULE_PROPAGATE => RedisStep::BeforeSnapshot,
+        0 => RedisStep::Import(Phase::Started),   // IMPORT_STARTED
+        2 => RedisStep::Import(Phase::Completed), // IMPORT_COMPLETED
+        // IMPORT_FAILED: a failure, and a cancel (which Redis reports as a failure)
+        1 => RedisStep::Import(Phase::Aborted),
+        3 => RedisStep::Migrate(Phase::Started), // MIGRATE_STARTED
+        5 => RedisStep::Migrate(Phase::Completed), // MIGRATE_COMPLETED
+        4 => RedisStep::Migrate(Phase::Aborted), // MIGRATE_FAILED
+        6 => RedisStep::BeforeSnapshot,          // MIGRATE_MODULE_PROPAGATE
         _ => return None,
     })
 }
@@ -265,51 +282,48 @@ unsafe fn task_id(p: *const c_char) -> String {
         .into_owned()
 }
 
-unsafe extern "C" fn on_redis_migration_event(
-    ctx: *mut raw::RedisModuleCtx,
-    eid: raw::RedisModuleEvent,
-    subevent: u64,
-    data: *mut c_void,
-) {
-    let Some(step) = redis_step(subevent) else {
-        return;
-    };
-    if eid.id != REDIS_EVENT_CLUSTER_SLOT_MIGRATION || data.is_null() {
-        return;
+/// Redis's event (`CLUSTER MIGRATION`): the import on the target, the migration on the
+/// source, and the commands to send before the source's snapshot.
+struct Redis;
+
+impl MigrationEvent for Redis {
+    const ID: u64 = REDIS_EVENT_CLUSTER_SLOT_MIGRATION;
+    const NAME: &'static str = "Redis's slot migration event";
+    type Info = RedisMigrationInfoV1;
+    type Step = RedisStep;
+
+    fn step(subevent: u64) -> Option<RedisStep> {
+        redis_step(subevent)
     }
-    // SAFETY: ctx is the live context of this event callback; the Ctx is used only within it.
-    let c = unsafe { Ctx::from_raw(ctx) };
-    guard(
-        ctx,
-        Entry::Named("the atomic slot migration event"),
-        || (),
-        || {
-            // SAFETY: Redis passes a live RedisModuleClusterSlotMigrationInfo (version 1, or a
-            // later one that starts with the same fields) for the duration of the callback.
-            let info = unsafe { &*data.cast::<RedisMigrationInfoV1>() };
-            // SAFETY: as above; `slots` is the task's own range array.
-            let slots = unsafe { redis_slots(info.slots) };
-            // SAFETY: as above; the task's ID is NUL-terminated.
-            let task = unsafe { task_id(info.task_id) };
-            let line = match step {
-                RedisStep::Import(phase) => {
-                    let source = node_id(&info.source_node_id);
-                    let source = (source.len() == NODE_ID_LEN).then_some(&source[..]);
-                    on_import(&c, phase, &task, &slots, source)
-                }
-                RedisStep::Migrate(phase) => {
-                    on_migrate(phase, &task, &slots, &node_id(&info.destination_node_id))
-                }
-                RedisStep::BeforeSnapshot => match before_snapshot(&c, &slots) {
-                    Ok(()) => return,
-                    Err(why) => format!(
-                        "imid: atomic slot migration {task}: this node's promise could not go before the snapshot: {why}"
-                    ),
-                },
-            };
-            c.log_notice(&line);
+
+    fn on(c: &Ctx, step: RedisStep, info: &RedisMigrationInfoV1) {
+        on_redis_step(c, step, info);
+    }
+}
+
+/// What one step of a Redis migration does, and its log line.
+fn on_redis_step(c: &Ctx, step: RedisStep, info: &RedisMigrationInfoV1) {
+    // SAFETY: `info` is the live event data; `slots` is the task's own range array.
+    let slots = unsafe { redis_slots(info.slots) };
+    // SAFETY: as above; the task's ID is NUL-terminated.
+    let task = unsafe { task_id(info.task_id) };
+    let line = match step {
+        RedisStep::Import(phase) => {
+            let source = node_id(&info.source_node_id);
+            let source = (source.len() == NODE_ID_LEN).then_some(&source[..]);
+            on_import(c, phase, &task, &slots, source)
+        }
+        RedisStep::Migrate(phase) => {
+            on_migrate(phase, &task, &slots, &node_id(&info.destination_node_id))
+        }
+        RedisStep::BeforeSnapshot => match before_snapshot(c, &slots) {
+            Ok(()) => return,
+            Err(why) => format!(
+                "imid: atomic slot migration {task}: this node's promise could not go before the snapshot: {why}"
+            ),
         },
-    );
+    };
+    c.log_notice(&line);
 }
 
 #[cfg(test)]

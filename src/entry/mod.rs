@@ -98,6 +98,41 @@ pub(crate) fn guard<T>(
     }
 }
 
+/// A callback with a context and nothing to answer (a server event, a timer): `f` runs inside
+/// the guard with the call's [`Ctx`]; a panic is logged under `name`.
+///
+/// # Safety
+/// `ctx` is the live context of the running callback.
+pub(crate) unsafe fn guarded(
+    ctx: *mut raw::RedisModuleCtx,
+    name: &'static str,
+    f: impl FnOnce(&Ctx),
+) {
+    // SAFETY: the caller's promise; the `Ctx` lives only within this call.
+    let c = unsafe { Ctx::from_raw(ctx) };
+    guard(ctx, Entry::Named(name), || (), || f(&c));
+}
+
+/// A server event's callback for event `id` with data of type `T`: [`guarded`], with the data
+/// read as `T`. Nothing runs for another event or without data.
+///
+/// # Safety
+/// `ctx` is the live context of the running callback, and an event `id` passes, for the
+/// callback's duration, a live `T` (or a later version of it that starts with its fields).
+pub(crate) unsafe fn event_data<T>(
+    ctx: *mut raw::RedisModuleCtx,
+    (eid, id): (raw::RedisModuleEvent, u64),
+    data: *mut std::ffi::c_void,
+    name: &'static str,
+    f: impl FnOnce(&Ctx, &T),
+) {
+    if eid.id != id || data.is_null() {
+        return;
+    }
+    // SAFETY: the caller's promise.
+    unsafe { guarded(ctx, name, |c| f(c, &*data.cast::<T>())) }
+}
+
 /// From Redis into a handler: the argument slice, the guard, the error reply. A handler parses,
 /// computes, then replies through the context as its last step (so that a panic, caught here,
 /// never leaves a half-written reply behind).

@@ -85,9 +85,9 @@ impl Ctx {
     }
 }
 
-/// `RedisModule_ClusterPropagateForSlotMigration` (Redis 8.4+), which the `redis-module` crate's
-/// header predates: looked up by name where needed.
-type PropagateForSlotMigration =
+/// `RedisModule_Replicate`'s signature, which `RedisModule_ClusterPropagateForSlotMigration`
+/// (Redis 8.4+, looked up by name: the `redis-module` crate's header predates it) shares.
+type SlotCommand =
     unsafe extern "C" fn(*mut raw::RedisModuleCtx, *const c_char, *const c_char, ...) -> c_int;
 
 /// A key name in hash slot `slot` (`RedisModule_ClusterCanonicalKeyNameInSlot`): a short string
@@ -102,39 +102,25 @@ fn key_in_slot(slot: u16) -> Option<&'static CStr> {
 }
 
 impl Ctx {
-    /// Replicates `cmd <a key of slot> <node> <a> <b>` (format "cbll") to replicas and the AOF,
-    /// and, while this node is the source of a Redis 8.4+ atomic slot migration of `slot`, into
-    /// the migration's stream to the target (Redis forwards what a node replicates with a key
-    /// of a migrating slot; it drops commands without a key). False where the server cannot
-    /// name a key of the slot.
+    /// Replicates `cmd <a key of slot> <node> <a> <b>` to replicas and the AOF, and, while this
+    /// node is the source of a Redis 8.4+ atomic slot migration of `slot`, into the migration's
+    /// stream to the target (Redis forwards what a node replicates with a key of a migrating
+    /// slot; it drops commands without a key). False where the server cannot name a key of the
+    /// slot.
     pub(crate) fn replicate_in_slot(
         &self,
         cmd: &CStr,
         slot: u16,
         node: &NodeId,
-        [a, b]: [i64; 2],
+        ints: [i64; 2],
     ) -> bool {
-        let Some(key) = key_in_slot(slot) else {
-            return false;
-        };
-        // SAFETY: see the module comment of `host`; "cbll" consumes one NUL-terminated string,
-        // a buffer with its length (size_t) and two long longs, all passed in that order.
-        unsafe {
-            match raw::RedisModule_Replicate {
-                Some(f) => {
-                    f(
-                        self.ptr,
-                        cmd.as_ptr(),
-                        c"cbll".as_ptr(),
-                        key.as_ptr(),
-                        node.as_ptr().cast::<c_char>(),
-                        node.len(),
-                        a,
-                        b,
-                    ) == raw::REDISMODULE_OK as c_int
-                }
-                None => false,
+        // SAFETY: reading a function pointer filled in once at load.
+        let f = unsafe { raw::RedisModule_Replicate };
+        match (f, key_in_slot(slot)) {
+            (Some(f), Some(key)) => {
+                self.in_slot(f, cmd, key, node, ints) == raw::REDISMODULE_OK as c_int
             }
+            _ => false,
         }
     }
 
@@ -147,22 +133,44 @@ impl Ctx {
         cmd: &CStr,
         slot: u16,
         node: &NodeId,
-        [a, b]: [i64; 2],
+        ints: [i64; 2],
     ) -> Result<(), String> {
         let key = key_in_slot(slot).ok_or("the server names no key of the slot")?;
-        let mut f: Option<PropagateForSlotMigration> = None;
+        let mut f: Option<SlotCommand> = None;
         // SAFETY: see the module comment of `host`; GetApi writes the function's address (or
-        // nothing) into a pointer-sized slot, which `Option<fn>` is; then "cbll" consumes one
-        // NUL-terminated string, a buffer with its length (size_t) and two long longs, all
-        // passed in that order.
+        // nothing) into a pointer-sized slot, which `Option<fn>` is.
         unsafe {
             let get = raw::RedisModule_GetApi.ok_or("no RedisModule_GetApi")?;
             get(
                 c"RedisModule_ClusterPropagateForSlotMigration".as_ptr(),
                 (&raw mut f).cast::<c_void>(),
             );
-            let f = f.ok_or("the server has no RedisModule_ClusterPropagateForSlotMigration")?;
-            let rc = f(
+        }
+        let f = f.ok_or("the server has no RedisModule_ClusterPropagateForSlotMigration")?;
+        if self.in_slot(f, cmd, key, node, ints) == raw::REDISMODULE_OK as c_int {
+            Ok(())
+        } else {
+            Err(format!(
+                "RedisModule_ClusterPropagateForSlotMigration: {}",
+                std::io::Error::last_os_error()
+            ))
+        }
+    }
+
+    /// `f(ctx, cmd, "cbll", key, node, a, b)`: `cmd <key> <node> <a> <b>`, through
+    /// `RedisModule_Replicate` or `RedisModule_ClusterPropagateForSlotMigration`.
+    fn in_slot(
+        &self,
+        f: SlotCommand,
+        cmd: &CStr,
+        key: &CStr,
+        node: &NodeId,
+        [a, b]: [i64; 2],
+    ) -> c_int {
+        // SAFETY: see the module comment of `host`; "cbll" consumes one NUL-terminated string, a
+        // buffer with its length (size_t) and two long longs, all passed in that order.
+        unsafe {
+            f(
                 self.ptr,
                 cmd.as_ptr(),
                 c"cbll".as_ptr(),
@@ -171,15 +179,7 @@ impl Ctx {
                 node.len(),
                 a,
                 b,
-            );
-            if rc == raw::REDISMODULE_OK as c_int {
-                Ok(())
-            } else {
-                Err(format!(
-                    "RedisModule_ClusterPropagateForSlotMigration: {}",
-                    std::io::Error::last_os_error()
-                ))
-            }
+            )
         }
     }
 }

@@ -55,11 +55,64 @@ enum Held {
 /// on drop. It borrows the [`Ctx`] of the call that opened it (`'a`), so it cannot be kept past
 /// the call.
 pub(crate) struct TypedKey<'a, B: 'static> {
-    ptr: *mut raw::RedisModuleKey,
+    key: OpenKey<'a>,
     slot: &'static TypeSlot<B>,
     held: Held,
     write: bool,
+}
+
+/// A key opened through the raw key API, for reading or writing, closed on drop; it borrows the
+/// [`Ctx`] of the call that opened it (`'a`). Null for a missing key opened for reading, which
+/// every user checks.
+pub(crate) struct OpenKey<'a> {
+    pub(super) ptr: *mut raw::RedisModuleKey,
     _call: PhantomData<&'a Ctx>,
+}
+
+impl<'a> OpenKey<'a> {
+    /// The key API's mode for reading, or for reading and writing.
+    pub(super) fn mode(write: bool) -> u32 {
+        if write {
+            raw::REDISMODULE_READ | raw::REDISMODULE_WRITE
+        } else {
+            raw::REDISMODULE_READ
+        }
+    }
+
+    #[inline(always)]
+    pub(super) fn open(ctx: &'a Ctx, name: &Arg, mode: u32) -> Result<OpenKey<'a>, Error> {
+        // SAFETY: see the module comment of `host`; a null result (read mode, missing key) is
+        // handled by every user.
+        let ptr = unsafe { raw::RedisModule_OpenKey.map(|f| f(ctx.ptr, name.ptr, mode as c_int)) }
+            .ok_or(Error::Static(c"ERR internal error: key API unavailable"))?;
+        Ok(OpenKey {
+            ptr,
+            _call: PhantomData,
+        })
+    }
+
+    /// The key's type (`REDISMODULE_KEYTYPE_*`): empty for a missing key.
+    pub(super) fn kind(&self) -> c_int {
+        if self.ptr.is_null() {
+            return raw::REDISMODULE_KEYTYPE_EMPTY as c_int;
+        }
+        // SAFETY: the handle is live until drop.
+        unsafe { raw::RedisModule_KeyType.map_or(-1, |f| f(self.ptr)) }
+    }
+}
+
+impl Drop for OpenKey<'_> {
+    fn drop(&mut self) {
+        if self.ptr.is_null() {
+            return;
+        }
+        // SAFETY: the handle came from OpenKey and is closed exactly once, here.
+        unsafe {
+            if let Some(f) = raw::RedisModule_CloseKey {
+                f(self.ptr);
+            }
+        }
+    }
 }
 
 impl<'a, B> TypedKey<'a, B> {
@@ -71,12 +124,7 @@ impl<'a, B> TypedKey<'a, B> {
         name: &Arg,
         write: bool,
     ) -> Result<TypedKey<'a, B>, Error> {
-        let mode = if write {
-            raw::REDISMODULE_READ | raw::REDISMODULE_WRITE
-        } else {
-            raw::REDISMODULE_READ
-        };
-        TypedKey::open_mode(ctx, slot, name, mode, write)
+        TypedKey::open_mode(ctx, slot, name, OpenKey::mode(write), write)
     }
 
     /// Opens `name` for writing without touching it: its LRU/LFU stays as it was (a background
@@ -99,16 +147,11 @@ impl<'a, B> TypedKey<'a, B> {
         mode: u32,
         write: bool,
     ) -> Result<TypedKey<'a, B>, Error> {
-        // SAFETY: see the module comment of `host`. A null result (read mode, missing key) is
-        // handled below and by every method.
-        let ptr = unsafe { raw::RedisModule_OpenKey.map(|f| f(ctx.ptr, name.ptr, mode as c_int)) }
-            .ok_or(Error::Static(c"ERR internal error: key API unavailable"))?;
         let mut key = TypedKey {
-            ptr,
+            key: OpenKey::open(ctx, name, mode)?,
             slot,
             held: Held::Missing,
             write,
-            _call: PhantomData,
         };
         key.held = key.read_held()?;
         Ok(key)
@@ -116,22 +159,20 @@ impl<'a, B> TypedKey<'a, B> {
 
     /// What the key holds: missing, a word of this type, or (WRONGTYPE) another type's value.
     fn read_held(&self) -> Result<Held, Error> {
-        if self.ptr.is_null() {
+        let kt = self.key.kind();
+        if kt == raw::REDISMODULE_KEYTYPE_EMPTY as c_int {
             return Ok(Held::Missing);
         }
+        let ptr = self.key.ptr;
         // SAFETY: see the module comment of `host`; the handle is live until drop, and for a
         // module value GetType and GetValue are defined.
         unsafe {
-            let kt = raw::RedisModule_KeyType.map_or(-1, |f| f(self.ptr));
-            if kt == raw::REDISMODULE_KEYTYPE_EMPTY as c_int {
-                return Ok(Held::Missing);
-            }
             if kt != raw::REDISMODULE_KEYTYPE_MODULE as c_int
-                || raw::RedisModule_ModuleTypeGetType.map(|f| f(self.ptr)) != Some(self.slot.get())
+                || raw::RedisModule_ModuleTypeGetType.map(|f| f(ptr)) != Some(self.slot.get())
             {
                 return Err(WRONGTYPE);
             }
-            match raw::RedisModule_ModuleTypeGetValue.map(|f| f(self.ptr)) {
+            match raw::RedisModule_ModuleTypeGetValue.map(|f| f(ptr)) {
                 Some(v) if !v.is_null() => Ok(Held::Word(v as usize as u64)),
                 _ => Err(WRONGTYPE),
             }
@@ -184,11 +225,12 @@ impl<'a, B> TypedKey<'a, B> {
         // it). Redis refuses both on a key not opened for writing.
         let rc = unsafe {
             match self.held {
-                _ if self.ptr.is_null() => None,
-                Held::Missing => raw::RedisModule_ModuleTypeSetValue.map(|f| f(self.ptr, t, new)),
-                Held::Word(_) => {
-                    raw::RedisModule_ModuleTypeReplaceValue.map(|f| f(self.ptr, t, new, &mut old))
+                _ if self.key.ptr.is_null() => None,
+                Held::Missing => {
+                    raw::RedisModule_ModuleTypeSetValue.map(|f| f(self.key.ptr, t, new))
                 }
+                Held::Word(_) => raw::RedisModule_ModuleTypeReplaceValue
+                    .map(|f| f(self.key.ptr, t, new, &mut old)),
             }
         };
         if rc == Some(raw::REDISMODULE_OK as c_int) {
@@ -207,30 +249,16 @@ impl<'a, B> TypedKey<'a, B> {
 
     /// Deletes the key (open for writing).
     pub(crate) fn delete(&mut self) {
-        if self.ptr.is_null() || !self.write {
+        if self.key.ptr.is_null() || !self.write {
             return;
         }
         // SAFETY: see the module comment of `host`; the handle is live until drop. Redis frees
         // the value through the type's free callback.
         unsafe {
             if let Some(f) = raw::RedisModule_DeleteKey {
-                f(self.ptr);
+                f(self.key.ptr);
             }
         }
         self.held = Held::Missing;
-    }
-}
-
-impl<B> Drop for TypedKey<'_, B> {
-    fn drop(&mut self) {
-        if self.ptr.is_null() {
-            return;
-        }
-        // SAFETY: the handle came from OpenKey and is closed exactly once, here.
-        unsafe {
-            if let Some(f) = raw::RedisModule_CloseKey {
-                f(self.ptr);
-            }
-        }
     }
 }

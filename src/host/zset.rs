@@ -6,10 +6,10 @@
 //! the command up, runs it through `call()` and parses its reply; `RedisModule_ZsetAdd` inserts
 //! straight into the value (server-bench/send.py measures both).
 
+use super::key::OpenKey;
 use super::{Arg, Ctx};
 use crate::error::{Error, WRONGTYPE};
 use redis_module::raw;
-use std::marker::PhantomData;
 use std::os::raw::{c_char, c_int};
 
 /// A string this call made (a member), freed on drop.
@@ -60,51 +60,30 @@ impl Drop for Member {
 /// A key that must be missing or a sorted set, opened for reading or writing and closed on
 /// drop; it borrows the call's [`Ctx`].
 pub(crate) struct ZsetKey<'a> {
-    ptr: *mut raw::RedisModuleKey,
-    _call: PhantomData<&'a Ctx>,
+    key: OpenKey<'a>,
 }
 
 impl<'a> ZsetKey<'a> {
     /// Opens `name`; WRONGTYPE for a key of another type.
     pub(crate) fn open(ctx: &'a Ctx, name: &Arg, write: bool) -> Result<ZsetKey<'a>, Error> {
-        let mode = if write {
-            raw::REDISMODULE_READ | raw::REDISMODULE_WRITE
-        } else {
-            raw::REDISMODULE_READ
-        };
-        // SAFETY: see the module comment of `host`; a null handle (read mode, missing key) is
-        // handled by every method.
-        let ptr = unsafe { raw::RedisModule_OpenKey.map(|f| f(ctx.ptr, name.ptr, mode as c_int)) }
-            .ok_or(Error::Static(c"ERR internal error: key API unavailable"))?;
-        let key = ZsetKey {
-            ptr,
-            _call: PhantomData,
-        };
+        let key = OpenKey::open(ctx, name, OpenKey::mode(write))?;
         match key.kind() {
             t if t == raw::REDISMODULE_KEYTYPE_EMPTY as c_int
                 || t == raw::REDISMODULE_KEYTYPE_ZSET as c_int =>
             {
-                Ok(key)
+                Ok(ZsetKey { key })
             }
             _ => Err(WRONGTYPE),
         }
     }
 
-    fn kind(&self) -> c_int {
-        if self.ptr.is_null() {
-            return raw::REDISMODULE_KEYTYPE_EMPTY as c_int;
-        }
-        // SAFETY: the handle is live until drop.
-        unsafe { raw::RedisModule_KeyType.map_or(-1, |f| f(self.ptr)) }
-    }
-
     /// The number of members (0 for a missing key).
     pub(crate) fn len(&self) -> usize {
-        if self.ptr.is_null() {
+        if self.key.ptr.is_null() {
             return 0;
         }
         // SAFETY: the handle is live until drop.
-        unsafe { raw::RedisModule_ValueLength.map_or(0, |f| f(self.ptr)) }
+        unsafe { raw::RedisModule_ValueLength.map_or(0, |f| f(self.key.ptr)) }
     }
 
     /// ZADD key score member (creating the key when missing): whether the set changed (a new
@@ -113,8 +92,9 @@ impl<'a> ZsetKey<'a> {
         let mut flags: c_int = 0;
         // SAFETY: the handle is live and open for writing (a read handle is refused by Redis);
         // the member is a live string, which Redis copies.
-        let rc =
-            unsafe { raw::RedisModule_ZsetAdd.map(|f| f(self.ptr, score, member.0, &mut flags)) };
+        let rc = unsafe {
+            raw::RedisModule_ZsetAdd.map(|f| f(self.key.ptr, score, member.0, &mut flags))
+        };
         if rc != Some(raw::REDISMODULE_OK as c_int) {
             return Err(Error::Static(
                 c"ERR internal error: could not add to the sorted set",
@@ -126,20 +106,20 @@ impl<'a> ZsetKey<'a> {
     /// The first member whose score is exactly `score` (members of one score in ZRANGE's
     /// order), or `None`.
     pub(crate) fn first_at(&self, score: f64) -> Option<Member> {
-        if self.ptr.is_null() {
+        if self.key.ptr.is_null() {
             return None;
         }
         // SAFETY: the handle is live; the range is stopped before returning, and the element
         // Redis hands out is ours to free (`Member`'s drop).
         unsafe {
-            if raw::RedisModule_ZsetFirstInScoreRange?(self.ptr, score, score, 0, 0)
+            if raw::RedisModule_ZsetFirstInScoreRange?(self.key.ptr, score, score, 0, 0)
                 != raw::REDISMODULE_OK as c_int
             {
                 return None;
             }
             let mut s = 0.0;
-            let e = raw::RedisModule_ZsetRangeCurrentElement?(self.ptr, &mut s);
-            raw::RedisModule_ZsetRangeStop?(self.ptr);
+            let e = raw::RedisModule_ZsetRangeCurrentElement?(self.key.ptr, &mut s);
+            raw::RedisModule_ZsetRangeStop?(self.key.ptr);
             if e.is_null() {
                 None
             } else {
@@ -151,14 +131,14 @@ impl<'a> ZsetKey<'a> {
     /// ZPOPMIN key: removes the member with the lowest score (the first in ZRANGE's order) and
     /// returns its score; `None` on an empty set.
     pub(crate) fn pop_min(&mut self) -> Option<f64> {
-        if self.ptr.is_null() {
+        if self.key.ptr.is_null() {
             return None;
         }
         // SAFETY: the handle is live and open for writing; the range is stopped before the
         // member is removed; the element is freed once (`Member`'s drop).
         unsafe {
             if raw::RedisModule_ZsetFirstInScoreRange?(
-                self.ptr,
+                self.key.ptr,
                 f64::NEG_INFINITY,
                 f64::INFINITY,
                 0,
@@ -168,29 +148,15 @@ impl<'a> ZsetKey<'a> {
                 return None;
             }
             let mut score = 0.0;
-            let e = raw::RedisModule_ZsetRangeCurrentElement?(self.ptr, &mut score);
-            raw::RedisModule_ZsetRangeStop?(self.ptr);
+            let e = raw::RedisModule_ZsetRangeCurrentElement?(self.key.ptr, &mut score);
+            raw::RedisModule_ZsetRangeStop?(self.key.ptr);
             if e.is_null() {
                 return None;
             }
             let e = Member(e);
             let mut deleted: c_int = 0;
-            raw::RedisModule_ZsetRem?(self.ptr, e.0, &mut deleted);
+            raw::RedisModule_ZsetRem?(self.key.ptr, e.0, &mut deleted);
             (deleted != 0).then_some(score)
-        }
-    }
-}
-
-impl Drop for ZsetKey<'_> {
-    fn drop(&mut self) {
-        if self.ptr.is_null() {
-            return;
-        }
-        // SAFETY: the handle came from OpenKey and is closed exactly once, here.
-        unsafe {
-            if let Some(f) = raw::RedisModule_CloseKey {
-                f(self.ptr);
-            }
         }
     }
 }

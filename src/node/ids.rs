@@ -174,16 +174,11 @@ pub(crate) fn issue_one_uid(ctx: &Ctx) -> Result<(u64, u64), Error> {
     let now_ms = super::now_ms();
     let fast = {
         let mut g = ids();
-        let Ids {
-            uid_lease,
-            uid,
-            uid_last_ms,
-            ..
-        } = &mut *g;
-        let floor_ms = uid_lease.floor();
-        uid.as_mut()
+        let (floor_ms, last_ms) = (g.uid_lease.floor(), g.uid_last_ms);
+        g.uid
+            .as_mut()
             .and_then(|u| u.issue_one(now_ms, floor_ms))
-            .map(|id| (id, *uid_last_ms))
+            .map(|id| (id, last_ms))
     };
     match fast {
         Some(issued) => Ok(issued),

@@ -197,8 +197,32 @@ const fn uid_text(check: fn(&str) -> Result<(), String>) -> TextConfig<()> {
     })
 }
 
+/// A numeric config: its name, its value, and its default and range, which Redis checks
+/// (CONFIG SET, `--imid.*`) and the module arguments alike ([`parse_args`]).
+pub(crate) struct IntConfig {
+    pub(crate) name: &'static str,
+    pub(crate) value: AtomicI64,
+    pub(crate) default: i64,
+    pub(crate) range: (i64, i64),
+}
+
+impl IntConfig {
+    const fn new(name: &'static str, default: i64, range: (i64, i64)) -> IntConfig {
+        IntConfig {
+            name,
+            value: AtomicI64::new(default),
+            default,
+            range,
+        }
+    }
+
+    fn get(&self) -> i64 {
+        self.value.load(Ordering::Relaxed)
+    }
+}
+
 /// `imid.seq-gap`: values skipped by the first SEQ.NEXT on a key this process did not write.
-pub(crate) static SEQ_GAP: AtomicI64 = AtomicI64::new(1000);
+pub(crate) static SEQ_GAP: IntConfig = IntConfig::new("seq-gap", 1000, (0, 1_000_000_000));
 
 /// Whether the server runs in cluster mode; fixed at startup, read once in init.
 pub(crate) static CLUSTER_MODE: AtomicBool = AtomicBool::new(false);
@@ -213,24 +237,26 @@ pub(crate) fn effective_hash_mode() -> HashMode {
 }
 
 pub(crate) fn seq_gap() -> u64 {
-    u64::try_from(SEQ_GAP.load(Ordering::Relaxed)).unwrap_or(0)
+    u64::try_from(SEQ_GAP.get()).unwrap_or(0)
 }
 
 /// `imid.seq-idmp-ttl`: seconds an IDMP token counts after its first call
-/// (docs/configuration.md says why 300).
-pub(crate) static SEQ_IDMP_TTL: AtomicI64 = AtomicI64::new(300);
-/// `imid.seq-idmp-max`: most IDMP tokens one key remembers; the oldest go first.
-pub(crate) static SEQ_IDMP_MAX: AtomicI64 = AtomicI64::new(1000);
+/// (docs/configuration.md says why 300), a second to a week.
+pub(crate) static SEQ_IDMP_TTL: IntConfig = IntConfig::new("seq-idmp-ttl", 300, (1, 604_800));
+/// `imid.seq-idmp-max`: most IDMP tokens one key remembers; the oldest go first. At most what a
+/// loaded key may hold (`core::idmp::MAX_TOKENS`).
+pub(crate) static SEQ_IDMP_MAX: IntConfig =
+    IntConfig::new("seq-idmp-max", 1000, (1, MAX_TOKENS as i64));
 
 /// `imid.seq-idmp-ttl` in milliseconds.
 pub(crate) fn seq_idmp_ttl_ms() -> u64 {
-    u64::try_from(SEQ_IDMP_TTL.load(Ordering::Relaxed))
+    u64::try_from(SEQ_IDMP_TTL.get())
         .unwrap_or(0)
         .saturating_mul(1000)
 }
 
 pub(crate) fn seq_idmp_max() -> usize {
-    usize::try_from(SEQ_IDMP_MAX.load(Ordering::Relaxed)).unwrap_or(1)
+    usize::try_from(SEQ_IDMP_MAX.get()).unwrap_or(1)
 }
 
 /// `imid.openid-keys`: the parsed key list, expanded into AES key schedules once when the
@@ -289,14 +315,11 @@ pub(crate) static FENCE_REPLICAS: TextConfig<FenceReplicas> = TextConfig::new(
 );
 
 /// `imid.fence-timeout`: how long (ms) a call waits for the replicas' acknowledgement before it
-/// is answered with the fence's error.
-pub(crate) static FENCE_TIMEOUT: AtomicI64 = AtomicI64::new(1000);
-
-/// `imid.fence-timeout`'s range: a millisecond to a day.
-pub(crate) const FENCE_TIMEOUT_RANGE: (i64, i64) = (1, 86_400_000);
+/// is answered with the fence's error: a millisecond to a day.
+pub(crate) static FENCE_TIMEOUT: IntConfig = IntConfig::new("fence-timeout", 1000, (1, 86_400_000));
 
 pub(crate) fn fence_timeout_ms() -> u64 {
-    u64::try_from(FENCE_TIMEOUT.load(Ordering::Relaxed)).unwrap_or(1)
+    u64::try_from(FENCE_TIMEOUT.get()).unwrap_or(1)
 }
 
 /// The module configs, by the name a module argument may give (with or without `imid.`).
@@ -313,14 +336,6 @@ pub(crate) const NAMES: [&str; 11] = [
     "fence-replicas",
     "fence-timeout",
 ];
-
-/// `imid.seq-gap`'s range, for Redis's own check (CONFIG SET, `--imid.seq-gap`) and for the
-/// module argument alike.
-pub(crate) const SEQ_GAP_RANGE: (i64, i64) = (0, 1_000_000_000);
-/// `imid.seq-idmp-ttl`'s range: a second to a week.
-pub(crate) const SEQ_IDMP_TTL_RANGE: (i64, i64) = (1, 604_800);
-/// `imid.seq-idmp-max`'s range, up to what a loaded key may hold (`core::idmp::MAX_TOKENS`).
-pub(crate) const SEQ_IDMP_MAX_RANGE: (i64, i64) = (1, MAX_TOKENS as i64);
 
 /// The configs' starting values: the module arguments (`--loadmodule libimid.so uid-node 7`,
 /// `MODULE LOADEX ... ARGS uid-node 7`), each checked by the rule `CONFIG SET` and `--imid.*`
@@ -349,6 +364,66 @@ pub(crate) struct Start {
 /// anywhere (`openid-keys <K1>, <K2>` makes `<K2>` a name, a key given first is a name too), so
 /// no word the user gave reaches the log.
 pub(crate) fn parse_args(args: &[&[u8]]) -> Result<Start, String> {
+    let total = args.len();
+    let (given, at_of) = given_values(args)?;
+    let [gap, idmp_ttl, idmp_max, keys, hash, layout, epoch, unit, node, replicas, timeout] = given;
+    let refuse = |name: &str, why: String| {
+        let pos = NAMES
+            .iter()
+            .position(|k| *k == name)
+            .and_then(|i| at_of.get(i))
+            .copied()
+            .unwrap_or(0);
+        format!("module argument {pos} of {total} (the value of imid.{name}) refused: {why}")
+    };
+    let number = |c: &IntConfig, v: Option<&str>| {
+        let (name, (min, max)) = (c.name, c.range);
+        match v {
+            None => Ok(c.default),
+            Some(t) => parse_int(t)
+                .filter(|n| (min..=max).contains(n))
+                .ok_or_else(|| {
+                    refuse(
+                        name,
+                        format!("imid.{name} must be an integer in {min}..{max}"),
+                    )
+                }),
+        }
+    };
+    let text = |name: &str, v: Option<&str>, default, check: fn(&str) -> Result<(), String>| {
+        let t = v.unwrap_or(default);
+        check(t).map(|()| t.to_owned()).map_err(|e| refuse(name, e))
+    };
+    Ok(Start {
+        seq_gap: number(&SEQ_GAP, gap)?,
+        seq_idmp_ttl: number(&SEQ_IDMP_TTL, idmp_ttl)?,
+        seq_idmp_max: number(&SEQ_IDMP_MAX, idmp_max)?,
+        openid_keys: text("openid-keys", keys, "", check_openid_keys)?,
+        msgid_hash: match hash.map(str::to_ascii_lowercase).as_deref() {
+            None | Some("auto") => HashMode::auto,
+            Some("java") => HashMode::java,
+            Some("slot") => HashMode::slot,
+            Some(_) => {
+                return Err(refuse(
+                    "msgid-hash",
+                    "imid.msgid-hash must be java, slot or auto".to_owned(),
+                ))
+            }
+        },
+        uid_layout: text("uid-layout", layout, "auto", check_uid_layout)?,
+        uid_epoch: text("uid-epoch", epoch, "auto", check_uid_epoch)?,
+        uid_time_unit: text("uid-time-unit", unit, "auto", check_uid_time_unit)?,
+        uid_node: text("uid-node", node, "auto", check_uid_node)?,
+        fence_replicas: text("fence-replicas", replicas, "auto", check_fence_replicas)?,
+        fence_timeout: number(&FENCE_TIMEOUT, timeout)?,
+    })
+}
+
+/// The module arguments' values by config ([`NAMES`]' order), and the position of each given
+/// value; the errors of [`parse_args`] about names.
+fn given_values<'a>(
+    args: &[&'a [u8]],
+) -> Result<([Option<&'a str>; NAMES.len()], [usize; NAMES.len()]), String> {
     let total = args.len();
     let mut given: [Option<&str>; NAMES.len()] = [None; NAMES.len()];
     let mut at_of: [usize; NAMES.len()] = [0; NAMES.len()];
@@ -398,55 +473,7 @@ pub(crate) fn parse_args(args: &[&[u8]]) -> Result<Start, String> {
         rest = tail;
         n += 2;
     }
-    let [gap, idmp_ttl, idmp_max, keys, hash, layout, epoch, unit, node, replicas, timeout] = given;
-    let refuse = |name: &str, why: String| {
-        let pos = NAMES
-            .iter()
-            .position(|k| *k == name)
-            .and_then(|i| at_of.get(i))
-            .copied()
-            .unwrap_or(0);
-        format!("module argument {pos} of {total} (the value of imid.{name}) refused: {why}")
-    };
-    let int = |name: &str, v: Option<&str>, default: i64, (min, max): (i64, i64)| match v {
-        None => Ok(default),
-        Some(t) => parse_int(t)
-            .filter(|n| (min..=max).contains(n))
-            .ok_or_else(|| {
-                refuse(
-                    name,
-                    format!("imid.{name} must be an integer in {min}..{max}"),
-                )
-            }),
-    };
-    let text =
-        |name: &str, v: Option<&str>, default: &str, check: fn(&str) -> Result<(), String>| {
-            let t = v.unwrap_or(default);
-            check(t).map(|()| t.to_owned()).map_err(|e| refuse(name, e))
-        };
-    Ok(Start {
-        seq_gap: int("seq-gap", gap, 1000, SEQ_GAP_RANGE)?,
-        seq_idmp_ttl: int("seq-idmp-ttl", idmp_ttl, 300, SEQ_IDMP_TTL_RANGE)?,
-        seq_idmp_max: int("seq-idmp-max", idmp_max, 1000, SEQ_IDMP_MAX_RANGE)?,
-        openid_keys: text("openid-keys", keys, "", check_openid_keys)?,
-        msgid_hash: match hash.map(str::to_ascii_lowercase).as_deref() {
-            None | Some("auto") => HashMode::auto,
-            Some("java") => HashMode::java,
-            Some("slot") => HashMode::slot,
-            Some(_) => {
-                return Err(refuse(
-                    "msgid-hash",
-                    "imid.msgid-hash must be java, slot or auto".to_owned(),
-                ))
-            }
-        },
-        uid_layout: text("uid-layout", layout, "auto", check_uid_layout)?,
-        uid_epoch: text("uid-epoch", epoch, "auto", check_uid_epoch)?,
-        uid_time_unit: text("uid-time-unit", unit, "auto", check_uid_time_unit)?,
-        uid_node: text("uid-node", node, "auto", check_uid_node)?,
-        fence_replicas: text("fence-replicas", replicas, "auto", check_fence_replicas)?,
-        fence_timeout: int("fence-timeout", timeout, 1000, FENCE_TIMEOUT_RANGE)?,
-    })
+    Ok((given, at_of))
 }
 
 /// An integer as Redis reads a numeric config (`string2ll`): optional `-`, decimal digits, no

@@ -4,9 +4,9 @@
 
 use super::{guard, Entry};
 use crate::config::{
-    parse_args, StringConfig, TextConfig, FENCE_REPLICAS, FENCE_TIMEOUT, FENCE_TIMEOUT_RANGE,
-    MSGID_HASH, OPENID_KEYS, SEQ_GAP, SEQ_GAP_RANGE, SEQ_IDMP_MAX, SEQ_IDMP_MAX_RANGE,
-    SEQ_IDMP_TTL, SEQ_IDMP_TTL_RANGE, UID_EPOCH, UID_LAYOUT, UID_NODE, UID_TIME_UNIT,
+    parse_args, IntConfig, StringConfig, TextConfig, FENCE_REPLICAS, FENCE_TIMEOUT, MSGID_HASH,
+    OPENID_KEYS, SEQ_GAP, SEQ_IDMP_MAX, SEQ_IDMP_TTL, UID_EPOCH, UID_LAYOUT, UID_NODE,
+    UID_TIME_UNIT,
 };
 use crate::host::string::HeldString;
 use redis_module::configuration::{
@@ -150,6 +150,21 @@ fn register_text_config(
     }
 }
 
+/// Registers `imid.<name>` as a numeric config starting at `start`.
+fn register_int(ctx: &Context, cfg: &'static IntConfig, start: i64) {
+    let (min, max) = cfg.range;
+    register_i64_configuration(
+        ctx,
+        cfg.name,
+        &cfg.value,
+        start,
+        min,
+        max,
+        ConfigurationFlags::DEFAULT,
+        None,
+    );
+}
+
 /// Registers the module configs, starting from the module arguments ([`parse_args`]), and
 /// applies the values queued for them (`imid.<name> value` config lines, `--imid.*`,
 /// `MODULE LOADEX ... CONFIG`). A refused argument or value fails the load.
@@ -162,36 +177,9 @@ pub(crate) fn register(ctx: &Context, args: &[RedisString]) -> Status {
             return Status::Err;
         }
     };
-    register_i64_configuration(
-        ctx,
-        "seq-gap",
-        &SEQ_GAP,
-        start.seq_gap,
-        SEQ_GAP_RANGE.0,
-        SEQ_GAP_RANGE.1,
-        ConfigurationFlags::DEFAULT,
-        None,
-    );
-    register_i64_configuration(
-        ctx,
-        "seq-idmp-ttl",
-        &SEQ_IDMP_TTL,
-        start.seq_idmp_ttl,
-        SEQ_IDMP_TTL_RANGE.0,
-        SEQ_IDMP_TTL_RANGE.1,
-        ConfigurationFlags::DEFAULT,
-        None,
-    );
-    register_i64_configuration(
-        ctx,
-        "seq-idmp-max",
-        &SEQ_IDMP_MAX,
-        start.seq_idmp_max,
-        SEQ_IDMP_MAX_RANGE.0,
-        SEQ_IDMP_MAX_RANGE.1,
-        ConfigurationFlags::DEFAULT,
-        None,
-    );
+    register_int(ctx, &SEQ_GAP, start.seq_gap);
+    register_int(ctx, &SEQ_IDMP_TTL, start.seq_idmp_ttl);
+    register_int(ctx, &SEQ_IDMP_MAX, start.seq_idmp_max);
     // SENSITIVE asks Redis to redact CONFIG SET's value (Redis 7.0.15 still shows it in SLOWLOG
     // and MONITOR; docs/commands.md says so). HIDDEN leaves it out of pattern queries (`CONFIG GET *`),
     // so config dumps do not carry keys; `CONFIG GET imid.openid-keys` by exact name and CONFIG
@@ -241,16 +229,7 @@ pub(crate) fn register(ctx: &Context, args: &[RedisString]) -> Status {
         ctx.log_warning("imid: could not register config fence-replicas");
         return Status::Err;
     }
-    register_i64_configuration(
-        ctx,
-        "fence-timeout",
-        &FENCE_TIMEOUT,
-        start.fence_timeout,
-        FENCE_TIMEOUT_RANGE.0,
-        FENCE_TIMEOUT_RANGE.1,
-        ConfigurationFlags::DEFAULT,
-        None,
-    );
+    register_int(ctx, &FENCE_TIMEOUT, start.fence_timeout);
     if !load_configs(ctx) {
         ctx.log_warning("imid: a module config was refused (see the line above); not loading");
         return Status::Err;

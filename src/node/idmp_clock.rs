@@ -250,7 +250,7 @@ pub(crate) fn check(now_ms: u64, ttl_ms: u64, max: u64) -> Result<(u64, usize), 
 /// The lifetime (ms) and window size of an IDMP clock, in the ranges of `imid.seq-idmp-ttl`
 /// (in ms) and `imid.seq-idmp-max`.
 pub(crate) fn bounds(ttl_ms: u64, max: u64) -> Result<(u64, usize), String> {
-    let (lo, hi) = crate::config::SEQ_IDMP_TTL_RANGE;
+    let (lo, hi) = crate::config::SEQ_IDMP_TTL.range;
     let ttl_range = lo.unsigned_abs().saturating_mul(1000)..=hi.unsigned_abs().saturating_mul(1000);
     if !ttl_range.contains(&ttl_ms) {
         return Err(format!(
@@ -259,7 +259,7 @@ pub(crate) fn bounds(ttl_ms: u64, max: u64) -> Result<(u64, usize), String> {
             ttl_range.end()
         ));
     }
-    let (lo, hi) = crate::config::SEQ_IDMP_MAX_RANGE;
+    let (lo, hi) = crate::config::SEQ_IDMP_MAX.range;
     match usize::try_from(max) {
         Ok(m) if (lo.unsigned_abs()..=hi.unsigned_abs()).contains(&max) => Ok((ttl_ms, m)),
         _ => Err(format!("max must be in {lo}..{hi}")),

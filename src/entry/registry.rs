@@ -241,6 +241,47 @@ pub(crate) fn register(ctx: &Ctx, table: &[Command]) -> bool {
 
 fn register_one(ctx: &Ctx, c: &Command) -> Result<(), ()> {
     let name = CString::new(c.name).map_err(|_| ())?;
+    let cmd = create(ctx, c, &name)?;
+    let summary = CString::new(c.summary).map_err(|_| ())?;
+    // SAFETY: zeroed is the documented "unset" value for every optional field of these structs
+    // (null pointers, zero counts) and a zeroed key spec terminates the array; all strings and
+    // the array outlive the call, which copies them.
+    let mut info: raw::RedisModuleCommandInfo = unsafe { std::mem::zeroed() };
+    let mut specs = [no_spec(); MAX_SPECS + 1];
+    info.version = &INFO_VERSION;
+    info.summary = summary.as_ptr();
+    info.since = SINCE.as_ptr();
+    info.arity = c.arity;
+    if let Some(k) = &c.keys {
+        specs[0] = range_spec(k.flags, k.first, k.last, 1);
+        if let Some(kw) = &c.keyword_key {
+            specs[1] = keyword_spec(kw);
+        }
+        info.key_specs = specs.as_mut_ptr();
+    }
+    if !c.specs.is_empty() {
+        if c.specs.len() > MAX_SPECS {
+            return Err(());
+        }
+        for (out, s) in specs.iter_mut().zip(c.specs) {
+            *out = range_spec(s.flags, s.index, s.last, s.step);
+        }
+        info.key_specs = specs.as_mut_ptr();
+    }
+    // SAFETY: cmd came from GetCommand for a command of this module; info is fully set.
+    let rc = unsafe { raw::RedisModule_SetCommandInfo.map(|set| set(cmd, &info)) };
+    if rc != Some(raw::REDISMODULE_OK as c_int) {
+        return Err(());
+    }
+    set_acl_categories(cmd, c.acl)
+}
+
+/// Creates the command `name` with its handler, flags and legacy key range; the new command.
+fn create(
+    ctx: &Ctx,
+    c: &Command,
+    name: &std::ffi::CStr,
+) -> Result<*mut raw::RedisModuleCommand, ()> {
     // A keyword key is also reported through the getkeys API (the handler answers
     // `Ctx::keys_position_request`): Redis 7.0's Cluster checks the slots of only the keys
     // that API or the legacy range gives, not those of the key specs.
@@ -250,7 +291,6 @@ fn register_one(ctx: &Ctx, c: &Command) -> Result<(), ()> {
         CString::new(c.flags)
     }
     .map_err(|_| ())?;
-    let summary = CString::new(c.summary).map_err(|_| ())?;
     let (first, last) = c.keys.as_ref().map_or((0, 0), |k| {
         // The legacy range takes an absolute last key, or negative from the end; 0 in a key
         // spec means "the same as first".
@@ -258,7 +298,7 @@ fn register_one(ctx: &Ctx, c: &Command) -> Result<(), ()> {
     });
     let step = i32::from(c.keys.is_some());
     // With specs of their own, the first key for the legacy range; Redis derives the range the
-    // specs allow (and `movablekeys`) when they are set below.
+    // specs allow (and `movablekeys`) when they are set.
     let (first, last, step) = match c.specs.first() {
         Some(s) => (s.index, s.index, 1),
         None => (first, last, step),
@@ -282,64 +322,37 @@ fn register_one(ctx: &Ctx, c: &Command) -> Result<(), ()> {
         return Err(());
     }
     // SAFETY: as above; GetCommand returns the command just created, or null.
-    let cmd = unsafe { raw::RedisModule_GetCommand.map(|get| get(ctx.raw(), name.as_ptr())) }
+    unsafe { raw::RedisModule_GetCommand.map(|get| get(ctx.raw(), name.as_ptr())) }
         .filter(|p| !p.is_null())
-        .ok_or(())?;
-    // SAFETY: zeroed is the documented "unset" value for every optional field of these structs
-    // (null pointers, zero counts) and a zeroed key spec terminates the array; all strings and
-    // the array outlive the call, which copies them.
-    let mut info: raw::RedisModuleCommandInfo = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    let mut specs: [raw::RedisModuleCommandKeySpec; MAX_SPECS + 1] = unsafe { std::mem::zeroed() };
-    info.version = &INFO_VERSION;
-    info.summary = summary.as_ptr();
-    info.since = SINCE.as_ptr();
-    info.arity = c.arity;
-    if let Some(k) = &c.keys {
-        specs[0].flags = u64::from(k.flags);
-        specs[0].begin_search_type =
-            raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
-        specs[0].bs.index.pos = k.first;
-        specs[0].find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
-        specs[0].fk.range.lastkey = k.last;
-        specs[0].fk.range.keystep = 1;
-        specs[0].fk.range.limit = 0;
-        if let Some(kw) = &c.keyword_key {
-            specs[1].flags = u64::from(kw.flags);
-            specs[1].begin_search_type =
-                raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_KEYWORD;
-            specs[1].bs.keyword.keyword = kw.keyword.as_ptr();
-            specs[1].bs.keyword.startfrom = kw.from;
-            specs[1].find_keys_type =
-                raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
-            specs[1].fk.range.lastkey = 0;
-            specs[1].fk.range.keystep = 1;
-            specs[1].fk.range.limit = 0;
-        }
-        info.key_specs = specs.as_mut_ptr();
-    }
-    if !c.specs.is_empty() {
-        if c.specs.len() > MAX_SPECS {
-            return Err(());
-        }
-        for (out, s) in specs.iter_mut().zip(c.specs) {
-            out.flags = u64::from(s.flags);
-            out.begin_search_type =
-                raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
-            out.bs.index.pos = s.index;
-            out.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
-            out.fk.range.lastkey = s.last;
-            out.fk.range.keystep = s.step;
-            out.fk.range.limit = 0;
-        }
-        info.key_specs = specs.as_mut_ptr();
-    }
-    // SAFETY: cmd came from GetCommand for a command of this module; info is fully set.
-    let rc = unsafe { raw::RedisModule_SetCommandInfo.map(|set| set(cmd, &info)) };
-    if rc != Some(raw::REDISMODULE_OK as c_int) {
-        return Err(());
-    }
-    set_acl_categories(cmd, c.acl)
+        .ok_or(())
+}
+
+/// An unset key spec (it also ends the array).
+fn no_spec() -> raw::RedisModuleCommandKeySpec {
+    // SAFETY: zeroed is the documented "unset" value for every field of a key spec.
+    unsafe { std::mem::zeroed() }
+}
+
+/// A key spec: the key at argument `pos`, then keys up to `lastkey` every `keystep`.
+fn range_spec(flags: u32, pos: i32, lastkey: i32, keystep: i32) -> raw::RedisModuleCommandKeySpec {
+    let mut s = no_spec();
+    s.flags = u64::from(flags);
+    s.begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+    s.bs.index.pos = pos;
+    s.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+    s.fk.range.lastkey = lastkey;
+    s.fk.range.keystep = keystep;
+    s.fk.range.limit = 0;
+    s
+}
+
+/// A key spec: the one key after `kw.keyword`, searched from argument `kw.from`.
+fn keyword_spec(kw: &KeywordKey) -> raw::RedisModuleCommandKeySpec {
+    let mut s = range_spec(kw.flags, 0, 0, 1);
+    s.begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_KEYWORD;
+    s.bs.keyword.keyword = kw.keyword.as_ptr();
+    s.bs.keyword.startfrom = kw.from;
+    s
 }
 
 /// Gives a command its ACL categories, plus the module's own where it exists. Without them

@@ -143,6 +143,16 @@ pub(super) struct Arena {
     unfollowed: usize,
 }
 
+/// What moving one entry in a compaction step did.
+enum Move {
+    /// Nothing: the entry could not be read (cannot happen).
+    Skipped,
+    /// Moved, or (when the index did not follow) left where it was.
+    Done,
+    /// No room in the arena.
+    Full,
+}
+
 /// What a compaction step did: the entries it moved, each with its old and new address and its
 /// name, for the index to follow.
 pub(super) struct Moved {
@@ -429,43 +439,66 @@ impl Arena {
             if e.header & DEAD != 0 {
                 continue;
             }
-            // Copied out first: the append may reallocate the tail, and `c` borrows the arena.
-            let mut buf = [0u8; MAX_ENTRY];
-            let Some(dst) = buf.get_mut(..size) else {
-                continue;
-            };
-            let Some(src) = c.bytes.get(off..off + size) else {
-                continue;
-            };
-            dst.copy_from_slice(src);
-            let (Some(&header), Some(&l)) = (buf.first(), buf.get(1)) else {
-                continue;
-            };
-            let name_len = usize::from(l) + 1;
-            let (Some(name), Some(value)) = (buf.get(2..2 + name_len), buf.get(2 + name_len..size))
-            else {
-                continue;
-            };
-            spent += MOVE_COST - 1;
-            let Some(new) = self.append_parts(header, l, name, value, false) else {
-                // Full: no room to move into. The pass stops; it starts again later.
-                self.compact = None;
-                break;
-            };
-            let old = id << CHUNK_BITS | off;
-            if moved(Moved { old, new }, name) {
-                self.kill(old, size);
-            } else {
-                // The index does not know the old copy (cannot happen): the new one dies and the
-                // old one stays.
-                self.kill(new, size);
-                #[cfg(test)]
-                {
-                    self.unfollowed += 1;
+            match self.move_entry(id, off, size, &mut moved) {
+                Move::Skipped => {}
+                Move::Done => spent += MOVE_COST - 1,
+                Move::Full => {
+                    // No room to move into. The pass stops; it starts again later.
+                    spent += MOVE_COST - 1;
+                    self.compact = None;
+                    break;
                 }
             }
         }
         spent
+    }
+
+    /// Moves the live entry of `size` bytes at `off` in chunk `id` to the tail and tells
+    /// `moved`; the copy the index does not follow dies.
+    fn move_entry(
+        &mut self,
+        id: usize,
+        off: usize,
+        size: usize,
+        moved: &mut impl FnMut(Moved, &[u8]) -> bool,
+    ) -> Move {
+        // Copied out first: the append may reallocate the tail, and the chunk borrows the arena.
+        let mut buf = [0u8; MAX_ENTRY];
+        let Some(dst) = buf.get_mut(..size) else {
+            return Move::Skipped;
+        };
+        let Some(src) = self
+            .chunks
+            .get(id)
+            .and_then(|c| c.bytes.get(off..off + size))
+        else {
+            return Move::Skipped;
+        };
+        dst.copy_from_slice(src);
+        let (Some(&header), Some(&l)) = (buf.first(), buf.get(1)) else {
+            return Move::Skipped;
+        };
+        let name_len = usize::from(l) + 1;
+        let (Some(name), Some(value)) = (buf.get(2..2 + name_len), buf.get(2 + name_len..size))
+        else {
+            return Move::Skipped;
+        };
+        let Some(new) = self.append_parts(header, l, name, value, false) else {
+            return Move::Full;
+        };
+        let old = id << CHUNK_BITS | off;
+        if moved(Moved { old, new }, name) {
+            self.kill(old, size);
+        } else {
+            // The index does not know the old copy (cannot happen): the new one dies and the
+            // old one stays.
+            self.kill(new, size);
+            #[cfg(test)]
+            {
+                self.unfollowed += 1;
+            }
+        }
+        Move::Done
     }
 
     /// How far a compaction pass is over the chunks, 0 to 1 (tests).

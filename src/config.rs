@@ -51,7 +51,7 @@ impl ConfigurationValue<HashMode> for HashModeCell {
 
 /// The UID configs. All four change what an ID means (or which IDs this node may issue), so
 /// they are set at load only (`IMMUTABLE`: `CONFIG SET` refuses them); init checks them
-/// together and refuses to load a combination that does not work (`commands::uid::configure`).
+/// together and refuses to load a combination that does not work (`node::ids::configure_uid`).
 /// Each is text checked by its `check_uid_*` function, the one place its value is validated:
 /// `imid.uid-epoch` and `imid.uid-time-unit` are `auto` (the named layout's own, else
 /// 2026-01-01 and ms) or an explicit value that overrides the layout's.

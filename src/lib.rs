@@ -4,21 +4,19 @@
 //! bottom (docs/architecture.md draws them; each imports only from layers below it):
 //! - `error`: the error a handler returns;
 //! - `core`: Redis-free logic (ID layouts, generators, sequences, maps, IDMP, the reserve
-//!   protocol), unit-tested without a server;
+//!   protocol, the fence's bookkeeping), unit-tested without a server;
 //! - `host`: what imid calls in Redis (context, arguments, keys, replies, replication, RDB/AOF
 //!   handles), unsafe;
 //! - `config`: the `imid.*` configs' values and rules;
 //! - `node`: node-wide state (ID generators and leases, the IDMP clock, slot adoption, server
-//!   events, exposure);
+//!   events, exposure, the fence);
 //! - `types`: the two data types, a folder each;
 //! - `commands`: the handlers, one file per family;
 //! - `entry`: where Redis calls in (every callback, behind one panic guard; registration),
 //!   unsafe.
 //!
-//! Only `core` is public (the benches, examples and tests link it), and the system clock the
-//! benches time; everything else is internal to the module.
-// Only `core` is the crate's public API (benches, examples and tests link it); everything else
-// is internal to the module and says so (`pub(crate)`).
+//! Only `core` is public (benches/core.rs links it), and the system clock the benches time;
+//! everything else is internal to the module and says so (`pub(crate)`).
 #![deny(unreachable_pub)]
 #![cfg_attr(
     test,
@@ -155,7 +153,7 @@ redis_module! {
     name: "imid",
     version: MODULE_VERSION,
     allocator: (allocator::Alloc, allocator::ALLOC),
-    // The data type is created in OnLoad, after every step that can fail (see `load`).
+    // The data types are created in OnLoad, after every step that can fail (see `load`).
     data_types: [],
     init: init,
 }

@@ -123,7 +123,7 @@ unsafe extern "C" fn rdb_load<T: DataType>(
 ///
 /// # Safety
 /// `p` must be a value of the type that Redis handed to the running callback.
-unsafe fn read<T: DataType, R>(
+unsafe fn with_value<T: DataType, R>(
     callback: &'static str,
     p: *const c_void,
     fallback: impl Fn() -> R,
@@ -149,7 +149,7 @@ unsafe extern "C" fn rdb_save<T: DataType>(rdb: *mut raw::RedisModuleIO, p: *mut
     // SAFETY: rdb is the live IO handle of this callback.
     let io = unsafe { Rdb::from_raw(rdb) };
     // SAFETY: Redis hands a value of the type to its rdb_save callback.
-    unsafe { read::<T, ()>("rdb_save", p, || (), |v| T::save(&io, v)) }
+    unsafe { with_value::<T, ()>("rdb_save", p, || (), |v| T::save(&io, v)) }
 }
 
 unsafe extern "C" fn aof_rewrite<T: DataType>(
@@ -160,19 +160,19 @@ unsafe extern "C" fn aof_rewrite<T: DataType>(
     // SAFETY: aof and key are the live handles of this callback.
     let out = unsafe { AofKey::from_raw(aof, key) };
     // SAFETY: Redis hands a value of the type to its aof_rewrite callback.
-    unsafe { read::<T, ()>("aof_rewrite", p, || (), |v| T::rewrite(&out, v)) }
+    unsafe { with_value::<T, ()>("aof_rewrite", p, || (), |v| T::rewrite(&out, v)) }
 }
 
 unsafe extern "C" fn digest<T: DataType>(md: *mut raw::RedisModuleDigest, p: *mut c_void) {
     // SAFETY: md is the live digest handle of this callback.
     let d = unsafe { Digest::from_raw(md) };
     // SAFETY: Redis hands a value of the type to its digest callback.
-    unsafe { read::<T, ()>("digest", p, || (), |v| T::digest(v, &d)) }
+    unsafe { with_value::<T, ()>("digest", p, || (), |v| T::digest(v, &d)) }
 }
 
 unsafe extern "C" fn mem_usage<T: DataType>(p: *const c_void) -> usize {
     // SAFETY: Redis hands a value of the type to its mem_usage callback.
-    unsafe { read::<T, usize>("mem_usage", p, || 0, |v| T::mem_usage(v)) }
+    unsafe { with_value::<T, usize>("mem_usage", p, || 0, |v| T::mem_usage(v)) }
 }
 
 unsafe extern "C" fn copy<T: DataType>(
@@ -182,7 +182,7 @@ unsafe extern "C" fn copy<T: DataType>(
 ) -> *mut c_void {
     // SAFETY: Redis hands a value of the type to its copy callback.
     unsafe {
-        read::<T, *mut c_void>("copy", p, std::ptr::null_mut, |v| {
+        with_value::<T, *mut c_void>("copy", p, std::ptr::null_mut, |v| {
             // The fence counts the copy's values (`node::fence::appeared`).
             crate::node::fence::appeared();
             into_ptr(T::copy(v))

@@ -25,7 +25,7 @@ pub(crate) fn load(ctx: &Context, args: &[RedisString], tables: &[&[Command]]) -
 /// event subscriptions and filters. It keeps timers, cluster-bus receivers and (Redis 7.0) event
 /// subscriptions and filters pointing into the unloaded code, and a server crashes on the next
 /// cron tick or message. So every step that can fail comes first (configs loaded and checked,
-/// the UID layout, commands registered), then the data type (it fails only when another module
+/// the UID layout, commands registered), then the data types (they fail only when another module
 /// holds its name), and only then what calls into the module on its own: server events, then
 /// (cluster mode) the command filter, after which nothing can fail; the bus receiver and the
 /// lease timer wait for the first cron tick (see `entry::cluster::init`). (The `redis_module!`

@@ -1,20 +1,22 @@
 //! The top floor: where Redis comes into imid. Every callback Redis makes (commands, data type
-//! callbacks, configs, server events, the cluster bus receiver, the lease timer, the command
-//! filter, INFO) is an `extern "C"` function here, and each enters through one panic guard,
-//! [`guard`]. They decode their raw arguments into the safe handles of `host` and call down into
-//! the handlers (`commands`), the data types (`types`) and the node's state (`node`), which hold
-//! the rules. Registration (commands, configs, data types, subscriptions) is here too.
+//! callbacks, configs, server events, the cluster bus receiver, the timers, the command filter,
+//! the fence's blocked clients, INFO) is an `extern "C"` function here, and each enters through
+//! one panic guard, [`guard`], but the two in `fence` that cannot panic. They decode their raw
+//! arguments into the safe handles of `host` and call down into the handlers (`commands`), the
+//! data types (`types`) and the node's state (`node`), which hold the rules. Registration
+//! (commands, configs, data types, subscriptions) is here too.
 //!
-//! With `host`, the only code here that is unsafe; nothing below imports this floor.
+//! With `host`, the only layer whose unsafe code touches Redis; nothing below imports it.
 //!
-//! - here: the guard and a command's entry ([`call`]);
+//! - here: the guard, a callback with nothing to answer ([`guarded`]) and a command's entry
+//!   ([`call`]);
 //! - `load`: OnLoad, its steps in order;
 //! - `registry`: command registration (CreateCommand, SetCommandInfo, ACL categories);
 //! - `config`: the configs' registration and the string config callbacks;
 //! - `data_type`: the data types' callbacks (RDB, AOF, digest, memory, copy, free, aux data);
 //! - `events`: server event subscription and callbacks;
 //! - `cluster`: the cluster bus receiver, the lease timer and the command filter;
-//! - `migration`: Valkey 9's atomic slot migration event;
+//! - `migration`: the atomic slot migration events of Valkey 9 and Redis 8.4+;
 //! - `fence`: the fence's blocked-client callbacks, its before-sleep event and its timer;
 //! - `info`: the `imid` section of INFO.
 
@@ -63,9 +65,9 @@ impl fmt::Display for Entry<'_> {
     }
 }
 
-/// The one guard every entry from Redis goes through: commands, server events, the timer, the
-/// cluster bus receiver, the command filter, config getters and setters, and the data type's
-/// callbacks. A panic must not unwind into Redis (that aborts the server and loses the dataset
+/// The one guard every entry from Redis goes through: commands, server events, the timers, the
+/// cluster bus receiver, the command filter, config getters and setters, both data types'
+/// callbacks, a blocked client's reply and timeout. A panic must not unwind into Redis (that aborts the server and loses the dataset
 /// in memory): it is caught, logged as `imid: internal error in <entry>: <message>` (through
 /// `ctx`, or without a context when the callback has none), and the entry returns `fallback()`,
 /// its own safe answer (an error reply, null, `REDISMODULE_ERR`, nothing).

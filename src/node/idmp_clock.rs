@@ -1,39 +1,20 @@
-//! The IDMP clock: the time, token lifetime and window size that `SEQ.NEXT ... IDMP` and
-//! `SEQ.HNEXT ... IDMP` (`commands::seq`, `commands::seqmap`) decide by, shared with replicas
-//! and the AOF so that those calls can be replicated as called.
+//! The IDMP clock: the time, token lifetime and window size that the IDMP calls (`SEQ.NEXT ...
+//! IDMP`, `SEQ.HNEXT ... IDMP`, IM.SEND's token) decide by, shared with replicas and the AOF so
+//! that a replay decides alike.
 //!
-//! An IDMP call reads the clock (whether a token still counts, when a new one expires) and two
-//! configs (`imid.seq-idmp-ttl`, `imid.seq-idmp-max`: which tokens to drop). Replayed on a
-//! replica or from the AOF with that node's own clock and configs, it could decide otherwise.
-//! So a primary decides by this clock, not by the wall clock directly, and writes every value
-//! of it to the replication stream and the AOF as `SEQ.IDMPCLOCK ms ttl-ms max` just before
-//! the first call that uses it and changes its key (a refused call, or a retry answered from
-//! its token, moves and writes nothing: [`CallClock`]); a replay decides by the clock last
-//! replayed. A clock whose tokens would expire past 2^63-1 ms is refused wherever it enters
-//! (the wall clock at a call, `SEQ.IDMPCLOCK`, an RDB file): the streams write an expiry as a
-//! signed 64-bit integer. Both sides then decide
-//! alike, and the call itself replicates verbatim (a command lookup and five integer strings
-//! less than its explicit effect, `SEQ.IDMPSET`).
+//! A replica or the AOF replaying a call with its own clock and configs could decide otherwise
+//! (whether a token still counts, which tokens to drop). So a primary decides by this clock,
+//! and writes it as `SEQ.IDMPCLOCK ms ttl-ms max` just before the first call that uses it and
+//! changes its key ([`CallClock`]); a replay decides by the clock last replayed, and the call
+//! replicates verbatim. A clock whose tokens would expire past 2^63-1 ms is refused wherever it
+//! enters: the streams write an expiry as a signed integer.
 //!
-//! How the clock moves on a primary: at an IDMP call, to the wall clock when that reads a second
-//! or more past it (never back: a clock stepped back waits), and to the configs whenever they
-//! differ. So at most one SEQ.IDMPCLOCK per second is written under load, and none without
-//! IDMP calls; a token counts for its TTL to the second (up to a second less or more after the
-//! call: the clock may lag the wall clock by up to a second when the token is recorded, and when
-//! it is looked up).
-//!
-//! Where a stream starts from a snapshot (a full sync, an AOF rewrite's new incremental file):
-//! each starts at a fork, and every fork (the `ForkBorn` event, in the parent) marks the clock
-//! unsent, so the first IDMP call after it writes the clock again, on a primary and on a
-//! replica (whose own AOF must hold it too). A replica restarted from its own RDB file that
-//! then continues its primary's stream (a partial resync) finds the clock in that file's aux
-//! data (`types::seq::aux`).
-//!
-//! Valkey 9's and Redis 8.4+'s atomic slot migrations replay the source's writes on the target
-//! through a stream of their own, which carries no keyless command (Redis drops them from it),
-//! so `SEQ.IDMPCLOCK` never reaches the target and a streamed call would decide there by the
-//! target's own, possibly older, clock; on a cluster node of those servers IDMP keeps its
-//! explicit effect (see [`for_call`]).
+//! The clock follows the wall clock when that reads a second or more past it (never back), and
+//! the configs when they change: at most one `SEQ.IDMPCLOCK` a second. Every fork (`ForkBorn`)
+//! marks it unsent, so a stream that starts from a snapshot gets it again; an RDB file carries
+//! it in its aux data (`types::seq::aux`). An atomic slot migration's stream drops keyless
+//! commands, so on a cluster node of Valkey 9 or Redis 8.4+ IDMP keeps its explicit effect
+//! ([`for_call`]).
 
 use crate::config::{seq_idmp_max, seq_idmp_ttl_ms};
 pub(crate) use crate::core::idmp::Clock;
@@ -106,7 +87,7 @@ impl CallClock {
         } else if st.sent {
             return;
         }
-        send(ctx, &mut st, self.clock);
+        write_clock(ctx, &mut st, self.clock);
     }
 }
 
@@ -122,7 +103,7 @@ impl CallClock {
 /// - Else (a primary's call) the clock, moved as the module comment says; a moved clock, or
 ///   one not written since the last fork, is written as `SEQ.IDMPCLOCK` when the call commits.
 pub(crate) fn for_call(ctx: &Ctx) -> Result<CallClock, Error> {
-    let call = read(ctx);
+    let call = clock_for(ctx);
     if Clock::fits(call.clock.now_ms, call.clock.ttl_ms) {
         Ok(call)
     } else {
@@ -133,7 +114,7 @@ pub(crate) fn for_call(ctx: &Ctx) -> Result<CallClock, Error> {
     }
 }
 
-fn read(ctx: &Ctx) -> CallClock {
+fn clock_for(ctx: &Ctx) -> CallClock {
     let origin = ctx.write_origin();
     let nothing = |clock| CallClock {
         clock,
@@ -200,7 +181,7 @@ fn local(verbatim: bool) -> Clock {
 }
 
 /// Writes `SEQ.IDMPCLOCK` (nothing reaches a stream while the server loads).
-fn send(ctx: &Ctx, st: &mut State, c: Clock) {
+fn write_clock(ctx: &Ctx, st: &mut State, c: Clock) {
     ctx.replicate_ints(c"SEQ.IDMPCLOCK", &clock_ints(&c));
     st.sent = !ctx.is_loading();
 }

@@ -1,11 +1,11 @@
 //! Node-wide state, below the data types and the command families: the clock, whether this node
 //! inherited its data, the counters `INFO imid` reports; the ID generators with their time
 //! leases (`ids`); the IDMP clock (`idmp_clock`); slot adoption in cluster mode (`promises`, the
-//! book of what peers promised, and `cluster`, what the cluster tells this node); Valkey 9's
-//! atomic slot migration (`migration`); what each server event does (`events`); what a crash
-//! could take back since the last snapshot (`exposure`); and, in a test build, the steerable
-//! clock and armed panics (`test_hooks`). It imports the core, the configs and `host`; nothing
-//! above it.
+//! book of what peers promised, and `cluster`, what the cluster tells this node); atomic slot
+//! migration, Valkey 9's and Redis 8.4+'s (`migration`); what each server event does
+//! (`events`); what a crash could take back since the last snapshot (`exposure`); the fence
+//! (`fence`); and, in a test build, the steerable clock and armed panics (`test_hooks`). It
+//! imports `error`, the core, `host` and the configs; nothing above it.
 
 pub(crate) mod cluster;
 pub(crate) mod events;

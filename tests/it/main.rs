@@ -5,8 +5,7 @@
 //!
 //! Tests that need Redis 8.2, 8.6 or Valkey 9.1 (`common::newer_server`) skip, saying so, when
 //! the server is missing, unless `IMID_NEWER_SERVERS=require` (set by `make test`); the soak
-//! runs are `#[ignore]`d and run by `make soak` (which runs the ignored tests named `soak`: the
-//! others, such as redis_migration's tests of the next fix, wait for it).
+//! runs are `#[ignore]`d and run by `make soak` (the ignored tests named `soak` or `jepsen`).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

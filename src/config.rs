@@ -342,7 +342,7 @@ pub(crate) const NAMES: [&str; 11] = [
 /// apply, else the built-in defaults. A config given as `imid.<name> value` (a config line,
 /// `--imid.*`, `MODULE LOADEX ... CONFIG`) is applied over them by Redis.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Start {
+pub(crate) struct StartValues {
     pub(crate) seq_gap: i64,
     pub(crate) seq_idmp_ttl: i64,
     pub(crate) seq_idmp_max: i64,
@@ -363,7 +363,7 @@ pub(crate) struct Start {
 /// by the config's own name. It never quotes an argument: a key of `openid-keys` can land
 /// anywhere (`openid-keys <K1>, <K2>` makes `<K2>` a name, a key given first is a name too), so
 /// no word the user gave reaches the log.
-pub(crate) fn parse_args(args: &[&[u8]]) -> Result<Start, String> {
+pub(crate) fn parse_args(args: &[&[u8]]) -> Result<StartValues, String> {
     let total = args.len();
     let (given, at_of) = given_values(args)?;
     let [gap, idmp_ttl, idmp_max, keys, hash, layout, epoch, unit, node, replicas, timeout] = given;
@@ -394,7 +394,7 @@ pub(crate) fn parse_args(args: &[&[u8]]) -> Result<Start, String> {
         let t = v.unwrap_or(default);
         check(t).map(|()| t.to_owned()).map_err(|e| refuse(name, e))
     };
-    Ok(Start {
+    Ok(StartValues {
         seq_gap: number(&SEQ_GAP, gap)?,
         seq_idmp_ttl: number(&SEQ_IDMP_TTL, idmp_ttl)?,
         seq_idmp_max: number(&SEQ_IDMP_MAX, idmp_max)?,
@@ -495,7 +495,7 @@ fn check_openid_keys(text: &str) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    fn parse(args: &[&str]) -> Result<Start, String> {
+    fn parse(args: &[&str]) -> Result<StartValues, String> {
         let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         parse_args(&raw)
     }

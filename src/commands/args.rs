@@ -151,9 +151,7 @@ pub(crate) fn advance_target(ctx: &Ctx, value: &Arg, opts: &[Arg]) -> Result<u64
     match opts {
         [] => Ok(value),
         [limit, seqkey] if limit.is("LIMIT") => {
-            let cap = SeqKey::open(ctx, seqkey, false)?
-                .get()
-                .map_or(0, Seq::value);
+            let cap = SeqKey::open_read(ctx, seqkey)?.get().map_or(0, Seq::value);
             Ok(value.min(cap))
         }
         _ => Err(SYNTAX),

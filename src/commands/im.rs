@@ -109,7 +109,7 @@ pub(crate) fn send(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let (uid, uid_ms) = new_uid(ctx, s.tag)?;
     let token = send::token(s.sender, s.client_msg_id);
     let idmp = IdmpCall::new(ctx, &token, 1)?;
-    let seqkey = SeqKey::open(ctx, s.seq, true)?;
+    let seqkey = SeqKey::open_write(ctx, s.seq)?;
     // The fence checks the sequence value, the token's record and both IDs once the inboxes
     // are open (a refusal changes nothing).
     let check = |need: Need| {
@@ -202,8 +202,8 @@ fn open_pairs<'a>(ctx: &'a Ctx, s: &Send) -> Result<Pairs<'a>, Error> {
     for pair in s.pairs.chunks_exact(2) {
         let [inbox, trimmed] = pair else { continue };
         held.push((
-            ZsetKey::open(ctx, inbox, true)?,
-            SeqKey::open(ctx, trimmed, true)?,
+            ZsetKey::open_write(ctx, inbox)?,
+            SeqKey::open_write(ctx, trimmed)?,
         ));
     }
     Ok(Pairs::Held(held))
@@ -215,8 +215,8 @@ fn open_pairs<'a>(ctx: &'a Ctx, s: &Send) -> Result<Pairs<'a>, Error> {
 fn check_keys(ctx: &Ctx, s: &Send) -> Result<(), Error> {
     for pair in s.pairs.chunks_exact(2) {
         let [inbox, trimmed] = pair else { continue };
-        let missing = ZsetKey::open(ctx, inbox, false)?.len() == 0;
-        SeqKey::open(ctx, trimmed, false)?;
+        let missing = ZsetKey::open_read(ctx, inbox)?.len() == 0;
+        SeqKey::open_read(ctx, trimmed)?;
         if missing && aliased(inbox.bytes(), s) {
             return Err(WRONGTYPE);
         }
@@ -260,11 +260,11 @@ fn deliver(
         Pairs::OneByOne => {
             for pair in names {
                 let [inbox, trimmed] = pair else { continue };
-                let mut z = ZsetKey::open(ctx, inbox, true)?;
+                let mut z = ZsetKey::open_write(ctx, inbox)?;
                 let top = add_and_trim(ctx, &mut z, inbox, score, &member, s.cap)?;
                 drop(z);
                 if let Some(top) = top {
-                    let mut t = SeqKey::open(ctx, trimmed, true)?;
+                    let mut t = SeqKey::open_write(ctx, trimmed)?;
                     advance(ctx, &mut t, trimmed, send::marker(top))?;
                 }
             }
@@ -317,7 +317,7 @@ fn retry(ctx: &Ctx, s: &Send, seq: u64) -> Result<Reply, Error> {
     let mut found = None;
     for pair in s.pairs.chunks_exact(2) {
         let [inbox, _] = pair else { continue };
-        if let Some(m) = ZsetKey::open(ctx, inbox, false)?.first_at(score) {
+        if let Some(m) = ZsetKey::open_read(ctx, inbox)?.first_at(score) {
             found = Some(m);
             break;
         }
@@ -361,7 +361,7 @@ pub(crate) fn sendset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let entry = Entry::new(&token, seq, expires, 1u64)
         .ok_or(Error::Static(c"ERR internal error: token"))?;
     let new = Seq::new(seq, ctx.is_replay()).ok_or_else(|| err("seq out of range"))?;
-    let mut seqkey = SeqKey::open(ctx, s.seq, true)?;
+    let mut seqkey = SeqKey::open_write(ctx, s.seq)?;
     let keys = open_pairs(ctx, &s)?;
     set_with_token(&mut seqkey, new, dropped, entry)?;
     drop(seqkey);

@@ -65,7 +65,7 @@ pub(crate) fn next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     };
     let (count, token) = next_options(opts)?;
     match token {
-        None => reserve(ctx, key, None, SeqKey::open(ctx, key, true)?, count, None),
+        None => reserve(ctx, key, None, SeqKey::open_write(ctx, key)?, count, None),
         Some(token) => next_idmp(ctx, key, count, token),
     }
 }
@@ -75,7 +75,7 @@ pub(crate) fn next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 #[inline(never)]
 fn next_idmp(ctx: &Ctx, key: &Arg, count: u64, token: &Arg) -> Result<(), Error> {
     let call = IdmpCall::new(ctx, token.bytes(), count)?;
-    let k = SeqKey::open(ctx, key, true)?;
+    let k = SeqKey::open_write(ctx, key)?;
     reserve(ctx, key, None, k, count, Some((token, call)))
 }
 
@@ -120,7 +120,7 @@ pub(crate) fn idmpset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     };
     let (entry, dropped) = seq_token_record(record)?;
     let new = Seq::new(entry.last, ctx.is_replay()).ok_or_else(|| err("last out of range"))?;
-    let mut k = SeqKey::open(ctx, key, true)?;
+    let mut k = SeqKey::open_write(ctx, key)?;
     set_with_token(&mut k, new, dropped, entry)?;
     drop(k);
     ctx.replicate_verbatim();
@@ -134,7 +134,7 @@ pub(crate) fn get(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, key] = args else {
         return Err(Error::WrongArity);
     };
-    let v = SeqKey::open(ctx, key, false)?.get().map_or(0, Seq::value);
+    let v = SeqKey::open_read(ctx, key)?.get().map_or(0, Seq::value);
     ctx.reply_int(to_i64(v));
     Ok(())
 }
@@ -152,7 +152,7 @@ pub(crate) fn mget(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     }
     let values = keys
         .iter()
-        .map(|key| Ok(SeqKey::open(ctx, key, false)?.get().map_or(0, Seq::value)))
+        .map(|key| Ok(SeqKey::open_read(ctx, key)?.get().map_or(0, Seq::value)))
         .collect::<Result<Vec<u64>, Error>>()?;
     ctx.reply_array(values.len());
     for v in values {
@@ -172,7 +172,7 @@ pub(crate) fn set(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let value = value_arg(value)?;
     let new = Seq::new(value, ctx.is_replay()).ok_or_else(|| err("value out of range"))?;
     // Signalled and replicated only on a change (see the module comment).
-    let mut k = SeqKey::open(ctx, key, true)?;
+    let mut k = SeqKey::open_write(ctx, key)?;
     let old = k.get();
     if old != Some(new) {
         k.set(new)?;
@@ -200,7 +200,7 @@ pub(crate) fn advance(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let value = advance_target(ctx, value, opts)?;
     // An older acknowledgement changes nothing, so it neither signals the key (a client's
     // WATCH) nor replicates (see the module comment).
-    let mut k = SeqKey::open(ctx, key, true)?;
+    let mut k = SeqKey::open_write(ctx, key)?;
     let (now, moved) = advance_key(&mut k, value)?;
     drop(k);
     if moved {

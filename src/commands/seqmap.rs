@@ -67,7 +67,7 @@ impl<'k, 'a> Field<'k, 'a> {
     /// Opens `key` for writing and locates the field `name` in it.
     #[inline(always)]
     fn open(ctx: &'a Ctx, key: &'a Arg, name: &'k [u8]) -> Result<Field<'k, 'a>, Error> {
-        let key = MapKey::open(ctx, key, true)?;
+        let key = MapKey::open_write(ctx, key)?;
         let at = key.get().map(|m| m.locate(name));
         Ok(Field { key, name, at })
     }
@@ -148,7 +148,7 @@ pub(crate) fn hidmpset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         set: field,
     } = map_token_record(record)?;
     let new = Seq::new(entry.last, ctx.is_replay()).ok_or_else(|| err("last out of range"))?;
-    let mut k = MapKey::open(ctx, key, true)?;
+    let mut k = MapKey::open_write(ctx, key)?;
     if field.is_none() && k.get().is_none() {
         return Err(err("no such key (a token without a field needs the map)"));
     }
@@ -171,7 +171,7 @@ pub(crate) fn hget(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         return Err(Error::WrongArity);
     };
     let field = field_arg(field)?;
-    let k = MapKey::open(ctx, key, false)?;
+    let k = MapKey::open_read(ctx, key)?;
     let v = k.get().and_then(|m| m.get(field)).map_or(0, Seq::value);
     ctx.reply_int(to_i64(v));
     Ok(())
@@ -195,7 +195,7 @@ fn key_and_fields(args: &[Arg]) -> Result<(&Arg, Vec<&[u8]>), Error> {
 /// SEQ.HMGET key field [field ...]
 pub(crate) fn hmget(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let (key, names) = key_and_fields(args)?;
-    let k = MapKey::open(ctx, key, false)?;
+    let k = MapKey::open_read(ctx, key)?;
     let m = k.get();
     ctx.reply_array(names.len());
     for f in names {
@@ -209,7 +209,7 @@ pub(crate) fn hlen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, key] = args else {
         return Err(Error::WrongArity);
     };
-    let k = MapKey::open(ctx, key, false)?;
+    let k = MapKey::open_read(ctx, key)?;
     ctx.reply_int(to_i64(k.get().map_or(0, |m| m.len() as u64)));
     Ok(())
 }
@@ -219,7 +219,7 @@ pub(crate) fn hgetall(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, key] = args else {
         return Err(Error::WrongArity);
     };
-    let k = MapKey::open(ctx, key, false)?;
+    let k = MapKey::open_read(ctx, key)?;
     let Some(m) = k.get() else {
         ctx.reply_map(0);
         return Ok(());
@@ -263,7 +263,7 @@ pub(crate) fn hscan(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
             _ => return Err(SYNTAX),
         }
     }
-    let k = MapKey::open(ctx, key, false)?;
+    let k = MapKey::open_read(ctx, key)?;
     let mut page: Vec<(&[u8], u64)> = Vec::new();
     let next = match k.get() {
         Some(m) => m.scan(cursor, count, |n, s| page.push((n, s.value()))),
@@ -304,7 +304,7 @@ pub(crate) fn hset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
             order.push(name);
         }
     }
-    let mut k = MapKey::open(ctx, key, true)?;
+    let mut k = MapKey::open_write(ctx, key)?;
     let (added, changed, raised) = {
         let m = k.get();
         let mut added = 0u64;
@@ -352,7 +352,7 @@ pub(crate) fn hset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 /// deletes the key and publishes `seq.hdel` then `del`, as HDEL does for a Redis hash.
 pub(crate) fn hdel(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let (key, names) = key_and_fields(args)?;
-    let mut k = MapKey::open(ctx, key, true)?;
+    let mut k = MapKey::open_write(ctx, key)?;
     let present = k
         .get()
         .is_some_and(|m| names.iter().any(|n| m.get(n).is_some()));
@@ -390,7 +390,7 @@ pub(crate) fn hadvance(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     };
     let field = field_arg(field)?;
     let to = advance_target(ctx, value, opts)?;
-    let mut k = MapKey::open(ctx, key, true)?;
+    let mut k = MapKey::open_write(ctx, key)?;
     let old = current(k.get(), field);
     let new = old.advance(to).ok_or_else(|| err("value out of range"))?;
     if new.value() != old.value() {

@@ -85,7 +85,7 @@ pub(crate) fn test_map_pending(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, key] = args else {
         return Err(Error::WrongArity);
     };
-    let k = crate::types::map::key::MapKey::open(ctx, key, false)?;
+    let k = crate::types::map::key::MapKey::open_read(ctx, key)?;
     let pending = k.get().is_some_and(crate::core::seqmap::SeqMap::pending);
     drop(k);
     ctx.reply_array(2);

@@ -8,7 +8,7 @@
 //! before every command a client sends to a cluster node; it compares the command's name with
 //! `CLUSTER` and returns (a few dozen instructions).
 
-use super::{guard, guarded, Entry};
+use super::{guard, guarded, EntryPoint};
 use crate::host::cluster::NODE_ID_LEN;
 use crate::host::Ctx;
 use crate::node::cluster;
@@ -142,7 +142,7 @@ unsafe extern "C" fn on_command(f: *mut raw::RedisModuleCommandFilterCtx) {
     let Some(sub) = sub else { return };
     guard(
         std::ptr::null_mut(),
-        Entry::Named("the command filter"),
+        EntryPoint::Named("the command filter"),
         || (),
         || cluster::cluster_command(sub, slot, how, node),
     );

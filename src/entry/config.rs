@@ -2,7 +2,7 @@
 //! string config callbacks (getter, setter). What a config accepts and holds is safe Rust in
 //! `config` (the values, [`StringConfig`], the module arguments' rules).
 
-use super::{guard, Entry};
+use super::{guard, EntryPoint};
 use crate::config::{
     parse_args, IntConfig, StringConfig, TextConfig, FENCE_REPLICAS, FENCE_TIMEOUT, MSGID_HASH,
     OPENID_KEYS, SEQ_GAP, SEQ_IDMP_MAX, SEQ_IDMP_TTL, UID_EPOCH, UID_LAYOUT, UID_NODE,
@@ -23,7 +23,7 @@ unsafe extern "C" fn get<T: StringConfig>(
 ) -> *mut raw::RedisModuleString {
     guard(
         std::ptr::null_mut(),
-        Entry::Named("a config getter"),
+        EntryPoint::Named("a config getter"),
         std::ptr::null_mut,
         || {
             // SAFETY: register passes a `&'static T` as privdata, only ever read shared.
@@ -47,7 +47,7 @@ unsafe extern "C" fn set<T: StringConfig>(
     let prefix = move || cfg.map_or("", T::prefix);
     let result = guard(
         std::ptr::null_mut(),
-        Entry::Named("a config setter"),
+        EntryPoint::Named("a config setter"),
         || Err(format!("{}internal error", prefix())),
         || match cfg {
             Some(cfg) if !val.is_null() => cfg.set(redis_module::RedisString::string_as_slice(val)),
@@ -80,7 +80,7 @@ unsafe extern "C" fn fence_replicas_applied(
 ) -> c_int {
     guard(
         ctx,
-        Entry::Named("a config apply"),
+        EntryPoint::Named("a config apply"),
         || (),
         crate::node::fence::config_applied,
     );

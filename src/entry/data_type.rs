@@ -6,7 +6,7 @@
 //! A value's pointer is the word `host::value` describes: Redis never dereferences it, only
 //! hands it back here, where it is read as the type's value.
 
-use super::{guard, Entry};
+use super::{guard, EntryPoint};
 use crate::host::io::{AofKey, Digest, Rdb, AUX_BEFORE_RDB};
 use crate::host::value::{self, Made};
 use crate::host::Ctx;
@@ -87,8 +87,8 @@ const fn methods<T: DataType>() -> raw::RedisModuleTypeMethods {
     }
 }
 
-fn entry<T: DataType>(callback: &'static str) -> Entry<'static> {
-    Entry::TypeCallback(callback, T::LABEL)
+fn entry<T: DataType>(callback: &'static str) -> EntryPoint<'static> {
+    EntryPoint::TypeCallback(callback, T::LABEL)
 }
 
 /// The pointer Redis stores for a value made by the type.
@@ -223,7 +223,7 @@ unsafe extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, when: c_int) {
     let io = unsafe { Rdb::from_raw(rdb) };
     guard(
         std::ptr::null_mut(),
-        Entry::Named("aux_save"),
+        EntryPoint::Named("aux_save"),
         || (),
         || aux::aux_save(&io, when),
     );
@@ -234,7 +234,7 @@ unsafe extern "C" fn aux_save2(rdb: *mut raw::RedisModuleIO, when: c_int) {
     let io = unsafe { Rdb::from_raw(rdb) };
     guard(
         std::ptr::null_mut(),
-        Entry::Named("aux_save2"),
+        EntryPoint::Named("aux_save2"),
         || (),
         || aux::aux_save2(&io, when),
     );
@@ -245,7 +245,7 @@ unsafe extern "C" fn aux_load(rdb: *mut raw::RedisModuleIO, encver: c_int, when:
     let io = unsafe { Rdb::from_raw(rdb) };
     let r = guard(
         std::ptr::null_mut(),
-        Entry::Named("aux_load"),
+        EntryPoint::Named("aux_load"),
         || Err("internal error".to_owned()),
         || aux::aux_load(&io, encver, when),
     );

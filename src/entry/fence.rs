@@ -3,7 +3,7 @@
 //! down to `host::fence` at load ([`install`]), which blocks clients, subscribes and arms
 //! timers with them.
 
-use super::{guard, guarded, Entry};
+use super::{guard, guarded, EntryPoint};
 use crate::host::fence::{set_hooks, Hooks};
 use crate::host::Ctx;
 use crate::node::fence::{self, Unblocked};
@@ -52,7 +52,7 @@ unsafe fn answer(ctx: *mut raw::RedisModuleCtx, name: &'static str, f: fn(&Ctx))
     let c = unsafe { Ctx::from_raw(ctx) };
     guard(
         ctx,
-        Entry::Named(name),
+        EntryPoint::Named(name),
         || c.reply_error(&crate::error::INTERNAL),
         || f(&c),
     );

@@ -2,7 +2,7 @@
 //! `commands/*`, slot adoption's in `node::promises`), in the order docs/observability.md lists
 //! them.
 
-use super::{guard, Entry};
+use super::{guard, EntryPoint};
 use crate::commands;
 use crate::node::promises;
 use redis_module::{InfoContext, RedisResult};
@@ -17,7 +17,7 @@ fn imid_info(ctx: &InfoContext, _for_crash_report: bool) -> RedisResult<()> {
     // Gathered inside the guard (a panic leaves the section empty), then written.
     let fields: Vec<(&str, u64)> = guard(
         std::ptr::null_mut(),
-        Entry::Named("the INFO section"),
+        EntryPoint::Named("the INFO section"),
         Vec::new,
         || {
             commands::msgid::info_fields()

@@ -2,7 +2,7 @@
 //! step fails.
 
 use super::registry::{self, Command};
-use super::{cluster, config, data_type, events, fence, guard, migration, Entry};
+use super::{cluster, config, data_type, events, fence, guard, migration, EntryPoint};
 use crate::config::CLUSTER_MODE;
 use crate::host::{self, Ctx};
 use crate::node;
@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 pub(crate) fn load(ctx: &Context, args: &[RedisString], tables: &[&[Command]]) -> Status {
     guard(
         ctx.ctx,
-        Entry::Named("OnLoad"),
+        EntryPoint::Named("OnLoad"),
         || Status::Err,
         || steps(ctx, args, tables),
     )

@@ -41,7 +41,7 @@ pub(crate) use load::load;
 
 /// What Redis called, for the log line of a caught panic (formatted only then).
 #[derive(Clone, Copy)]
-pub(crate) enum Entry<'a> {
+pub(crate) enum EntryPoint<'a> {
     /// A command, named by its argument 0.
     Command(&'a [Arg]),
     /// Any other callback, by a fixed name ("the lease timer", ...).
@@ -51,16 +51,16 @@ pub(crate) enum Entry<'a> {
     TypeCallback(&'static str, &'static str),
 }
 
-impl fmt::Display for Entry<'_> {
+impl fmt::Display for EntryPoint<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Entry::Command(args) => match args.first() {
+            EntryPoint::Command(args) => match args.first() {
                 Some(a) => f.write_str(&String::from_utf8_lossy(a.bytes())),
                 None => f.write_str("a command"),
             },
-            Entry::Named(name) => f.write_str(name),
-            Entry::TypeCallback(name, "") => f.write_str(name),
-            Entry::TypeCallback(name, label) => write!(f, "{name} ({label})"),
+            EntryPoint::Named(name) => f.write_str(name),
+            EntryPoint::TypeCallback(name, "") => f.write_str(name),
+            EntryPoint::TypeCallback(name, label) => write!(f, "{name} ({label})"),
         }
     }
 }
@@ -77,7 +77,7 @@ impl fmt::Display for Entry<'_> {
 #[inline]
 pub(crate) fn guard<T>(
     ctx: *mut raw::RedisModuleCtx,
-    entry: Entry,
+    entry: EntryPoint,
     fallback: impl FnOnce() -> T,
     f: impl FnOnce() -> T,
 ) -> T {
@@ -112,7 +112,7 @@ pub(crate) unsafe fn guarded(
 ) {
     // SAFETY: the caller's promise; the `Ctx` lives only within this call.
     let c = unsafe { Ctx::from_raw(ctx) };
-    guard(ctx, Entry::Named(name), || (), || f(&c));
+    guard(ctx, EntryPoint::Named(name), || (), || f(&c));
 }
 
 /// A server event's callback for event `id` with data of type `T`: [`guarded`], with the data
@@ -156,7 +156,7 @@ pub(crate) fn call(
     let (c, args) = unsafe { (Ctx::from_raw(ctx), Arg::from_raw(argv, argc)) };
     if let Err(e) = guard(
         ctx,
-        Entry::Command(args),
+        EntryPoint::Command(args),
         || Err(INTERNAL),
         || handler(&c, args),
     ) {

@@ -64,8 +64,19 @@ pub(crate) struct ZsetKey<'a> {
 }
 
 impl<'a> ZsetKey<'a> {
-    /// Opens `name`; WRONGTYPE for a key of another type.
-    pub(crate) fn open(ctx: &'a Ctx, name: &Arg, write: bool) -> Result<ZsetKey<'a>, Error> {
+    /// Opens `name` for reading; WRONGTYPE for a key of another type.
+    #[inline]
+    pub(crate) fn open_read(ctx: &'a Ctx, name: &Arg) -> Result<ZsetKey<'a>, Error> {
+        Self::open(ctx, name, false)
+    }
+
+    /// Opens `name` for writing; WRONGTYPE for a key of another type.
+    #[inline]
+    pub(crate) fn open_write(ctx: &'a Ctx, name: &Arg) -> Result<ZsetKey<'a>, Error> {
+        Self::open(ctx, name, true)
+    }
+
+    fn open(ctx: &'a Ctx, name: &Arg, write: bool) -> Result<ZsetKey<'a>, Error> {
         let key = OpenKey::open(ctx, name, OpenKey::mode(write))?;
         match key.kind() {
             t if t == raw::REDISMODULE_KEYTYPE_EMPTY as c_int

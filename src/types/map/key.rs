@@ -43,9 +43,20 @@ impl From<Error> for WriteError {
 }
 
 impl<'a> MapKey<'a> {
-    /// Opens `name` for reading, or for writing; WRONGTYPE for a key of another type.
+    /// Opens `name` for reading; WRONGTYPE for a key of another type.
     #[inline]
-    pub(crate) fn open(ctx: &'a Ctx, name: &'a Arg, write: bool) -> Result<MapKey<'a>, Error> {
+    pub(crate) fn open_read(ctx: &'a Ctx, name: &'a Arg) -> Result<MapKey<'a>, Error> {
+        Self::open(ctx, name, false)
+    }
+
+    /// Opens `name` for writing; WRONGTYPE for a key of another type.
+    #[inline]
+    pub(crate) fn open_write(ctx: &'a Ctx, name: &'a Arg) -> Result<MapKey<'a>, Error> {
+        Self::open(ctx, name, true)
+    }
+
+    #[inline]
+    fn open(ctx: &'a Ctx, name: &'a Arg, write: bool) -> Result<MapKey<'a>, Error> {
         TypedKey::open(ctx, &TYPE, name, write).map(|key| MapKey { key, ctx, name })
     }
 

@@ -1,7 +1,7 @@
 //! A key as the SEQ.* commands see it: missing, a sequence, or (WRONGTYPE, when opened) anything
 //! else.
 
-use super::value::{Tracked, Value};
+use super::value::{BoxedSeq, Value};
 use super::TYPE;
 use crate::core::idmp::{Entry, SeqTokens};
 use crate::core::seq::Seq;
@@ -12,12 +12,23 @@ use crate::host::{Arg, Ctx};
 
 /// A sequence key, open for reading or writing; like the [`TypedKey`] it wraps, it borrows the
 /// call's context (`'a`) and cannot outlive the call.
-pub(crate) struct SeqKey<'a>(TypedKey<'a, Tracked>);
+pub(crate) struct SeqKey<'a>(TypedKey<'a, BoxedSeq>);
 
 impl<'a> SeqKey<'a> {
-    /// Opens `name` for reading, or for writing; WRONGTYPE for a key of another type.
+    /// Opens `name` for reading; WRONGTYPE for a key of another type.
     #[inline]
-    pub(crate) fn open(ctx: &'a Ctx, name: &Arg, write: bool) -> Result<SeqKey<'a>, Error> {
+    pub(crate) fn open_read(ctx: &'a Ctx, name: &Arg) -> Result<SeqKey<'a>, Error> {
+        Self::open(ctx, name, false)
+    }
+
+    /// Opens `name` for writing; WRONGTYPE for a key of another type.
+    #[inline]
+    pub(crate) fn open_write(ctx: &'a Ctx, name: &Arg) -> Result<SeqKey<'a>, Error> {
+        Self::open(ctx, name, true)
+    }
+
+    #[inline]
+    fn open(ctx: &'a Ctx, name: &Arg, write: bool) -> Result<SeqKey<'a>, Error> {
         TypedKey::open(ctx, &TYPE, name, write).map(SeqKey)
     }
 
@@ -50,7 +61,7 @@ impl<'a> SeqKey<'a> {
         }
         match s.to_word() {
             Some(word) => self.0.put(Made::Inline(word)),
-            None => self.put_boxed(Tracked {
+            None => self.put_boxed(BoxedSeq {
                 seq: s,
                 window: SeqTokens::default(),
             }),
@@ -71,11 +82,11 @@ impl<'a> SeqKey<'a> {
         }
         let mut window = SeqTokens::default();
         window.apply(drop, e);
-        self.put_boxed(Tracked { seq: s, window })
+        self.put_boxed(BoxedSeq { seq: s, window })
     }
 
     #[inline(never)]
-    fn put_boxed(&mut self, t: Tracked) -> Result<(), Error> {
+    fn put_boxed(&mut self, t: BoxedSeq) -> Result<(), Error> {
         self.0.put(Made::Boxed(t))
     }
 }

@@ -18,10 +18,10 @@ use crate::host::io::{AofKey, Digest, Rdb};
 use crate::host::key::TypeSlot;
 use crate::host::value::{Made, Word};
 use std::os::raw::c_int;
-use value::{Tracked, Value};
+use value::{BoxedSeq, Value};
 
 /// The registered type.
-pub(crate) static TYPE: TypeSlot<Tracked> = TypeSlot::new();
+pub(crate) static TYPE: TypeSlot<BoxedSeq> = TypeSlot::new();
 
 /// The type's RDB encoding version, which Redis stores with every key and with the aux data.
 ///
@@ -62,21 +62,21 @@ impl DataType for SeqType {
     const ENCODING_VERSION: i32 = ENCODING_VERSION;
     const LABEL: &'static str = "";
 
-    type Boxed = Tracked;
+    type Boxed = BoxedSeq;
     type View<'a> = Value<'a>;
 
-    fn slot() -> &'static TypeSlot<Tracked> {
+    fn slot() -> &'static TypeSlot<BoxedSeq> {
         &TYPE
     }
 
-    fn view(w: Word<'_, Tracked>) -> Option<Value<'_>> {
+    fn view(w: Word<'_, BoxedSeq>) -> Option<Value<'_>> {
         Some(Value::of(w))
     }
 
     /// Loads one sequence. Every value loaded gets `needs_gap`: this process did not issue
     /// it, and values issued after the save may have been lost (docs/durability.md, "Sequences:
     /// the gap"). Tokens load as saved, expired ones too (see `tokens::load`).
-    fn load(rdb: &Rdb, encver: c_int) -> Result<Made<Tracked>, String> {
+    fn load(rdb: &Rdb, encver: c_int) -> Result<Made<BoxedSeq>, String> {
         if !known_version(encver) {
             return Err(format!(
                 "sequence encoding version {encver} unknown (this build reads {ENCODING_V1} to {ENCODING_VERSION})"
@@ -105,7 +105,7 @@ impl DataType for SeqType {
             }
             window = tokens::load(rdb, count, tokens::load_count)?;
         }
-        Ok(Tracked { seq, window }.made())
+        Ok(BoxedSeq { seq, window }.made())
     }
 
     fn save(rdb: &Rdb, v: &Value) {
@@ -148,16 +148,16 @@ impl DataType for SeqType {
         match v {
             Value::Inline(_) => VALUE_WRAPPER,
             Value::Boxed(t) => {
-                VALUE_WRAPPER + std::mem::size_of::<Tracked>() + t.window.heap_bytes()
+                VALUE_WRAPPER + std::mem::size_of::<BoxedSeq>() + t.window.heap_bytes()
             }
         }
     }
 
     /// An inline word is the whole value, so the copy is the same word; a boxed state is
     /// cloned.
-    fn copy(v: &Value) -> Made<Tracked> {
+    fn copy(v: &Value) -> Made<BoxedSeq> {
         match v {
-            Value::Inline(s) => Tracked {
+            Value::Inline(s) => BoxedSeq {
                 seq: *s,
                 window: Default::default(),
             }

@@ -1,5 +1,5 @@
 //! A sequence key's value: the state itself in the word (`Seq::to_word`, low bit 1), or a boxed
-//! [`Tracked`] state (`host::value`), used by keys holding IDMP tokens and by the rare values
+//! [`BoxedSeq`] state (`host::value`), used by keys holding IDMP tokens and by the rare values
 //! above 2^62-1. A key that never used IDMP keeps the one-word form and costs no allocation.
 
 use crate::core::idmp::SeqTokens;
@@ -8,7 +8,7 @@ use crate::host::value::{Made, Word};
 
 /// The state of a key with tokens (or a value too large for the word).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Tracked {
+pub(crate) struct BoxedSeq {
     pub(crate) seq: Seq,
     pub(crate) window: SeqTokens,
 }
@@ -16,12 +16,12 @@ pub(crate) struct Tracked {
 /// A sequence key's value, read.
 pub(crate) enum Value<'a> {
     Inline(Seq),
-    Boxed(&'a Tracked),
+    Boxed(&'a BoxedSeq),
 }
 
 impl<'a> Value<'a> {
     /// The value of a word of the sequence type.
-    pub(super) fn of(w: Word<'a, Tracked>) -> Value<'a> {
+    pub(super) fn of(w: Word<'a, BoxedSeq>) -> Value<'a> {
         match w {
             Word::Inline(w) => Value::Inline(Seq::from_word(w)),
             Word::Boxed(t) => Value::Boxed(t),
@@ -37,9 +37,9 @@ impl<'a> Value<'a> {
     }
 }
 
-impl Tracked {
+impl BoxedSeq {
     /// The value to store: inline when it has no tokens and its value fits the word, else boxed.
-    pub(crate) fn made(self) -> Made<Tracked> {
+    pub(crate) fn made(self) -> Made<BoxedSeq> {
         if self.window.is_empty() {
             if let Some(w) = self.seq.to_word() {
                 return Made::Inline(w);

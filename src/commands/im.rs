@@ -16,14 +16,14 @@
 //! came before). The IDs are issued before the sequence key is read, as the script issues them,
 //! so a run of sends and retries takes the same IDs either way.
 //!
-//! Replication: replaying IM.SEND as called would issue other IDs (they come from the clock), so
-//! it replicates one command, `IM.SENDSET "seq msgid uid expires-ms dropped" <IM.SEND's
-//! arguments>`: the values it chose as one argument, then its own arguments by reference (one
-//! `RedisModule_Replicate`, one argument object made). IM.SENDSET sets the sequence to `seq`, records the token with its
-//! absolute expiry after dropping the `dropped` oldest (as SEQ.IDMPSET does), and writes the
-//! inboxes and markers as IM.SEND did: deterministic on the same data, so it replicates as
-//! called. Nothing is replicated for a retry. The leases (MSGID.FLOOR, UID.FLOOR) and the IDMP
-//! clock (SEQ.IDMPCLOCK) go out as for MSGID.GEN, UID.GEN and SEQ.NEXT ... IDMP.
+//! Replication: replaying IM.SEND as called would issue other IDs (they come from the clock), so it
+//! replicates one command, `IM.SENDSET "seq msgid uid expires-ms dropped" <IM.SEND's arguments>`:
+//! the values it chose as one argument, then its own arguments by reference (one
+//! `RedisModule_Replicate`, one argument object made). IM.SENDSET sets the sequence to `seq`,
+//! records the token with its absolute expiry after dropping the `dropped` oldest (as SEQ.IDMPSET
+//! does), and writes the inboxes and markers as IM.SEND did: deterministic on the same data, so it
+//! replicates as called. Nothing is replicated for a retry. The leases (MSGID.FLOOR, UID.FLOOR) and
+//! the IDMP clock (SEQ.IDMPCLOCK) go out as for MSGID.GEN, UID.GEN and SEQ.NEXT ... IDMP.
 
 use super::msgid::new_id;
 use super::reserve::{signal_and_count, store, Block, IdmpCall, Reserved, Target};

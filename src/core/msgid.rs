@@ -1,9 +1,10 @@
 //! The 80-bit message ID: layout and its 19-character base32hex text form.
 //!
-//! Layout, most significant bits first: time (42, Unix ms) | seq (12) | channel_type (4) | hash (22).
-//! Text: the 10 big-endian bytes in RFC 4648 base32hex (`0-9A-V`), 16 symbols grouped
+//! Layout, most significant bits first: time (42, Unix ms) | seq (12) | channel_type (4) | hash
+//! (22). Text: the 10 big-endian bytes in RFC 4648 base32hex (`0-9A-V`), 16 symbols grouped
 //! `XXXX-XXXX-XXXX-XXXX`. 80 bits are exactly 16 symbols, so there are no spare bits and every
-//! well-formed string is a valid ID; the alphabet is in ASCII order, so text order is numeric order.
+//! well-formed string is a valid ID; the alphabet is in ASCII order, so text order is numeric
+//! order.
 //!
 //! The codec is hand-written rather than taken from a base32 crate because the format is fixed
 //! (one `u128` shift per symbol, dashes at fixed places, no allocation); the tests cross-check it

@@ -19,12 +19,12 @@
 //!   to return" as a cursor that survives growth, deletes and compaction. A table of at most
 //!   2,048 slots (8 KiB, about 1,700 fields) is one allocation, resized at once.
 //!
-//! Every write ends with a bounded step of that background work ([`SeqMap::step`], which the
-//! cron also calls for a map nobody writes: `types::map::idle`): an insert sweeps the old table at the rate that
-//! ends the resize in time (at least [`SWEEP_STEP`] slots), any other write [`SWEEP_STEP`]
-//! slots, and each write spends [`COMPACT_STEP`] units on compaction while it is due. No
-//! allocation is ever reallocated above 16 KiB (a chunk) except the two directories (32 bytes
-//! per 16 KiB chunk, 16 per 4 KiB page). Everything that reads the whole map (RDB, DUMP, AOF
+//! Every write ends with a bounded step of that background work ([`SeqMap::step`], which the cron
+//! also calls for a map nobody writes: `types::map::idle`): an insert sweeps the old table at the
+//! rate that ends the resize in time (at least [`SWEEP_STEP`] slots), any other write
+//! [`SWEEP_STEP`] slots, and each write spends [`COMPACT_STEP`] units on compaction while it is
+//! due. No allocation is ever reallocated above 16 KiB (a chunk) except the two directories (32
+//! bytes per 16 KiB chunk, 16 per 4 KiB page). Everything that reads the whole map (RDB, DUMP, AOF
 //! rewrite, digest, HGETALL) reads it in any of these intermediate states.
 //!
 //! Allocations are sized to the allocator's size classes (jemalloc: four per doubling), so that

@@ -1,8 +1,7 @@
-//! Cluster-mode callbacks for slot adoption, raw parsing only (the rules are in
-//! `node::cluster` and `node::promises`): the cluster-bus receiver for peers' time promises, a once-a-second timer
-//! that sends this primary's promise (and, on a replica, notes its primary), and a command
-//! filter that notices the slot assignment commands run on this node (SETSLOT
-//! IMPORTING/NODE/STABLE, ADDSLOTS).
+//! Cluster-mode callbacks for slot adoption, raw parsing only (the rules are in `node::cluster` and
+//! `node::promises`): the cluster-bus receiver for peers' time promises, a once-a-second timer that
+//! sends this primary's promise (and, on a replica, notes its primary), and a command filter that
+//! notices the slot assignment commands run on this node (SETSLOT IMPORTING/NODE/STABLE, ADDSLOTS).
 //!
 //! Registered only in cluster mode: a standalone server pays nothing for them. The filter runs
 //! before every command a client sends to a cluster node; it compares the command's name with

@@ -180,8 +180,8 @@ pub(crate) fn register(ctx: &Context, args: &[RedisString]) -> Status {
     register_int(ctx, &SEQ_GAP, start.seq_gap);
     register_int(ctx, &SEQ_IDMP_TTL, start.seq_idmp_ttl);
     register_int(ctx, &SEQ_IDMP_MAX, start.seq_idmp_max);
-    // SENSITIVE asks Redis to redact CONFIG SET's value (Redis 7.0.15 still shows it in SLOWLOG
-    // and MONITOR; docs/commands.md says so). HIDDEN leaves it out of pattern queries (`CONFIG GET *`),
+    // SENSITIVE asks Redis to redact CONFIG SET's value (Redis 7.0.15 still shows it in SLOWLOG and
+    // MONITOR; docs/commands.md says so). HIDDEN leaves it out of pattern queries (`CONFIG GET *`),
     // so config dumps do not carry keys; `CONFIG GET imid.openid-keys` by exact name and CONFIG
     // REWRITE still see them.
     let Ok(keys) = CString::new(start.openid_keys) else {

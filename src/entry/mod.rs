@@ -67,10 +67,11 @@ impl fmt::Display for EntryPoint<'_> {
 
 /// The one guard every entry from Redis goes through: commands, server events, the timers, the
 /// cluster bus receiver, the command filter, config getters and setters, both data types'
-/// callbacks, a blocked client's reply and timeout. A panic must not unwind into Redis (that aborts the server and loses the dataset
-/// in memory): it is caught, logged as `imid: internal error in <entry>: <message>` (through
-/// `ctx`, or without a context when the callback has none), and the entry returns `fallback()`,
-/// its own safe answer (an error reply, null, `REDISMODULE_ERR`, nothing).
+/// callbacks, a blocked client's reply and timeout. A panic must not unwind into Redis (that aborts
+/// the server and loses the dataset in memory): it is caught, logged as `imid: internal error in
+/// <entry>: <message>` (through `ctx`, or without a context when the callback has none), and the
+/// entry returns `fallback()`, its own safe answer (an error reply, null, `REDISMODULE_ERR`,
+/// nothing).
 ///
 /// Costs nothing beyond the `catch_unwind` landing pad when nothing panics: the entry is
 /// formatted and the fallback made only after a panic.

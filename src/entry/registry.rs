@@ -1,7 +1,7 @@
 //! How commands reach Redis: one table entry per command (name, handler, flags, ACL categories,
-//! arity, keys, summary), registered with `RedisModule_CreateCommand`,
-//! `RedisModule_SetCommandInfo` and `RedisModule_SetCommandACLCategories`; each entry's C entry point calls the handler
-//! through `entry::call`.
+//! arity, keys, summary), registered with `RedisModule_CreateCommand`, `RedisModule_SetCommandInfo`
+//! and `RedisModule_SetCommandACLCategories`; each entry's C entry point calls the handler through
+//! `entry::call`.
 //!
 //! Why not the `redis_module!` command table: its wrapper copies and retains every argument and
 //! knows nothing of arity or key specs, which then lived in a second table. Here one entry says
@@ -72,12 +72,12 @@ pub(crate) struct Spec {
     pub(crate) flags: u32,
 }
 
-/// IM.SEND's keys (`prefix` 0) and IM.SENDSET's (after its one argument of values): the conversation's tag
-/// (routing only, as MSGID.GEN's target), its sequence (read and written, as SEQ.NEXT's), then per
-/// recipient an inbox (a sorted set changed in place, `update`: a member inserted and the oldest
-/// deleted beyond the cap, Redis allowing one of insert/delete/update per spec; on a retry read
-/// back, `access`, where the reply carries it) and a trimmed marker (a sequence raised, never
-/// returned). The pairs end 5 arguments before the last.
+/// IM.SEND's keys (`prefix` 0) and IM.SENDSET's (after its one argument of values): the
+/// conversation's tag (routing only, as MSGID.GEN's target), its sequence (read and written, as
+/// SEQ.NEXT's), then per recipient an inbox (a sorted set changed in place, `update`: a member
+/// inserted and the oldest deleted beyond the cap, Redis allowing one of insert/delete/update per
+/// spec; on a retry read back, `access`, where the reply carries it) and a trimmed marker (a
+/// sequence raised, never returned). The pairs end 5 arguments before the last.
 pub(crate) const fn send_specs(prefix: i32, inbox_access: bool) -> [Spec; 4] {
     let access = if inbox_access {
         raw::REDISMODULE_CMD_KEY_ACCESS
@@ -357,8 +357,8 @@ fn keyword_spec(kw: &KeywordKey) -> raw::RedisModuleCommandKeySpec {
 
 /// Gives a command its ACL categories, plus the module's own where it exists. Without them
 /// `-@write` would not deny a module command at all. Absent on Redis 7.0 (nothing to do: the
-/// docs/access-control.md says how to deny commands by name there); refused categories fail the load, rather
-/// than leave write commands open to users denied `@write`.
+/// docs/access-control.md says how to deny commands by name there); refused categories fail the
+/// load, rather than leave write commands open to users denied `@write`.
 fn set_acl_categories(cmd: *mut raw::RedisModuleCommand, acl: &str) -> Result<(), ()> {
     // SAFETY: reading a function pointer filled in once at load.
     let Some(set) = (unsafe { raw::RedisModule_SetCommandACLCategories }) else {

@@ -1,8 +1,8 @@
-//! Slot adoption in cluster mode, the book: the promises heard from peers, the slots being
-//! imported and from whom, and this node's own promise (`node::cluster` acts on what the
-//! cluster tells this node, `node::ids` raises the floors). Why: what keeps message IDs and UIDs unique when a hash slot moves
-//! to another primary (`redis-cli --cluster reshard`, CLUSTER SETSLOT + MIGRATE, an atomic slot
-//! migration, a failover), without pushing ID time ahead of the clock.
+//! Slot adoption in cluster mode, the book: the promises heard from peers, the slots being imported
+//! and from whom, and this node's own promise (`node::cluster` acts on what the cluster tells this
+//! node, `node::ids` raises the floors). Why: what keeps message IDs and UIDs unique when a hash
+//! slot moves to another primary (`redis-cli --cluster reshard`, CLUSTER SETSLOT + MIGRATE, an
+//! atomic slot migration, a failover), without pushing ID time ahead of the clock.
 //!
 //! Cluster-wide uniqueness rests on "equal slot, same primary, whose generator never repeats".
 //! When a slot changes owner, the new owner's generator knows nothing of the old owner's IDs. So

@@ -32,11 +32,6 @@ fn start() -> Option<Cluster> {
     ))
 }
 
-fn ok(n: &Server, args: &[&str]) {
-    let r: String = cmd(&mut n.client(), args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert_eq!(r, "OK", "{args:?}");
-}
-
 /// `CLUSTER GETSLOTMIGRATIONS` on `n`, newest first, each job as its fields.
 fn jobs(n: &Server) -> Vec<HashMap<String, String>> {
     let v: Vec<Vec<Value>> = cmd(&mut n.client(), &["CLUSTER", "GETSLOTMIGRATIONS"]).unwrap();
@@ -100,7 +95,7 @@ fn migrateslots(c: &Cluster, from: usize, to: usize, (a, b): (u16, u16)) {
         "NODE",
         &c.ids[to],
     ];
-    ok(&c.nodes[from], &args);
+    c.nodes[from].ok(&args);
 }
 
 /// Starts `CLUSTER MIGRATESLOTS SLOTSRANGE a b NODE <to>` on `from`, held in its streaming
@@ -110,7 +105,7 @@ fn migrateslots(c: &Cluster, from: usize, to: usize, (a, b): (u16, u16)) {
 fn start_held(c: &Cluster, from: usize, to: usize, (a, b): (u16, u16)) -> (usize, usize) {
     let (src, dst) = (&c.nodes[from], &c.nodes[to]);
     let before = (jobs(src).len(), jobs(dst).len());
-    ok(src, &["DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", "1"]);
+    src.ok(&["DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", "1"]);
     migrateslots(c, from, to, (a, b));
     wait_job(dst, before.1, "waiting-for-paused");
     before
@@ -122,10 +117,10 @@ fn migrate_and_cancel(c: &Cluster, from: usize, to: usize, (a, b): (u16, u16)) {
     let before = start_held(c, from, to, (a, b));
     std::thread::sleep(Duration::from_millis(700));
     // Valkey 9.1.2 takes no argument here (its CLUSTER HELP says "ALL")
-    ok(src, &["CLUSTER", "CANCELSLOTMIGRATIONS"]);
+    src.ok(&["CLUSTER", "CANCELSLOTMIGRATIONS"]);
     wait_job(src, before.0, "cancelled");
     wait_job(dst, before.1, "failed");
-    ok(src, &["DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", "0"]);
+    src.ok(&["DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", "0"]);
     c.wait_settled();
     assert_eq!((c.owner(a), c.owner(b)), (from, from));
 }
@@ -257,7 +252,7 @@ fn sequences_arrive_marked_and_the_stream_replays_them_exactly() {
     }
     assert_eq!(last, 15);
     assert_eq!(next(&mut c, 100), 115);
-    ok(src, &["DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", "0"]);
+    src.ok(&["DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", "0"]);
     wait_job(src, before.0, "success");
     cluster.wait_settled();
     assert_eq!(cluster.owner(0), b);
@@ -290,7 +285,7 @@ fn idmp_tokens_move_with_the_slot_in_the_snapshot_and_the_stream() {
     let before = start_held(&cluster, a, b, (0, 0));
     assert_eq!(idmp(&mut c, "in-stream"), [2, 0]);
     assert_eq!(idmp(&mut c, "in-stream"), [2, 1]);
-    ok(src, &["DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", "0"]);
+    src.ok(&["DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", "0"]);
     wait_job(src, before.0, "success");
     cluster.wait_settled();
     assert_eq!(cluster.owner(0), b);
@@ -442,7 +437,7 @@ fn the_targets_replica_and_its_aof_reach_the_targets_state() {
     let before = start_held(&cluster, a, b, (0, 0));
     let streamed: Vec<i64> = (0..20).map(|_| next(&mut c)).collect();
     assert_eq!(streamed.last(), Some(&25));
-    ok(src, &["DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", "0"]);
+    src.ok(&["DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", "0"]);
     wait_job(src, before.0, "success");
     cluster.wait_settled();
     assert_eq!(next(&mut c), 1026, "the new owner skips the gap once");
@@ -464,7 +459,7 @@ fn the_targets_replica_and_its_aof_reach_the_targets_state() {
     );
     // b's AOF replays the import (CLUSTER SYNCSLOTS ESTABLISH ... FINISH, the snapshot, the
     // stream, the new owner's writes) to the same value
-    ok(dst, &["DEBUG", "LOADAOF"]);
+    dst.ok(&["DEBUG", "LOADAOF"]);
     assert_eq!(int(&mut bc, &["SEQ.GET", &key]), 1027);
     assert!(!dst.log_text().contains("internal error"));
     assert!(!rlog.contains("internal error"));

@@ -70,7 +70,7 @@ fn limit_key_is_a_second_read_only_key() {
         let Value::Array(spec) = &bs[3] else {
             panic!("{name}: {bs:?}")
         };
-        assert_eq!(int(&spec[3]), from, "{name} startfrom");
+        assert_eq!(as_i64(&spec[3]), from, "{name} startfrom");
     }
     #[rustfmt::skip]
     let cases: &[(&[&str], &[&str])] = &[
@@ -94,7 +94,7 @@ fn strings(v: &Value) -> Vec<String> {
     redis::from_redis_value(v.clone()).unwrap()
 }
 
-fn int(v: &Value) -> i64 {
+fn as_i64(v: &Value) -> i64 {
     redis::from_redis_value(v.clone()).unwrap()
 }
 
@@ -119,7 +119,7 @@ fn command_info_tells_the_truth_for_every_command() {
             redis::from_redis_value::<String>(e[0].clone()).unwrap(),
             *name
         );
-        assert_eq!(int(&e[1]), *arity, "{name} arity");
+        assert_eq!(as_i64(&e[1]), *arity, "{name} arity");
         let mut got: Vec<String> = strings(&e[2])
             .into_iter()
             .filter(|f| f != "module")
@@ -127,7 +127,7 @@ fn command_info_tells_the_truth_for_every_command() {
         got.sort();
         assert_eq!(got.join(" "), *flags, "{name} flags");
         assert_eq!(
-            [int(&e[3]), int(&e[4]), int(&e[5])],
+            [as_i64(&e[3]), as_i64(&e[4]), as_i64(&e[5])],
             *range,
             "{name} key range"
         );

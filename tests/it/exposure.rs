@@ -11,7 +11,8 @@ use std::time::Duration;
 /// The words that start the module's warning.
 const WARNING: &str = "a crash now could hand out sequence values again";
 
-fn ok(con: &mut Connection, args: &[&str]) {
+/// A command that must reply `OK`, or that a background save started.
+fn ok_or_background(con: &mut Connection, args: &[&str]) {
     let r: String = cmd(con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
     assert!(r == "OK" || r.starts_with("Background"), "{args:?}: {r}");
 }
@@ -58,7 +59,7 @@ fn wait_no_bgsave(s: &Server) {
 /// Plain keys for a BGSAVE to walk through slowly (`rdb-key-save-delay`, microseconds per key).
 fn fill(con: &mut Connection, n: usize) {
     for i in 0..n {
-        ok(con, &["SET", &format!("filler:{i}"), "x"]);
+        ok_or_background(con, &["SET", &format!("filler:{i}"), "x"]);
     }
 }
 
@@ -93,7 +94,7 @@ fn rdb_only_the_fields_follow_snapshots_and_the_warning_comes_once_per_snapshot(
     assert_eq!(warnings(&s).len(), 1, "{:?}", warnings(&s));
 
     // SAVE: everything issued so far is in the snapshot.
-    ok(&mut con, &["SAVE"]);
+    ok_or_background(&mut con, &["SAVE"]);
     assert_eq!(exposure(&s), (0, 0, 0));
     // A new snapshot interval: past the gap again, warned again, once.
     int(&mut con, &["SEQ.NEXT", "{a}", "COUNT", "11"]);
@@ -106,7 +107,7 @@ fn rdb_only_the_fields_follow_snapshots_and_the_warning_comes_once_per_snapshot(
     // 100 ms each keep it running for about 4 s.
     fill(&mut con, 40);
     config_set(&mut con, "rdb-key-save-delay", "100000");
-    ok(&mut con, &["BGSAVE"]);
+    ok_or_background(&mut con, &["BGSAVE"]);
     int(&mut con, &["SEQ.NEXT", "{a}", "COUNT", "3"]);
     assert_eq!(
         persistence(&s, "rdb_bgsave_in_progress"),
@@ -128,9 +129,9 @@ fn rdb_only_the_fields_follow_snapshots_and_the_warning_comes_once_per_snapshot(
 
     // A BGSAVE killed by FLUSHALL (no save rules, so no SAVE follows) saved nothing: the
     // count goes on from the last good snapshot.
-    ok(&mut con, &["BGSAVE"]);
+    ok_or_background(&mut con, &["BGSAVE"]);
     int(&mut con, &["SEQ.NEXT", "{b}"]);
-    ok(&mut con, &["FLUSHALL"]);
+    ok_or_background(&mut con, &["FLUSHALL"]);
     wait_no_bgsave(&s);
     assert_eq!(persistence(&s, "rdb_last_bgsave_status"), "ok");
     assert_eq!(exposure(&s), (4, 0, 0), "a killed BGSAVE is no snapshot");
@@ -139,17 +140,17 @@ fn rdb_only_the_fields_follow_snapshots_and_the_warning_comes_once_per_snapshot(
     config_set(&mut con, "rdb-key-save-delay", "0");
     let gone = s.dir.join("gone");
     std::fs::create_dir(&gone).unwrap();
-    ok(
+    ok_or_background(
         &mut con,
         &["CONFIG", "SET", "dir", gone.to_str().expect("utf-8 path")],
     );
     std::fs::remove_dir(&gone).unwrap();
     int(&mut con, &["SEQ.NEXT", "{b}"]);
-    ok(&mut con, &["BGSAVE"]);
+    ok_or_background(&mut con, &["BGSAVE"]);
     wait_no_bgsave(&s);
     assert_eq!(persistence(&s, "rdb_last_bgsave_status"), "err");
     assert_eq!(exposure(&s), (5, 0, 0), "a failed BGSAVE is no snapshot");
-    ok(
+    ok_or_background(
         &mut con,
         &["CONFIG", "SET", "dir", s.dir.to_str().expect("utf-8 path")],
     );
@@ -191,7 +192,7 @@ fn a_gap_skip_since_the_last_snapshot_is_exposed_and_a_crash_then_reissues() {
     for _ in 0..5 {
         int(&mut con, &["SEQ.NEXT", "{k}"]);
     }
-    ok(&mut con, &["SAVE"]);
+    ok_or_background(&mut con, &["SAVE"]);
     let mut con = s.crash_restart();
     assert_eq!(exposure(&s), (0, 0, 0), "the restarted node issued nothing");
     assert_eq!(int(&mut con, &["SEQ.NEXT", "{k}"]), 1006);
@@ -210,7 +211,7 @@ fn a_gap_skip_since_the_last_snapshot_is_exposed_and_a_crash_then_reissues() {
     let mut con = s.crash_restart();
     assert_eq!(int(&mut con, &["SEQ.NEXT", "{k}"]), 1006, "reissued");
     // A snapshot after the skip covers it, and the next crash skips above it.
-    ok(&mut con, &["SAVE"]);
+    ok_or_background(&mut con, &["SAVE"]);
     assert_eq!(exposure(&s), (0, 0, 0));
     let mut con = s.crash_restart();
     assert_eq!(int(&mut con, &["SEQ.NEXT", "{k}"]), 2007);

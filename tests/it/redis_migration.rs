@@ -30,11 +30,6 @@ fn start() -> Option<Cluster> {
     ))
 }
 
-fn ok(n: &Server, args: &[&str]) {
-    let r: String = cmd(&mut n.client(), args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert_eq!(r, "OK", "{args:?}");
-}
-
 /// A reply map as field -> text (RESP2 sends it as a flat array).
 fn fields(v: Value) -> HashMap<String, String> {
     let pairs: Vec<(Value, Value)> = match v {
@@ -117,15 +112,12 @@ fn migrate(c: &Cluster, to: usize, ranges: &[(u16, u16)]) {
 /// and waits until the snapshot is in and the slots' writes stream to the target. Returns the
 /// task's ID; [`release`] lets it end.
 fn start_held(c: &Cluster, from: usize, to: usize, ranges: &[(u16, u16)]) -> String {
-    ok(
-        &c.nodes[from],
-        &[
-            "DEBUG",
-            "ASM-FAILPOINT",
-            "migrate-main-channel",
-            "handoff-prep",
-        ],
-    );
+    c.nodes[from].ok(&[
+        "DEBUG",
+        "ASM-FAILPOINT",
+        "migrate-main-channel",
+        "handoff-prep",
+    ]);
     let id = import(c, to, ranges);
     wait_state(&c.nodes[to], &id, "wait-stream-eof");
     id
@@ -133,7 +125,7 @@ fn start_held(c: &Cluster, from: usize, to: usize, ranges: &[(u16, u16)]) -> Str
 
 /// Clears the fail point of [`start_held`] on node `from`.
 fn release(c: &Cluster, from: usize) {
-    ok(&c.nodes[from], &["DEBUG", "ASM-FAILPOINT", "", ""]);
+    c.nodes[from].ok(&["DEBUG", "ASM-FAILPOINT", "", ""]);
 }
 
 /// A migration held in its streaming phase for a while, then cancelled on the target: the
@@ -318,7 +310,7 @@ fn the_promise_travels_inside_the_migration_when_the_bus_loses_it() {
     let Some(cluster) = start() else { return };
     let (a, b) = cluster.owner_and_next(2);
     cluster.freeze(|i| if i == b { T - 60_000 } else { T });
-    ok(&cluster.nodes[b], &["IMID.TEST-DEAF", "1"]);
+    cluster.nodes[b].ok(&["IMID.TEST-DEAF", "1"]);
     let target = format!("{{{}}}:conv", tags_in(2..3, 1)[0]);
     let mut ids: Vec<String> = Vec::new();
     let mut uids: Vec<i64> = Vec::new();
@@ -483,7 +475,7 @@ fn the_targets_replica_and_its_aof_reach_the_targets_state() {
     // and the stream to b's replica as b applies them; b's AOF gets what b applied).
     let Some(mut cluster) = start() else { return };
     let (a, b) = cluster.owner_and_next(0);
-    ok(&cluster.nodes[b], &["CONFIG", "SET", "appendonly", "yes"]);
+    cluster.nodes[b].ok(&["CONFIG", "SET", "appendonly", "yes"]);
     let r = cluster.add_replica(b, &["--enable-debug-command", "yes"]);
     let key = seq_key_in_slot_0();
     let mut c = cluster.client();
@@ -549,7 +541,7 @@ fn the_targets_replica_and_its_aof_reach_the_targets_state() {
             .as_deref()
             == Some("0")
     });
-    ok(dst, &["DEBUG", "LOADAOF"]);
+    dst.ok(&["DEBUG", "LOADAOF"]);
     assert_eq!(int(&mut bc, &["SEQ.GET", &key]), 1028);
     assert_eq!(digests(&mut bc), on_b, "b's AOF replays to b's keys");
     // the replica followed the import (Redis fires the import's events on the target's
@@ -618,7 +610,7 @@ fn trimming_the_moved_keys_leaves_the_sources_marks_info_and_keyspace_events_alo
     let last: String = cmd(&mut src.client(), &["MSGID.GEN", "1", &stays]).unwrap();
     let last_uid = int(&mut src.client(), &["UID.GEN", &stays]);
     let before = imid_info(src);
-    ok(src, &["CONFIG", "SET", "notify-keyspace-events", "KEA"]);
+    src.ok(&["CONFIG", "SET", "notify-keyspace-events", "KEA"]);
     let mut sub = src.client();
     let mut ps = sub.as_pubsub();
     ps.psubscribe("__key*__:*").unwrap();
@@ -653,7 +645,7 @@ fn trimming_the_moved_keys_leaves_the_sources_marks_info_and_keyspace_events_alo
         lazyfreed(src) >= freed_before + 2 * KEYS as i64,
         "the values were freed by the background thread"
     );
-    ok(src, &["DEBUG", "ASM-TRIM-METHOD", "active"]);
+    src.ok(&["DEBUG", "ASM-TRIM-METHOD", "active"]);
     migrate(&cluster, b, &[(1, 1)]);
     gone(1);
     let done = format!(

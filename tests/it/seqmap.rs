@@ -50,30 +50,6 @@ fn getall(con: &mut Connection, key: &str) -> HashMap<Vec<u8>, i64> {
     m
 }
 
-/// A whole SEQ.HSCAN iteration: every field seen (a field may come twice) and the pages.
-fn scan_all(con: &mut Connection, key: &str, count: usize) -> (HashMap<Vec<u8>, i64>, usize) {
-    let mut cursor = "0".to_owned();
-    let mut seen = HashMap::new();
-    let mut pages = 0;
-    loop {
-        let (next, page): (String, Value) = redis::cmd("SEQ.HSCAN")
-            .arg(key)
-            .arg(&cursor)
-            .arg("COUNT")
-            .arg(count)
-            .query(con)
-            .unwrap();
-        for (k, v) in pairs(page) {
-            seen.insert(k, v);
-        }
-        pages += 1;
-        if next == "0" {
-            return (seen, pages);
-        }
-        cursor = next;
-    }
-}
-
 #[test]
 fn replies_of_every_command() {
     let (s, mut con) = gap_zero();
@@ -138,9 +114,9 @@ fn replies_of_every_command() {
     assert_eq!(v, Value::Map(vec![]));
     let v: Value = cmd(&mut con, &["SEQ.HGETALL", "missing"]).unwrap();
     assert_eq!(v, Value::Array(vec![]));
-    let (seen, _) = scan_all(&mut con, "m", 1);
+    let (seen, _) = hscan_all(&mut con, "m", 1);
     assert_eq!(seen, want);
-    let (seen, pages) = scan_all(&mut con, "m", 100);
+    let (seen, pages) = hscan_all(&mut con, "m", 100);
     assert_eq!((seen, pages), (want.clone(), 1));
     let (next, page): (String, Value) = cmd(&mut con, &["SEQ.HSCAN", "missing", "0"]).unwrap();
     assert_eq!((next.as_str(), page), ("0", Value::Array(vec![])));
@@ -759,7 +735,7 @@ fn check_reply(call: &[Vec<u8>], want: &Want, got: &Value) {
 fn compare_whole(con: &mut Connection, m: &Model) {
     let want: HashMap<Vec<u8>, i64> = m.fields.iter().map(|(k, v)| (k.clone(), v.0)).collect();
     assert_eq!(getall(con, "map"), want, "HGETALL");
-    let (seen, _) = scan_all(con, "map", 97);
+    let (seen, _) = hscan_all(con, "map", 97);
     assert_eq!(seen, want, "HSCAN");
 }
 

@@ -569,33 +569,13 @@ fn intermediate(con: &mut Connection) -> Vec<(&'static str, HashMap<Vec<u8>, i64
     vec![("grow", grow), ("widen", widen), ("shrink", shrink)]
 }
 
-/// Every field of `key` through SEQ.HSCAN pages of `count` (a field may come twice).
-fn scan(con: &mut Connection, key: &str, count: usize) -> HashMap<Vec<u8>, i64> {
-    let mut cursor = "0".to_owned();
-    let mut seen = HashMap::new();
-    loop {
-        let (next, page): (String, Vec<(Vec<u8>, i64)>) = redis::cmd("SEQ.HSCAN")
-            .arg(key)
-            .arg(&cursor)
-            .arg("COUNT")
-            .arg(count)
-            .query(con)
-            .unwrap();
-        seen.extend(page);
-        if next == "0" {
-            return seen;
-        }
-        cursor = next;
-    }
-}
-
 /// What a map in the middle of background work answers to HGETALL, HSCAN, DEBUG DIGEST-VALUE
 /// (against a COPY, which is built whole) and DUMP/RESTORE.
 fn check_intermediate(con: &mut Connection, maps: &[(&str, HashMap<Vec<u8>, i64>)]) {
     for (key, model) in maps {
         assert_eq!(&getall(con, key), model, "{key}");
         assert_eq!(int(con, &["SEQ.HLEN", key]), model.len() as i64);
-        assert_eq!(&scan(con, key, 7), model, "{key}: HSCAN");
+        assert_eq!(&hscan_all(con, key, 7).0, model, "{key}: HSCAN");
         let dv: Vec<String> = cmd(con, &["DEBUG", "DIGEST-VALUE", key]).unwrap();
         let copy = format!("{key}:copy");
         assert_eq!(int(con, &["COPY", key, &copy]), 1);
@@ -709,7 +689,7 @@ fn the_cron_finishes_the_work_a_write_left() {
     for (key, model) in &maps {
         assert_eq!(&getall(&mut con, key), model, "{key} after the cron");
         assert_eq!(
-            &scan(&mut con, key, 7),
+            &hscan_all(&mut con, key, 7).0,
             model,
             "{key}: HSCAN after the cron"
         );

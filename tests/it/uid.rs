@@ -17,8 +17,8 @@ fn decode(con: &mut Connection, uid: i64) -> (i64, i64, i64) {
         .map(|n| redis::from_redis_value((*n).clone()).unwrap())
         .collect();
     assert_eq!(names, ["time", "node", "seq"]);
-    let int = |x: &Value| -> i64 { redis::from_redis_value(x.clone()).unwrap() };
-    (int(&v[1]), int(&v[3]), int(&v[5]))
+    let as_i64 = |x: &Value| -> i64 { redis::from_redis_value(x.clone()).unwrap() };
+    (as_i64(&v[1]), as_i64(&v[3]), as_i64(&v[5]))
 }
 
 fn encode(con: &mut Connection, t: i64, node: i64, seq: i64) -> redis::RedisResult<i64> {

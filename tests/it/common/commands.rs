@@ -172,3 +172,30 @@ pub fn on_clients<T: Send>(
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     })
 }
+
+/// A whole SEQ.HSCAN iteration with pages of `count`: every field seen (a field may come twice)
+/// and the number of pages.
+pub fn hscan_all(
+    con: &mut Connection,
+    key: &str,
+    count: usize,
+) -> (std::collections::HashMap<Vec<u8>, i64>, usize) {
+    let mut cursor = "0".to_owned();
+    let mut seen = std::collections::HashMap::new();
+    let mut pages = 0;
+    loop {
+        let (next, page): (String, Vec<(Vec<u8>, i64)>) = redis::cmd("SEQ.HSCAN")
+            .arg(key)
+            .arg(&cursor)
+            .arg("COUNT")
+            .arg(count)
+            .query(con)
+            .unwrap();
+        seen.extend(page);
+        pages += 1;
+        if next == "0" {
+            return (seen, pages);
+        }
+        cursor = next;
+    }
+}

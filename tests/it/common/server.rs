@@ -280,6 +280,11 @@ impl Server {
             .unwrap_or_else(|e| panic!("connect to {}: {e}\n{}", self.port, self.log_tail()))
     }
 
+    /// Runs a command on a new connection that must reply `OK` (`common::ok`).
+    pub fn ok(&self, args: &[&str]) {
+        super::ok(&mut self.client(), args)
+    }
+
     /// A connection speaking RESP3 (`HELLO 3`), for replies that are maps there.
     pub fn client_resp3(&self) -> Connection {
         redis::Client::open(format!("{}?protocol=resp3", self.url()))

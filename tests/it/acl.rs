@@ -462,6 +462,10 @@ fn limit_key_follows_acl_key_patterns() {
         let e = cmd::<Value>(&mut con, call).unwrap_err();
         assert!(err_text(&e).starts_with("NOPERM"), "{call:?}: {e}");
     }
-    assert_eq!(int(&mut admin, &["EXISTS", "cur:2"]), 0, "nothing written");
-    assert_eq!(int(&mut admin, &["SEQ.HGET", "cur:m", "v"]), 0);
+    assert_eq!(
+        int_reply(&mut admin, &["EXISTS", "cur:2"]),
+        0,
+        "nothing written"
+    );
+    assert_eq!(int_reply(&mut admin, &["SEQ.HGET", "cur:m", "v"]), 0);
 }

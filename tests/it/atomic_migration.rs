@@ -240,7 +240,7 @@ fn sequences_arrive_marked_and_the_stream_replays_them_exactly() {
     let (a, b) = cluster.owner_and_next(0);
     let mut c = cluster.client();
     let next = |c: &mut redis::cluster::ClusterConnection, count: i64| {
-        int(c, &["SEQ.NEXT", &key, "COUNT", &count.to_string()])
+        int_reply(c, &["SEQ.NEXT", &key, "COUNT", &count.to_string()])
     };
     assert_eq!(next(&mut c, 5), 5);
     let src = &cluster.nodes[a];
@@ -258,7 +258,7 @@ fn sequences_arrive_marked_and_the_stream_replays_them_exactly() {
     assert_eq!(cluster.owner(0), b);
     // the stream's SEQ.NEXT calls were replayed, not issued again with the gap
     assert_eq!(
-        int(&mut cluster.nodes[b].client(), &["SEQ.GET", &key]),
+        int_reply(&mut cluster.nodes[b].client(), &["SEQ.GET", &key]),
         115,
         "the target holds exactly the source's value"
     );
@@ -318,12 +318,12 @@ fn the_new_owner_issues_above_the_old_owners_ids_each_way() {
         ids.extend(
             (0..3000).map(|_| cmd::<String>(&mut con, &["MSGID.GEN", "1", &target]).unwrap()),
         );
-        let first_uid = int(&mut con, &["UID.GEN", &target]);
+        let first_uid = int_reply(&mut con, &["UID.GEN", &target]);
         if let Some(prev) = uids.last() {
             assert!(first_uid > *prev, "UID {first_uid} after {prev}");
         }
         uids.push(first_uid);
-        uids.extend((0..1000).map(|_| int(&mut con, &["UID.GEN", &target])));
+        uids.extend((0..1000).map(|_| int_reply(&mut con, &["UID.GEN", &target])));
     };
     // the next owner has heard a promise above the last ID issued (the current owner sends one
     // as its IDs approach the last, and once a second)
@@ -448,7 +448,7 @@ fn the_targets_replica_and_its_aof_reach_the_targets_state() {
     assert_eq!(acked, 1);
     let _: String = cmd(&mut rc, &["READONLY"]).unwrap();
     assert_eq!(
-        int(&mut rc, &["SEQ.GET", &key]),
+        int_reply(&mut rc, &["SEQ.GET", &key]),
         1027,
         "the replica has b's value"
     );
@@ -460,7 +460,7 @@ fn the_targets_replica_and_its_aof_reach_the_targets_state() {
     // b's AOF replays the import (CLUSTER SYNCSLOTS ESTABLISH ... FINISH, the snapshot, the
     // stream, the new owner's writes) to the same value
     dst.ok(&["DEBUG", "LOADAOF"]);
-    assert_eq!(int(&mut bc, &["SEQ.GET", &key]), 1027);
+    assert_eq!(int_reply(&mut bc, &["SEQ.GET", &key]), 1027);
     assert!(!dst.log_text().contains("internal error"));
     assert!(!rlog.contains("internal error"));
 }

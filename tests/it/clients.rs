@@ -257,7 +257,7 @@ fn check_conversation(r: &Report, tag: &str, con: &mut Connection, cluster: bool
         .collect();
     assert_eq!(r.words("msgid.decode", tag), server, "{who}: {msgid}");
     assert_eq!(server[2], "1", "{who}: channel type");
-    let hash = int(con, &["MSGID.HASH", &t]);
+    let hash = int_reply(con, &["MSGID.HASH", &t]);
     assert_eq!(server[3], hash.to_string(), "{who}: the target's hash");
 
     // UIDs: exact (as text in Node.js), increasing, each of the target's slot in a Cluster.
@@ -320,7 +320,11 @@ fn check_conversation(r: &Report, tag: &str, con: &mut Connection, cluster: bool
 
     // SEQ.GET (from a replica in a Cluster, after WAIT) and on the owner: IM.SEND's seq.
     assert_eq!(r.lines("seq.get", tag), ["2", "2"], "{who}");
-    assert_eq!(int(con, &["SEQ.GET", &format!("{t}:seq")]), 2, "{who}");
+    assert_eq!(
+        int_reply(con, &["SEQ.GET", &format!("{t}:seq")]),
+        2,
+        "{who}"
+    );
 
     for (what, (class, message)) in r.client.errors() {
         assert_eq!(
@@ -429,7 +433,7 @@ fn standalone(client: Client) {
         }
     };
     let key = format!("{{{tag}}}:fence");
-    assert_eq!(int(&mut con, &["SEQ.GET", &key]), last, "{who}");
+    assert_eq!(int_reply(&mut con, &["SEQ.GET", &key]), last, "{who}");
 }
 
 #[test]

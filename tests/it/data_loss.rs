@@ -11,7 +11,7 @@ fn issue(con: &mut Connection, keys: &[&str], n: usize) -> (Vec<i64>, String) {
     let mut id = String::new();
     for _ in 0..n {
         for (i, k) in keys.iter().enumerate() {
-            last[i] = int(con, &["SEQ.NEXT", k]);
+            last[i] = int_reply(con, &["SEQ.NEXT", k]);
             id = cmd(con, &["MSGID.GEN", "1", k]).unwrap();
         }
     }
@@ -42,7 +42,7 @@ fn restart_from_old_snapshot(
     let mut con = s.client();
     let _: String = cmd(&mut con, &["IMID.TEST-CLOCK", "OFFSET", "-60000"]).unwrap();
     assert_eq!(
-        int(&mut con, &["SEQ.GET", keys[0]]),
+        int_reply(&mut con, &["SEQ.GET", keys[0]]),
         before as i64,
         "the snapshot's value came back"
     );
@@ -94,12 +94,12 @@ fn a_sequence_lost_whole_restarts_above_the_gap() {
     let mut s = Server::with(&["--imid.seq-gap", "1000"]);
     let mut con = s.client();
     // A node that started empty starts new sequences at 1.
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "{old}:seq"]), 1);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "{old}:seq"]), 1);
     assert_eq!(s.imid_stat("seq_missing_keys_skip_gap"), 0);
     let _: String = cmd(&mut con, &["SAVE"]).unwrap();
     let snapshot = std::fs::read(s.dir.join("dump.rdb")).unwrap();
     let received: Vec<i64> = (0..5)
-        .map(|_| int(&mut con, &["SEQ.NEXT", "{new}:seq"]))
+        .map(|_| int_reply(&mut con, &["SEQ.NEXT", "{new}:seq"]))
         .collect();
     assert_eq!(received, [1, 2, 3, 4, 5]);
     s.kill();
@@ -107,26 +107,29 @@ fn a_sequence_lost_whole_restarts_above_the_gap() {
     s.restart();
     let mut con = s.client();
     assert_eq!(
-        int(&mut con, &["SEQ.GET", "{new}:seq"]),
+        int_reply(&mut con, &["SEQ.GET", "{new}:seq"]),
         0,
         "the key was lost"
     );
     assert_eq!(s.imid_stat("seq_missing_keys_skip_gap"), 1);
     // Lost or new, a missing key on a node that loaded its data starts above the gap, once.
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "{new}:seq"]), 1001);
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "{new}:seq"]), 1002);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "{new}:seq"]), 1001);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "{new}:seq"]), 1002);
     assert_eq!(
-        int(&mut con, &["SEQ.NEXT", "{brand-new}:seq", "COUNT", "10"]),
+        int_reply(&mut con, &["SEQ.NEXT", "{brand-new}:seq", "COUNT", "10"]),
         1010
     );
     // SEQ.ADVANCE on a missing key keeps the mark, as on a loaded key (a read cursor says
     // nothing about lost values); SEQ.SET by a client is an explicit value and clears it.
-    assert_eq!(int(&mut con, &["SEQ.ADVANCE", "{cursor}:seq", "3"]), 3);
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "{cursor}:seq"]), 1004);
+    assert_eq!(
+        int_reply(&mut con, &["SEQ.ADVANCE", "{cursor}:seq", "3"]),
+        3
+    );
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "{cursor}:seq"]), 1004);
     let _: () = cmd(&mut con, &["SEQ.SET", "{set}:seq", "7"]).unwrap();
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "{set}:seq"]), 8);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "{set}:seq"]), 8);
     // The loaded key skips as before.
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "{old}:seq"]), 1002);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "{old}:seq"]), 1002);
     assert_eq!(s.imid_stat("seq_gap_skips"), 4);
 }
 
@@ -138,17 +141,17 @@ fn a_sequence_that_never_reached_the_replica_restarts_above_the_gap() {
     let replica = primary.replica(&[]);
     replica.wait_link_up();
     let mut con = primary.client();
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "{synced}:seq"]), 1);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "{synced}:seq"]), 1);
     primary.wait_replica(&replica);
     // Cut the replica off (as a dead link would), then create a key on the primary only.
     let mut rcon = replica.client();
     let _: String = cmd(&mut rcon, &["REPLICAOF", "NO", "ONE"]).unwrap();
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "{unsynced}:seq"]), 1);
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "{unsynced}:seq"]), 2);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "{unsynced}:seq"]), 1);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "{unsynced}:seq"]), 2);
     primary.kill();
-    assert_eq!(int(&mut rcon, &["SEQ.GET", "{unsynced}:seq"]), 0);
-    assert_eq!(int(&mut rcon, &["SEQ.NEXT", "{unsynced}:seq"]), 1001);
-    assert_eq!(int(&mut rcon, &["SEQ.NEXT", "{synced}:seq"]), 1002);
+    assert_eq!(int_reply(&mut rcon, &["SEQ.GET", "{unsynced}:seq"]), 0);
+    assert_eq!(int_reply(&mut rcon, &["SEQ.NEXT", "{unsynced}:seq"]), 1001);
+    assert_eq!(int_reply(&mut rcon, &["SEQ.NEXT", "{synced}:seq"]), 1002);
 }
 
 /// A replica promoted before it ever completed a sync has loaded nothing, yet every key of its
@@ -163,5 +166,5 @@ fn a_replica_promoted_before_its_first_sync_starts_sequences_above_the_gap() {
     let _: String = cmd(&mut con, &["REPLICAOF", "127.0.0.1", &dead]).unwrap();
     let _: String = cmd(&mut con, &["REPLICAOF", "NO", "ONE"]).unwrap();
     assert_eq!(s.imid_stat("seq_missing_keys_skip_gap"), 1);
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "{c}:seq"]), 1001);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "{c}:seq"]), 1001);
 }

@@ -83,11 +83,11 @@ fn assert_retry_of(again: &Sent, original: &Sent, name: &str) {
 
 /// `user`'s read cursor: a field of the conversation's cursor map (0 when never acked).
 fn cursor(con: &mut Connection, conv: &Conv, user: &str) -> i64 {
-    int(con, &["SEQ.HGET", &conv.read(), user])
+    int_reply(con, &["SEQ.HGET", &conv.read(), user])
 }
 
 fn zcard(con: &mut Connection, key: &str) -> i64 {
-    int(con, &["ZCARD", key])
+    int_reply(con, &["ZCARD", key])
 }
 
 /// ZRANGE key 0 -1 WITHSCORES as (member, score) pairs.
@@ -117,9 +117,9 @@ fn duplicate_send_returns_the_original_and_stores_nothing() {
         assert!(!first.duplicate);
         im.send(&mut con, &conv, "alice", &["bob", "carol"], "c2", "there")
             .unwrap();
-        let dbsize = int(&mut con, &["DBSIZE"]);
+        let dbsize = int_reply(&mut con, &["DBSIZE"]);
         let digest: String = cmd(&mut con, &["DEBUG", "DIGEST"]).unwrap();
-        let seq = int(&mut con, &["SEQ.GET", &conv.seq()]);
+        let seq = int_reply(&mut con, &["SEQ.GET", &conv.seq()]);
         // A retry, even with another body, is the same message: the original seq and IDs, read
         // back from the inbox; nothing written (the digest covers every key's value).
         for body in ["hi", "edited"] {
@@ -138,10 +138,18 @@ fn duplicate_send_returns_the_original_and_stores_nothing() {
             (first.seq, true, &None, None),
             "{name}"
         );
-        assert_eq!(int(&mut con, &["DBSIZE"]), dbsize, "{name}: keys added");
+        assert_eq!(
+            int_reply(&mut con, &["DBSIZE"]),
+            dbsize,
+            "{name}: keys added"
+        );
         let after: String = cmd(&mut con, &["DEBUG", "DIGEST"]).unwrap();
         assert_eq!(after, digest, "{name}: a retry changed the dataset");
-        assert_eq!(int(&mut con, &["SEQ.GET", &conv.seq()]), seq, "{name}");
+        assert_eq!(
+            int_reply(&mut con, &["SEQ.GET", &conv.seq()]),
+            seq,
+            "{name}"
+        );
         assert_eq!(zcard(&mut con, &conv.inbox("dave")), 0, "{name}");
         // No dedup key: the tokens live in the sequence key.
         let keys: Vec<String> = cmd(&mut con, &["KEYS", &format!("{}*", conv.tag())]).unwrap();
@@ -239,7 +247,10 @@ fn inbox_cap_keeps_the_newest() {
                     .collect();
                 assert_eq!(inbox, want, "{name} {user}");
                 let dropped = sent[sent.len() - cap as usize - 1].seq;
-                assert_eq!(int(&mut con, &["SEQ.GET", &conv.trimmed(user)]), dropped);
+                assert_eq!(
+                    int_reply(&mut con, &["SEQ.GET", &conv.trimmed(user)]),
+                    dropped
+                );
                 // sync tells a client that missed dropped messages about them
                 let page = im.sync(&mut con, &conv, user, 0, 100).unwrap();
                 assert_eq!(page.trimmed_through, dropped);
@@ -303,7 +314,7 @@ fn sync_pages_through_10000_messages() {
                 }
             }
             if page.complete {
-                let max = int(&mut con, &["SEQ.GET", &conv.seq()]);
+                let max = int_reply(&mut con, &["SEQ.GET", &conv.seq()]);
                 assert_eq!((page.cursor, page.max_seq), (max, max), "{name}");
                 assert_eq!(page.trimmed_through, 0);
                 break;
@@ -368,7 +379,11 @@ fn unread_counts_and_cursor_never_moves_back() {
         // every member's cursor in one key: the conversation's map, one field per reader
         let t: String = cmd(&mut con, &["TYPE", &conv.read()]).unwrap();
         assert_eq!(t, MAP_TYPE, "{name}");
-        assert_eq!(int(&mut con, &["SEQ.HLEN", &conv.read()]), 2, "{name}");
+        assert_eq!(
+            int_reply(&mut con, &["SEQ.HLEN", &conv.read()]),
+            2,
+            "{name}"
+        );
         let keys: Vec<String> = cmd(&mut con, &["KEYS", &format!("{}:read*", conv.tag())]).unwrap();
         assert_eq!(keys, [conv.read()], "{name}");
 
@@ -454,7 +469,11 @@ fn bad_arguments_are_refused_alike_and_change_nothing() {
             READ_SEQ_ERROR,
         ]
     );
-    assert_eq!(int(&mut con, &["DBSIZE"]), 0, "an error left keys behind");
+    assert_eq!(
+        int_reply(&mut con, &["DBSIZE"]),
+        0,
+        "an error left keys behind"
+    );
 }
 
 /// Replaces message IDs (which carry the clock) by their order of first appearance, so runs
@@ -564,7 +583,7 @@ fn state(con: &mut Connection, conv: &Conv, norm: Option<&mut Norm>) -> Vec<Stri
                 .map(|(m, s)| format!("{s}:{}", if raw { m } else { norm.member(&m) }))
                 .collect::<Vec<_>>()
                 .join(", "),
-            "imidseq01" => int(con, &["SEQ.GET", &k]).to_string(),
+            "imidseq01" => int_reply(con, &["SEQ.GET", &k]).to_string(),
             MAP_TYPE => {
                 let mut fields: Vec<(String, i64)> = cmd(con, &["SEQ.HGETALL", &k]).unwrap();
                 fields.sort();
@@ -635,7 +654,7 @@ fn replica_holds_the_primarys_state() {
     assert_eq!(dp, dr, "DEBUG DIGEST differs");
     for (im, conv) in &convs {
         assert_eq!(state(&mut p, conv, None), state(&mut r, conv, None));
-        assert!(int(&mut r, &["SEQ.GET", &conv.seq()]) > 0);
+        assert!(int_reply(&mut r, &["SEQ.GET", &conv.seq()]) > 0);
         // sync is read-only (EVALSHA_RO / FCALL_RO): a replica serves it, with the same pages
         for u in USERS {
             for last in [0, 10, 40] {
@@ -736,13 +755,13 @@ fn incremental_pull_returns_exactly_the_changed_kinds() {
     assert_eq!(kept, ["burst 2", "burst 3", "burst 4"]);
 
     // Bad arguments are refused and write nothing.
-    let dbsize = int(&mut con, &["DBSIZE"]);
+    let dbsize = int_reply(&mut con, &["DBSIZE"]);
     let digest: String = cmd(&mut con, &["DEBUG", "DIGEST"]).unwrap();
     for (kind, cap) in [("group", 0), ("", 10)] {
         let e = user.change(&mut con, kind, "x", cap).unwrap_err();
         assert!(err_text(&e).starts_with("ERR "), "{e}");
     }
-    assert_eq!(int(&mut con, &["DBSIZE"]), dbsize);
+    assert_eq!(int_reply(&mut con, &["DBSIZE"]), dbsize);
     let after: String = cmd(&mut con, &["DEBUG", "DIGEST"]).unwrap();
     assert_eq!(after, digest);
 }
@@ -920,7 +939,7 @@ fn segment_allocator_unique_and_increasing_across_threads() {
         stats.round_trips >= blocks && stats.round_trips <= blocks + 1,
         "{stats:?} for {blocks} blocks"
     );
-    let server = int(&mut s.client(), &["SEQ.GET", key]) as u64;
+    let server = int_reply(&mut s.client(), &["SEQ.GET", key]) as u64;
     assert!(server >= max, "server {server} < handed out {max}");
     assert_eq!(server, stats.round_trips * STEP);
     assert!(alloc.next_id().is_err(), "handed out after shutdown");
@@ -932,7 +951,7 @@ fn segment_allocator_refills_in_the_background() {
     let (s, client) = server_and_client();
     let mut con = s.client();
     // Another client takes values too: blocks need not be adjacent.
-    int(&mut con, &["SEQ.NEXT", "{ids:bg}:seq", "COUNT", "7"]);
+    int_reply(&mut con, &["SEQ.NEXT", "{ids:bg}:seq", "COUNT", "7"]);
     let alloc = SegmentAllocator::new(&client, "{ids:bg}:seq", STEP).unwrap();
     assert_eq!(alloc.stats().round_trips, 1);
     // Using half the block asks the background thread for the next one.
@@ -1074,6 +1093,6 @@ fn node_example_runs() {
     let seqs: Vec<String> = cmd(&mut con, &["KEYS", "*:seq"]).unwrap();
     assert_eq!(seqs.len(), 3, "{seqs:?}");
     for k in &seqs {
-        assert_eq!(int(&mut con, &["SEQ.GET", k]), 5, "{k}");
+        assert_eq!(int_reply(&mut con, &["SEQ.GET", k]), 5, "{k}");
     }
 }

@@ -73,10 +73,10 @@ fn rdb_only_the_fields_follow_snapshots_and_the_warning_comes_once_per_snapshot(
     assert_eq!(exposure(&s), (0, 0, 0), "a node that issued nothing");
 
     // Up to the gap nothing is exceeded; one value more is.
-    int(&mut con, &["SEQ.NEXT", "{a}", "COUNT", "6"]);
-    int(&mut con, &["SEQ.NEXT", "{b}", "COUNT", "4"]);
+    int_reply(&mut con, &["SEQ.NEXT", "{a}", "COUNT", "6"]);
+    int_reply(&mut con, &["SEQ.NEXT", "{b}", "COUNT", "4"]);
     assert_eq!(exposure(&s), (10, 0, 0));
-    int(&mut con, &["SEQ.NEXT", "{a}"]);
+    int_reply(&mut con, &["SEQ.NEXT", "{a}"]);
     assert_eq!(exposure(&s), (11, 0, 1));
     s.wait_until("the warning once past the gap", 30, || {
         !warnings(&s).is_empty()
@@ -88,7 +88,7 @@ fn rdb_only_the_fields_follow_snapshots_and_the_warning_comes_once_per_snapshot(
         "{first}"
     );
     // More values, and a second of cron ticks (10 a second): still the one warning.
-    int(&mut con, &["SEQ.NEXT", "{b}", "COUNT", "20"]);
+    int_reply(&mut con, &["SEQ.NEXT", "{b}", "COUNT", "20"]);
     assert_eq!(exposure(&s), (31, 0, 1));
     std::thread::sleep(Duration::from_millis(1000));
     assert_eq!(warnings(&s).len(), 1, "{:?}", warnings(&s));
@@ -97,7 +97,7 @@ fn rdb_only_the_fields_follow_snapshots_and_the_warning_comes_once_per_snapshot(
     ok_or_background(&mut con, &["SAVE"]);
     assert_eq!(exposure(&s), (0, 0, 0));
     // A new snapshot interval: past the gap again, warned again, once.
-    int(&mut con, &["SEQ.NEXT", "{a}", "COUNT", "11"]);
+    int_reply(&mut con, &["SEQ.NEXT", "{a}", "COUNT", "11"]);
     assert_eq!(exposure(&s), (11, 0, 1));
     s.wait_until("the warning of the second interval", 30, || {
         warnings(&s).len() == 2
@@ -108,7 +108,7 @@ fn rdb_only_the_fields_follow_snapshots_and_the_warning_comes_once_per_snapshot(
     fill(&mut con, 40);
     config_set(&mut con, "rdb-key-save-delay", "100000");
     ok_or_background(&mut con, &["BGSAVE"]);
-    int(&mut con, &["SEQ.NEXT", "{a}", "COUNT", "3"]);
+    int_reply(&mut con, &["SEQ.NEXT", "{a}", "COUNT", "3"]);
     assert_eq!(
         persistence(&s, "rdb_bgsave_in_progress"),
         "1",
@@ -130,7 +130,7 @@ fn rdb_only_the_fields_follow_snapshots_and_the_warning_comes_once_per_snapshot(
     // A BGSAVE killed by FLUSHALL (no save rules, so no SAVE follows) saved nothing: the
     // count goes on from the last good snapshot.
     ok_or_background(&mut con, &["BGSAVE"]);
-    int(&mut con, &["SEQ.NEXT", "{b}"]);
+    int_reply(&mut con, &["SEQ.NEXT", "{b}"]);
     ok_or_background(&mut con, &["FLUSHALL"]);
     wait_no_bgsave(&s);
     assert_eq!(persistence(&s, "rdb_last_bgsave_status"), "ok");
@@ -145,7 +145,7 @@ fn rdb_only_the_fields_follow_snapshots_and_the_warning_comes_once_per_snapshot(
         &["CONFIG", "SET", "dir", gone.to_str().expect("utf-8 path")],
     );
     std::fs::remove_dir(&gone).unwrap();
-    int(&mut con, &["SEQ.NEXT", "{b}"]);
+    int_reply(&mut con, &["SEQ.NEXT", "{b}"]);
     ok_or_background(&mut con, &["BGSAVE"]);
     wait_no_bgsave(&s);
     assert_eq!(persistence(&s, "rdb_last_bgsave_status"), "err");
@@ -162,7 +162,7 @@ fn rdb_only_the_fields_follow_snapshots_and_the_warning_comes_once_per_snapshot(
 fn with_aof_on_the_exposure_is_counted_but_never_exceeds_the_gap() {
     let s = Server::with(&["--appendonly", "yes", "--imid.seq-gap", "10"]);
     let mut con = s.client();
-    int(&mut con, &["SEQ.NEXT", "{a}", "COUNT", "50"]);
+    int_reply(&mut con, &["SEQ.NEXT", "{a}", "COUNT", "50"]);
     assert_eq!(exposure(&s), (50, 0, 0), "the AOF holds every write");
     // Turning the AOF off leaves only the snapshot: exceeded, and warned.
     config_set(&mut con, "appendonly", "no");
@@ -173,7 +173,7 @@ fn with_aof_on_the_exposure_is_counted_but_never_exceeds_the_gap() {
     // On again: not exceeded, whatever the count.
     config_set(&mut con, "appendonly", "yes");
     s.wait_for_aof_rewrite();
-    int(&mut con, &["SEQ.NEXT", "{a}", "COUNT", "50"]);
+    int_reply(&mut con, &["SEQ.NEXT", "{a}", "COUNT", "50"]);
     assert_eq!(
         exposure(&s),
         (100, 0, 0),
@@ -190,12 +190,12 @@ fn a_gap_skip_since_the_last_snapshot_is_exposed_and_a_crash_then_reissues() {
     let mut s = Server::with(&["--imid.seq-gap", "1000"]);
     let mut con = s.client();
     for _ in 0..5 {
-        int(&mut con, &["SEQ.NEXT", "{k}"]);
+        int_reply(&mut con, &["SEQ.NEXT", "{k}"]);
     }
     ok_or_background(&mut con, &["SAVE"]);
     let mut con = s.crash_restart();
     assert_eq!(exposure(&s), (0, 0, 0), "the restarted node issued nothing");
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "{k}"]), 1006);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "{k}"]), 1006);
     assert_eq!(
         exposure(&s),
         (1, 1, 1),
@@ -209,12 +209,12 @@ fn a_gap_skip_since_the_last_snapshot_is_exposed_and_a_crash_then_reissues() {
     );
     // The hazard the field reports: a second crash before a snapshot hands out 1006 again.
     let mut con = s.crash_restart();
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "{k}"]), 1006, "reissued");
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "{k}"]), 1006, "reissued");
     // A snapshot after the skip covers it, and the next crash skips above it.
     ok_or_background(&mut con, &["SAVE"]);
     assert_eq!(exposure(&s), (0, 0, 0));
     let mut con = s.crash_restart();
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "{k}"]), 2007);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "{k}"]), 2007);
 }
 
 #[test]
@@ -223,7 +223,7 @@ fn a_save_rule_snapshot_counts() {
     // least one write was made (the setup).
     let s = Server::with(&["--save", "1 1", "--imid.seq-gap", "10"]);
     let mut con = s.client();
-    int(&mut con, &["SEQ.NEXT", "{a}", "COUNT", "5"]);
+    int_reply(&mut con, &["SEQ.NEXT", "{a}", "COUNT", "5"]);
     assert_eq!(exposure(&s), (5, 0, 0));
     s.wait_until("a snapshot by the save rule", 30, || exposure(&s).0 == 0);
     assert!(persistence(&s, "rdb_saves").parse::<i64>().unwrap() >= 1);
@@ -240,7 +240,7 @@ fn a_full_sync_counts_when_written_to_disk_and_not_when_diskless() {
         "0",
     ]);
     let mut con = primary.client();
-    int(&mut con, &["SEQ.NEXT", "{a}", "COUNT", "5"]);
+    int_reply(&mut con, &["SEQ.NEXT", "{a}", "COUNT", "5"]);
     // A diskless full sync streams the RDB to the replica's socket: no snapshot on disk.
     let _diskless = primary.replica(&[]);
     assert_eq!(exposure(&primary), (5, 0, 0));
@@ -335,7 +335,7 @@ fn soak_rdb_only_crashes_that_reissue_were_announced() {
     let mut after = HashMap::new();
     for k in 0..keys {
         let key = format!("{{conv:{k}}}");
-        after.insert(key.clone(), vec![int(&mut con, &["SEQ.NEXT", &key])]);
+        after.insert(key.clone(), vec![int_reply(&mut con, &["SEQ.NEXT", &key])]);
     }
     let mut r = received.lock().unwrap();
     r.push(after);

@@ -345,7 +345,7 @@ fn failed_loads(bin: Option<PathBuf>, cluster: bool) {
         // Loaded and working, with its defaults; the error the client saw notwithstanding.
         let v: Vec<String> = cmd(&mut s.client(), &["CONFIG", "GET", "imid.seq-gap"]).unwrap();
         assert_eq!(v[1], "1000");
-        assert_eq!(int(&mut s.client(), &["SEQ.NEXT", "k"]), 1);
+        assert_eq!(int_reply(&mut s.client(), &["SEQ.NEXT", "k"]), 1);
     } else {
         // Gone for good: a later load starts afresh. Redis 8 keeps the unloaded module's ACL
         // category: the commands join it again, so rules on @imid still cover them.

@@ -170,7 +170,7 @@ fn calls_wait_for_a_paused_replica_and_answer_once_it_acknowledges() {
     p.wait_replica(&r);
     assert_eq!(digest(&p), digest(&r));
     let mut rc = r.client();
-    assert_eq!(int(&mut rc, &["SEQ.GET", "s"]), 1001);
+    assert_eq!(int_reply(&mut rc, &["SEQ.GET", "s"]), 1001);
 }
 
 #[test]
@@ -208,10 +208,10 @@ fn within_the_acknowledged_budget_and_leases_calls_answer_at_once() {
     let paused = Paused::new(&r);
     // 999 values on top of the 1 the warm-up took: the whole budget, at once.
     for i in 0..9 {
-        let v = int(&mut con, &["SEQ.NEXT", &format!("k{i}"), "COUNT", "100"]);
+        let v = int_reply(&mut con, &["SEQ.NEXT", &format!("k{i}"), "COUNT", "100"]);
         assert_eq!(v, 100);
     }
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "k", "COUNT", "99"]), 99);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "k", "COUNT", "99"]), 99);
     // IDs within the acknowledged lease (renewed 2.5-5 s ahead of the clock).
     for _ in 0..20 {
         let _: String = cmd(&mut con, &["MSGID.GEN", "1", "t"]).unwrap();
@@ -283,7 +283,7 @@ fn transactions_and_scripts_never_wait_and_are_refused_beyond_the_acknowledged()
         assert!(e.contains(cannot), "{e}");
     }
     // An IDMP answer inside a script waits for nothing, but beyond the budget it is refused.
-    assert_eq!(int(&mut con, &["SEQ.GET", "m"]), 2, "nothing changed");
+    assert_eq!(int_reply(&mut con, &["SEQ.GET", "m"]), 2, "nothing changed");
     // IDs past the acknowledged lease: refused at once as well.
     set_clock(&mut con, &["OFFSET", "60000"]);
     let e = expect_err(
@@ -346,7 +346,7 @@ fn with_the_fence_off_nothing_waits() {
     for (s, c) in [(&p, &mut con), (&hooked, &mut hcon)] {
         let v: Vec<i64> = cmd(c, &["SEQ.NEXT", "i", "IDMP", "t"]).unwrap();
         assert_eq!(v, [1, 0]);
-        assert_eq!(int(c, &["SEQ.NEXT", "s", "COUNT", "5000"]), 5000);
+        assert_eq!(int_reply(c, &["SEQ.NEXT", "s", "COUNT", "5000"]), 5000);
         let _: String = cmd(c, &["MSGID.GEN", "1", "m"]).unwrap();
         let _: i64 = cmd(c, &["UID.GEN", "u"]).unwrap();
         let v: Vec<i64> = cmd(
@@ -464,7 +464,11 @@ fn im_send_waits_for_its_value_record_and_ids_and_its_retry_for_the_record() {
         e.contains("NOREPLICAS imid: the replicas have not acknowledged enough yet"),
         "{e}"
     );
-    assert_eq!(int(&mut con, &["SEQ.GET", "seq"]), 1, "nothing changed");
+    assert_eq!(
+        int_reply(&mut con, &["SEQ.GET", "seq"]),
+        1,
+        "nothing changed"
+    );
     drop(paused);
 }
 
@@ -477,7 +481,7 @@ fn im_send_s_marker_raise_and_im_sendset_count_against_the_budget() {
     let mut con = p.client();
     ok(&mut con, &["SEQ.SET", "seq", "5000"]);
     // Waits for the raise, then answers.
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "k"]), 1);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "k"]), 1);
     let send = |id| {
         [
             "IM.SEND", "tag", "seq", "inbox", "trimmed", "1", "al", id, "hi", "1",
@@ -543,12 +547,15 @@ fn a_waiting_call_reads_the_offsets_twice() {
 fn a_renamed_or_moved_sequence_counts_against_the_budget() {
     let (p, _r) = pair(false, "60000", &[]);
     let mut con = p.client();
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "a", "COUNT", "10"]), 10);
-    assert_eq!(int(&mut con, &["SEQ.HNEXT", "m", "f", "COUNT", "10"]), 10);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "a", "COUNT", "10"]), 10);
+    assert_eq!(
+        int_reply(&mut con, &["SEQ.HNEXT", "m", "f", "COUNT", "10"]),
+        10
+    );
     ok(&mut con, &["SET", "s", "x"]);
     let waits = p.imid_stat("fence_waits");
     ok(&mut con, &["RENAME", "s", "s2"]);
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 11);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "a"]), 11);
     assert_eq!(
         p.imid_stat("fence_waits"),
         waits,
@@ -564,7 +571,7 @@ fn a_renamed_or_moved_sequence_counts_against_the_budget() {
         if change[0] == "MOVE" {
             ok(&mut con, &["SELECT", "1"]);
         }
-        assert_eq!(int(&mut con, next), want, "{change:?}");
+        assert_eq!(int_reply(&mut con, next), want, "{change:?}");
         assert_eq!(
             p.imid_stat("fence_waits"),
             waits + 1 + i as i64,
@@ -580,7 +587,7 @@ fn a_renamed_or_moved_sequence_counts_against_the_budget() {
 fn a_panic_in_the_unlink_callback_is_caught_and_the_server_lives() {
     let (p, _r) = pair(true, "60000", &[]);
     let mut con = p.client();
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 1);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "a"]), 1);
     let entry = "unlink";
     let armed: String = cmd(&mut con, &["IMID.TEST-PANIC-NEXT", entry]).unwrap();
     assert_eq!(armed, "OK");
@@ -588,14 +595,14 @@ fn a_panic_in_the_unlink_callback_is_caught_and_the_server_lives() {
     ok(&mut con, &["RENAME", "a", "b"]);
     let line = format!("imid: internal error in {entry}: IMID.TEST-PANIC-NEXT armed for {entry}");
     assert_eq!(p.log_text().matches(&line).count(), 1, "{}", p.log_tail());
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "b"]), 2);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "b"]), 2);
     assert_eq!(
         p.imid_stat("fence_waits"),
         waits,
         "the panicked callback charged nothing"
     );
     ok(&mut con, &["RENAME", "b", "c"]);
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "c"]), 3);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "c"]), 3);
     assert_eq!(p.imid_stat("fence_waits"), waits + 1, "counted again");
 }
 
@@ -659,11 +666,11 @@ fn transactions_then_wait_keep_answering_past_the_budget() {
 fn a_gap_skip_waits_for_its_own_sequence_only() {
     let (p, r) = pair(false, "60000", &[]);
     let mut con = p.client();
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "hot"]), 1);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "hot"]), 1);
     ok(&mut con, &["DEBUG", "RELOAD"]);
     assert_eq!(p.imid_stat("seq_missing_keys_skip_gap"), 1, "inherited");
     // The hot key's own skip, answered once acknowledged.
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "hot"]), 1002);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "hot"]), 1002);
     let paused = Paused::new(&r);
     let waits = p.imid_stat("fence_waits");
     let new1 = call(&p, &["SEQ.NEXT", "new"]);
@@ -692,7 +699,7 @@ fn a_gap_skip_waits_for_its_own_sequence_only() {
 fn a_script_s_gap_skip_is_stored_and_its_retry_answers() {
     let (p, r) = pair(false, "60000", &[]);
     let mut con = p.client();
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "s"]), 1);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "s"]), 1);
     let _: i64 = cmd(&mut con, &["SEQ.HSET", "m", "f", "5"]).unwrap();
     ok(&mut con, &["DEBUG", "RELOAD"]);
     let refusal = "NOREPLICAS imid: this sequence's first value on this node skips imid.seq-gap and must wait until the replicas hold the skip (imid.fence-replicas 1), which a call inside MULTI, a script or a function cannot; the skip was made and sent to them, no value was handed out: retry in a moment";
@@ -714,9 +721,9 @@ fn a_script_s_gap_skip_is_stored_and_its_retry_answers() {
         let e = expect_err(&mut con, &bytes(&["EVAL", script, "1", key]));
         assert!(e.contains(refusal), "{key}: {e}");
         let get = if key == "m" {
-            int(&mut con, &["SEQ.HGET", key, "f"])
+            int_reply(&mut con, &["SEQ.HGET", key, "f"])
         } else {
-            int(&mut con, &["SEQ.GET", key])
+            int_reply(&mut con, &["SEQ.GET", key])
         };
         assert_eq!(get, stored, "{key}: the skip was stored");
         let mut answered = None;
@@ -737,9 +744,9 @@ fn a_script_s_gap_skip_is_stored_and_its_retry_answers() {
     // The replica holds what the primary holds.
     let _: i64 = cmd(&mut con, &["WAIT", "1", "5000"]).unwrap();
     let mut rc = r.client();
-    assert_eq!(int(&mut rc, &["SEQ.GET", "s"]), 1002);
-    assert_eq!(int(&mut rc, &["SEQ.GET", "new"]), 1001);
-    assert_eq!(int(&mut rc, &["SEQ.HGET", "m", "f"]), 1006);
+    assert_eq!(int_reply(&mut rc, &["SEQ.GET", "s"]), 1002);
+    assert_eq!(int_reply(&mut rc, &["SEQ.GET", "new"]), 1001);
+    assert_eq!(int_reply(&mut rc, &["SEQ.HGET", "m", "f"]), 1006);
 }
 
 /// A primary with the documented settings (`min-replicas-to-write 1`, `imid.fence-replicas
@@ -845,14 +852,17 @@ fn a_replica_promoted_elsewhere_stops_the_old_primary_until_forgotten() {
         e.starts_with(&format!("ERR replica {a_addr} is connected")),
         "{e}"
     );
-    assert_eq!(int(&mut con, &["FENCE.FORGET", "10.0.0.1:1"]), 0);
-    assert_eq!(int(&mut con, &["FENCE.FORGET", &b_addr]), 1);
+    assert_eq!(int_reply(&mut con, &["FENCE.FORGET", "10.0.0.1:1"]), 0);
+    assert_eq!(int_reply(&mut con, &["FENCE.FORGET", &b_addr]), 1);
     assert_eq!(term(&p), [(a_addr, 1)]);
     // The token's first call waited and timed out after making its write: the retry gets the
     // value it recorded, now that every member left holds it.
     let v: Vec<i64> = cmd(&mut con, &["SEQ.NEXT", "k", "IDMP", "t"]).unwrap();
     assert_eq!(v, [1, 1]);
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "s", "COUNT", "1001"]), 1001);
+    assert_eq!(
+        int_reply(&mut con, &["SEQ.NEXT", "s", "COUNT", "1001"]),
+        1001
+    );
 }
 
 /// Issue 34: a promoted replica starts a term of its own: it counts the replicas that attach

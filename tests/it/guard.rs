@@ -43,7 +43,7 @@ fn a_panic_in_a_type_callback_is_caught_and_the_server_lives() {
     let ok: String = cmd(&mut con, &["SEQ.SET", "k", "5"]).unwrap();
     assert_eq!(ok, "OK");
     let good_digest: Vec<String> = cmd(&mut con, &["DEBUG", "DIGEST-VALUE", "k"]).unwrap();
-    let good_usage = int(&mut con, &["MEMORY", "USAGE", "k"]);
+    let good_usage = int_reply(&mut con, &["MEMORY", "USAGE", "k"]);
 
     // digest: the value is left out of the digest (nothing added), the command still answers.
     arm(&mut con, "digest");
@@ -55,10 +55,10 @@ fn a_panic_in_a_type_callback_is_caught_and_the_server_lives() {
 
     // mem_usage: the fallback is 0 bytes for the value.
     arm(&mut con, "mem_usage");
-    let u = int(&mut con, &["MEMORY", "USAGE", "k"]);
+    let u = int_reply(&mut con, &["MEMORY", "USAGE", "k"]);
     assert!(u < good_usage, "{u} < {good_usage}");
     assert_eq!(count(&s, &caught("mem_usage")), 1, "{}", s.log_tail());
-    assert_eq!(int(&mut con, &["MEMORY", "USAGE", "k"]), good_usage);
+    assert_eq!(int_reply(&mut con, &["MEMORY", "USAGE", "k"]), good_usage);
 
     // rdb_load: the fallback refuses the payload, as a corrupt one is refused.
     let payload: Vec<u8> = redis::cmd("DUMP").arg("k").query(&mut con).unwrap();
@@ -71,7 +71,11 @@ fn a_panic_in_a_type_callback_is_caught_and_the_server_lives() {
         .unwrap_err();
     assert!(err_text(&e).starts_with("ERR "), "{e}");
     assert_eq!(count(&s, &caught("rdb_load")), 1, "{}", s.log_tail());
-    assert_eq!(int(&mut con, &["EXISTS", "dst"]), 0, "nothing restored");
+    assert_eq!(
+        int_reply(&mut con, &["EXISTS", "dst"]),
+        0,
+        "nothing restored"
+    );
     let r: String = redis::cmd("RESTORE")
         .arg("dst")
         .arg(0)
@@ -79,21 +83,25 @@ fn a_panic_in_a_type_callback_is_caught_and_the_server_lives() {
         .query(&mut con)
         .unwrap();
     assert_eq!(r, "OK");
-    assert_eq!(int(&mut con, &["SEQ.GET", "dst"]), 5);
+    assert_eq!(int_reply(&mut con, &["SEQ.GET", "dst"]), 5);
 
     // copy: the fallback (no value) makes COPY fail and copy nothing.
     arm(&mut con, "copy");
     let r = cmd::<Value>(&mut con, &["COPY", "k", "k2"]);
     assert!(r.is_err(), "{r:?}");
     assert_eq!(count(&s, &caught("copy")), 1, "{}", s.log_tail());
-    assert_eq!(int(&mut con, &["EXISTS", "k2"]), 0);
-    assert_eq!(int(&mut con, &["COPY", "k", "k2"]), 1);
-    assert_eq!(int(&mut con, &["SEQ.GET", "k2"]), 5);
+    assert_eq!(int_reply(&mut con, &["EXISTS", "k2"]), 0);
+    assert_eq!(int_reply(&mut con, &["COPY", "k", "k2"]), 1);
+    assert_eq!(int_reply(&mut con, &["SEQ.GET", "k2"]), 5);
 
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "k"]), 6, "the dataset survives");
+    assert_eq!(
+        int_reply(&mut con, &["SEQ.NEXT", "k"]),
+        6,
+        "the dataset survives"
+    );
 
     // The sequence map's callbacks are the same code (src/entry/data_type.rs), named for the type.
-    assert_eq!(int(&mut con, &["SEQ.HSET", "m", "a", "5"]), 1);
+    assert_eq!(int_reply(&mut con, &["SEQ.HSET", "m", "a", "5"]), 1);
     let payload: Vec<u8> = redis::cmd("DUMP").arg("m").query(&mut con).unwrap();
     arm(&mut con, "rdb_load (sequence map)");
     let mut r = redis::cmd("RESTORE");
@@ -101,10 +109,14 @@ fn a_panic_in_a_type_callback_is_caught_and_the_server_lives() {
     assert!(r.query::<Value>(&mut con).is_err());
     let entry = "rdb_load (sequence map)";
     assert_eq!(count(&s, &caught(entry)), 1, "{}", s.log_tail());
-    assert_eq!(int(&mut con, &["EXISTS", "m2"]), 0, "nothing restored");
+    assert_eq!(
+        int_reply(&mut con, &["EXISTS", "m2"]),
+        0,
+        "nothing restored"
+    );
     let ok: String = r.query(&mut con).unwrap();
     assert_eq!(
-        (ok.as_str(), int(&mut con, &["SEQ.HGET", "m2", "a"])),
+        (ok.as_str(), int_reply(&mut con, &["SEQ.HGET", "m2", "a"])),
         ("OK", 5)
     );
 }
@@ -137,7 +149,11 @@ fn a_panic_in_a_server_event_is_caught_and_the_next_one_runs() {
     wait_for_log(&s, &caught("the cron event"), 1);
     arm(&mut con, "the cron event");
     wait_for_log(&s, &caught("the cron event"), 2);
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "k"]), 1, "the server lives");
+    assert_eq!(
+        int_reply(&mut con, &["SEQ.NEXT", "k"]),
+        1,
+        "the server lives"
+    );
 }
 
 fn cluster_node() -> Server {
@@ -201,14 +217,14 @@ fn a_panic_in_the_timer_bus_receiver_or_filter_is_caught() {
         assert!(Instant::now() < deadline, "{}", b.log_tail());
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(int(&mut cb, &["DBSIZE"]), 0, "b lives");
+    assert_eq!(int_reply(&mut cb, &["DBSIZE"]), 0, "b lives");
 }
 
 #[test]
 fn a_panic_in_the_info_section_leaves_it_empty_once() {
     let s = Server::build().hooked().start();
     let mut con = s.client();
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "k"]), 1);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "k"]), 1);
     arm(&mut con, "the INFO section");
     let info: String = cmd(&mut con, &["INFO", "imid"]).unwrap();
     assert!(!info.contains("imid_seq_issued"), "{info}");

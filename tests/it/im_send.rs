@@ -99,7 +99,7 @@ fn state(con: &mut Connection) -> Vec<String> {
                         cmd(con, &["ZRANGE", &k, "0", "-1", "WITHSCORES"]).unwrap();
                     format!("{m:?}")
                 }
-                "imidseq01" => int(con, &["SEQ.GET", &k]).to_string(),
+                "imidseq01" => int_reply(con, &["SEQ.GET", &k]).to_string(),
                 _ => String::new(),
             };
             format!("{k} {t} {v}")
@@ -294,7 +294,7 @@ fn the_command_and_the_script_agree_on_a_frozen_clock() {
     for e in ["seq.next", "zadd", "zpopmin", "seq.advance"] {
         assert!(en.iter().any(|l| l.ends_with(e)), "no {e} event: {en:?}");
     }
-    let trimmed = int(&mut p.cn, &["SEQ.GET", "{conv:a}:trimmed:bob"]);
+    let trimmed = int_reply(&mut p.cn, &["SEQ.GET", "{conv:a}:trimmed:bob"]);
     assert!(trimmed > 0, "the cap dropped messages");
 }
 
@@ -493,7 +493,7 @@ fn errors_match_the_script_and_a_refused_send_writes_nothing() {
         Some("ERR send: expected KEYS tag, seq, then inbox/trimmed pairs"),
     ));
     for (c, want, lua_want) in &cases {
-        let before = (digest(&s), int(&mut con, &["DBSIZE"]));
+        let before = (digest(&s), int_reply(&mut con, &["DBSIZE"]));
         assert_eq!(native(&mut con, c), Err(want.to_string()), "{c:?}");
         assert_eq!(
             lua(&mut con, &sha, c),
@@ -501,7 +501,7 @@ fn errors_match_the_script_and_a_refused_send_writes_nothing() {
             "{c:?}"
         );
         assert_eq!(
-            (digest(&s), int(&mut con, &["DBSIZE"])),
+            (digest(&s), int_reply(&mut con, &["DBSIZE"])),
             before,
             "{c:?} wrote"
         );
@@ -655,7 +655,7 @@ fn a_send_to_more_than_1000_recipients_is_refused() {
     .unwrap();
     assert!(matches!(r, Value::Array(_)));
     assert_eq!(
-        int(&mut con, &["DBSIZE"]),
+        int_reply(&mut con, &["DBSIZE"]),
         1001,
         "the sequence and 1,000 inboxes"
     );
@@ -767,7 +767,7 @@ fn acl_key_patterns_apply_to_every_key() {
         assert!(e.starts_with("NOPERM"), "{user}: {e}");
     }
     assert_eq!(
-        int(&mut admin, &["SEQ.GET", "{conv:1}:seq"]),
+        int_reply(&mut admin, &["SEQ.GET", "{conv:1}:seq"]),
         1,
         "one send went through"
     );

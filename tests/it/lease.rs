@@ -229,7 +229,7 @@ fn restarts_keep_both_marks() {
         }
         s.restart();
         assert_eq!(marks(&s), (m, u), "{name}");
-        assert_eq!(int(&mut s.client(), &["SEQ.GET", "k"]), 1, "{name}");
+        assert_eq!(int_reply(&mut s.client(), &["SEQ.GET", "k"]), 1, "{name}");
     }
 }
 

@@ -164,7 +164,7 @@ fn module_arguments_set_every_config() {
     let enc: String = cmd(&mut con, &["OPENID.ENC", "CE5H-STK6-0006-D3E6", "1", "2"]).unwrap();
     assert_eq!(enc, "vKOv2ur8pwNQCHoKAzc");
     // seq-gap 0: a key this process did not write skips nothing.
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "k"]), 1);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "k"]), 1);
 }
 
 /// A module argument imid does not know, without a value, given twice, or with a value its

@@ -133,7 +133,7 @@ fn release(c: &Cluster, from: usize) {
 fn migrate_and_cancel(c: &Cluster, from: usize, to: usize, ranges: &[(u16, u16)]) {
     let id = start_held(c, from, to, ranges);
     std::thread::sleep(Duration::from_millis(700));
-    let n = int(
+    let n = int_reply(
         &mut c.nodes[to].client(),
         &["CLUSTER", "MIGRATION", "CANCEL", "ID", &id],
     );
@@ -185,7 +185,7 @@ fn the_new_owner_issues_above_the_old_owners_ids_each_way() {
     let issue = |n: &Server, ids: &mut Vec<String>, uids: &mut Vec<i64>| {
         let mut con = n.client();
         let first_id: String = cmd(&mut con, &["MSGID.GEN", "1", &target]).unwrap();
-        let first_uid = int(&mut con, &["UID.GEN", &target]);
+        let first_uid = int_reply(&mut con, &["UID.GEN", &target]);
         if let (Some(prev), Some(prev_uid)) = (ids.last(), uids.last()) {
             println!(
                 "new owner's first message ID {first_id} (time {}) after the old owner's last {prev} \
@@ -203,7 +203,7 @@ fn the_new_owner_issues_above_the_old_owners_ids_each_way() {
             (0..3000).map(|_| cmd::<String>(&mut con, &["MSGID.GEN", "1", &target]).unwrap()),
         );
         uids.push(first_uid);
-        uids.extend((0..1000).map(|_| int(&mut con, &["UID.GEN", &target])));
+        uids.extend((0..1000).map(|_| int_reply(&mut con, &["UID.GEN", &target])));
     };
     // the next owner has heard a promise above the last ID issued (the current owner sends one
     // as its IDs approach the last, and once a second)
@@ -318,7 +318,7 @@ fn the_promise_travels_inside_the_migration_when_the_bus_loses_it() {
         let mut con = n.client();
         for _ in 0..count {
             ids.push(cmd(&mut con, &["MSGID.GEN", "1", &target]).unwrap());
-            uids.push(int(&mut con, &["UID.GEN", &target]));
+            uids.push(int_reply(&mut con, &["UID.GEN", &target]));
         }
     };
     let first_after = |ids: &[String], uids: &[i64], at: usize, what: &str| {
@@ -387,7 +387,7 @@ fn sequences_arrive_marked_and_the_stream_replays_them_exactly() {
     let (a, b) = cluster.owner_and_next(0);
     let mut c = cluster.client();
     let next = |c: &mut redis::cluster::ClusterConnection, count: i64| {
-        int(c, &["SEQ.NEXT", &key, "COUNT", &count.to_string()])
+        int_reply(c, &["SEQ.NEXT", &key, "COUNT", &count.to_string()])
     };
     assert_eq!(next(&mut c, 5), 5);
     // the snapshot (RESTORE of the key at 5) is in; these go through the migration's stream
@@ -404,7 +404,7 @@ fn sequences_arrive_marked_and_the_stream_replays_them_exactly() {
     assert_eq!(cluster.owner(0), b);
     // the stream's SEQ.NEXT calls were replayed, not issued again with the gap
     assert_eq!(
-        int(&mut cluster.nodes[b].client(), &["SEQ.GET", &key]),
+        int_reply(&mut cluster.nodes[b].client(), &["SEQ.GET", &key]),
         115,
         "the target holds exactly the source's value"
     );
@@ -437,12 +437,15 @@ fn maps_and_idmp_tokens_move_with_the_slot_in_the_snapshot_and_the_stream() {
         cmd(c, &["SEQ.HNEXT", &map, "g", "IDMP", token]).unwrap()
     };
     assert_eq!(idmp(&mut c, "in-snapshot"), [1, 0]);
-    assert_eq!(int(&mut c, &["SEQ.HNEXT", &map, "f", "COUNT", "50"]), 50);
+    assert_eq!(
+        int_reply(&mut c, &["SEQ.HNEXT", &map, "f", "COUNT", "50"]),
+        50
+    );
     // the snapshot carries the first token and the map; the rest goes through the stream
     let id = start_held(&cluster, a, b, &[(0, 0)]);
     assert_eq!(idmp(&mut c, "in-stream"), [2, 0]);
     assert_eq!(idmp(&mut c, "in-stream"), [2, 1]);
-    assert_eq!(int(&mut c, &["SEQ.HNEXT", &map, "f"]), 51);
+    assert_eq!(int_reply(&mut c, &["SEQ.HNEXT", &map, "f"]), 51);
     assert_eq!(hidmp(&mut c, "map-in-stream"), [1, 0]);
     release(&cluster, a);
     wait_state(&cluster.nodes[b], &id, "completed");
@@ -462,11 +465,11 @@ fn maps_and_idmp_tokens_move_with_the_slot_in_the_snapshot_and_the_stream() {
     assert_eq!(idmp(&mut c, "after"), [1003, 0]);
     // the map's field too, once
     assert_eq!(
-        int(&mut cluster.nodes[b].client(), &["SEQ.HGET", &map, "f"]),
+        int_reply(&mut cluster.nodes[b].client(), &["SEQ.HGET", &map, "f"]),
         51
     );
-    assert_eq!(int(&mut c, &["SEQ.HNEXT", &map, "f"]), 1052);
-    assert_eq!(int(&mut c, &["SEQ.HNEXT", &map, "f"]), 1053);
+    assert_eq!(int_reply(&mut c, &["SEQ.HNEXT", &map, "f"]), 1052);
+    assert_eq!(int_reply(&mut c, &["SEQ.HNEXT", &map, "f"]), 1053);
 }
 
 #[test]
@@ -507,7 +510,7 @@ fn the_targets_replica_and_its_aof_reach_the_targets_state() {
     wait_state(&cluster.nodes[b], &id, "completed");
     cluster.wait_settled();
     assert_eq!(
-        int(&mut cluster.nodes[b].client(), &["SEQ.GET", &key]),
+        int_reply(&mut cluster.nodes[b].client(), &["SEQ.GET", &key]),
         26,
         "the stream was replayed exactly"
     );
@@ -521,7 +524,7 @@ fn the_targets_replica_and_its_aof_reach_the_targets_state() {
     let mut rc = replica.client();
     let _: String = cmd(&mut rc, &["READONLY"]).unwrap();
     assert_eq!(
-        int(&mut rc, &["SEQ.GET", &key]),
+        int_reply(&mut rc, &["SEQ.GET", &key]),
         1028,
         "the replica has b's value"
     );
@@ -542,7 +545,7 @@ fn the_targets_replica_and_its_aof_reach_the_targets_state() {
             == Some("0")
     });
     dst.ok(&["DEBUG", "LOADAOF"]);
-    assert_eq!(int(&mut bc, &["SEQ.GET", &key]), 1028);
+    assert_eq!(int_reply(&mut bc, &["SEQ.GET", &key]), 1028);
     assert_eq!(digests(&mut bc), on_b, "b's AOF replays to b's keys");
     // the replica followed the import (Redis fires the import's events on the target's
     // replicas too) and adopted the source's promise with it: carried inside the migration
@@ -600,7 +603,7 @@ fn trimming_the_moved_keys_leaves_the_sources_marks_info_and_keyspace_events_alo
             let r: Vec<i64> = cmd(&mut c, &["SEQ.NEXT", &seq, "IDMP", &format!("t{i}")]).unwrap();
             assert_eq!(r, [1, 0]);
             for f in ["f1", "f2", "f3"] {
-                assert_eq!(int(&mut c, &["SEQ.HNEXT", &map, f]), 1);
+                assert_eq!(int_reply(&mut c, &["SEQ.HNEXT", &map, f]), 1);
             }
         }
     }
@@ -608,7 +611,7 @@ fn trimming_the_moved_keys_leaves_the_sources_marks_info_and_keyspace_events_alo
     let stays = format!("{{{}}}:conv", tags_in(100..101, 1)[0]);
     assert_eq!(cluster.owner(100), a);
     let last: String = cmd(&mut src.client(), &["MSGID.GEN", "1", &stays]).unwrap();
-    let last_uid = int(&mut src.client(), &["UID.GEN", &stays]);
+    let last_uid = int_reply(&mut src.client(), &["UID.GEN", &stays]);
     let before = imid_info(src);
     src.ok(&["CONFIG", "SET", "notify-keyspace-events", "KEA"]);
     let mut sub = src.client();
@@ -621,7 +624,7 @@ fn trimming_the_moved_keys_leaves_the_sources_marks_info_and_keyspace_events_alo
     };
     let gone = |slot: u16| {
         src.wait_until("the moved keys trimmed", 30, || {
-            int(
+            int_reply(
                 &mut src.client(),
                 &["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()],
             ) == 0
@@ -669,7 +672,7 @@ fn trimming_the_moved_keys_leaves_the_sources_marks_info_and_keyspace_events_alo
     // its marks hold: the next IDs for the slot that stayed are above the last
     let next: String = cmd(&mut src.client(), &["MSGID.GEN", "1", &stays]).unwrap();
     assert!(next > last, "{next} after {last}");
-    assert!(int(&mut src.client(), &["UID.GEN", &stays]) > last_uid);
+    assert!(int_reply(&mut src.client(), &["UID.GEN", &stays]) > last_uid);
     // the keys live at the target, tokens and fields too (and skip the gap there, once)
     for s in 0..2 {
         let tag = &tags_in(s..s + 1, 1)[0];
@@ -677,7 +680,7 @@ fn trimming_the_moved_keys_leaves_the_sources_marks_info_and_keyspace_events_alo
         let r: Vec<i64> = cmd(&mut c, &["SEQ.NEXT", &seq, "IDMP", "t7"]).unwrap();
         assert_eq!(r, [1, 1], "the token's retry at the new owner");
         let map = format!("{{{tag}}}:map:7");
-        assert_eq!(int(&mut c, &["SEQ.HGET", &map, "f3"]), 1);
+        assert_eq!(int_reply(&mut c, &["SEQ.HGET", &map, "f3"]), 1);
     }
     assert_eq!(cluster.owner(0), b);
     let log = src.log_text();

@@ -10,20 +10,20 @@ const MAX: &str = "9223372036854775807";
 fn next_get_mget_set_advance_replies() {
     let s = Server::with(&["--imid.seq-gap", "0"]);
     let mut con = s.client();
-    assert_eq!(int(&mut con, &["SEQ.GET", "a"]), 0);
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 1);
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 2);
-    assert_eq!(int(&mut con, &["seq.next", "a", "count", "10"]), 12);
+    assert_eq!(int_reply(&mut con, &["SEQ.GET", "a"]), 0);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "a"]), 1);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "a"]), 2);
+    assert_eq!(int_reply(&mut con, &["seq.next", "a", "count", "10"]), 12);
     assert_eq!(
-        int(&mut con, &["SEQ.NEXT", "a", "CoUnT", "1000000"]),
+        int_reply(&mut con, &["SEQ.NEXT", "a", "CoUnT", "1000000"]),
         1_000_012
     );
     // last COUNT wins, as in Redis's own option parsing
     assert_eq!(
-        int(&mut con, &["SEQ.NEXT", "a", "COUNT", "5", "COUNT", "2"]),
+        int_reply(&mut con, &["SEQ.NEXT", "a", "COUNT", "5", "COUNT", "2"]),
         1_000_014
     );
-    assert_eq!(int(&mut con, &["SEQ.GET", "a"]), 1_000_014);
+    assert_eq!(int_reply(&mut con, &["SEQ.GET", "a"]), 1_000_014);
     let t: String = cmd(&mut con, &["TYPE", "a"]).unwrap();
     assert_eq!(t, "imidseq01");
 
@@ -32,42 +32,42 @@ fn next_get_mget_set_advance_replies() {
 
     let ok: String = cmd(&mut con, &["SEQ.SET", "b", "41"]).unwrap();
     assert_eq!(ok, "OK");
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "b"]), 42);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "b"]), 42);
     let ok: String = cmd(&mut con, &["SEQ.SET", "b", "7"]).unwrap();
     assert_eq!(ok, "OK");
-    assert_eq!(int(&mut con, &["SEQ.GET", "b"]), 7);
+    assert_eq!(int_reply(&mut con, &["SEQ.GET", "b"]), 7);
     let ok: String = cmd(&mut con, &["SEQ.SET", "zero", "0"]).unwrap();
     assert_eq!(ok, "OK");
-    assert_eq!(int(&mut con, &["EXISTS", "zero"]), 1);
+    assert_eq!(int_reply(&mut con, &["EXISTS", "zero"]), 1);
 
-    assert_eq!(int(&mut con, &["SEQ.ADVANCE", "c", "0"]), 0);
+    assert_eq!(int_reply(&mut con, &["SEQ.ADVANCE", "c", "0"]), 0);
     assert_eq!(
-        int(&mut con, &["EXISTS", "c"]),
+        int_reply(&mut con, &["EXISTS", "c"]),
         0,
         "advancing to 0 creates nothing"
     );
-    assert_eq!(int(&mut con, &["SEQ.ADVANCE", "c", "10"]), 10);
-    assert_eq!(int(&mut con, &["SEQ.ADVANCE", "c", "3"]), 10);
-    assert_eq!(int(&mut con, &["SEQ.ADVANCE", "c", "11"]), 11);
-    assert_eq!(int(&mut con, &["SEQ.GET", "c"]), 11);
+    assert_eq!(int_reply(&mut con, &["SEQ.ADVANCE", "c", "10"]), 10);
+    assert_eq!(int_reply(&mut con, &["SEQ.ADVANCE", "c", "3"]), 10);
+    assert_eq!(int_reply(&mut con, &["SEQ.ADVANCE", "c", "11"]), 11);
+    assert_eq!(int_reply(&mut con, &["SEQ.GET", "c"]), 11);
 
     // the full range
     let ok: String = cmd(&mut con, &["SEQ.SET", "m", MAX]).unwrap();
     assert_eq!(ok, "OK");
-    assert_eq!(int(&mut con, &["SEQ.GET", "m"]), i64::MAX);
-    assert_eq!(int(&mut con, &["SEQ.ADVANCE", "n", MAX]), i64::MAX);
+    assert_eq!(int_reply(&mut con, &["SEQ.GET", "m"]), i64::MAX);
+    assert_eq!(int_reply(&mut con, &["SEQ.ADVANCE", "n", MAX]), i64::MAX);
 }
 
 #[test]
 fn writes_keep_the_ttl() {
     let s = Server::with(&["--imid.seq-gap", "0"]);
     let mut con = s.client();
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "k"]), 1);
-    assert_eq!(int(&mut con, &["EXPIRE", "k", "1000"]), 1);
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "k"]), 2);
-    assert_eq!(int(&mut con, &["SEQ.ADVANCE", "k", "9"]), 9);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "k"]), 1);
+    assert_eq!(int_reply(&mut con, &["EXPIRE", "k", "1000"]), 1);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "k"]), 2);
+    assert_eq!(int_reply(&mut con, &["SEQ.ADVANCE", "k", "9"]), 9);
     let _: String = cmd(&mut con, &["SEQ.SET", "k", "20"]).unwrap();
-    let ttl = int(&mut con, &["TTL", "k"]);
+    let ttl = int_reply(&mut con, &["TTL", "k"]);
     assert!(ttl > 0 && ttl <= 1000, "ttl {ttl}");
 }
 
@@ -78,11 +78,11 @@ fn overflow_is_an_error_and_changes_nothing() {
     let _: String = cmd(&mut con, &["SEQ.SET", "k", "9223372036854775806"]).unwrap();
     let e = expect_err(&mut con, &[b"SEQ.NEXT", b"k", b"COUNT", b"2"]);
     assert_eq!(e, "ERR sequence overflow");
-    assert_eq!(int(&mut con, &["SEQ.GET", "k"]), i64::MAX - 1);
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "k"]), i64::MAX);
+    assert_eq!(int_reply(&mut con, &["SEQ.GET", "k"]), i64::MAX - 1);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "k"]), i64::MAX);
     let e = expect_err(&mut con, &[b"SEQ.NEXT", b"k"]);
     assert_eq!(e, "ERR sequence overflow");
-    assert_eq!(int(&mut con, &["SEQ.GET", "k"]), i64::MAX);
+    assert_eq!(int_reply(&mut con, &["SEQ.GET", "k"]), i64::MAX);
     assert_eq!(s.imid_stat("seq_issued"), 1);
 }
 
@@ -146,10 +146,10 @@ fn every_error_names_its_rule() {
         assert_eq!(expect_err(&mut con, &bytes(&args)), want, "{args:?}");
     }
     // nothing was touched by any of them
-    assert_eq!(int(&mut con, &["SEQ.GET", "k"]), 5);
+    assert_eq!(int_reply(&mut con, &["SEQ.GET", "k"]), 5);
     let v: String = cmd(&mut con, &["GET", "str"]).unwrap();
     assert_eq!(v, "x");
-    assert_eq!(int(&mut con, &["DBSIZE"]), 2);
+    assert_eq!(int_reply(&mut con, &["DBSIZE"]), 2);
     // and GET on our type is Redis's own WRONGTYPE
     let e = expect_err(&mut con, &[b"GET", b"k"]);
     assert_eq!(e, WRONGTYPE);
@@ -193,7 +193,7 @@ fn concurrent_clients_get_each_value_exactly_once() {
             vs.iter().copied().eq(1..=n),
             "{k}: values are not exactly 1..{n}"
         );
-        assert_eq!(int(&mut con, &["SEQ.GET", &k]), n);
+        assert_eq!(int_reply(&mut con, &["SEQ.GET", &k]), n);
     }
     assert_eq!(s.imid_stat("seq_issued"), 100_000);
 }
@@ -237,8 +237,14 @@ fn works_in_lua_functions_and_transactions() {
                redis.register_function{function_name='seq_get', callback=function(keys, args) return redis.call('SEQ.GET', keys[1]) end, flags={'no-writes'}}";
     let name: String = cmd(&mut con, &["FUNCTION", "LOAD", lib]).unwrap();
     assert_eq!(name, "seqlib");
-    assert_eq!(int(&mut con, &["FCALL", "seq_next", "1", "{c}:seq"]), 3);
-    assert_eq!(int(&mut con, &["FCALL_RO", "seq_get", "1", "{c}:seq"]), 3);
+    assert_eq!(
+        int_reply(&mut con, &["FCALL", "seq_next", "1", "{c}:seq"]),
+        3
+    );
+    assert_eq!(
+        int_reply(&mut con, &["FCALL_RO", "seq_get", "1", "{c}:seq"]),
+        3
+    );
     // a read-only function may not call a write command
     let e = cmd::<i64>(&mut con, &["FCALL_RO", "seq_next", "1", "{c}:seq"]).unwrap_err();
     assert!(!err_text(&e).is_empty());
@@ -264,13 +270,13 @@ fn info_counts_issued_values() {
     let mut con = s.client();
     assert_eq!(s.imid_stat("seq_issued"), 0);
     assert_eq!(s.imid_stat("seq_gap_skips"), 0);
-    int(&mut con, &["SEQ.NEXT", "a"]);
-    int(&mut con, &["SEQ.NEXT", "a", "COUNT", "100"]);
-    int(&mut con, &["SEQ.NEXT", "b", "COUNT", "5"]);
+    int_reply(&mut con, &["SEQ.NEXT", "a"]);
+    int_reply(&mut con, &["SEQ.NEXT", "a", "COUNT", "100"]);
+    int_reply(&mut con, &["SEQ.NEXT", "b", "COUNT", "5"]);
     assert_eq!(s.imid_stat("seq_issued"), 106);
     // writes issued by this process never skip
     assert_eq!(s.imid_stat("seq_gap_skips"), 0);
-    assert_eq!(int(&mut con, &["SEQ.GET", "a"]), 101);
+    assert_eq!(int_reply(&mut con, &["SEQ.GET", "a"]), 101);
 }
 
 #[test]
@@ -280,16 +286,19 @@ fn copy_and_memory_usage() {
     let big = "9223372036854775000";
     let _: String = cmd(&mut con, &["SEQ.SET", "seq", big]).unwrap();
     let _: String = cmd(&mut con, &["SET", "str", "9223372036854774999"]).unwrap();
-    assert_eq!(int(&mut con, &["INCR", "str"]), 9223372036854775000);
-    let seq_mem = int(&mut con, &["MEMORY", "USAGE", "seq"]);
-    let str_mem = int(&mut con, &["MEMORY", "USAGE", "str"]);
+    assert_eq!(int_reply(&mut con, &["INCR", "str"]), 9223372036854775000);
+    let seq_mem = int_reply(&mut con, &["MEMORY", "USAGE", "seq"]);
+    let str_mem = int_reply(&mut con, &["MEMORY", "USAGE", "str"]);
     println!("MEMORY USAGE: sequence key {seq_mem} bytes, INCR string key {str_mem} bytes");
     assert!(seq_mem > 0 && str_mem > 0);
 
-    assert_eq!(int(&mut con, &["COPY", "seq", "seq2"]), 1);
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "seq2"]), 9223372036854775001);
+    assert_eq!(int_reply(&mut con, &["COPY", "seq", "seq2"]), 1);
     assert_eq!(
-        int(&mut con, &["SEQ.GET", "seq"]),
+        int_reply(&mut con, &["SEQ.NEXT", "seq2"]),
+        9223372036854775001
+    );
+    assert_eq!(
+        int_reply(&mut con, &["SEQ.GET", "seq"]),
         9223372036854775000,
         "the copy is independent"
     );
@@ -301,8 +310,8 @@ fn copy_and_memory_usage() {
     let d3: Vec<String> = cmd(&mut con, &["DEBUG", "DIGEST-VALUE", "seq2"]).unwrap();
     assert_ne!(d1, d3);
     // delete and flush run the (empty) free callback
-    assert_eq!(int(&mut con, &["DEL", "seq2"]), 1);
-    assert_eq!(int(&mut con, &["UNLINK", "seq"]), 1);
+    assert_eq!(int_reply(&mut con, &["DEL", "seq2"]), 1);
+    assert_eq!(int_reply(&mut con, &["UNLINK", "seq"]), 1);
     let _: String = cmd(&mut con, &["FLUSHALL"]).unwrap();
     let pong: String = cmd(&mut con, &["PING"]).unwrap();
     assert_eq!(pong, "PONG");

@@ -27,11 +27,15 @@ fn the_first_call_reserves_and_a_retry_gets_its_answer() {
     assert_eq!(idmp(&mut con, "k", "m1", 1), (1, 0));
     assert_eq!(idmp(&mut con, "k", "m1", 1), (1, 1));
     assert_eq!(idmp(&mut con, "k", "m2", 5), (6, 0));
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "k"]), 7, "plain NEXT unchanged");
+    assert_eq!(
+        int_reply(&mut con, &["SEQ.NEXT", "k"]),
+        7,
+        "plain NEXT unchanged"
+    );
     assert_eq!(idmp(&mut con, "k", "m2", 5), (6, 1));
     assert_eq!(idmp(&mut con, "k", "m1", 1), (1, 1));
     assert_eq!(
-        int(&mut con, &["SEQ.GET", "k"]),
+        int_reply(&mut con, &["SEQ.GET", "k"]),
         7,
         "retries reserve nothing"
     );
@@ -73,12 +77,12 @@ fn map_fields_take_tokens_too() {
     assert_eq!(hidmp(&mut con, "m", "friendship", "t1", 1), (1, 1));
     assert_eq!(hidmp(&mut con, "m", "group", "t2", 3), (3, 0));
     assert_eq!(
-        int(&mut con, &["SEQ.HNEXT", "m", "group"]),
+        int_reply(&mut con, &["SEQ.HNEXT", "m", "group"]),
         4,
         "plain HNEXT unchanged"
     );
     assert_eq!(hidmp(&mut con, "m", "group", "t2", 3), (3, 1));
-    assert_eq!(int(&mut con, &["SEQ.HGET", "m", "group"]), 4);
+    assert_eq!(int_reply(&mut con, &["SEQ.HGET", "m", "group"]), 4);
     // the token names one request: another field or count is refused
     const OTHER: &str = "ERR IDMP token already used on this key with another field or COUNT";
     let rows: &[Refused] = &[
@@ -94,11 +98,18 @@ fn map_fields_take_tokens_too() {
         ("SEQ.HIDMPSET nokey t 1 1 1 0", &[], "ERR no such key"),
     ];
     assert_refusals(&mut con, rows, |_, _| {});
-    assert_eq!(int(&mut con, &["SEQ.HLEN", "m"]), 2, "nothing created");
+    assert_eq!(
+        int_reply(&mut con, &["SEQ.HLEN", "m"]),
+        2,
+        "nothing created"
+    );
     // tokens of a map and of a sequence key are separate
     assert_eq!(idmp(&mut con, "s", "t1", 1), (1, 0));
     // deleting the last field deletes the key, tokens with it
-    assert_eq!(int(&mut con, &["SEQ.HDEL", "m", "friendship", "group"]), 2);
+    assert_eq!(
+        int_reply(&mut con, &["SEQ.HDEL", "m", "friendship", "group"]),
+        2
+    );
     assert_eq!(hidmp(&mut con, "m", "friendship", "t1", 1), (1, 0));
 }
 
@@ -126,7 +137,11 @@ fn bad_calls_are_refused_and_change_nothing() {
         ("SEQ.NEXT k IDMP m1", &[], OTHER),
     ];
     assert_refusals(&mut con, rows, |_, _| {});
-    assert_eq!(int(&mut con, &["SEQ.GET", "k"]), 2, "nothing reserved");
+    assert_eq!(
+        int_reply(&mut con, &["SEQ.GET", "k"]),
+        2,
+        "nothing reserved"
+    );
     assert_eq!(
         idmp(&mut con, "k", "a", 1),
         (3, 0),
@@ -171,7 +186,7 @@ fn bad_calls_are_refused_and_change_nothing() {
         ("SEQ.IDMPCLOCK 1 10000", &[], ARITY),
     ];
     assert_refusals(&mut con, rows, |_, _| {});
-    assert_eq!(int(&mut con, &["SEQ.GET", "k"]), 3);
+    assert_eq!(int_reply(&mut con, &["SEQ.GET", "k"]), 3);
 }
 
 #[test]
@@ -256,7 +271,7 @@ fn concurrent_retries_of_one_token_reserve_once() {
     assert_eq!(fresh.len(), 5, "one reservation per other token: {fresh:?}");
     let mut con = s.client();
     assert_eq!(
-        int(&mut con, &["SEQ.GET", "conv"]),
+        int_reply(&mut con, &["SEQ.GET", "conv"]),
         3 + 5,
         "exactly 8 values reserved"
     );
@@ -392,7 +407,7 @@ fn mixed(con: &mut Connection, round: usize) -> Vec<Made> {
         let count = (i % 3 + 1) as u64;
         match i % 6 {
             4 => {
-                int(con, &["SEQ.NEXT", &k, "COUNT", "2"]);
+                int_reply(con, &["SEQ.NEXT", &k, "COUNT", "2"]);
             }
             5 if i % 12 == 5 => ok(con, &["SEQ.SET", &k, &(1000 * round + i).to_string()]),
             _ => {
@@ -407,7 +422,7 @@ fn mixed(con: &mut Connection, round: usize) -> Vec<Made> {
         let m = format!("m{}", i % 2);
         let f = format!("f{}", i % 3);
         if i % 5 == 0 {
-            int(con, &["SEQ.HNEXT", &m, &f]);
+            int_reply(con, &["SEQ.HNEXT", &m, &f]);
         }
         let t = format!("r{round}-h{i}");
         let (last, dup) = hidmp(con, &m, &f, &t, count);
@@ -498,7 +513,7 @@ fn tokens_survive_reload_restart_restore_and_copy() {
     assert_eq!(digest(&s), want, "RDB restart");
     retries_are_duplicates(&mut con, &made, 1000);
     // loaded, so marked: a new token skips the gap, and its retry is a duplicate
-    let before = int(&mut con, &["SEQ.GET", "k0"]);
+    let before = int_reply(&mut con, &["SEQ.GET", "k0"]);
     assert_eq!(idmp(&mut con, "k0", "new", 1), (before + 1001, 0));
     assert_eq!(idmp(&mut con, "k0", "new", 1), (before + 1001, 1));
 
@@ -506,7 +521,7 @@ fn tokens_survive_reload_restart_restore_and_copy() {
     for key in ["k1", "m1"] {
         let dump: Vec<u8> = redis::cmd("DUMP").arg(key).query(&mut con).unwrap();
         assert_eq!(restore(&mut con, &format!("{key}r"), &dump).unwrap(), "OK");
-        assert_eq!(int(&mut con, &["COPY", key, &format!("{key}c")]), 1);
+        assert_eq!(int_reply(&mut con, &["COPY", key, &format!("{key}c")]), 1);
     }
     let (_, _, t, count, last) = made.iter().rev().find(|m| m.0 == "k1").unwrap();
     for k in ["k1r", "k1c"] {
@@ -526,7 +541,7 @@ fn tokens_survive_reload_restart_restore_and_copy() {
     assert_eq!(idmp(&mut con, "k1c", "only-in-copy", 1).1, 0);
     assert_eq!(idmp(&mut con, "k1", "only-in-copy", 1).1, 0);
     ok(&mut con, &["FLUSHALL"]);
-    assert_eq!(int(&mut con, &["DBSIZE"]), 0);
+    assert_eq!(int_reply(&mut con, &["DBSIZE"]), 0);
 }
 
 #[test]
@@ -606,12 +621,12 @@ fn a_retry_after_a_slot_move_is_a_duplicate() {
 fn a_key_without_tokens_costs_no_more_than_before() {
     let s = Server::start();
     let mut con = s.client();
-    int(&mut con, &["SEQ.NEXT", "plain"]);
-    int(&mut con, &["INCR", "count"]);
+    int_reply(&mut con, &["SEQ.NEXT", "plain"]);
+    int_reply(&mut con, &["INCR", "count"]);
     idmp(&mut con, "token", "m1", 1);
-    let plain = int(&mut con, &["MEMORY", "USAGE", "plain"]);
-    let string = int(&mut con, &["MEMORY", "USAGE", "count"]);
-    let with_token = int(&mut con, &["MEMORY", "USAGE", "token"]);
+    let plain = int_reply(&mut con, &["MEMORY", "USAGE", "plain"]);
+    let string = int_reply(&mut con, &["MEMORY", "USAGE", "count"]);
+    let with_token = int_reply(&mut con, &["MEMORY", "USAGE", "token"]);
     println!("MEMORY USAGE: plain {plain}, INCR {string}, with one token {with_token}");
     // the one-word value: at most the 16-byte module wrapper above an INCR counter (as
     // before IDMP existed), and no box behind it
@@ -619,14 +634,26 @@ fn a_key_without_tokens_costs_no_more_than_before() {
     assert!(with_token > plain + 64, "{with_token} vs {plain}");
     // a value too large for the word is boxed, and behaves the same
     ok(&mut con, &["SEQ.SET", "big", "4611686018427387904"]);
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "big"]), 4611686018427387905);
+    assert_eq!(
+        int_reply(&mut con, &["SEQ.NEXT", "big"]),
+        4611686018427387905
+    );
     ok(&mut con, &["DEBUG", "RELOAD"]);
-    assert_eq!(int(&mut con, &["SEQ.GET", "big"]), 4611686018427387905);
-    assert_eq!(int(&mut con, &["COPY", "big", "big2"]), 1);
-    assert_eq!(int(&mut con, &["SEQ.GET", "big2"]), 4611686018427387905);
+    assert_eq!(
+        int_reply(&mut con, &["SEQ.GET", "big"]),
+        4611686018427387905
+    );
+    assert_eq!(int_reply(&mut con, &["COPY", "big", "big2"]), 1);
+    assert_eq!(
+        int_reply(&mut con, &["SEQ.GET", "big2"]),
+        4611686018427387905
+    );
     ok(&mut con, &["SEQ.SET", "big", "5"]);
-    assert_eq!(int(&mut con, &["SEQ.GET", "big2"]), 4611686018427387905);
-    assert_eq!(int(&mut con, &["SEQ.GET", "big"]), 5);
+    assert_eq!(
+        int_reply(&mut con, &["SEQ.GET", "big2"]),
+        4611686018427387905
+    );
+    assert_eq!(int_reply(&mut con, &["SEQ.GET", "big"]), 5);
 }
 
 /// How many `SEQ.IDMPCLOCK` the AOF's incremental files hold.
@@ -796,7 +823,7 @@ fn memory_usage_counts_what_the_tokens_allocate() {
             let _: () = pipe.query(&mut con).unwrap();
         }
         let allocated = used() - before;
-        let usage = int(&mut con, &["MEMORY", "USAGE", key]);
+        let usage = int_reply(&mut con, &["MEMORY", "USAGE", key]);
         println!(
             "{key}: MEMORY USAGE {usage}, used_memory +{allocated} for {N} tokens ({} bytes per token)",
             usage / N as i64
@@ -904,7 +931,7 @@ fn a_token_expiry_past_2_63_is_refused_where_it_enters() {
                 err_text(&e).starts_with("ERR Bad data format"),
                 "{key}: {e}"
             );
-            assert_eq!(int(&mut con, &["EXISTS", key]), 0);
+            assert_eq!(int_reply(&mut con, &["EXISTS", key]), 0);
         }
     }
     assert_eq!(restore(&mut con, "s", &seq(MAX)).unwrap(), "OK");
@@ -934,7 +961,7 @@ fn a_token_expiry_past_2_63_is_refused_where_it_enters() {
             "{call:?}: {e}"
         );
     }
-    assert_eq!(int(&mut con, &["EXISTS", "c", "h"]), 0);
+    assert_eq!(int_reply(&mut con, &["EXISTS", "c", "h"]), 0);
     assert_eq!(clocks_in_aof(&s), 0, "no clock written");
     // SEQ.IDMPCLOCK checks the same bound (as replayed; a client's is refused after it)
     let e = expect_err(
@@ -982,7 +1009,7 @@ fn a_refused_or_answered_idmp_call_writes_nothing() {
     freeze(&mut con, t0);
     let _: String = cmd(&mut con, &["SET", "str", "x"]).unwrap();
     ok(&mut con, &["SEQ.SET", "full", "9223372036854775807"]);
-    int(&mut con, &["SEQ.HSET", "mfull", "f", "9223372036854775807"]);
+    int_reply(&mut con, &["SEQ.HSET", "mfull", "f", "9223372036854775807"]);
     // Every way an IDMP call fails: WRONGTYPE, an overflow, a token used for another request
     // (the last two find the tokens recorded below).
     let refusals: [(&[&str], &str); 6] = [

@@ -8,17 +8,17 @@ use common::*;
 /// A mixed workload; returns the keys it wrote.
 fn workload(con: &mut Connection) -> Vec<String> {
     for i in 0..20 {
-        int(
+        int_reply(
             con,
             &["SEQ.NEXT", &format!("n{i}"), "COUNT", &(i + 1).to_string()],
         );
-        int(con, &["SEQ.NEXT", &format!("n{i}")]);
+        int_reply(con, &["SEQ.NEXT", &format!("n{i}")]);
     }
     ok(con, &["SEQ.SET", "set", "123456789"]);
     ok(con, &["SEQ.SET", "max", "9223372036854775807"]);
     ok(con, &["SEQ.SET", "zero", "0"]);
-    int(con, &["SEQ.ADVANCE", "cursor", "77"]);
-    int(con, &["SEQ.ADVANCE", "cursor", "70"]);
+    int_reply(con, &["SEQ.ADVANCE", "cursor", "77"]);
+    int_reply(con, &["SEQ.ADVANCE", "cursor", "70"]);
     let mut keys: Vec<String> = (0..20).map(|i| format!("n{i}")).collect();
     keys.extend(["set", "max", "zero", "cursor"].map(String::from));
     keys
@@ -44,7 +44,7 @@ fn values_survive_debug_reload() {
     let after: String = cmd(&mut con, &["DEBUG", "DIGEST"]).unwrap();
     assert_eq!(digest, after);
     // gap 0: the next value follows on
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "n0"]), before[0] + 1);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "n0"]), before[0] + 1);
     assert_eq!(s.imid_stat("seq_gap_skips"), 0);
 }
 
@@ -52,51 +52,51 @@ fn values_survive_debug_reload() {
 fn gap_is_skipped_once_per_key_after_each_load() {
     let s = Server::start(); // default gap 1000
     let mut con = s.client();
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 1);
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "a", "COUNT", "4"]), 5);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "a"]), 1);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "a", "COUNT", "4"]), 5);
     ok(&mut con, &["SEQ.SET", "b", "7"]);
     assert_eq!(s.imid_stat("seq_gap_skips"), 0, "own writes never skip");
 
     ok(&mut con, &["DEBUG", "RELOAD"]);
     // reads and ADVANCE do not use up the gap
-    assert_eq!(int(&mut con, &["SEQ.GET", "a"]), 5);
+    assert_eq!(int_reply(&mut con, &["SEQ.GET", "a"]), 5);
     let v: Vec<i64> = cmd(&mut con, &["SEQ.MGET", "a", "b"]).unwrap();
     assert_eq!(v, [5, 7]);
-    assert_eq!(int(&mut con, &["SEQ.ADVANCE", "b", "8"]), 8);
-    assert_eq!(int(&mut con, &["SEQ.ADVANCE", "b", "2"]), 8);
+    assert_eq!(int_reply(&mut con, &["SEQ.ADVANCE", "b", "8"]), 8);
+    assert_eq!(int_reply(&mut con, &["SEQ.ADVANCE", "b", "2"]), 8);
     assert_eq!(s.imid_stat("seq_gap_skips"), 0);
 
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 1006);
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 1007);
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "b", "COUNT", "2"]), 1010);
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "b"]), 1011);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "a"]), 1006);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "a"]), 1007);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "b", "COUNT", "2"]), 1010);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "b"]), 1011);
     assert_eq!(s.imid_stat("seq_gap_skips"), 2);
     assert_eq!(s.imid_stat("seq_issued"), 1 + 4 + 2 + 2 + 1);
 
     // a client's SET clears the mark
     ok(&mut con, &["DEBUG", "RELOAD"]);
     ok(&mut con, &["SEQ.SET", "b", "50"]);
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "b"]), 51);
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 2008);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "b"]), 51);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "a"]), 2008);
     assert_eq!(s.imid_stat("seq_gap_skips"), 3);
 
     // the gap is read when the NEXT runs
     config_set(&mut con, "imid.seq-gap", "5");
     ok(&mut con, &["DEBUG", "RELOAD"]);
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 2014);
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 2015);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "a"]), 2014);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "a"]), 2015);
 }
 
 #[test]
 fn gap_zero_skips_nothing() {
     let s = Server::with(&["--imid.seq-gap", "0"]);
     let mut con = s.client();
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 1);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "a"]), 1);
     ok(&mut con, &["DEBUG", "RELOAD"]);
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 2);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "a"]), 2);
     // the mark was consumed by that NEXT: a later non-zero gap does not apply to it
     config_set(&mut con, "imid.seq-gap", "1000");
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "a"]), 3);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "a"]), 3);
     assert_eq!(s.imid_stat("seq_gap_skips"), 0);
 }
 
@@ -108,7 +108,7 @@ fn gap_overflow_is_an_error_and_changes_nothing() {
     ok(&mut con, &["DEBUG", "RELOAD"]);
     let e = expect_err(&mut con, &[b"SEQ.NEXT", b"a"]);
     assert_eq!(e, "ERR sequence overflow");
-    assert_eq!(int(&mut con, &["SEQ.GET", "a"]), 9223372036854775000);
+    assert_eq!(int_reply(&mut con, &["SEQ.GET", "a"]), 9223372036854775000);
     assert_eq!(s.imid_stat("seq_gap_skips"), 0);
 }
 
@@ -127,8 +127,8 @@ fn values_survive_an_rdb_restart_and_then_skip_the_gap() {
     s.restart_with(&["--imid.seq-gap", "1000"]);
     let mut con = s.client();
     assert_eq!(mget(&mut con, &keys), before);
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "n0"]), before[0] + 1001);
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "n0"]), before[0] + 1002);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "n0"]), before[0] + 1001);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "n0"]), before[0] + 1002);
     assert_eq!(s.imid_stat("seq_gap_skips"), 1);
 }
 
@@ -157,7 +157,7 @@ fn aof_roundtrip(preamble: &str) {
         assert!(name.ends_with(".rdb"), "{name}");
     }
     assert_eq!(
-        int(&mut con, &["SEQ.NEXT", "n1", "COUNT", "3"]),
+        int_reply(&mut con, &["SEQ.NEXT", "n1", "COUNT", "3"]),
         before[1] + 3
     );
     let mut after = before.clone();
@@ -171,9 +171,9 @@ fn aof_roundtrip(preamble: &str) {
     s.kill();
     s.restart_with(&with_gap);
     let mut con = s.client();
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "n1"]), after[1] + 1001);
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "n2"]), after[2] + 1001);
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "n2"]), after[2] + 1002);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "n1"]), after[1] + 1001);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "n2"]), after[2] + 1001);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "n2"]), after[2] + 1002);
     assert_eq!(s.imid_stat("seq_gap_skips"), 2);
 }
 
@@ -193,10 +193,10 @@ fn nothing_issued_is_reissued_after_kill_9() {
     let mut con = s.client();
     let mut last = 0;
     for _ in 0..500 {
-        last = int(&mut con, &["SEQ.NEXT", "conv"]);
+        last = int_reply(&mut con, &["SEQ.NEXT", "conv"]);
     }
     let mut con = s.crash_restart();
-    let next = int(&mut con, &["SEQ.NEXT", "conv"]);
+    let next = int_reply(&mut con, &["SEQ.NEXT", "conv"]);
     assert!(next > last, "{next} after {last}");
     assert_eq!(next, last + 1001);
 }
@@ -225,7 +225,7 @@ fn dump_restore_roundtrips() {
             .query(&mut con)
             .unwrap();
         assert_eq!(r, "OK");
-        let got = int(&mut con, &["SEQ.GET", "dst"]);
+        let got = int_reply(&mut con, &["SEQ.GET", "dst"]);
         assert_eq!(got.to_string(), v);
         let t: String = cmd(&mut con, &["TYPE", "dst"]).unwrap();
         assert_eq!(t, "imidseq01");
@@ -278,7 +278,7 @@ fn corrupt_token_payloads_are_errors_not_crashes() {
     // the crafting is right: one token (expiring in 2096) restores, and a retry is a duplicate
     let good = key(1, &[field(OP_UINT, 1), token_fields(b"m1", 7)]);
     assert_eq!(restore(&mut con, "good", &good).unwrap(), "OK");
-    assert_eq!(int(&mut con, &["SEQ.GET", "good"]), 9);
+    assert_eq!(int_reply(&mut con, &["SEQ.GET", "good"]), 9);
     let r: Vec<i64> = cmd(&mut con, &["SEQ.NEXT", "good", "IDMP", "m1"]).unwrap();
     assert_eq!(r, [7, 1]);
     // and our own DUMP of it is byte for byte the crafted payload
@@ -355,7 +355,7 @@ fn corrupt_token_payloads_are_errors_not_crashes() {
         let e = restore(&mut con, "k", p).expect_err(what);
         assert!(err_text(&e).starts_with("ERR"), "{what}: {}", err_text(&e));
         assert!(s.alive(), "{what} crashed the server: {}", s.log_tail());
-        assert_eq!(int(&mut con, &["EXISTS", "k"]), 0, "{what}");
+        assert_eq!(int_reply(&mut con, &["EXISTS", "k"]), 0, "{what}");
     }
     // random corruption of a real payload with tokens: refused, never half loaded
     for i in 0..3 {
@@ -371,7 +371,7 @@ fn corrupt_token_payloads_are_errors_not_crashes() {
         }
     }
     assert!(s.alive());
-    assert_eq!(int(&mut con, &["SEQ.GET", "real"]), 3);
+    assert_eq!(int_reply(&mut con, &["SEQ.GET", "real"]), 3);
 }
 
 #[test]
@@ -413,7 +413,7 @@ fn corrupt_restore_payloads_are_errors_not_crashes() {
         ver,
     );
     assert_eq!(restore(&mut con, "good", &good).unwrap(), "OK");
-    assert_eq!(int(&mut con, &["SEQ.GET", "good"]), 5);
+    assert_eq!(int_reply(&mut con, &["SEQ.GET", "good"]), 5);
     let max = payload(
         id,
         &cat(&[
@@ -424,7 +424,7 @@ fn corrupt_restore_payloads_are_errors_not_crashes() {
         ver,
     );
     assert_eq!(restore(&mut con, "max", &max).unwrap(), "OK");
-    assert_eq!(int(&mut con, &["SEQ.GET", "max"]), i64::MAX);
+    assert_eq!(int_reply(&mut con, &["SEQ.GET", "max"]), i64::MAX);
     // a key of encoding version 1 (written by earlier builds; same layout) restores
     let v1 = payload(
         (id & !1023) | 1,
@@ -432,7 +432,7 @@ fn corrupt_restore_payloads_are_errors_not_crashes() {
         ver,
     );
     assert_eq!(restore(&mut con, "v1", &v1).unwrap(), "OK");
-    assert_eq!(int(&mut con, &["SEQ.GET", "v1"]), 6);
+    assert_eq!(int_reply(&mut con, &["SEQ.GET", "v1"]), 6);
 
     let bad: Vec<(&str, Vec<u8>)> = vec![
         (
@@ -522,7 +522,7 @@ fn corrupt_restore_payloads_are_errors_not_crashes() {
         assert!(s.alive(), "{what} crashed the server: {}", s.log_tail());
         let pong: String = cmd(&mut con, &["PING"]).unwrap();
         assert_eq!(pong, "PONG", "{what}");
-        assert_eq!(int(&mut con, &["EXISTS", "k"]), 0, "{what}");
+        assert_eq!(int_reply(&mut con, &["EXISTS", "k"]), 0, "{what}");
     }
 
     // random corruption of a real payload: caught by the checksum (or by the loader)
@@ -539,7 +539,7 @@ fn corrupt_restore_payloads_are_errors_not_crashes() {
     assert!(s.alive());
     let pong: String = cmd(&mut con, &["PING"]).unwrap();
     assert_eq!(pong, "PONG");
-    assert_eq!(int(&mut con, &["SEQ.GET", "template"]), 1007);
+    assert_eq!(int_reply(&mut con, &["SEQ.GET", "template"]), 1007);
 }
 
 #[test]
@@ -552,7 +552,7 @@ fn message_id_high_water_mark_survives_an_rdb_restart() {
     ok(&mut con, &["MSGID.FLOOR", &floor.to_string()]);
     assert!(s.imid_stat("msgid_high_water_ms") >= floor);
     // no sequence key exists: the aux data is saved anyway
-    assert_eq!(int(&mut con, &["DBSIZE"]), 0);
+    assert_eq!(int_reply(&mut con, &["DBSIZE"]), 0);
     s.shutdown(true);
     s.restart();
     assert!(s.imid_stat("msgid_high_water_ms") >= floor);
@@ -685,7 +685,7 @@ fn rdb_marks_past_their_caps_are_refused_and_the_caps_load() {
     load_rdb(&mut s, &rdb, None);
     assert_eq!(s.imid_stat("msgid_high_water_ms"), CAP as i64);
     assert_eq!(s.imid_stat("uid_high_water_ms"), UID_CAP as i64);
-    assert_eq!(int(&mut s.client(), &["SEQ.GET", "template"]), 1007);
+    assert_eq!(int_reply(&mut s.client(), &["SEQ.GET", "template"]), 1007);
     // A mark of exactly 2^42 loads (docs/durability.md): the field is used up.
     assert_eq!(
         expect_err(&mut s.client(), &[b"MSGID.GEN", b"1", b"conv"]),
@@ -789,7 +789,7 @@ fn an_rdb_of_the_first_aux_format_loads_its_one_mark_into_both_floors() {
     assert_eq!(s.imid_stat("msgid_high_water_ms"), mark as i64);
     assert_eq!(s.imid_stat("uid_high_water_ms"), mark as i64);
     let mut con = s.client();
-    assert_eq!(int(&mut con, &["SEQ.GET", "template"]), 1007);
+    assert_eq!(int_reply(&mut con, &["SEQ.GET", "template"]), 1007);
     let id: String = cmd(&mut con, &["MSGID.GEN", "1", "conv"]).unwrap();
     let fields: Vec<Value> = cmd(&mut con, &["MSGID.DECODE", &id]).unwrap();
     let time: i64 = redis::from_redis_value(fields[1].clone()).unwrap();
@@ -829,5 +829,5 @@ fn refused_restore_payloads_log_at_verbose_level_only() {
         restore(&mut con, "k", &bad).expect_err("refused");
     }
     assert_eq!(s.log_text().matches(line).count(), 3, "{}", s.log_tail());
-    assert_eq!(int(&mut con, &["EXISTS", "k"]), 0);
+    assert_eq!(int_reply(&mut con, &["EXISTS", "k"]), 0);
 }

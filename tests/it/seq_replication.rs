@@ -11,7 +11,7 @@ fn replica_ends_with_the_primarys_values() {
     let mut p = primary.client();
     // written before the replica attaches: travels in the full-sync RDB
     for i in 0..10 {
-        int(&mut p, &["SEQ.NEXT", &format!("k{i}"), "COUNT", "3"]);
+        int_reply(&mut p, &["SEQ.NEXT", &format!("k{i}"), "COUNT", "3"]);
     }
     let replica = primary.replica(&[]);
     // and after: travels as SEQ.SET in the stream
@@ -19,16 +19,16 @@ fn replica_ends_with_the_primarys_values() {
         let k = format!("k{}", i % 13);
         match i % 5 {
             0 => {
-                int(&mut p, &["SEQ.NEXT", &k, "COUNT", "7"]);
+                int_reply(&mut p, &["SEQ.NEXT", &k, "COUNT", "7"]);
             }
             1 => {
-                int(&mut p, &["SEQ.ADVANCE", &k, &(i * 3).to_string()]);
+                int_reply(&mut p, &["SEQ.ADVANCE", &k, &(i * 3).to_string()]);
             }
             2 => {
                 let _: String = cmd(&mut p, &["SEQ.SET", &k, &(i * 2).to_string()]).unwrap();
             }
             _ => {
-                int(&mut p, &["SEQ.NEXT", &k]);
+                int_reply(&mut p, &["SEQ.NEXT", &k]);
             }
         }
     }
@@ -53,9 +53,9 @@ fn writes_replicate_as_called_a_gap_skip_as_its_value_and_no_ops_not_at_all() {
     let primary = Server::start();
     let replica = primary.replica(&[]);
     let mut p = primary.client();
-    int(&mut p, &["SEQ.ADVANCE", "k", "10"]);
-    int(&mut p, &["SEQ.NEXT", "k", "COUNT", "5"]);
-    int(&mut p, &["SEQ.NEXT", "k"]);
+    int_reply(&mut p, &["SEQ.ADVANCE", "k", "10"]);
+    int_reply(&mut p, &["SEQ.NEXT", "k", "COUNT", "5"]);
+    int_reply(&mut p, &["SEQ.NEXT", "k"]);
     let _: String = cmd(&mut p, &["SEQ.SET", "j", "7"]).unwrap();
     primary.wait_replica(&replica);
     // replay is exact for all of these: the replica ran them as called
@@ -66,23 +66,26 @@ fn writes_replicate_as_called_a_gap_skip_as_its_value_and_no_ops_not_at_all() {
     // every key it holds is marked
     assert_eq!(replica.imid_stat("seq_issued"), 0);
     assert_eq!(replica.imid_stat("seq_gap_skips"), 0);
-    assert_eq!(int(&mut replica.client(), &["SEQ.GET", "k"]), 16);
+    assert_eq!(int_reply(&mut replica.client(), &["SEQ.GET", "k"]), 16);
 
     // After a reload the primary's keys are marked: its next SEQ.NEXT skips the gap, which a
     // replay could not reproduce, so the replica receives the value instead.
     let _: String = cmd(&mut p, &["DEBUG", "RELOAD"]).unwrap();
-    assert_eq!(int(&mut p, &["SEQ.NEXT", "k", "COUNT", "2"]), 1018);
+    assert_eq!(int_reply(&mut p, &["SEQ.NEXT", "k", "COUNT", "2"]), 1018);
     // a missing key on a node that inherited its data skips the gap too
-    assert_eq!(int(&mut p, &["SEQ.NEXT", "fresh"]), 1001);
+    assert_eq!(int_reply(&mut p, &["SEQ.NEXT", "fresh"]), 1001);
     primary.wait_replica(&replica);
     assert_eq!(calls(&replica, "seq.next"), 2);
     assert_eq!(calls(&replica, "seq.set"), 3);
-    assert_eq!(int(&mut replica.client(), &["SEQ.GET", "k"]), 1018);
-    assert_eq!(int(&mut replica.client(), &["SEQ.GET", "fresh"]), 1001);
+    assert_eq!(int_reply(&mut replica.client(), &["SEQ.GET", "k"]), 1018);
+    assert_eq!(
+        int_reply(&mut replica.client(), &["SEQ.GET", "fresh"]),
+        1001
+    );
 
-    int(&mut p, &["SEQ.ADVANCE", "k", "3"]);
-    int(&mut p, &["SEQ.ADVANCE", "k", "1018"]);
-    int(&mut p, &["SEQ.ADVANCE", "missing", "0"]);
+    int_reply(&mut p, &["SEQ.ADVANCE", "k", "3"]);
+    int_reply(&mut p, &["SEQ.ADVANCE", "k", "1018"]);
+    int_reply(&mut p, &["SEQ.ADVANCE", "missing", "0"]);
     // j is marked since the reload: a client's SET clears the mark (a write), the same SET
     // again changes nothing
     let _: String = cmd(&mut p, &["SEQ.SET", "j", "7"]).unwrap();
@@ -95,7 +98,7 @@ fn writes_replicate_as_called_a_gap_skip_as_its_value_and_no_ops_not_at_all() {
     assert_eq!(calls(&replica, "seq.set"), 5);
     assert_eq!(calls(&replica, "seq.advance"), 1);
     assert_eq!(calls(&replica, "seq.next"), 2);
-    assert_eq!(int(&mut replica.client(), &["EXISTS", "missing"]), 0);
+    assert_eq!(int_reply(&mut replica.client(), &["EXISTS", "missing"]), 0);
     assert_eq!(digest(&primary), digest(&replica));
 }
 
@@ -107,13 +110,13 @@ fn mixed_writes(p: &mut Connection, round: usize) {
         let k = format!("{{c{}}}:seq", (i + round) % 9);
         match i % 7 {
             0 => {
-                int(p, &["SEQ.NEXT", &k]);
+                int_reply(p, &["SEQ.NEXT", &k]);
             }
             1 => {
-                int(p, &["SEQ.NEXT", &k, "COUNT", &(1 + i % 5).to_string()]);
+                int_reply(p, &["SEQ.NEXT", &k, "COUNT", &(1 + i % 5).to_string()]);
             }
             2 => {
-                int(p, &["SEQ.ADVANCE", &k, &(i * 40).to_string()]);
+                int_reply(p, &["SEQ.ADVANCE", &k, &(i * 40).to_string()]);
             }
             3 => {
                 let (a, b): (i64, i64) = redis::pipe()
@@ -129,10 +132,10 @@ fn mixed_writes(p: &mut Connection, round: usize) {
                 assert!(b > a);
             }
             4 => {
-                int(p, &["EVAL", script, "1", &k, &(1 + i % 4).to_string()]);
+                int_reply(p, &["EVAL", script, "1", &k, &(1 + i % 4).to_string()]);
             }
             5 => {
-                int(p, &["FCALL", "seqnext", "1", &k, "2"]);
+                int_reply(p, &["FCALL", "seqnext", "1", &k, "2"]);
             }
             _ => {
                 let _: String = cmd(p, &["SEQ.SET", &k, &(i * 10 + round).to_string()]).unwrap();
@@ -201,11 +204,11 @@ fn writes_are_refused_on_a_replica() {
     let primary = Server::start();
     let replica = primary.replica(&[]);
     let mut p = primary.client();
-    int(&mut p, &["SEQ.NEXT", "k"]);
+    int_reply(&mut p, &["SEQ.NEXT", "k"]);
     primary.wait_replica(&replica);
     let mut r = replica.client();
     assert_seq_writes_refused(&mut r, "k", "READONLY");
-    assert_eq!(int(&mut r, &["SEQ.GET", "k"]), 1);
+    assert_eq!(int_reply(&mut r, &["SEQ.GET", "k"]), 1);
     let v: Vec<i64> = cmd(&mut r, &["SEQ.MGET", "k", "x"]).unwrap();
     assert_eq!(v, [1, 0]);
 }
@@ -253,8 +256,8 @@ fn scripts_and_transactions_give_the_same_state_on_the_replica() {
         let seq = format!("{{conv:{c}}}:seq");
         let inbox = format!("{{conv:{c}}}:inbox");
         assert_eq!(
-            int(&mut r, &["SEQ.GET", &seq]),
-            int(&mut p, &["SEQ.GET", &seq])
+            int_reply(&mut r, &["SEQ.GET", &seq]),
+            int_reply(&mut p, &["SEQ.GET", &seq])
         );
         let zr = |con: &mut Connection| -> Vec<(String, i64)> {
             cmd(con, &["ZRANGE", &inbox, "0", "-1", "WITHSCORES"]).unwrap()
@@ -269,8 +272,8 @@ fn a_promoted_replica_skips_the_gap_once() {
     let primary = Server::start();
     let replica = primary.replica(&[]);
     let mut p = primary.client();
-    assert_eq!(int(&mut p, &["SEQ.NEXT", "a", "COUNT", "10"]), 10);
-    assert_eq!(int(&mut p, &["SEQ.NEXT", "b"]), 1);
+    assert_eq!(int_reply(&mut p, &["SEQ.NEXT", "a", "COUNT", "10"]), 10);
+    assert_eq!(int_reply(&mut p, &["SEQ.NEXT", "b"]), 1);
     primary.wait_replica(&replica);
     drop(primary); // the primary dies
 
@@ -278,10 +281,10 @@ fn a_promoted_replica_skips_the_gap_once() {
     let ok: String = cmd(&mut r, &["REPLICAOF", "NO", "ONE"]).unwrap();
     assert_eq!(ok, "OK");
     // reading does not use the gap up
-    assert_eq!(int(&mut r, &["SEQ.GET", "a"]), 10);
-    assert_eq!(int(&mut r, &["SEQ.NEXT", "a"]), 1011);
-    assert_eq!(int(&mut r, &["SEQ.NEXT", "a"]), 1012);
-    assert_eq!(int(&mut r, &["SEQ.NEXT", "b", "COUNT", "5"]), 1006);
+    assert_eq!(int_reply(&mut r, &["SEQ.GET", "a"]), 10);
+    assert_eq!(int_reply(&mut r, &["SEQ.NEXT", "a"]), 1011);
+    assert_eq!(int_reply(&mut r, &["SEQ.NEXT", "a"]), 1012);
+    assert_eq!(int_reply(&mut r, &["SEQ.NEXT", "b", "COUNT", "5"]), 1006);
     assert_eq!(replica.imid_stat("seq_gap_skips"), 2);
 }
 
@@ -290,11 +293,11 @@ fn a_promoted_replica_with_gap_zero_continues() {
     let primary = Server::with(&["--imid.seq-gap", "0"]);
     let replica = primary.replica(&["--imid.seq-gap", "0"]);
     let mut p = primary.client();
-    assert_eq!(int(&mut p, &["SEQ.NEXT", "a", "COUNT", "10"]), 10);
+    assert_eq!(int_reply(&mut p, &["SEQ.NEXT", "a", "COUNT", "10"]), 10);
     primary.wait_replica(&replica);
     drop(primary);
     let mut r = replica.client();
     let _: String = cmd(&mut r, &["REPLICAOF", "NO", "ONE"]).unwrap();
-    assert_eq!(int(&mut r, &["SEQ.NEXT", "a"]), 11);
+    assert_eq!(int_reply(&mut r, &["SEQ.NEXT", "a"]), 11);
     assert_eq!(replica.imid_stat("seq_gap_skips"), 0);
 }

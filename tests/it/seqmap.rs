@@ -53,14 +53,21 @@ fn getall(con: &mut Connection, key: &str) -> HashMap<Vec<u8>, i64> {
 #[test]
 fn replies_of_every_command() {
     let (s, mut con) = gap_zero();
-    assert_eq!(int(&mut con, &["SEQ.HGET", "m", "a"]), 0);
-    assert_eq!(int(&mut con, &["SEQ.HLEN", "m"]), 0);
-    assert_eq!(int(&mut con, &["EXISTS", "m"]), 0, "reads create nothing");
-    assert_eq!(int(&mut con, &["SEQ.HNEXT", "m", "a"]), 1);
-    assert_eq!(int(&mut con, &["SEQ.HNEXT", "m", "a"]), 2);
-    assert_eq!(int(&mut con, &["seq.hnext", "m", "a", "count", "10"]), 12);
+    assert_eq!(int_reply(&mut con, &["SEQ.HGET", "m", "a"]), 0);
+    assert_eq!(int_reply(&mut con, &["SEQ.HLEN", "m"]), 0);
     assert_eq!(
-        int(
+        int_reply(&mut con, &["EXISTS", "m"]),
+        0,
+        "reads create nothing"
+    );
+    assert_eq!(int_reply(&mut con, &["SEQ.HNEXT", "m", "a"]), 1);
+    assert_eq!(int_reply(&mut con, &["SEQ.HNEXT", "m", "a"]), 2);
+    assert_eq!(
+        int_reply(&mut con, &["seq.hnext", "m", "a", "count", "10"]),
+        12
+    );
+    assert_eq!(
+        int_reply(
             &mut con,
             &["SEQ.HNEXT", "m", "a", "COUNT", "5", "COUNT", "2"]
         ),
@@ -68,34 +75,37 @@ fn replies_of_every_command() {
         "the last COUNT wins"
     );
     assert_eq!(
-        int(&mut con, &["SEQ.HNEXT", "m", "b", "COUNT", "1000000"]),
+        int_reply(&mut con, &["SEQ.HNEXT", "m", "b", "COUNT", "1000000"]),
         1_000_000
     );
     let t: String = cmd(&mut con, &["TYPE", "m"]).unwrap();
     assert_eq!(t, "imidsmap1");
     // HSET: the number added; a repeated field takes its last value
     assert_eq!(
-        int(&mut con, &["SEQ.HSET", "m", "a", "100", "c", "7", "c", "8"]),
+        int_reply(&mut con, &["SEQ.HSET", "m", "a", "100", "c", "7", "c", "8"]),
         1
     );
-    assert_eq!(int(&mut con, &["SEQ.HGET", "m", "a"]), 100);
-    assert_eq!(int(&mut con, &["SEQ.HGET", "m", "c"]), 8);
+    assert_eq!(int_reply(&mut con, &["SEQ.HGET", "m", "a"]), 100);
+    assert_eq!(int_reply(&mut con, &["SEQ.HGET", "m", "c"]), 8);
     assert_eq!(
-        int(&mut con, &["SEQ.HSET", "m", "a", "3"]),
+        int_reply(&mut con, &["SEQ.HSET", "m", "a", "3"]),
         0,
         "set may lower"
     );
-    assert_eq!(int(&mut con, &["SEQ.HGET", "m", "a"]), 3);
+    assert_eq!(int_reply(&mut con, &["SEQ.HGET", "m", "a"]), 3);
     let v: Vec<i64> = cmd(&mut con, &["SEQ.HMGET", "m", "a", "zz", "c", "a"]).unwrap();
     assert_eq!(v, [3, 0, 8, 3]);
-    assert_eq!(int(&mut con, &["SEQ.HLEN", "m"]), 3);
+    assert_eq!(int_reply(&mut con, &["SEQ.HLEN", "m"]), 3);
     // HADVANCE: max(current, value); advancing a missing field to 0 creates nothing
-    assert_eq!(int(&mut con, &["SEQ.HADVANCE", "m", "a", "2"]), 3);
-    assert_eq!(int(&mut con, &["SEQ.HADVANCE", "m", "a", "30"]), 30);
-    assert_eq!(int(&mut con, &["SEQ.HADVANCE", "m", "new", "0"]), 0);
-    assert_eq!(int(&mut con, &["SEQ.HLEN", "m"]), 3);
+    assert_eq!(int_reply(&mut con, &["SEQ.HADVANCE", "m", "a", "2"]), 3);
+    assert_eq!(int_reply(&mut con, &["SEQ.HADVANCE", "m", "a", "30"]), 30);
+    assert_eq!(int_reply(&mut con, &["SEQ.HADVANCE", "m", "new", "0"]), 0);
+    assert_eq!(int_reply(&mut con, &["SEQ.HLEN", "m"]), 3);
     let max = MAX.to_string();
-    assert_eq!(int(&mut con, &["SEQ.HADVANCE", "m", "top", &max]), MAX);
+    assert_eq!(
+        int_reply(&mut con, &["SEQ.HADVANCE", "m", "top", &max]),
+        MAX
+    );
     let all = getall(&mut con, "m");
     let want: HashMap<Vec<u8>, i64> = [
         (b"a".to_vec(), 30),
@@ -124,39 +134,39 @@ fn replies_of_every_command() {
     let long = "x".repeat(256);
     let bin: &[u8] = b"\x00\xff\r\n ";
     assert_eq!(cmd(&mut con, &[&b"SEQ.HNEXT"[..], b"m", bin]), Ok(1));
-    assert_eq!(int(&mut con, &["SEQ.HNEXT", "m", &long]), 1);
-    assert_eq!(int(&mut con, &["SEQ.HNEXT", "m", "1"]), 1);
+    assert_eq!(int_reply(&mut con, &["SEQ.HNEXT", "m", &long]), 1);
+    assert_eq!(int_reply(&mut con, &["SEQ.HNEXT", "m", "1"]), 1);
     assert!(getall(&mut con, "m").contains_key(bin));
     // HDEL: the number removed; the last field deletes the key
-    assert_eq!(int(&mut con, &["SEQ.HDEL", "m", "a", "a", "nope"]), 1);
-    assert_eq!(int(&mut con, &["SEQ.HLEN", "m"]), 6);
+    assert_eq!(int_reply(&mut con, &["SEQ.HDEL", "m", "a", "a", "nope"]), 1);
+    assert_eq!(int_reply(&mut con, &["SEQ.HLEN", "m"]), 6);
     let mut del = vec!["SEQ.HDEL", "m", "b", "c", "top", "1", &long];
     del.push("zz");
-    assert_eq!(int(&mut con, &del), 5);
+    assert_eq!(int_reply(&mut con, &del), 5);
     assert_eq!(cmd(&mut con, &[&b"SEQ.HDEL"[..], b"m", bin]), Ok(1));
     assert_eq!(
-        int(&mut con, &["EXISTS", "m"]),
+        int_reply(&mut con, &["EXISTS", "m"]),
         0,
         "the last HDEL deleted the key"
     );
-    assert_eq!(int(&mut con, &["SEQ.HDEL", "m", "a"]), 0);
+    assert_eq!(int_reply(&mut con, &["SEQ.HDEL", "m", "a"]), 0);
     // HSET of 0 creates the field, as SEQ.SET of 0 creates the key
-    assert_eq!(int(&mut con, &["SEQ.HSET", "z", "f", "0"]), 1);
-    assert_eq!(int(&mut con, &["SEQ.HLEN", "z"]), 1);
+    assert_eq!(int_reply(&mut con, &["SEQ.HSET", "z", "f", "0"]), 1);
+    assert_eq!(int_reply(&mut con, &["SEQ.HLEN", "z"]), 1);
 }
 
 #[test]
 fn every_error_changes_nothing() {
     let (_s, mut con) = gap_zero();
     assert_eq!(
-        int(
+        int_reply(
             &mut con,
             &["SEQ.HSET", "m", "a", "5", "near", "9223372036854775800"]
         ),
         2
     );
     let _: () = cmd(&mut con, &["SET", "str", "x"]).unwrap();
-    assert_eq!(int(&mut con, &["SEQ.NEXT", "seq"]), 1);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "seq"]), 1);
     let long = "y".repeat(257);
     let long = long.as_str();
     const CURSOR: &str = "ERR invalid cursor";
@@ -215,8 +225,8 @@ fn every_error_changes_nothing() {
     assert_refusals(&mut con, rows, |con, args| {
         assert_eq!(getall(con, "m"), before, "{args:?} changed the map");
     });
-    assert_eq!(int(&mut con, &["SEQ.GET", "seq"]), 1);
-    assert_eq!(int(&mut con, &["SEQ.HLEN", "m"]), 2);
+    assert_eq!(int_reply(&mut con, &["SEQ.GET", "seq"]), 1);
+    assert_eq!(int_reply(&mut con, &["SEQ.HLEN", "m"]), 2);
 }
 
 #[test]
@@ -257,13 +267,13 @@ fn limit_clamps_to_the_sequence() {
 #[test]
 fn writes_keep_the_ttl_and_watch_sees_only_changes() {
     let (s, mut con) = gap_zero();
-    assert_eq!(int(&mut con, &["SEQ.HNEXT", "m", "a"]), 1);
-    assert_eq!(int(&mut con, &["EXPIRE", "m", "1000"]), 1);
-    assert_eq!(int(&mut con, &["SEQ.HNEXT", "m", "a"]), 2);
-    assert_eq!(int(&mut con, &["SEQ.HSET", "m", "b", "5"]), 1);
-    assert_eq!(int(&mut con, &["SEQ.HADVANCE", "m", "b", "9"]), 9);
-    assert_eq!(int(&mut con, &["SEQ.HDEL", "m", "b"]), 1);
-    let ttl = int(&mut con, &["TTL", "m"]);
+    assert_eq!(int_reply(&mut con, &["SEQ.HNEXT", "m", "a"]), 1);
+    assert_eq!(int_reply(&mut con, &["EXPIRE", "m", "1000"]), 1);
+    assert_eq!(int_reply(&mut con, &["SEQ.HNEXT", "m", "a"]), 2);
+    assert_eq!(int_reply(&mut con, &["SEQ.HSET", "m", "b", "5"]), 1);
+    assert_eq!(int_reply(&mut con, &["SEQ.HADVANCE", "m", "b", "9"]), 9);
+    assert_eq!(int_reply(&mut con, &["SEQ.HDEL", "m", "b"]), 1);
+    let ttl = int_reply(&mut con, &["TTL", "m"]);
     assert!(ttl > 0 && ttl <= 1000, "ttl {ttl}");
 
     // no-ops leave a WATCH alone; a change breaks it
@@ -382,7 +392,7 @@ fn last_field_events_as_a_hash(bin: Option<std::path::PathBuf>) {
         })
         .collect();
     assert_eq!(map, as_hash, "the map's, as the hash's");
-    assert_eq!(int(&mut con, &["EXISTS", "m"]), 0);
+    assert_eq!(int_reply(&mut con, &["EXISTS", "m"]), 0);
 }
 
 #[test]
@@ -435,8 +445,8 @@ fn measure(s: &Server, n: usize) -> (f64, f64, i64, i64) {
     let base = used(&mut con);
     fill(&mut con, "SEQ.HSET", "map");
     let map_used = used(&mut con) - base;
-    let usage = int(&mut con, &["MEMORY", "USAGE", "map"]);
-    assert_eq!(int(&mut con, &["SEQ.HLEN", "map"]), n as i64);
+    let usage = int_reply(&mut con, &["MEMORY", "USAGE", "map"]);
+    assert_eq!(int_reply(&mut con, &["SEQ.HLEN", "map"]), n as i64);
     let _: () = cmd(&mut con, &["DEL", "map"]).unwrap();
     let base = used(&mut con);
     fill(&mut con, "HSET", "hash");

@@ -74,13 +74,13 @@ fn limit_key_in_another_slot_is_crossslot(bin: Option<std::path::PathBuf>) {
     let same = format!("{{{t}}}:max");
     let cur = format!("{{{t}}}:cur");
     let map = format!("{{{t}}}:cursors");
-    assert_eq!(int(&mut con, &["SEQ.NEXT", &same, "COUNT", "10"]), 10);
+    assert_eq!(int_reply(&mut con, &["SEQ.NEXT", &same, "COUNT", "10"]), 10);
     assert_eq!(
-        int(&mut con, &["SEQ.ADVANCE", &cur, "50", "LIMIT", &same]),
+        int_reply(&mut con, &["SEQ.ADVANCE", &cur, "50", "LIMIT", &same]),
         10
     );
     assert_eq!(
-        int(
+        int_reply(
             &mut con,
             &["SEQ.HADVANCE", &map, "u1", "50", "LIMIT", &same]
         ),
@@ -106,8 +106,12 @@ fn limit_key_in_another_slot_is_crossslot(bin: Option<std::path::PathBuf>) {
         let e = expect_err(&mut con, &bytes);
         assert!(e.starts_with("CROSSSLOT"), "{call:?}: {e}");
     }
-    assert_eq!(int(&mut con, &["SEQ.GET", &cur]), 10, "nothing changed");
-    assert_eq!(int(&mut con, &["SEQ.HGET", &map, "u1"]), 10);
+    assert_eq!(
+        int_reply(&mut con, &["SEQ.GET", &cur]),
+        10,
+        "nothing changed"
+    );
+    assert_eq!(int_reply(&mut con, &["SEQ.HGET", &map, "u1"]), 10);
 }
 
 #[test]

@@ -42,10 +42,10 @@ fn fill(con: &mut Connection, n: usize) -> (HashMap<Vec<u8>, i64>, HashMap<Vec<u
     }
     let _: () = pipe.query(con).unwrap();
     for f in ["a", "b", "c"] {
-        int(con, &["SEQ.HNEXT", "small", f, "COUNT", "7"]);
+        int_reply(con, &["SEQ.HNEXT", "small", f, "COUNT", "7"]);
     }
-    int(con, &["SEQ.HADVANCE", "small", "cursor", "77"]);
-    int(con, &["SEQ.HSET", "small", "max", MAX]);
+    int_reply(con, &["SEQ.HADVANCE", "small", "cursor", "77"]);
+    int_reply(con, &["SEQ.HSET", "small", "max", MAX]);
     (getall(con, "big"), getall(con, "small"))
 }
 
@@ -61,21 +61,24 @@ fn debug_reload_and_rdb_restart_reproduce_maps_and_skip_the_gap_once_per_field()
     assert_eq!(getall(&mut con, "small"), small);
     assert_eq!(digest(&mut con), d);
     // loaded, so marked: the first HNEXT of each field skips the gap, the next does not
-    assert_eq!(int(&mut con, &["SEQ.HNEXT", "small", "a"]), 7 + 1001);
-    assert_eq!(int(&mut con, &["SEQ.HNEXT", "small", "a"]), 7 + 1002);
+    assert_eq!(int_reply(&mut con, &["SEQ.HNEXT", "small", "a"]), 7 + 1001);
+    assert_eq!(int_reply(&mut con, &["SEQ.HNEXT", "small", "a"]), 7 + 1002);
     assert_eq!(
-        int(&mut con, &["SEQ.HNEXT", "small", "b", "COUNT", "3"]),
+        int_reply(&mut con, &["SEQ.HNEXT", "small", "b", "COUNT", "3"]),
         7 + 1003
     );
     // a missing field of a node that loaded data counts as marked
-    assert_eq!(int(&mut con, &["SEQ.HNEXT", "small", "new"]), 1001);
-    assert_eq!(int(&mut con, &["SEQ.HNEXT", "other", "x"]), 1001);
+    assert_eq!(int_reply(&mut con, &["SEQ.HNEXT", "small", "new"]), 1001);
+    assert_eq!(int_reply(&mut con, &["SEQ.HNEXT", "other", "x"]), 1001);
     // HADVANCE keeps the mark, as SEQ.ADVANCE does
     assert_eq!(
-        int(&mut con, &["SEQ.HADVANCE", "small", "cursor", "80"]),
+        int_reply(&mut con, &["SEQ.HADVANCE", "small", "cursor", "80"]),
         80
     );
-    assert_eq!(int(&mut con, &["SEQ.HNEXT", "small", "cursor"]), 80 + 1001);
+    assert_eq!(
+        int_reply(&mut con, &["SEQ.HNEXT", "small", "cursor"]),
+        80 + 1001
+    );
     assert_eq!(s.imid_stat("seq_gap_skips"), 5);
     let _: () = cmd(&mut con, &["SAVE"]).unwrap();
     let small = getall(&mut con, "small");
@@ -84,7 +87,10 @@ fn debug_reload_and_rdb_restart_reproduce_maps_and_skip_the_gap_once_per_field()
     assert_eq!(getall(&mut con, "big"), big);
     assert_eq!(getall(&mut con, "small"), small);
     assert_eq!(digest(&mut con), d);
-    assert_eq!(int(&mut con, &["SEQ.HNEXT", "small", "a"]), 7 + 1002 + 1001);
+    assert_eq!(
+        int_reply(&mut con, &["SEQ.HNEXT", "small", "a"]),
+        7 + 1002 + 1001
+    );
 }
 
 fn aof_roundtrip(preamble: &str) {
@@ -130,7 +136,7 @@ fn aof_roundtrip(preamble: &str) {
     assert_eq!(getall(&mut con, "big"), big);
     assert_eq!(getall(&mut con, "small"), small);
     assert_eq!(digest(&mut con), d);
-    assert_eq!(int(&mut con, &["SEQ.HNEXT", "small", "a"]), 7 + 1001);
+    assert_eq!(int_reply(&mut con, &["SEQ.HNEXT", "small", "a"]), 7 + 1001);
 }
 
 #[test]
@@ -159,17 +165,17 @@ fn dump_restore_and_copy_reproduce_the_map() {
     assert_eq!(getall(&mut con, "restored"), big);
     let dr: Vec<String> = cmd(&mut con, &["DEBUG", "DIGEST-VALUE", "restored"]).unwrap();
     assert_eq!(dr, dv);
-    assert_eq!(int(&mut con, &["COPY", "big", "copied"]), 1);
+    assert_eq!(int_reply(&mut con, &["COPY", "big", "copied"]), 1);
     assert_eq!(getall(&mut con, "copied"), big);
     // independent of the original
     assert_eq!(
-        int(&mut con, &["SEQ.HSET", "copied", "f1", "5", "only", "1"]),
+        int_reply(&mut con, &["SEQ.HSET", "copied", "f1", "5", "only", "1"]),
         1
     );
     assert_eq!(getall(&mut con, "big"), big);
-    assert_eq!(int(&mut con, &["SEQ.HLEN", "copied"]), 2001);
-    let a = int(&mut con, &["MEMORY", "USAGE", "big"]);
-    let b = int(&mut con, &["MEMORY", "USAGE", "restored"]);
+    assert_eq!(int_reply(&mut con, &["SEQ.HLEN", "copied"]), 2001);
+    let a = int_reply(&mut con, &["MEMORY", "USAGE", "big"]);
+    let b = int_reply(&mut con, &["MEMORY", "USAGE", "restored"]);
     assert!(a > 2000 * 10 && b > 2000 * 10, "{a} {b}");
     let t: String = cmd(&mut con, &["TYPE", "copied"]).unwrap();
     assert_eq!(t, "imidsmap1");
@@ -177,7 +183,7 @@ fn dump_restore_and_copy_reproduce_the_map() {
 
 /// The module id and RDB version trailer of a real map DUMP.
 fn real_dump(con: &mut Connection) -> (u64, [u8; 2]) {
-    int(con, &["SEQ.HSET", "template", "a", "1"]);
+    int_reply(con, &["SEQ.HSET", "template", "a", "1"]);
     let p: Vec<u8> = redis::cmd("DUMP").arg("template").query(con).unwrap();
     assert_eq!(p[0], 7, "RDB type: module (v2)");
     assert_eq!(p[1], 0x81, "module id as a 64-bit length");
@@ -276,7 +282,11 @@ fn corrupt_restore_payloads_are_refused_without_a_crash() {
         let e = r.expect_err(what);
         assert!(err_text(&e).starts_with("ERR"), "{what}: {e}");
         assert!(s.alive(), "{what}: the server died");
-        assert_eq!(int(&mut con, &["EXISTS", "k"]), 0, "{what}: nothing loaded");
+        assert_eq!(
+            int_reply(&mut con, &["EXISTS", "k"]),
+            0,
+            "{what}: nothing loaded"
+        );
     }
     // an encoding version this build does not know
     let p = payload(id + 1, &cases[0].1, ver);
@@ -287,7 +297,7 @@ fn corrupt_restore_payloads_are_refused_without_a_crash() {
         .query(&mut con);
     assert!(r.is_err());
     // random damage to a real payload, its checksum fixed: refused or loaded whole, never a crash
-    int(
+    int_reply(
         &mut con,
         &[
             "SEQ.HSET", "src", "x", "300", "yy", "70000", "zzz", MAX, "w", "0",
@@ -317,7 +327,7 @@ fn corrupt_restore_payloads_are_refused_without_a_crash() {
         assert!(s.alive(), "round {round}: the server died");
         if r.is_ok() {
             loaded += 1;
-            let n = int(&mut con, &["SEQ.HLEN", "k"]);
+            let n = int_reply(&mut con, &["SEQ.HLEN", "k"]);
             assert_eq!(getall(&mut con, "k").len() as i64, n);
             let _: () = cmd(&mut con, &["DEL", "k"]).unwrap();
         }
@@ -377,10 +387,10 @@ fn a_replica_and_its_aof_reach_the_primarys_state() {
     // a gap skip on the primary replicates its value as SEQ.HSET
     let _: () = cmd(&mut p, &["DEBUG", "RELOAD"]).unwrap();
     let sets = primary.calls("seq.hset");
-    assert_eq!(int(&mut p, &["SEQ.HNEXT", "small", "a"]), 7 + 1001);
-    assert_eq!(int(&mut p, &["SEQ.HNEXT", "small", "a"]), 7 + 1002);
+    assert_eq!(int_reply(&mut p, &["SEQ.HNEXT", "small", "a"]), 7 + 1001);
+    assert_eq!(int_reply(&mut p, &["SEQ.HNEXT", "small", "a"]), 7 + 1002);
     assert_eq!(
-        int(&mut p, &["SEQ.HNEXT", "small", "fresh", "COUNT", "4"]),
+        int_reply(&mut p, &["SEQ.HNEXT", "small", "fresh", "COUNT", "4"]),
         1004
     );
     primary.wait_replica(&replica);
@@ -394,10 +404,10 @@ fn a_replica_and_its_aof_reach_the_primarys_state() {
     let r_advances = replica.calls("seq.hadvance");
     // no-ops replicate nothing (a's mark is gone since its HNEXT, so setting its value again
     // changes nothing)
-    int(&mut p, &["SEQ.HSET", "small", "a", "1009"]);
-    int(&mut p, &["SEQ.HADVANCE", "small", "b", "1"]);
-    int(&mut p, &["SEQ.HDEL", "small", "nope"]);
-    int(
+    int_reply(&mut p, &["SEQ.HSET", "small", "a", "1009"]);
+    int_reply(&mut p, &["SEQ.HADVANCE", "small", "b", "1"]);
+    int_reply(&mut p, &["SEQ.HDEL", "small", "nope"]);
+    int_reply(
         &mut p,
         &["SEQ.HADVANCE", "small", "b", "900", "LIMIT", "nokey"],
     );
@@ -410,11 +420,11 @@ fn a_replica_and_its_aof_reach_the_primarys_state() {
     let _: () = cmd(&mut p, &["SEQ.SET", "max", "500"]).unwrap();
     for i in 0..300 {
         let f = format!("u{}", i % 37);
-        int(
+        int_reply(
             &mut p,
             &["SEQ.HNEXT", "m2", &f, "COUNT", &(1 + i % 5).to_string()],
         );
-        int(
+        int_reply(
             &mut p,
             &[
                 "SEQ.HADVANCE",
@@ -426,14 +436,14 @@ fn a_replica_and_its_aof_reach_the_primarys_state() {
             ],
         );
         if i % 10 == 0 {
-            int(&mut p, &["SEQ.HDEL", "m2", &format!("u{}", i % 13)]);
+            int_reply(&mut p, &["SEQ.HDEL", "m2", &format!("u{}", i % 13)]);
         }
     }
-    int(
+    int_reply(
         &mut p,
         &["SEQ.HDEL", "small", "a", "b", "c", "cursor", "max", "fresh"],
     );
-    assert_eq!(int(&mut p, &["EXISTS", "small"]), 0);
+    assert_eq!(int_reply(&mut p, &["EXISTS", "small"]), 0);
     primary.wait_replica(&replica);
     let d = digest(&mut p);
     assert_eq!(digest(&mut replica.client()), d, "replica");
@@ -449,7 +459,7 @@ fn a_replica_and_its_aof_reach_the_primarys_state() {
     let (f, v) = cur.iter().next().unwrap();
     let mut next = || cmd::<i64>(&mut r, &[&b"SEQ.HNEXT"[..], b"m2", f]).unwrap();
     assert_eq!((next(), next()), (v + 1001, v + 1002));
-    assert_eq!(int(&mut r, &["SEQ.HNEXT", "m2", "never"]), 1001);
+    assert_eq!(int_reply(&mut r, &["SEQ.HNEXT", "m2", "never"]), 1001);
     replica.kill();
 }
 
@@ -490,7 +500,7 @@ fn kill_9_under_load_never_reissues_a_field_value() {
             .collect();
         // let them run until at least some thousands of values went out
         let mut probe = s.client();
-        while int(&mut probe, &["SEQ.HLEN", "m"]) < 8 || s.imid_stat("seq_issued") < 3000 {
+        while int_reply(&mut probe, &["SEQ.HLEN", "m"]) < 8 || s.imid_stat("seq_issued") < 3000 {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         s.kill();
@@ -508,7 +518,7 @@ fn kill_9_under_load_never_reissues_a_field_value() {
         let n = vs.len();
         let set: HashSet<i64> = vs.iter().copied().collect();
         assert_eq!(set.len(), n, "{f}: a value was received twice");
-        let next = int(&mut con, &["SEQ.HNEXT", "m", f]);
+        let next = int_reply(&mut con, &["SEQ.HNEXT", "m", f]);
         assert!(
             vs.iter().all(|&v| v < next),
             "{f}: {next} not above every value received"
@@ -574,11 +584,11 @@ fn intermediate(con: &mut Connection) -> Vec<(&'static str, HashMap<Vec<u8>, i64
 fn check_intermediate(con: &mut Connection, maps: &[(&str, HashMap<Vec<u8>, i64>)]) {
     for (key, model) in maps {
         assert_eq!(&getall(con, key), model, "{key}");
-        assert_eq!(int(con, &["SEQ.HLEN", key]), model.len() as i64);
+        assert_eq!(int_reply(con, &["SEQ.HLEN", key]), model.len() as i64);
         assert_eq!(&hscan_all(con, key, 7).0, model, "{key}: HSCAN");
         let dv: Vec<String> = cmd(con, &["DEBUG", "DIGEST-VALUE", key]).unwrap();
         let copy = format!("{key}:copy");
-        assert_eq!(int(con, &["COPY", key, &copy]), 1);
+        assert_eq!(int_reply(con, &["COPY", key, &copy]), 1);
         let dc: Vec<String> = cmd(con, &["DEBUG", "DIGEST-VALUE", &copy]).unwrap();
         assert_eq!(dc, dv, "{key}: a copy digests alike");
         let p: Vec<u8> = redis::cmd("DUMP").arg(*key).query(con).unwrap();
@@ -593,7 +603,7 @@ fn check_intermediate(con: &mut Connection, maps: &[(&str, HashMap<Vec<u8>, i64>
         let dr: Vec<String> = cmd(con, &["DEBUG", "DIGEST-VALUE", &restored]).unwrap();
         assert_eq!(dr, dv, "{key}: RESTORE digests alike");
         let _: i64 = cmd(con, &["DEL", &copy, &restored]).unwrap();
-        assert!(int(con, &["MEMORY", "USAGE", key]) > 10 * model.len() as i64);
+        assert!(int_reply(con, &["MEMORY", "USAGE", key]) > 10 * model.len() as i64);
     }
 }
 

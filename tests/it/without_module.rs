@@ -83,8 +83,8 @@ fn rdb_files(bin: Option<PathBuf>) {
     let log = refused_without_imid(&s, &exe, "module data I can't load");
     assert!(log.contains("imidseq01"), "{log}");
     with_imid(&mut s);
-    assert_eq!(int(&mut s.client(), &["SEQ.GET", "seq"]), 5);
-    assert_eq!(int(&mut s.client(), &["DEL", "seq"]), 1);
+    assert_eq!(int_reply(&mut s.client(), &["SEQ.GET", "seq"]), 5);
+    assert_eq!(int_reply(&mut s.client(), &["DEL", "seq"]), 1);
     save(&s);
     if skips {
         restarts_without_imid(&mut s, "plain", "v1");

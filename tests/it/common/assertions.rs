@@ -96,7 +96,7 @@ pub fn assert_seq_writes_refused(con: &mut Connection, key: &str, code: &str) {
 pub fn assert_int_replies(con: &mut Connection, steps: &[(&str, i64)]) {
     for &(call, want) in steps {
         let args: Vec<&str> = call.split(' ').collect();
-        assert_eq!(int(con, &args), want, "{call}");
+        assert_eq!(int_reply(con, &args), want, "{call}");
     }
 }
 

@@ -17,7 +17,7 @@ pub fn cmd<T: redis::FromRedisValue>(
 }
 
 /// An integer reply, or a panic naming the command that failed.
-pub fn int(con: &mut impl redis::ConnectionLike, args: &[&str]) -> i64 {
+pub fn int_reply(con: &mut impl redis::ConnectionLike, args: &[&str]) -> i64 {
     cmd(con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
 }
 

@@ -8,7 +8,7 @@
 //! - `ports`: free loopback ports below the ephemeral range, with free cluster-bus twins.
 //! - `server`: [`Server`] (start, restart, kill, replicas, INFO, waits for replication and AOF
 //!   rewrites) and [`Launch`] (how to start one, or to watch it refuse to start).
-//! - `commands`: calling a server: [`cmd`], [`int`], [`ok`], CONFIG, MODULE, RESP3 maps,
+//! - `commands`: calling a server: [`cmd`], [`int_reply`], [`ok`], CONFIG, MODULE, RESP3 maps,
 //!   keyspace events, WATCH, many clients at once.
 //! - `assertions`: [`expect_err`] and the error texts, error tables, increasing IDs.
 //! - `clock`: the server's clock, the test-hooks clock, [`wait_until`] with a deadline.

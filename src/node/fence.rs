@@ -166,12 +166,19 @@ fn acked_adv() -> Option<u64> {
 
 /// May the call reply now, must it wait, or is it refused (an error: nothing may change)? On
 /// `Ok`, its sequence increase is counted: the caller must then make its writes (and reply or
-/// [`wait`]). One load when the fence is off.
+/// [`wait`]). One load when the fence is off; the rest out of line, so that what the callers
+/// inline stays that load.
 #[inline(always)]
 pub(crate) fn check(ctx: &Ctx, need: Need) -> Result<Verdict, Error> {
     if !ACTIVE.load(Relaxed) {
         return Ok(Verdict::Now);
     }
+    check_on(ctx, need)
+}
+
+/// [`check`] with the fence on.
+#[inline(never)]
+fn check_on(ctx: &Ctx, need: Need) -> Result<Verdict, Error> {
     let adv = ADVANCED.load(Relaxed);
     let gap = seq_gap();
     let acked = acked_adv();

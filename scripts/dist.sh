@@ -3,7 +3,9 @@
 # holding one directory imid-<version>-<os>-<arch>/ with
 #   libimid.so  README.md  CHANGELOG.md  LICENSE
 #   docs/  examples/  server-bench/README.md    what README.md links to, and what the docs link
-#   server-bench/RESULTS.md                     to in turn (git's tracked files: no node_modules)
+#   server-bench/RESULTS.md  tests/clients/     to in turn (git's tracked files: no node_modules;
+#                                               tests/clients/ holds the client programs
+#                                               docs/clients.md shows)
 #   SHA256SUMS                                  sha256sum of every other file
 # The version is Cargo.toml's (cargo pkgid), never a copy of it. Builds the release module
 # first (a no-op when it is up to date). Prints the tarball's path on its last line.
@@ -29,7 +31,7 @@ trap 'rm -rf "$stage"' EXIT
 mkdir "$stage/$name"
 install -m 755 target/release/libimid.so "$stage/$name/libimid.so"
 install -m 644 README.md CHANGELOG.md LICENSE "$stage/$name/"
-linked=$(git ls-files -- docs examples server-bench/README.md server-bench/RESULTS.md)
+linked=$(git ls-files -- docs examples server-bench/README.md server-bench/RESULTS.md tests/clients)
 case "$linked" in
   *docs/*) ;;
   *) echo "git ls-files lists no docs/: make dist runs in a git checkout" >&2; exit 1 ;;

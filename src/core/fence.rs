@@ -52,7 +52,15 @@ pub struct Member {
     pub online: bool,
     /// When it joined (online) or went offline, ms on the caller's clock.
     pub since_ms: u64,
+    /// Online, but silent: since when it has sent no acknowledgement ([`Members::lags`]).
+    pub quiet_since: Option<u64>,
 }
+
+/// A replica online whose last acknowledgement is this many seconds old (Redis's `lag`) or
+/// more is silent: a replica acknowledges every second by itself, so it is cut off or
+/// stopped, though its link still looks up (a cut drops no connection until
+/// `repl-timeout`).
+pub const QUIET_S: u64 = 2;
 
 /// What a reading of the online replicas changed.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -87,6 +95,7 @@ impl Members {
                     if !m.online {
                         m.online = true;
                         m.since_ms = now_ms;
+                        m.quiet_since = None;
                     }
                     m.ack = ack;
                 }
@@ -94,6 +103,7 @@ impl Members {
                 None if m.online => {
                     m.online = false;
                     m.since_ms = now_ms;
+                    m.quiet_since = None;
                 }
                 None => {}
             }
@@ -111,6 +121,7 @@ impl Members {
                 ack: *ack,
                 online: true,
                 since_ms: now_ms,
+                quiet_since: None,
             });
             seen.joined += 1;
         }
@@ -143,10 +154,42 @@ impl Members {
         &self.list
     }
 
+    /// Redis's `lag` of each replica online (`(addr, seconds since its last
+    /// acknowledgement)`, from `INFO replication`) at `now_ms`: one silent for [`QUIET_S`] or
+    /// more is noted quiet from when it last acknowledged; one that acknowledges again is not.
+    pub fn lags(&mut self, lags: &[(String, u64)], now_ms: u64) {
+        for m in self.list.iter_mut().filter(|m| m.online) {
+            let lag = lags.iter().find(|(a, _)| *a == m.addr).map(|&(_, l)| l);
+            m.quiet_since = match lag {
+                Some(l) if l >= QUIET_S => {
+                    let since = now_ms.saturating_sub(l.saturating_mul(1000));
+                    Some(m.quiet_since.map_or(since, |q| q.min(since)))
+                }
+                _ => None,
+            };
+        }
+    }
+
+    /// Since when the longest-gone member is gone: offline, or online but silent.
+    pub fn gone_since(&self) -> Option<u64> {
+        self.gone().first().map(|m| gone_at(m))
+    }
+
     /// The members offline now, the longest gone first.
     pub fn offline(&self) -> Vec<&Member> {
         let mut v: Vec<&Member> = self.list.iter().filter(|m| !m.online).collect();
         v.sort_by_key(|m| m.since_ms);
+        v
+    }
+
+    /// The members offline or silent now, the longest gone first.
+    pub fn gone(&self) -> Vec<&Member> {
+        let mut v: Vec<&Member> = self
+            .list
+            .iter()
+            .filter(|m| !m.online || m.quiet_since.is_some())
+            .collect();
+        v.sort_by_key(|m| gone_at(m));
         v
     }
 
@@ -206,6 +249,30 @@ pub fn replicating_elsewhere(nodes: &[u8], addrs: &[&str]) -> Vec<String> {
         })
         .map(|a| (*a).to_owned())
         .collect()
+}
+
+/// Since when a member is gone: offline since, or silent since.
+pub fn gone_at(m: &Member) -> u64 {
+    if m.online {
+        m.quiet_since.unwrap_or(u64::MAX)
+    } else {
+        m.since_ms
+    }
+}
+
+/// One replica of `INFO replication` (`slave0:ip=127.0.0.3,port=6379,state=online,
+/// offset=1234,lag=0`, the value after the colon): `(ip:port, lag)` of an online one.
+pub fn info_replica(value: &str) -> Option<(String, u64)> {
+    let field = |name: &str| {
+        value
+            .split(',')
+            .find_map(|kv| kv.strip_prefix(name).and_then(|r| r.strip_prefix('=')))
+    };
+    if field("state")? != "online" {
+        return None;
+    }
+    let lag = field("lag")?.parse().ok()?;
+    Some((format!("{}:{}", field("ip")?, field("port")?), lag))
 }
 
 /// Why [`Members::forget`] refused.
@@ -599,6 +666,43 @@ mod tests {
             1
         );
         assert_eq!(m.acked(1), Some(0));
+    }
+
+    #[test]
+    fn a_silent_member_is_gone_though_its_link_looks_up() {
+        let mut m = Members::default();
+        m.observe(&online(&[("a:1", 5), ("b:1", 9)]), 0);
+        assert_eq!(m.gone_since(), None);
+        m.lags(&online(&[("a:1", 0), ("b:1", 1)]), 1_000);
+        assert_eq!(
+            m.gone_since(),
+            None,
+            "a lag of 1 s is a replica acknowledging"
+        );
+        m.lags(&online(&[("a:1", 0), ("b:1", 3)]), 10_000);
+        assert_eq!(m.gone_since(), Some(7_000));
+        assert_eq!(m.gone().first().map(|x| x.addr.as_str()), Some("b:1"));
+        m.lags(&online(&[("a:1", 0), ("b:1", 4)]), 11_500);
+        assert_eq!(m.gone_since(), Some(7_000), "the earliest silence holds");
+        m.lags(&online(&[("a:1", 0), ("b:1", 0)]), 12_000);
+        assert_eq!(m.gone_since(), None, "acknowledging again");
+        // Silent, then offline: gone from when it went offline; back online, neither.
+        m.lags(&online(&[("a:1", 5)]), 20_000);
+        assert_eq!(m.gone_since(), Some(15_000));
+        m.observe(&online(&[("b:1", 9)]), 21_000);
+        assert_eq!(m.gone_since(), Some(21_000));
+        assert_eq!(m.gone().len(), 1);
+        m.observe(&online(&[("a:1", 9), ("b:1", 9)]), 22_000);
+        assert!(m.gone().is_empty());
+        assert_eq!(
+            info_replica("ip=127.0.0.3,port=6379,state=online,offset=1234,lag=3"),
+            Some(("127.0.0.3:6379".to_owned(), 3))
+        );
+        assert_eq!(
+            info_replica("ip=127.0.0.3,port=6379,state=wait_bgsave,offset=0,lag=0"),
+            None
+        );
+        assert_eq!(info_replica("garbage"), None);
     }
 
     #[test]

@@ -36,6 +36,17 @@ impl ServerInfo {
         (rc == raw::REDISMODULE_OK as c_int).then_some(v)
     }
 
+    /// A text field, `None` when it is missing.
+    pub(crate) fn text(&self, field: &CStr) -> Option<String> {
+        // SAFETY: as in `text_is`.
+        unsafe {
+            match raw::RedisModule_ServerInfoGetFieldC.map(|f| f(self.ptr, field.as_ptr())) {
+                Some(p) if !p.is_null() => Some(CStr::from_ptr(p).to_string_lossy().into_owned()),
+                _ => None,
+            }
+        }
+    }
+
     /// Whether a text field reads exactly `want`.
     pub(crate) fn text_is(&self, field: &CStr, want: &str) -> bool {
         // SAFETY: see the module comment; the returned string belongs to the data (alive until

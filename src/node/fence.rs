@@ -38,10 +38,12 @@
 use super::Counter;
 use crate::config::{fence_timeout_ms, seq_gap, FenceReplicas, CLUSTER_MODE, FENCE_REPLICAS};
 use crate::core::fence::{
-    replicating_elsewhere, within, ForgetError, Marks, Member, Members, Queue, Ring, Skips,
+    gone_at, info_replica, replicating_elsewhere, within, ForgetError, Marks, Member, Members,
+    Queue, Ring, Skips,
 };
 use crate::error::Error;
 use crate::host::fence::Blocked;
+use crate::host::server::ServerInfo;
 use crate::host::{Ctx, Owned};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
@@ -404,9 +406,33 @@ pub(crate) fn cron(ctx: &Ctx) {
     if ACTIVE.load(Relaxed) || SUBSCRIBED.load(Relaxed) || !state().queue.is_empty() {
         arm_tick(ctx);
     }
+    if ACTIVE.load(Relaxed) {
+        read_lags();
+    }
     if GONE_SINCE.load(Relaxed) != NONE && CLUSTER_MODE.load(Relaxed) {
         drop_migrated(ctx);
     }
+}
+
+/// Each online replica's `lag` (`INFO replication`): a member silent for `QUIET_S` or more
+/// counts as gone, though its link looks up (a cut drops no connection until `repl-timeout`),
+/// so calls past what it acknowledged are refused at once rather than each waiting out
+/// `imid.fence-timeout` (which held a client's whole pipeline on an old primary for
+/// seconds after a split, away from the new primary).
+fn read_lags() {
+    let Some(info) = ServerInfo::read(c"replication") else {
+        return;
+    };
+    let n = info.int(c"connected_slaves").unwrap_or(0).clamp(0, 1024);
+    let lags: Vec<(String, u64)> = (0..n)
+        .filter_map(|i| {
+            let name = std::ffi::CString::new(format!("slave{i}")).ok()?;
+            info_replica(&info.text(&name)?)
+        })
+        .collect();
+    let mut st = state();
+    st.members.lags(&lags, mono_ms());
+    GONE_SINCE.store(st.members.gone_since().unwrap_or(NONE), Relaxed);
 }
 
 /// In Cluster: members offline now that the cluster shows replicating another primary are
@@ -433,10 +459,7 @@ fn drop_migrated(ctx: &Ctx) {
         for a in &moved {
             let _ = st.members.forget(a);
         }
-        GONE_SINCE.store(
-            st.members.offline().first().map_or(NONE, |m| m.since_ms),
-            Relaxed,
-        );
+        GONE_SINCE.store(st.members.gone_since().unwrap_or(NONE), Relaxed);
     }
     ctx.log_notice(&format!(
         "imid: the fence no longer counts {}: the cluster shows it replicating another primary",
@@ -572,10 +595,7 @@ fn tick(ctx: &Ctx) {
         if st.members.observe(&role.replicas, now_ms).joined > 0 {
             restart_acks(&mut st);
         }
-        GONE_SINCE.store(
-            st.members.offline().first().map_or(NONE, |m| m.since_ms),
-            Relaxed,
-        );
+        GONE_SINCE.store(st.members.gone_since().unwrap_or(NONE), Relaxed);
         if let Some(a) = st.members.acked(required) {
             if let Some(c) = st.ring.ack(a) {
                 let prev = acked_adv().unwrap_or(0);
@@ -687,7 +707,13 @@ fn describe(members: &Members, now_ms: u64) -> String {
         .list()
         .iter()
         .map(|m| {
-            if m.online {
+            if let (true, Some(q)) = (m.online, m.quiet_since) {
+                format!(
+                    "{} silent for {:.1} s",
+                    m.addr,
+                    now_ms.saturating_sub(q) as f64 / 1000.0
+                )
+            } else if m.online {
                 m.addr.clone()
             } else {
                 format!(
@@ -717,15 +743,19 @@ fn gone_too_long() -> Option<Error> {
         return None;
     }
     let st = state();
-    let gone: Vec<&Member> = st.members.offline();
+    let gone: Vec<&Member> = st.members.gone();
     let first = gone.first()?;
+    let how = if first.online {
+        "has not acknowledged anything"
+    } else {
+        "has not been connected"
+    };
     Some(Error::Owned(format!(
-        "NOREPLICAS imid: replica {} of this primary's term has not been connected for {:.1} s \
-         and may hold less than this primary handed out (a failover could promote it); nothing \
-         was handed out, a retry is safe once it is back. If it is gone for good: FENCE.FORGET \
-         {}",
+        "NOREPLICAS imid: replica {} of this primary's term {how} for {:.1} s and may hold less \
+         than this primary handed out (a failover could promote it); nothing was handed out, a \
+         retry is safe once it is back. If it is gone for good: FENCE.FORGET {}",
         first.addr,
-        now.saturating_sub(first.since_ms) as f64 / 1000.0,
+        now.saturating_sub(gone_at(first)) as f64 / 1000.0,
         first.addr
     )))
 }
@@ -808,10 +838,7 @@ pub(crate) fn forget(ctx: &Ctx, addr: &str) -> Result<bool, Error> {
         ))
     })?;
     if forgotten {
-        GONE_SINCE.store(
-            st.members.offline().first().map_or(NONE, |m| m.since_ms),
-            Relaxed,
-        );
+        GONE_SINCE.store(st.members.gone_since().unwrap_or(NONE), Relaxed);
         drop(st);
         // What the others acknowledged may now release waiting calls.
         arm_tick(ctx);

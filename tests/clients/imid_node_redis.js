@@ -124,7 +124,18 @@ async function fenced(db, key, name, secs, replicaPort, options, retry = db) {
   }
   if ((await sleeper) !== "+OK") throw new Error("DEBUG SLEEP failed");
   // The same token once the replica is back: the value recorded for it, marked a duplicate.
-  console.log("fence.retry", name, ...(await retry.call(key, ["SEQ.NEXT", key, "IDMP", name])));
+  // Until the primary has its next acknowledgement (within about a second), a replica silent
+  // for 2 s still counts as gone and the call is refused at once: retried as a user would.
+  for (let refused = 0; ; refused++) {
+    try {
+      const v = await retry.call(key, ["SEQ.NEXT", key, "IDMP", name]);
+      console.log("fence.retry", name, ...v, refused);
+      return;
+    } catch (e) {
+      if (!String(e.message).includes("NOREPLICAS") || refused >= 30) throw e;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
 }
 
 async function main() {

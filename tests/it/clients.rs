@@ -57,7 +57,8 @@ const NODE_REDIS_IDMP: (&str, &str) = (
      request)",
 );
 /// The fence's answer to a call the replicas did not acknowledge in time, after the error code.
-const NOT_ACKNOWLEDGED: &str = "imid: not acknowledged by 1 replica(s) within 1000 ms";
+const NOT_ACKNOWLEDGED: &str =
+    "imid: not acknowledged within 1000 ms by every replica of this primary's term";
 
 impl Client {
     fn name(self) -> &'static str {

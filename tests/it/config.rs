@@ -275,6 +275,12 @@ fn every_runtime_config_through_every_value_keeps_a_primary_and_replica_up() {
     let mut con = s.client();
     config_set(&mut con, "min-replicas-to-write", "0");
     config_set(&mut con, "imid.fence-replicas", "1");
+    // (Once the replica is online: its first sync may still be under way, after the diskless
+    // sync's delay.)
+    s.wait_until("the replica online", 30, || {
+        let role: Vec<Value> = cmd(&mut con, &["ROLE"]).unwrap();
+        matches!(role.get(2), Some(Value::Array(r)) if r.len() == 1)
+    });
     let v: i64 = cmd(&mut con, &["SEQ.NEXT", "{cfg}:after"]).unwrap();
     assert!(v > 0);
     let mut rc = r.client();

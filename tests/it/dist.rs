@@ -1,6 +1,6 @@
 //! `make dist`: the release tarball holds the module, README, CHANGELOG, LICENSE, what README
-//! links to (docs/, examples/, and server-bench/README.md and RESULTS.md, which the README and
-//! the docs link to) and
+//! links to (docs/, examples/, server-bench/README.md and RESULTS.md, and the client programs
+//! of tests/clients/, which the README and the docs link to) and
 //! SHA256SUMS under one directory named after Cargo.toml's version; every relative link of every
 //! page in it leads to a file in it; the sums match; and the module unpacked from it loads into
 //! a fresh server and reports that version in MODULE LIST.
@@ -42,7 +42,7 @@ fn dist_tarball_unpacks_verifies_and_loads() {
     assert_eq!(tarball, work.join("dist").join(format!("{name}.tar.gz")));
 
     // Exactly these files, all under one directory: the four, the sums, and the tracked files
-    // of docs/ and examples/ (no node_modules) and the benchmark results.
+    // of docs/, examples/ and tests/clients/ (no node_modules) and the benchmark results.
     let mut listed: Vec<String> = run(Command::new("tar").arg("-tzf").arg(&tarball))
         .lines()
         .filter(|e| !e.ends_with('/'))
@@ -57,6 +57,7 @@ fn dist_tarball_unpacks_verifies_and_loads() {
             "examples",
             "server-bench/README.md",
             "server-bench/RESULTS.md",
+            "tests/clients",
         ])
         .current_dir(root()));
     let mut want: Vec<String> = [

@@ -885,3 +885,36 @@ fn a_cluster_replica_moved_to_another_primary_leaves_the_term() {
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(term(p), [(a_addr, 0)], "a stopped replica is not dropped");
 }
+
+/// Issue 34: a replica cut off without its link dropping (a partition drops nothing until
+/// `repl-timeout`; here SIGSTOP) still looks online, but sends no acknowledgement: once it has
+/// been silent for 2 s (Redis's `lag`) and `imid.fence-timeout` more, calls past what it
+/// acknowledged are refused at once (`fence_refused`), naming it, instead of each waiting out
+/// the bound: a client's pipeline on an old primary is not held there for seconds.
+#[test]
+fn a_silent_replica_is_gone_though_its_link_looks_up() {
+    let (p, _a, b) = trio("300");
+    let mut con = p.client();
+    let paused = Paused::new(&b);
+    let b_addr = format!("127.0.0.1:{}", b.port);
+    let silent =
+        format!("NOREPLICAS imid: replica {b_addr} of this primary's term has not acknowledged anything for");
+    let refused = p.imid_stat("fence_refused");
+    p.wait_until("refused at once, naming the silent replica", 20, || {
+        cmd::<Value>(&mut con, &["SEQ.NEXT", "k", "IDMP", "t"])
+            .err()
+            .is_some_and(|e| err_text(&e).starts_with(&silent))
+    });
+    assert!(p.imid_stat("fence_refused") > refused);
+    assert!(term(&p).contains(&(b_addr.clone(), 1)), "still online");
+    // Forgetting it is refused while its link is up.
+    let e = expect_err(&mut con, &bytes(&["FENCE.FORGET", &b_addr]));
+    assert!(
+        e.starts_with(&format!("ERR replica {b_addr} is connected")),
+        "{e}"
+    );
+    paused.resume();
+    p.wait_until("answered again once it acknowledges", 20, || {
+        cmd::<Value>(&mut con, &["SEQ.NEXT", "k", "IDMP", "t"]).is_ok()
+    });
+}

@@ -1,5 +1,6 @@
-//! Jepsen-style runs (issues 27 and 34): partitions, splits, pauses, clock skew, kill -9 and
-//! an operator's `SENTINEL FAILOVER` against Sentinel (a primary, two or three replicas, three
+//! Jepsen-style runs (issues 27 and 34): partitions, splits, pauses, clock skew, kill -9 (of
+//! the primary, or of a replica without a failover) and an operator's `SENTINEL FAILOVER`
+//! against Sentinel (a primary, two or three replicas, three
 //! Sentinels) and Cluster (3 primaries with one or two replicas each), under load, with every
 //! successful reply checked for anything handed out twice.
 //!
@@ -14,7 +15,8 @@
 //! received twice, IDMP tokens answered with two values, IM.SEND client message ids answered
 //! with two seqs and seqs given to two messages, and values of a later primary term not above
 //! an earlier one's. Each run also says how soon the last primary answered each kind of call
-//! after the fault, and how many calls were refused or timed out from the fault on.
+//! after the fault, the longest time no client got an answer of each kind, and how many calls
+//! were refused or timed out from the fault on.
 //!
 //! One test per row ([`ROWS`]) and server (`redis7`: Debian's redis-server on PATH; `redis8`,
 //! `redis86`, `valkey9`: Redis 8.2.3, Redis 8.6.3 and Valkey 9.1.2 from `scripts/servers.sh`
@@ -26,7 +28,8 @@
 //!   say SKIPPED and pass.
 //! - `IMID_JEPSEN_EXPECT`: `report` (the default with `IMID_JEPSEN_FENCE=off`): print the
 //!   findings, fail only when the run itself did not happen as planned (no load before the
-//!   fault, no failover, the nodes never settled) or a node repeated itself; `dupes`: also
+//!   fault, no failover where the row makes one or one where it does not, the nodes never
+//!   settled) or a node repeated itself; `dupes`: also
 //!   fail unless something was handed out twice (today's code, showing the suite sees it);
 //!   `clean` (the default with the fence on, so in `make soak` and CI): also fail on any
 //!   duplicate or any value of a later term not above an earlier one's (the fence's target).
@@ -43,6 +46,8 @@
 //!   the last primary's first reply after the fault per kind (a sequence value / a message ID
 //!   or UID / an IDMP answer / an IM.SEND answer), the calls refused with NOREPLICAS / refused
 //!   otherwise / timed out from the fault on, the run's time).
+//! - `IMID_JEPSEN_NODE_ARGS`: more server arguments for every data node (e.g.
+//!   `--repl-diskless-sync-delay 0`), appended after the row's.
 //! - `IMID_JEPSEN_KEEP=1`: keep every node's directory (its log) after a passing run too (a
 //!   failing run keeps them always), under the temp dir as `imid-jepsen-<namespace>-<node>`.
 mod checker;
@@ -91,6 +96,16 @@ enum Fault {
     Kill,
     /// No fault: an operator's `SENTINEL FAILOVER` to one Sentinel.
     OperatorFailover,
+    /// A replica (the last) killed with kill -9, back from its AOF after this long; the
+    /// primary stays primary (what its clients see while a replica of its term is down).
+    ReplicaDown(Duration),
+}
+
+impl Fault {
+    /// Whether the fault makes the Sentinels or the Cluster promote a replica.
+    fn fails_over(self) -> bool {
+        !matches!(self, Fault::ReplicaDown(_))
+    }
 }
 
 /// Who makes the load.
@@ -271,6 +286,12 @@ const ROWS: &[Row] = &[
         what: "primary cut off from the 3 Sentinels only (replicas attached), 10 s, unthrottled",
         fault: Fault::SentinelCut(secs(10)),
         unthrottled: true,
+        ..SENTINEL
+    },
+    Row {
+        name: "replica_down",
+        what: "a replica killed (kill -9) and back from its AOF after 10 s; no failover",
+        fault: Fault::ReplicaDown(secs(10)),
         ..SENTINEL
     },
     Row {
@@ -503,11 +524,16 @@ fn inside(row: &Row, server: &str) {
         o.failover,
         o.took.as_secs_f64()
     );
+    let [seq_gap, id_gap, idmp_gap, send_gap] = o
+        .longest_gap
+        .map(|g| g.map_or("-".to_owned(), |ms| format!("{:.2} s", ms as f64 / 1000.0)));
     eprintln!(
         "{name}: availability: the last primary's first reply after the fault: a sequence value \
          {seq_first}, a message ID or UID {id_first}, an IDMP answer {idmp_first}, an IM.SEND \
          answer {send_first}; calls from the fault on refused with NOREPLICAS / refused \
-         otherwise / timed out: {failed}"
+         otherwise / timed out: {failed}; the longest time without an answer from the fault \
+         until the nodes settled: a sequence value {seq_gap}, a message ID or UID {id_gap}, an \
+         IDMP answer {idmp_gap}, an IM.SEND answer {send_gap}"
     );
     let line = format!(
         "| {server} | {} | {} | {} | {} | {} | {} of {} | {} / {} / {} / {} | {} | {} | {} | {} \
@@ -550,7 +576,11 @@ fn inside(row: &Row, server: &str) {
         "{name}: only {} replies from the first primary before the fault",
         o.before_fault
     );
-    assert!(o.failover, "{name}: no failover happened");
+    assert_eq!(
+        o.failover,
+        row.fault.fails_over(),
+        "{name}: a failover happened, or not, against the row's plan"
+    );
     assert!(
         o.after_settled > 100,
         "{name}: only {} replies from the last primary after the nodes settled",
@@ -647,5 +677,6 @@ rows!(
     split3,
     operator_failover,
     sentinel_cut,
+    replica_down,
     cluster_split,
 );

@@ -31,6 +31,9 @@ pub(super) struct Outcome {
     /// plain message ID or UID, an IDMP answer, an IM.SEND answer (ms, relative to the fault):
     /// how soon the new primary served each.
     pub new_first_kind: [Option<i64>; 4],
+    /// Per kind (as `new_first_kind`), the longest time (ms) without a successful answer from
+    /// any node, from the fault until the nodes settled: what a client saw of the fault.
+    pub longest_gap: [Option<i64>; 4],
     /// Calls refused with NOREPLICAS, refused otherwise, and timed out, from the fault on.
     pub noreplicas: u64,
     pub refused: u64,
@@ -299,6 +302,34 @@ pub(super) fn outcome(
     let new_id_time = (first != last)
         .then(|| id_time(&|n| n == last, false))
         .flatten();
+    let mut times: [Vec<i64>; 4] = Default::default();
+    let plain = got
+        .recs
+        .iter()
+        .map(|r| (r.at_ms, usize::from(r.kind != load::Kind::Seq)));
+    let idmp = got.idmp.iter().map(|r| (r.at_ms, 2));
+    let sends = got.sends.iter().map(|r| (r.at_ms, 3));
+    for (at, kind) in plain.chain(idmp).chain(sends) {
+        if (got.fault_ms..=got.settled_ms).contains(&at) {
+            if let Some(t) = times.get_mut(kind) {
+                t.push(i64::from(at));
+            }
+        }
+    }
+    let (from, to) = (fault, i64::from(got.settled_ms));
+    let longest_gap = times.map(|mut t| {
+        if t.is_empty() && from >= to {
+            return None;
+        }
+        t.sort_unstable();
+        let mut prev = from;
+        let mut longest = 0;
+        for &x in t.iter().chain(std::iter::once(&to)) {
+            longest = longest.max(x - prev);
+            prev = x;
+        }
+        Some(longest)
+    });
     let findings = checker::run(&got.recs, &got.idmp, &got.sends, &terms, id_lane);
     Outcome {
         findings,
@@ -310,6 +341,7 @@ pub(super) fn outcome(
         new_id_time,
         new_first,
         new_first_kind,
+        longest_gap,
         noreplicas: sh.noreplicas.load(Ordering::Relaxed),
         refused: sh.refused.load(Ordering::Relaxed),
         timed_out: sh.timed_out.load(Ordering::Relaxed),
@@ -339,5 +371,11 @@ pub(super) fn node_args(row: &Row) -> Vec<String> {
     // would drop the oldest within a second and the retry would count as a message losing
     // its seq.
     a.extend(["--imid.seq-idmp-max", "1000000"]);
-    a.into_iter().map(str::to_owned).collect()
+    let mut a: Vec<String> = a.into_iter().map(str::to_owned).collect();
+    // More server settings for every data node (`IMID_JEPSEN_NODE_ARGS`, e.g.
+    // `--repl-diskless-sync-delay 0`), to measure what they change.
+    if let Ok(extra) = std::env::var("IMID_JEPSEN_NODE_ARGS") {
+        a.extend(extra.split_whitespace().map(str::to_owned));
+    }
+    a
 }

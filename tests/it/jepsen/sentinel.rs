@@ -130,6 +130,14 @@ pub(super) fn run(row: &Row, bin: &Path, module: &Path, size: &Size) -> Outcome 
                 }
                 Fault::Pause(d) => nemesis::pause_for(&nodes[0], d),
                 Fault::Kill => nodes[0].kill(),
+                Fault::ReplicaDown(d) => {
+                    let last = nodes.len() - 1;
+                    if let Some(n) = nodes.get_mut(last) {
+                        n.kill();
+                        std::thread::sleep(d);
+                        n.restart();
+                    }
+                }
                 Fault::OperatorFailover => {
                     let ok: String = sentinels[0]
                         .query(&["SENTINEL", "FAILOVER", MASTER])

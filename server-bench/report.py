@@ -16,6 +16,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in server-bench/ from the impor
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from instructions import render as render_floor  # noqa: E402  (the script's own directory)
 from maps import render as render_maps  # noqa: E402
+from bulk import render as render_bulk  # noqa: E402
 from pauses import render as render_pauses  # noqa: E402
 from fence import render as render_fence  # noqa: E402
 
@@ -132,6 +133,27 @@ def maps_section(path):
     return out + render_maps(d) + [""]
 
 
+def bulk_section(path):
+    """A SEQ.HSET of 2,000 new fields against HSET of the same pairs (server-bench/bulk.py)."""
+    out = ["## Sequence maps: bulk writes", ""]
+    if not path:
+        return out + ["Skipped in this run.", ""]
+    d = json.load(open(path))
+    out += [
+        "`server-bench/bulk.py` (issue 37): a fresh server gets a sequence map (`SEQ.HSET`, "
+        "1,000 pairs per call) or a Redis hash (`HSET`) of N fields `f:<8 digits>`, then the "
+        f"measured calls each set {d['pairs']:,} new fields `b:<8 digits>` (at N = 0 each call "
+        "creates its own key); at 2,000,000 fields the calls add a million, a whole growth of "
+        "the map's index by half, so the figure is its average, not one phase. Instructions: "
+        "inside Redis's `call()` under callgrind, instrumentation on only for the measured "
+        "calls. Time: `usec_per_call` from `INFO commandstats`, reset after the loading, "
+        f"{d['rounds']} round(s) on fresh servers, map and hash in turns. Target: at most "
+        f"{d['target']} x HSET in instructions or in time.",
+        "",
+    ]
+    return out + render_bulk(d) + [""]
+
+
 def pauses_section(path):
     """The worst single call while a map grows, widens and shrinks (server-bench/pauses.py)."""
     out = ["## Sequence maps: the worst single call", ""]
@@ -187,6 +209,7 @@ def main():
     ap.add_argument("--floor-json", help="server-bench/instructions.py's JSON; omit to skip")
     ap.add_argument("--maps-json", help="server-bench/maps.py's JSON; omit to skip")
     ap.add_argument("--pauses-json", help="server-bench/pauses.py's JSON; omit to skip")
+    ap.add_argument("--bulk-json", help="server-bench/bulk.py's JSON; omit to skip")
     ap.add_argument("--fence-json", help="server-bench/fence.py's JSON; omit to skip")
     ap.add_argument("--out", required=True)
     ap.add_argument("--title", default="imid benchmark results")
@@ -222,6 +245,7 @@ def main():
     ]
     out += floor_section(args.floor_json)
     out += maps_section(args.maps_json)
+    out += bulk_section(args.bulk_json)
     out += pauses_section(args.pauses_json)
     out += fence_section(args.fence_json)
     out += [

@@ -3,7 +3,8 @@
 # and memory (server-bench/server.py), then instructions per command against the floor module
 # (server-bench/instructions.py, server-bench/floor.c), then sequence maps against Redis hashes on every server
 # of the matrix (server-bench/maps.py: memory per counter, RDB save/load; server-bench/pauses.py: the
-# worst single call while a map grows to 2,000,000 fields, widens and shrinks), then IM.SEND against
+# worst single call while a map grows to 2,000,000 fields, widens and shrinks), a SEQ.HSET of 2,000
+# new fields against HSET on Redis 7.0 and Valkey 9.1 (server-bench/bulk.py), then IM.SEND against
 # send.lua and its parts (server-bench/send.py), then throughput with one replica attached, the
 # fence off against on (server-bench/fence.py), then the results page (server-bench/report.py).
 #
@@ -50,6 +51,9 @@ if [ "$mode" = smoke ]; then
   # One server, a map of 20,000 fields, 2 bulk calls.
   python3 server-bench/pauses.py --module "$module" --servers redis7 --fields 20000 --bulk 2 \
     --json "$tmp/pauses.json"
+  # One server, an empty map and one of 20,000 fields, 4 bulk calls, one round.
+  python3 server-bench/bulk.py --module "$module" --servers redis7 --sizes 0,20000 --calls 4 \
+    --rounds 1 --json "$tmp/bulk.json" >/dev/null
   # IM.SEND against send.lua and its parts: a few sends per figure, a short throughput run.
   python3 server-bench/send.py --module "$module" --smoke --json "$tmp/send.json" >"$tmp/send.md"
   # The fence off against on with a replica: one round, a few hundred calls per load.
@@ -61,12 +65,14 @@ else
   python3 server-bench/instructions.py --module "$module" --json "$tmp/floor.json"
   python3 server-bench/maps.py --module "$module" --json "$tmp/maps.json"
   python3 server-bench/pauses.py --module "$module" --json "$tmp/pauses.json"
+  python3 server-bench/bulk.py --module "$module" --json "$tmp/bulk.json" >/dev/null
   python3 server-bench/send.py --module "$module" --json "$tmp/send.json" >"$tmp/send.md"
   python3 server-bench/fence.py --module "$module" --json "$tmp/fence.json" >/dev/null
 fi
 
 python3 server-bench/report.py --server-json "$tmp/server.json" --criterion target/criterion \
   --floor-json "$tmp/floor.json" --maps-json "$tmp/maps.json" --pauses-json "$tmp/pauses.json" \
+  --bulk-json "$tmp/bulk.json" \
   --fence-json "$tmp/fence.json" --out "$out"
 { echo; echo "## IM.SEND against send.lua (server-bench/send.py)"; echo; cat "$tmp/send.md"; } >>"$out"
 # The smoke check proper: a table row for every command (server.py and instructions.py already
@@ -89,6 +95,8 @@ fence_rows=$(grep -cE '^\| (`SEQ\.NEXT hot`|IDMP|16 IDMP|MULTI).* \| [0-9,]+ \| 
 grep -qE '^\| 50 \| [0-9,]+ \| [0-9,]+ \| [0-9,]+ \|' "$out" || { echo "no IM.SEND row at 50 recipients in $out" >&2; exit 1; }
 map_rows=$(grep -cE '^\| Redis server v=[0-9.]+ \| [0-9,]+ \| [0-9,]+ \| [0-9.]+ \|' "$out")
 [ "$map_rows" -ge 2 ] || { echo "map memory table incomplete ($map_rows rows) in $out" >&2; exit 1; }
+bulk_rows=$(grep -cE '^\| Redis server v=[0-9.]+ \| [0-9,]+ \| [0-9]+ \| [0-9,]+ \| [0-9,]+ \|' "$out")
+[ "$bulk_rows" -ge 2 ] || { echo "bulk-write table incomplete ($bulk_rows rows) in $out" >&2; exit 1; }
 pause_rows=$(grep -cE '^\| Redis server v=[0-9.]+ \| (grow|widen|bulk|shrink) \|' "$out")
 [ "$pause_rows" -ge 4 ] || { echo "worst-call table incomplete ($pause_rows rows) in $out" >&2; exit 1; }
 echo "wrote $out"

@@ -18,7 +18,16 @@ pub(crate) fn value_arg(arg: &Arg) -> Result<u64, Error> {
 /// `[COUNT n] [IDMP token]` of SEQ.NEXT and SEQ.HNEXT: the block size (1 without COUNT) and the
 /// token. The last COUNT wins, as in Redis's own option parsing; IDMP names one request, so
 /// twice is refused.
+#[inline]
 pub(crate) fn next_options(opts: &[Arg]) -> Result<(u64, Option<&Arg>), Error> {
+    // Most calls have none: no call to the parser for them.
+    if opts.is_empty() {
+        return Ok((1, None));
+    }
+    parse_next_options(opts)
+}
+
+fn parse_next_options(opts: &[Arg]) -> Result<(u64, Option<&Arg>), Error> {
     let mut count = 1;
     let mut token = None;
     let mut rest = opts;

@@ -16,13 +16,12 @@ use super::reserve::{reserve, IdmpCall, Names, Target};
 use crate::core::idmp::{FieldRequest, MapTokens};
 use crate::core::reserve::{Record, Store};
 use crate::core::seq::Seq;
-use crate::core::seqmap::{check_name, Located, MapError, SeqMap, MAX_NAME};
+use crate::core::seqmap::{check_name, Batch, Located, MapError, SeqMap, Written, MAX_NAME};
 use crate::core::to_i64;
 use crate::error::{err, Error, SYNTAX};
 use crate::host::{Arg, Ctx};
 use crate::node::{self, fence};
 use crate::types::map::key::{MapKey, WriteError};
-use std::collections::HashMap;
 
 fn field_arg(a: &Arg) -> Result<&[u8], Error> {
     let b = a.bytes();
@@ -293,53 +292,23 @@ pub(crate) fn hset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         return Err(Error::WrongArity);
     }
     let mark = ctx.is_replay();
-    let mut last: HashMap<&[u8], Seq> = HashMap::with_capacity(pairs.len() / 2);
-    let mut order: Vec<&[u8]> = Vec::with_capacity(pairs.len() / 2);
+    let mut parsed: Vec<(&[u8], Seq)> = Vec::with_capacity(pairs.len() / 2);
     for pair in pairs.chunks_exact(2) {
         let [f, v] = pair else { continue };
         let name = field_arg(f)?;
         let value = value_arg(v)?;
         let s = Seq::new(value, mark).ok_or_else(|| err("value out of range"))?;
-        if last.insert(name, s).is_none() {
-            order.push(name);
-        }
+        parsed.push((name, s));
     }
+    let batch = Batch::new(parsed.into_iter());
     let mut k = MapKey::open_write(ctx, key)?;
-    let (added, changed, raised) = {
-        let m = k.get();
-        let mut added = 0u64;
-        let mut changed = false;
-        let mut bytes = 0usize;
-        let mut raised = 0u64;
-        for name in &order {
-            let new = last.get(name).copied().unwrap_or_default();
-            let old = m.and_then(|m| m.get(name));
-            raised = raised.saturating_add(
-                new.value()
-                    .saturating_sub(old.map_or(0, |o: Seq| o.value())),
-            );
-            match old {
-                Some(old) => changed |= old != new,
-                None => {
-                    added += 1;
-                    changed = true;
-                    bytes += SeqMap::entry_bytes(name, new.value());
-                }
-            }
-        }
-        if m.is_some_and(|m| !m.fits(bytes)) {
-            return Err(map_error(MapError::Full));
-        }
-        (added, changed, raised)
-    };
+    let Written {
+        added,
+        changed,
+        raised,
+    } = k.set_batch(&batch)?;
     if changed {
         fence::advanced(raised);
-        k.update(|m| {
-            for name in &order {
-                m.set(name, last.get(name).copied().unwrap_or_default())?;
-            }
-            Ok(())
-        })?;
         drop(k);
         ctx.replicate_verbatim();
         ctx.changed(c"seq.hset", key);

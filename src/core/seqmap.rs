@@ -2,7 +2,7 @@
 //! rules of [`Seq`] (the SEQ.H* commands apply them; this file only stores the states).
 //!
 //! Layout, chosen for memory (a counter with a 10-byte name and a value below 2^32 costs 21 to
-//! 22 bytes, see docs/operations.md, "Sequence maps") with O(1) access, and so that no call
+//! 24 bytes, see docs/operations.md, "Sequence maps") with O(1) access, and so that no call
 //! ever does work in proportion to the whole map:
 //!
 //! - the arena ([`arena`]): the entries back to back in chunks of at most 16 KiB. An entry is a
@@ -11,17 +11,22 @@
 //!   the end and leaves the old one dead; dead bytes are reclaimed chunk by chunk, a few entries
 //!   per write, once they pass a quarter of the arena.
 //! - the index ([`index`]): an open-addressing table of entry addresses with linear probing, in
-//!   pages of 4 KiB, its slots kept in the order of the entries' 64-bit hashes. It grows (and
-//!   shrinks) incrementally, as Redis's dict rehashes: a new table is filled from the old one a
-//!   few slots per write, fast enough to end before the new one passes its load. At every
+//!   pages of 4 KiB, its slots kept in the order of the entries' 64-bit hashes. It grows by half
+//!   (and shrinks) incrementally, as Redis's dict rehashes: a new table is filled from the old
+//!   one a few slots per write, fast enough to end before the old one passes 90% full. At every
 //!   moment the entries below a hash `split` are in the new table and the rest in the old one,
-//!   both in hash order, so a lookup needs one probe and [`SeqMap::scan`] can use "the next hash
-//!   to return" as a cursor that survives growth, deletes and compaction. A table of at most
-//!   2,048 slots (8 KiB, about 1,700 fields) is one allocation, resized at once.
+//!   both in hash order, so a lookup needs one probe (an insert's stops at the first entry
+//!   hashed above its own) and [`SeqMap::scan`] can use "the next hash to return" as a cursor
+//!   that survives growth, deletes and compaction. A table of at most 2,048 slots (8 KiB, about
+//!   1,700 fields) is one allocation, resized at once.
 //!
-//! Every write ends with a bounded step of that background work ([`SeqMap::step`], which the cron
-//! also calls for a map nobody writes: `types::map::idle`): an insert sweeps the old table at the
-//! rate that ends the resize in time (at least [`SWEEP_STEP`] slots), any other write
+//! A write of many fields (SEQ.HSET) hashes each name once ([`Batch`]), builds a new map at
+//! once, as an RDB load does, and loads what the probes of the fields ahead will read while it
+//! writes the current one.
+//!
+//! Every write ends with a bounded step of that background work ([`SeqMap::step`], which the
+//! cron also calls for a map nobody writes: `types::map::idle`): an insert sweeps the old table
+//! at the rate that ends the resize in time (at least [`SWEEP_STEP`] slots), any other write
 //! [`SWEEP_STEP`] slots, and each write spends [`COMPACT_STEP`] units on compaction while it is
 //! due. No allocation is ever reallocated above 16 KiB (a chunk) except the two directories (32
 //! bytes per 16 KiB chunk, 16 per 4 KiB page). Everything that reads the whole map (RDB, DUMP, AOF
@@ -44,6 +49,9 @@ use index::{Index, Pos};
 
 /// Longest field name.
 pub const MAX_NAME: usize = 256;
+
+/// How many fields ahead a write of many fields starts loading what their probes read.
+const PREFETCH_AHEAD: usize = 8;
 
 /// Index slots a write sweeps at least while the index resizes.
 pub const SWEEP_STEP: usize = 8;
@@ -153,8 +161,28 @@ impl SeqMap {
     pub fn set(&mut self, name: &[u8], s: Seq) -> Result<bool, MapError> {
         check_name(name)?;
         let h = hash(name);
-        let pos = self.index.find(name, h, &self.arena);
-        self.write(name, h, pos, s)
+        match self.index.probe(name, h, &self.arena) {
+            Ok(p) => self.write(name, h, Some(p), s),
+            Err(at) => self.add(name, h, at, s).map(|()| true),
+        }
+    }
+
+    /// Stores `s` as the state of `name`, whose [`hash`] is `h` (a caller that hashed the
+    /// name already, as SEQ.HSET to find its repeated fields), unless the field holds `s`
+    /// already (nothing is done then, no background step either). Returns the state before,
+    /// `None` when the field was added.
+    pub fn put(&mut self, name: &[u8], h: u64, s: Seq) -> Result<Option<Seq>, MapError> {
+        check_name(name)?;
+        match self.index.probe(name, h, &self.arena) {
+            Ok(p) => {
+                let old = self.state_at(p).unwrap_or_default();
+                if old != s {
+                    self.write(name, h, Some(p), s)?;
+                }
+                Ok(Some(old))
+            }
+            Err(at) => self.add(name, h, at, s).map(|()| None),
+        }
     }
 
     fn write(&mut self, name: &[u8], h: u64, pos: Option<Pos>, s: Seq) -> Result<bool, MapError> {
@@ -164,13 +192,17 @@ impl SeqMap {
                 self.settle(SWEEP_STEP);
                 Ok(false)
             }
-            None => {
-                self.insert(name, h, s)?;
-                let rate = self.index.sweep_rate(self.len, SWEEP_STEP);
-                self.settle(rate);
-                Ok(true)
-            }
+            None => self.add(name, h, None, s).map(|()| true),
         }
+    }
+
+    /// Inserts `name` (not in the map), at `at` when [`Index::probe`] found its slot; then the
+    /// background step of an insert.
+    fn add(&mut self, name: &[u8], h: u64, at: Option<Pos>, s: Seq) -> Result<(), MapError> {
+        self.insert(name, h, at, s)?;
+        let rate = self.index.sweep_rate(self.len, SWEEP_STEP);
+        self.settle(rate);
+        Ok(())
     }
 
     /// Whether adding `bytes` of entries could fail (callers check a whole batch first, so
@@ -182,6 +214,55 @@ impl SeqMap {
     /// Bytes an entry for `name` with value `v` takes (for [`SeqMap::fits`]).
     pub fn entry_bytes(name: &[u8], v: u64) -> usize {
         entry_size(name.len(), width_code(v))
+    }
+
+    /// Writes every field of `batch` (SEQ.HSET), all or nothing: the whole write is checked to
+    /// fit before the first field is set.
+    pub fn set_batch(&mut self, batch: &Batch) -> Result<Written, MapError> {
+        if !self.fits(batch.bytes) {
+            // Near the 4 GiB limit only: the bytes of the fields that are new, exactly.
+            let new: usize = batch
+                .fields
+                .iter()
+                .filter(|f| self.index.probe(f.name, f.hash, &self.arena).is_err())
+                .map(|f| SeqMap::entry_bytes(f.name, f.state.value()))
+                .sum();
+            if !self.fits(new) {
+                return Err(MapError::Full);
+            }
+        }
+        let mut w = Written::default();
+        // A big map's index and entries are mostly out of the CPU's caches: the loads of the
+        // fields ahead are started early (a slot PREFETCH_AHEAD fields ahead, the entries it
+        // points at half as far ahead), so that they overlap instead of waiting in turn.
+        let ahead = |i: usize| batch.fields.get(i).map(|f| f.hash);
+        for (i, f) in batch.fields.iter().enumerate() {
+            if let Some(h) = ahead(i + PREFETCH_AHEAD) {
+                self.index.prefetch(h, false, &self.arena);
+            }
+            if let Some(h) = ahead(i + PREFETCH_AHEAD / 2) {
+                self.index.prefetch(h, true, &self.arena);
+            }
+            let old = self.put(f.name, f.hash, f.state)?;
+            w.note(old, f.state);
+        }
+        Ok(w)
+    }
+
+    /// A map holding `batch`'s fields (SEQ.HSET of a missing key), built at once as an RDB load
+    /// builds one: the index laid out in one pass instead of grown through every resize.
+    pub fn from_batch(batch: &Batch) -> Result<(SeqMap, Written), MapError> {
+        let fields = batch.fields.iter().map(|f| (f.name, f.hash, f.state));
+        let m = SeqMap::build_hashed(fields, batch.fields.len(), true).map_err(|e| match e {
+            BuildError::Name => MapError::Name,
+            // The batch has no repeated name; should it, the map would be wrong: refused.
+            BuildError::Full | BuildError::Duplicate(_) => MapError::Full,
+        })?;
+        let mut w = Written::default();
+        for f in &batch.fields {
+            w.note(None, f.state);
+        }
+        Ok((m, w))
     }
 
     fn update(&mut self, pos: Pos, name: &[u8], s: Seq) -> Result<(), MapError> {
@@ -210,18 +291,22 @@ impl SeqMap {
         Ok(())
     }
 
-    fn insert(&mut self, name: &[u8], h: u64, s: Seq) -> Result<(), MapError> {
+    fn insert(&mut self, name: &[u8], h: u64, at: Option<Pos>, s: Seq) -> Result<(), MapError> {
         let wc = width_code(s.value());
         if !self.arena.fits(entry_size(name.len(), wc)) {
             return Err(MapError::Full);
         }
-        let _at_once = self.index.grow_for(self.len + 1, &self.arena);
+        let grown = self.index.grow_for(self.len + 1, &self.arena);
         #[cfg(test)]
         {
-            self.work.at_once += _at_once;
+            self.work.at_once += grown.unwrap_or(0);
         }
         let addr = self.arena.append(name, s, wc).ok_or(MapError::Full)?;
-        let _shifted = self.index.insert(h, addr, &self.arena);
+        // A resize moved every slot: the place found before it no longer holds.
+        let _shifted = match (grown, at) {
+            (None, Some(at)) => self.index.insert_at(h, addr, at, &self.arena),
+            _ => self.index.insert(h, addr, &self.arena),
+        };
         #[cfg(test)]
         {
             self.work.shift += _shifted;
@@ -372,14 +457,24 @@ impl SeqMap {
         fields: impl Iterator<Item = (&'a [u8], Seq)>,
         hint: usize,
     ) -> Result<SeqMap, BuildError> {
+        SeqMap::build_hashed(fields.map(|(name, s)| (name, hash(name), s)), hint, false)
+    }
+
+    /// [`SeqMap::build`] from fields whose [`hash`] is known; `as_grown`: see
+    /// [`Index::build_cap`].
+    fn build_hashed<'a>(
+        fields: impl Iterator<Item = (&'a [u8], u64, Seq)>,
+        hint: usize,
+        as_grown: bool,
+    ) -> Result<SeqMap, BuildError> {
         let mut arena = Arena::default();
         let mut order: Vec<(u64, u32)> = Vec::with_capacity(hint);
-        for (name, s) in fields {
+        for (name, h, s) in fields {
             check_name(name).map_err(|_| BuildError::Name)?;
             let addr = arena
                 .append_bulk(name, s, width_code(s.value()))
                 .ok_or(BuildError::Full)?;
-            order.push((hash(name), (addr + 1) as u32));
+            order.push((h, (addr + 1) as u32));
         }
         arena.trim_tail();
         order.sort_unstable();
@@ -411,7 +506,7 @@ impl SeqMap {
             return Ok(SeqMap::default());
         }
         // Placed in hash order: each at its home or right after the one before.
-        let mut cap = Index::build_cap(len);
+        let mut cap = Index::build_cap(len, as_grown);
         let index = loop {
             if let Some(index) = Index::build(cap, &order) {
                 break index;
@@ -537,6 +632,108 @@ impl SeqMap {
     }
 }
 
+/// The fields of one write of many (SEQ.HSET), each name hashed once. A name given more than
+/// once is written once, at its first place, with its last state (as HSET does).
+#[derive(Debug, Default)]
+pub struct Batch<'a> {
+    fields: Vec<BatchField<'a>>,
+    /// Bytes the fields' entries would take were they all new (see [`SeqMap::fits`]).
+    bytes: usize,
+}
+
+#[derive(Debug)]
+struct BatchField<'a> {
+    name: &'a [u8],
+    hash: u64,
+    state: Seq,
+}
+
+impl<'a> Batch<'a> {
+    /// The batch of `pairs` (names already checked, see [`check_name`]). A repeated name is
+    /// found through a table of the pairs' hashes, so no name is hashed twice.
+    pub fn new(pairs: impl ExactSizeIterator<Item = (&'a [u8], Seq)>) -> Batch<'a> {
+        let n = pairs.len();
+        let mut fields: Vec<BatchField<'a>> = Vec::with_capacity(n);
+        // Open addressing over the low bits of the hashes (the map's index uses the high
+        // ones): each slot the position in `fields` plus one. Not needed for one pair.
+        let mut seen: Vec<u32> = if n > 1 {
+            vec![0; (2 * n).next_power_of_two()]
+        } else {
+            Vec::new()
+        };
+        let mask = seen.len().wrapping_sub(1);
+        for (name, state) in pairs {
+            let h = hash(name);
+            let mut slot = h as usize & mask;
+            let repeated = loop {
+                match seen.get(slot).copied() {
+                    Some(0) => {
+                        if let Some(s) = seen.get_mut(slot) {
+                            *s = fields.len() as u32 + 1;
+                        }
+                        break None;
+                    }
+                    Some(i) => {
+                        let i = i as usize - 1;
+                        if fields.get(i).is_some_and(|f| f.hash == h && f.name == name) {
+                            break Some(i);
+                        }
+                        slot = (slot + 1) & mask;
+                    }
+                    None => break None,
+                }
+            };
+            match repeated.and_then(|i| fields.get_mut(i)) {
+                Some(f) => f.state = state,
+                None => fields.push(BatchField {
+                    name,
+                    hash: h,
+                    state,
+                }),
+            }
+        }
+        let bytes = fields
+            .iter()
+            .map(|f| SeqMap::entry_bytes(f.name, f.state.value()))
+            .sum();
+        Batch { fields, bytes }
+    }
+
+    /// Distinct names.
+    pub fn len(&self) -> usize {
+        self.fields.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
+}
+
+/// What a batch write did: the fields added, whether anything changed (a value or a mark), and
+/// by how much the values rose in all (a missing field counts from 0).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Written {
+    pub added: u64,
+    pub changed: bool,
+    pub raised: u64,
+}
+
+impl Written {
+    fn note(&mut self, old: Option<Seq>, new: Seq) {
+        let before = old.map_or(0, Seq::value);
+        self.raised = self
+            .raised
+            .saturating_add(new.value().saturating_sub(before));
+        match old {
+            Some(o) => self.changed |= o != new,
+            None => {
+                self.added += 1;
+                self.changed = true;
+            }
+        }
+    }
+}
+
 /// A field's place in a map, from [`SeqMap::locate`]: valid until the map changes.
 #[derive(Clone, Copy, Debug)]
 pub struct Located {
@@ -652,6 +849,129 @@ mod tests {
         assert!(per <= 24.0);
     }
 
+    /// A batch keeps each name once, at its first place, with its last state; a write of it
+    /// says what it added, whether anything changed (a value or a mark) and how far the values
+    /// rose, as the same writes one by one would, and leaves the same map.
+    #[test]
+    fn batches_write_as_their_fields_one_by_one() {
+        let pairs: Vec<(&[u8], Seq)> = vec![
+            (b"a", seq(5, false)),
+            (b"b", seq(7, false)),
+            (b"a", seq(3, false)),
+            (b"c", seq(1 << 40, true)),
+            (b"b", seq(9, false)),
+        ];
+        let b = Batch::new(pairs.into_iter());
+        let names: Vec<&[u8]> = b.fields.iter().map(|f| f.name).collect();
+        assert_eq!(names, [&b"a"[..], b"b", b"c"]);
+        assert_eq!(b.fields[0].state, seq(3, false));
+        assert_eq!(b.fields[1].state, seq(9, false));
+        assert_eq!(b.len(), 3);
+        // Into a missing key (built at once) and into an empty map (field by field): the same.
+        let (built, w) = SeqMap::from_batch(&b).unwrap();
+        let mut grown = SeqMap::new();
+        assert_eq!(grown.set_batch(&b).unwrap(), w);
+        assert_eq!(
+            w,
+            Written {
+                added: 3,
+                changed: true,
+                raised: 3 + 9 + (1 << 40)
+            }
+        );
+        built.check();
+        grown.check();
+        for (n, s) in grown.iter() {
+            assert_eq!(built.get(n), Some(s));
+        }
+        assert_eq!(built.len(), 3);
+        // Again with one value higher, one lower, one the same: 2 changed, raised by the one.
+        let again: Vec<(&[u8], Seq)> = vec![
+            (b"a", seq(4, false)),
+            (b"b", seq(2, false)),
+            (b"c", seq(1 << 40, true)),
+        ];
+        let w = grown.set_batch(&Batch::new(again.into_iter())).unwrap();
+        assert_eq!(
+            w,
+            Written {
+                added: 0,
+                changed: true,
+                raised: 1
+            }
+        );
+        // Nothing different: nothing changed (the caller then replicates and signals nothing).
+        let same: Vec<(&[u8], Seq)> = vec![(b"a", seq(4, false)), (b"c", seq(1 << 40, true))];
+        let w = grown.set_batch(&Batch::new(same.into_iter())).unwrap();
+        assert_eq!(w, Written::default());
+        // Only the mark differs: a change, no rise.
+        let mark: Vec<(&[u8], Seq)> = vec![(b"a", seq(4, true))];
+        let w = grown.set_batch(&Batch::new(mark.into_iter())).unwrap();
+        assert_eq!(
+            w,
+            Written {
+                added: 0,
+                changed: true,
+                raised: 0
+            }
+        );
+        assert_eq!(grown.get(b"a"), Some(seq(4, true)));
+        grown.check();
+    }
+
+    /// Many names, some given twice, into maps big enough for incremental resizes: each map
+    /// against a model, and a map built from a batch costs no more memory than the same fields
+    /// set one at a time.
+    #[test]
+    fn big_batches_into_growing_maps() {
+        let mut m = SeqMap::new();
+        let mut model: HashMap<Vec<u8>, Seq> = HashMap::new();
+        for round in 0..40u32 {
+            let owned: Vec<(Vec<u8>, Seq)> = (0..2_000u32)
+                .map(|i| {
+                    // every 7th name repeats one of this round's earlier ones
+                    let k = if i % 7 == 6 { i - 3 } else { i };
+                    (
+                        format!("n:{round}:{k}").into_bytes(),
+                        seq(u64::from(round * 10_000 + i), false),
+                    )
+                })
+                .collect();
+            for (n, s) in &owned {
+                model.insert(n.clone(), *s);
+            }
+            let b = Batch::new(owned.iter().map(|(n, s)| (n.as_slice(), *s)));
+            let w = m.set_batch(&b).unwrap();
+            assert_eq!(w.added as usize, b.len());
+            if round % 8 == 0 {
+                m.check();
+            }
+        }
+        m.check();
+        assert_eq!(m.len(), model.len());
+        for (n, s) in &model {
+            assert_eq!(m.get(n), Some(*s));
+        }
+        for fields in [1u32, 100, 1_000, 1_700, 5_000] {
+            let owned: Vec<(Vec<u8>, Seq)> = (0..fields)
+                .map(|i| (format!("u{i:09}").into_bytes(), seq(u64::from(i), false)))
+                .collect();
+            let b = Batch::new(owned.iter().map(|(n, s)| (n.as_slice(), *s)));
+            let (built, _) = SeqMap::from_batch(&b).unwrap();
+            built.check();
+            let mut one_by_one = SeqMap::new();
+            for (n, s) in &owned {
+                one_by_one.set(n, *s).unwrap();
+            }
+            assert!(
+                built.mem_usage() <= one_by_one.mem_usage(),
+                "{fields} fields: built {} grown {}",
+                built.mem_usage(),
+                one_by_one.mem_usage()
+            );
+        }
+    }
+
     #[test]
     fn locate_then_store_is_set() {
         let mut m = SeqMap::new();
@@ -748,8 +1068,11 @@ mod tests {
         }
         assert!(m.is_empty());
         eprintln!("max per write {max:?}, total {total:?}, after growth {grown:?}");
-        // Growth alone swept every table it left (about 6 slots per insert).
-        assert!(grown.sweep > 5 * N as usize, "{grown:?}");
+        // Growth alone swept every table it left (about 3 slots per insert, the index growing
+        // by half each time), and no more: growth by 3/16 swept 6 slots per insert, a cost
+        // each bulk write paid (issue 37).
+        assert!(grown.sweep > 2 * N as usize, "{grown:?}");
+        assert!(grown.sweep < 4 * N as usize, "{grown:?}");
         assert!(total.compact > N as usize, "{total:?}");
         assert!(max.sweep <= 4 * SWEEP_STEP, "{max:?}");
         assert!(max.compact <= COMPACT_STEP + arena::MOVE_COST, "{max:?}");
@@ -941,8 +1264,9 @@ mod tests {
         let phases = run_model(ops).unwrap();
         eprintln!("ops per phase (resizing, compacting): {phases:?}");
         let count = |p: (bool, bool)| phases.get(&p).copied().unwrap_or(0);
+        // A resize runs through about a third of a growth by half (10,925 of 200,000 ops seen).
         assert!(
-            count((true, false)) + count((true, true)) > 20_000,
+            count((true, false)) + count((true, true)) > 8_000,
             "{phases:?}"
         );
         assert!(
@@ -1056,9 +1380,9 @@ mod tests {
     #[test]
     fn the_servers_intermediate_states() {
         let name = |i: u32| format!("f:{i:06}");
-        // "grow": 31,000 inserts, the index halfway through a resize.
+        // "grow": 34,400 inserts, the index halfway through a resize (from 31,747 to 37,122).
         let mut m = SeqMap::new();
-        for i in 0..31_000u32 {
+        for i in 0..34_400u32 {
             m.set(name(i).as_bytes(), seq(u64::from(i), false)).unwrap();
         }
         let (resize, _) = m.progress();
@@ -1079,13 +1403,13 @@ mod tests {
         }
         let (_, pass) = m.progress();
         assert!(pass.is_some_and(|p| (0.15..0.85).contains(&p)), "{pass:?}");
-        // "shrink": 40,000 inserts, then the first 30,000 removed, the index halfway through
+        // "shrink": 40,000 inserts, then the first 28,000 removed, the index halfway through
         // shrinking.
         let mut m = SeqMap::new();
         for i in 0..40_000u32 {
             m.set(name(i).as_bytes(), seq(u64::from(i), false)).unwrap();
         }
-        for i in 0..30_000u32 {
+        for i in 0..28_000u32 {
             assert!(m.remove(name(i).as_bytes()));
         }
         let (resize, _) = m.progress();

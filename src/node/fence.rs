@@ -207,12 +207,18 @@ fn state() -> MutexGuard<'static, State> {
 
 /// May the call reply now, must it wait, or is it refused (nothing may change then)? On `Ok`
 /// its sequence increase is counted, and the caller makes its writes, then answers. One load
-/// when the fence is off.
+/// when the fence is off; the rest out of line, so that what the callers inline stays that load.
 #[inline(always)]
 pub(crate) fn check(ctx: &Ctx, need: Need) -> Result<Verdict, Error> {
     if !HOT.active() {
         return Ok(Verdict::Now);
     }
+    check_on(ctx, need)
+}
+
+/// [`check`] with the fence on.
+#[inline(never)]
+fn check_on(ctx: &Ctx, need: Need) -> Result<Verdict, Error> {
     let adv = HOT.advanced.load(Relaxed);
     let gap = seq_gap();
     let acked = HOT.acked();

@@ -535,7 +535,7 @@ fn intermediate(con: &mut Connection) -> Vec<(&'static str, HashMap<Vec<u8>, i64
     let name = |i: u32| format!("f:{i:06}");
     let mut calls: Vec<redis::Cmd> = Vec::new();
     let mut grow = HashMap::new();
-    for i in 0..31_000u32 {
+    for i in 0..34_400u32 {
         calls.push(
             redis::cmd("SEQ.HSET")
                 .arg("grow")
@@ -565,7 +565,7 @@ fn intermediate(con: &mut Connection) -> Vec<(&'static str, HashMap<Vec<u8>, i64
         );
         widen.insert(name(i).into_bytes(), v);
     }
-    for i in 0..30_000u32 {
+    for i in 0..28_000u32 {
         calls.push(redis::cmd("SEQ.HDEL").arg("shrink").arg(name(i)).clone());
         shrink.remove(name(i).as_bytes());
     }

@@ -31,6 +31,11 @@ pub(super) const MAX_ENTRY: usize = 2 + MAX_NAME + 8;
 /// chunk ids.
 const MAX_USED: usize = (MAX_CHUNKS - 1) * (CHUNK - MAX_ENTRY);
 
+/// Entry bytes from which each new chunk is allocated whole (1 MiB: a chunk's slack, at most
+/// 16 KiB, is then at most 1.6% of the arena; below, chunks grow a size class at a time, which
+/// copies each a few times over, about 100 bytes per 16-byte entry).
+const WHOLE_CHUNKS_AT: usize = 64 * CHUNK;
+
 pub(super) const WIDTH_BITS: u8 = 0x03;
 pub(super) const MARK: u8 = 0x04;
 pub(super) const DEAD: u8 = 0x08;
@@ -88,6 +93,19 @@ fn read_entry(bytes: &[u8], off: usize) -> Option<Entry<'_>> {
         value: u64::from_le_bytes(buf),
         size: 2 + len + w,
     })
+}
+
+/// Asks the CPU to start loading the cache line at `p` (a hint; no effect on any result).
+#[inline(always)]
+pub(super) fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint: it never faults and never changes memory, whatever the
+    // address (SSE, which has it, is part of x86_64).
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 /// The allocation size the allocator really hands out for `bytes` (jemalloc's size classes:
@@ -170,20 +188,21 @@ impl Arena {
         read_entry(&self.chunk(addr)?.bytes, addr & OFFSET_MASK)
     }
 
+    /// The name of the entry at `addr` (the header and value left unread).
+    #[inline]
+    pub(super) fn name(&self, addr: usize) -> Option<&[u8]> {
+        let c = self.chunk(addr)?;
+        let off = addr & OFFSET_MASK;
+        let len = usize::from(*c.bytes.get(off + 1)?) + 1;
+        c.bytes.get(off + 2..off + 2 + len)
+    }
+
     /// Asks the CPU to start loading the entry at `addr` (a hint; no effect on the result).
     #[inline]
     pub(super) fn prefetch(&self, addr: usize) {
-        #[cfg(target_arch = "x86_64")]
         if let Some(c) = self.chunk(addr) {
-            let p = c.bytes.as_ptr().wrapping_add(addr & OFFSET_MASK);
-            // SAFETY: a prefetch is only a hint: it never faults and never changes memory, whatever
-            // the address (SSE, which has it, is part of x86_64).
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
-            }
+            prefetch(c.bytes.as_ptr().wrapping_add(addr & OFFSET_MASK));
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = addr;
     }
 
     /// Whether the entry at `addr` is named `name` (`len_byte` is its length minus one): the
@@ -289,12 +308,15 @@ impl Arena {
             Some(l) if l + size <= CHUNK => self.tail as usize,
             _ => self.open_chunk()?,
         };
+        // Past WHOLE_CHUNKS_AT, a chunk is allocated whole: its growth would copy it again and
+        // again, and one chunk's slack is small beside the rest.
+        let whole = bulk || self.used as usize >= WHOLE_CHUNKS_AT;
         let c = self.chunks.get_mut(id)?;
         let need = c.bytes.len() + size;
         if need > c.bytes.capacity() {
             // One size class up (at least an eighth more), never past a chunk.
             let cap = c.bytes.capacity();
-            let want = if bulk {
+            let want = if whole {
                 CHUNK
             } else {
                 size_class(need.max(cap + cap / 8).max(64)).min(CHUNK)
@@ -572,5 +594,42 @@ impl Arena {
                 assert!(o == off as usize || off as usize >= c.bytes.len());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Below WHOLE_CHUNKS_AT a chunk grows a size class at a time (a small map wastes little);
+    /// from there each new chunk is allocated whole, never copied as it fills.
+    #[test]
+    fn chunks_are_whole_past_a_mebibyte() {
+        let mut a = Arena::default();
+        let s = Seq::new(3_000_000_000, false).unwrap();
+        let mut i = 0u32;
+        let mut append = |a: &mut Arena| {
+            i += 1;
+            a.append(format!("u{i:09}").as_bytes(), s, width_code(s.value()))
+                .unwrap()
+        };
+        append(&mut a);
+        let first = a.chunks[0].bytes.capacity();
+        assert!(first < CHUNK, "{first}");
+        while a.used() < WHOLE_CHUNKS_AT {
+            append(&mut a);
+        }
+        let before = a.chunks.len();
+        while a.chunks.len() < before + 3 {
+            let at = append(&mut a);
+            let c = &a.chunks[at >> CHUNK_BITS];
+            assert_eq!(
+                c.bytes.capacity(),
+                CHUNK,
+                "chunk {} at {at}",
+                at >> CHUNK_BITS
+            );
+        }
+        a.check();
     }
 }

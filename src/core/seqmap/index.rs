@@ -6,13 +6,14 @@
 //! ever reach its end). The slots are kept in the order of the entries' 64-bit hashes (ordered
 //! linear probing: an insert shifts the rest of its cluster right, a delete shifts it back), so
 //! that "the next hash to return" is a scan cursor that survives everything (see
-//! `SeqMap::scan`).
+//! `SeqMap::scan`), and an insert's probe stops at the first entry hashed above its own.
 //!
-//! Resizing is incremental, as Redis's dict rehashes: a new table (`cur`) is set up empty and
-//! the old one is swept into it a few slots per write ([`Index::sweep`]), in slot order, which
-//! is hash order. So at any time the entries with a hash below `split` are in `cur`, the others
-//! in the old table at or after `sweep`, and every lookup knows where to look from the hash
-//! alone; both halves stay in hash order, one after the other. An old-table probe starts at
+//! Resizing is incremental, as Redis's dict rehashes: a new table (`cur`), half as large again,
+//! is set up empty and the old one is swept into it a few slots per write ([`Index::sweep`],
+//! each entry hashed again to find its home there), in slot order, which is hash order. So at
+//! any time the entries with a hash below `split` are in `cur`, the others in the old table at
+//! or after `sweep`, and every lookup knows where to look from the hash alone; both halves
+//! stay in hash order, one after the other. An old-table probe starts at
 //! `max(home, sweep)`: the slots before `sweep` are empty, every entry at or after it still has
 //! the slots between there and itself filled. A page of the new table is allocated when first
 //! written, a page of the old one freed once swept, so the index never holds much more than one
@@ -135,16 +136,29 @@ impl Table {
         }
     }
 
+    #[inline]
     fn set(&mut self, i: usize, v: u32) {
+        let mask = self.mask();
+        let Some(p) = self.pages.get_mut(i >> self.shift) else {
+            return;
+        };
+        match p.get_mut(i & mask) {
+            Some(s) => *s = v,
+            // A page not written yet (empty slots): allocated for anything but an empty slot.
+            None if v != 0 => self.set_in_new_page(i, v),
+            None => {}
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn set_in_new_page(&mut self, i: usize, v: u32) {
         let len = self.page_len();
         let mask = self.mask();
         let Some(p) = self.pages.get_mut(i >> self.shift) else {
             return;
         };
         if p.is_empty() {
-            if v == 0 {
-                return;
-            }
             *p = vec![0u32; len].into_boxed_slice();
             self.allocated += len as u32;
         }
@@ -222,9 +236,11 @@ impl Table {
             h,
             arena,
         )
+        .ok()
     }
 
-    /// [`Table::find`] past the first probes.
+    /// [`Table::find`] past the first probes: `Ok` with the slot holding `name`, or `Err` with
+    /// the slot it would go to (the first past `from` whose hash is above `h`, or the run's end).
     #[inline(never)]
     fn find_far(
         &self,
@@ -233,7 +249,7 @@ impl Table {
         len_byte: u8,
         h: u64,
         arena: &Arena,
-    ) -> Option<usize> {
+    ) -> Result<usize, usize> {
         let end = self.empty_from(from).unwrap_or(self.cap());
         let hash_at = |i: usize| {
             arena
@@ -254,11 +270,56 @@ impl Table {
         let mut i = lo;
         while i < end && hash_at(i) == Some(h) {
             if arena.is_named((self.get(i) as usize).wrapping_sub(1), len_byte, name) {
-                return Some(i);
+                return Ok(i);
             }
             i += 1;
         }
-        None
+        Err(i)
+    }
+
+    /// The slot holding `name` (hash `h`) in the run of entries from `start`, `Ok`, or the slot
+    /// an insert of it goes to, `Err`: the run is in hash order, so the walk stops at the first
+    /// entry hashed above `h` (an entry passed is hashed, where [`Table::find`] only compares
+    /// names). A miss reads about as many entries as a hit, instead of the rest of the run.
+    #[inline]
+    fn probe(
+        &self,
+        start: usize,
+        name: &[u8],
+        len_byte: u8,
+        h: u64,
+        arena: &Arena,
+    ) -> Result<usize, usize> {
+        let Some(page) = self.pages.get(start >> self.shift) else {
+            return Err(start);
+        };
+        let near = page.get(start & self.mask()..).unwrap_or(&[]);
+        if near.is_empty() {
+            // A page not written yet (or the end of the table): empty.
+            return Err(start);
+        }
+        for (k, &s) in near.iter().take(LINEAR_PROBES).enumerate() {
+            if s == 0 {
+                return Err(start + k);
+            }
+            // The hash first: it must be known to stop at all, and an insert's probe (a miss)
+            // then never compares names.
+            let there = arena.name(s as usize - 1).unwrap_or(&[]);
+            let x = hash(there);
+            if x > h {
+                return Err(start + k);
+            }
+            if x == h && there == name {
+                return Ok(start + k);
+            }
+        }
+        self.find_far(
+            start + near.len().min(LINEAR_PROBES),
+            name,
+            len_byte,
+            h,
+            arena,
+        )
     }
 
     /// The first empty slot at or after `p`, if any before the end.
@@ -278,34 +339,70 @@ impl Table {
     }
 
     /// Puts `v` (an entry of hash `h`) at its ordered place among the slots from `start` (its
-    /// home, or the sweep if later), shifting the rest of the cluster right; `last`: every
-    /// entry in the table has a hash at most `h`, so the place is the cluster's end. Extends the
-    /// table when the cluster runs to its end. Returns the slots it moved (work).
-    fn place(&mut self, h: u64, v: u32, start: usize, last: bool, arena: &Arena) -> usize {
-        let e = loop {
-            match self.empty_from(start) {
-                Some(e) => break e,
-                None => self.extend(),
-            }
-        };
+    /// home, or the sweep if later), shifting the rest of the cluster right. Extends the table
+    /// when the cluster runs to its end. Returns the slots it moved (work).
+    fn place(&mut self, h: u64, v: u32, start: usize, arena: &Arena) -> usize {
+        let e = self.first_empty(start);
         // start..e is a run of entries in hash order: the place is after those with a hash at
         // most h (found by bisection, hashing a few names instead of the whole run).
         let mut p = e;
-        if !last {
-            let mut lo = start;
-            while lo < p {
-                let mid = lo + (p - lo) / 2;
-                let below = arena
-                    .entry((self.get(mid) as usize).wrapping_sub(1))
-                    .is_some_and(|x| hash(x.name) <= h);
-                if below {
-                    lo = mid + 1;
-                } else {
-                    p = mid;
-                }
+        let mut lo = start;
+        while lo < p {
+            let mid = lo + (p - lo) / 2;
+            let below = arena
+                .name((self.get(mid) as usize).wrapping_sub(1))
+                .is_some_and(|x| hash(x) <= h);
+            if below {
+                lo = mid + 1;
+            } else {
+                p = mid;
             }
         }
-        // Shift p..e right by one, from the end.
+        self.shift_in(p, e, v)
+    }
+
+    /// The first empty slot at or after `p`, the table extended when none is left.
+    fn first_empty(&mut self, p: usize) -> usize {
+        loop {
+            match self.empty_from(p) {
+                Some(e) => return e,
+                None => self.extend(),
+            }
+        }
+    }
+
+    /// Puts `v` at slot `p`, empty (the table extended as far as it needs).
+    fn put_at(&mut self, p: usize, v: u32) {
+        while p >= self.cap() {
+            self.extend();
+        }
+        self.set(p, v);
+    }
+
+    /// Puts `v` at slot `p`, found by [`Table::probe`] (the table unchanged since), shifting the
+    /// rest of the cluster right. Returns the slots it moved (work).
+    fn insert_at(&mut self, p: usize, v: u32) -> usize {
+        let e = self.first_empty(p);
+        self.shift_in(p, e, v)
+    }
+
+    /// Shifts `p..e` right by one slot (`e` is empty) and puts `v` at `p`. Returns `e - p`.
+    fn shift_in(&mut self, p: usize, e: usize, v: u32) -> usize {
+        if p >> self.shift == e >> self.shift && p < e {
+            // Within one page (written: p holds an entry): one move.
+            let mask = self.mask();
+            if let Some(run) = self
+                .pages
+                .get_mut(p >> self.shift)
+                .and_then(|page| page.get_mut(p & mask..=e & mask))
+            {
+                run.copy_within(..run.len() - 1, 1);
+                if let Some(first) = run.first_mut() {
+                    *first = v;
+                }
+                return e - p;
+            }
+        }
         let mut k = e;
         while k > p {
             let prev = self.get(k - 1);
@@ -342,6 +439,9 @@ impl Table {
     }
 }
 
+/// Slots ahead of the sweep whose entries it starts loading.
+const SWEEP_PREFETCH: usize = 4;
+
 /// The old table during a resize.
 #[derive(Debug)]
 struct Old {
@@ -350,6 +450,17 @@ struct Old {
     sweep: usize,
     /// Every entry with a hash below this is in the current table, the others here.
     split: u64,
+    /// The hash of the entry at `sweep`, where the last step stopped (it hashed it to see
+    /// whether it shares the last hash moved); forgotten whenever this table changes.
+    peeked: Option<u64>,
+}
+
+impl Old {
+    /// This table, about to change.
+    fn table(&mut self) -> &mut Table {
+        self.peeked = None;
+        &mut self.t
+    }
 }
 
 /// The index. See the module comment.
@@ -359,12 +470,17 @@ pub(super) struct Index {
     old: Option<Box<Old>>,
 }
 
-/// Grow a table of more than a page past this load (in percent of the home slots). Its old
-/// table still takes the inserts above the split while it is swept (about 6% of its homes more
-/// by the end): a miss there read 9 entries on average from a start at 75%, 50 from a start at
-/// 85% (the map of 1,000,000 fields in the core's timing runs). The index costs 5.4 to 6.4
-/// bytes per field at this load (a resize grows it by 3/16), about 0.8 more than at 85%.
+/// Grow a table of more than a page past this load (in percent of the home slots), to one half
+/// as large again. Every entry moves once per resize, hashed again, so the step sets the cost
+/// of growth: 1.5 x moves 2 entries per insert (3/16 more, as before, moved 5.3). The old table
+/// still takes the inserts above the split while it is swept, so the sweep ends before it
+/// passes [`SWEPT_BY_PCT`]: the new table then holds 60% of its homes, and the index costs at
+/// most 4 / 0.6 = 6.7 bytes per field (5.3 to 6.3 with 3/16).
 pub(super) const MAX_LOAD_PCT: usize = 75;
+/// The load (in percent of its homes) an old table being swept must not reach: a lookup there
+/// starts at most this full (a miss reads about as many entries as a hit, the run being in hash
+/// order), and the new table's load when the sweep ends is this over the growth, 90 / 1.5.
+const SWEPT_BY_PCT: usize = 90;
 /// Grow a table of one page (resized at once, so never overloaded) past this load.
 const SMALL_MAX_LOAD_PCT: usize = 85;
 /// Shrink it below this load...
@@ -391,13 +507,13 @@ fn max_load(buckets: usize, cap: usize) -> usize {
 }
 
 /// The capacity after `cap`: one allocator size class up (14% to 25% more) while one page,
-/// then 3/16 more pages (at least one).
+/// then half as many pages more (at least one).
 fn grown(cap: usize) -> usize {
     if cap < SMALL_CAP {
         (super::size_class(cap * 4 + 1) / 4).clamp(MIN_CAP, SMALL_CAP)
     } else {
         let pages = cap / PAGE;
-        (pages + (pages * 3 / 16).max(1)) * PAGE
+        (pages + (pages / 2).max(1)) * PAGE
     }
 }
 
@@ -427,9 +543,16 @@ impl Index {
         Some(Index { cur: t, old: None })
     }
 
-    /// Capacity for a bulk build of `n` entries.
-    pub(super) fn build_cap(n: usize) -> usize {
-        let cap = cap_for(n, SMALL_BUILD_LOAD_PCT);
+    /// Capacity for a bulk build of `n` entries; `as_grown`: a table of one page as full as
+    /// inserts one at a time would have left it (a map made by one SEQ.HSET costs what the same
+    /// fields set one by one would), else a little below, with room for growth (a load).
+    pub(super) fn build_cap(n: usize, as_grown: bool) -> usize {
+        let small_pct = if as_grown {
+            SMALL_MAX_LOAD_PCT
+        } else {
+            SMALL_BUILD_LOAD_PCT
+        };
+        let cap = cap_for(n, small_pct);
         if cap <= SMALL_CAP {
             return cap;
         }
@@ -485,12 +608,76 @@ impl Index {
     /// Points `pos` at address `addr`.
     pub(super) fn set(&mut self, pos: Pos, addr: usize) {
         let t = if pos.old {
-            self.old.as_deref_mut().map(|o| &mut o.t)
+            self.old.as_deref_mut().map(Old::table)
         } else {
             Some(&mut self.cur)
         };
         if let Some(t) = t {
             t.set(pos.slot, (addr + 1) as u32);
+        }
+    }
+
+    /// The slot holding `name` (hash `h`), `Ok`, or the slot an insert of it takes, `Err`
+    /// (`None` for an index without a table, or a name out of range): see [`Table::probe`].
+    /// Valid until the index changes.
+    #[inline]
+    pub(super) fn probe(&self, name: &[u8], h: u64, arena: &Arena) -> Result<Pos, Option<Pos>> {
+        let Some(len_byte) = name.len().checked_sub(1).and_then(|l| u8::try_from(l).ok()) else {
+            return Err(None);
+        };
+        if self.cur.buckets() == 0 {
+            return Err(None);
+        }
+        let (old, start) = self.route(h);
+        let Some(t) = self.table(old) else {
+            return Err(None);
+        };
+        match t.probe(start, name, len_byte, h, arena) {
+            Ok(slot) => Ok(Pos { old, slot }),
+            Err(slot) => Err(Some(Pos { old, slot })),
+        }
+    }
+
+    /// Asks the CPU to start loading what a probe for hash `h` reads first: the slot where it
+    /// starts (`entries` false), or the entries of the first few slots from there (`entries`
+    /// true; the slots themselves are read, so that is best done once they were loaded). A
+    /// hint for a write of many fields, whose probes are known ahead.
+    #[inline]
+    pub(super) fn prefetch(&self, h: u64, entries: bool, arena: &Arena) {
+        if self.cur.buckets() == 0 {
+            return;
+        }
+        let (old, start) = self.route(h);
+        let Some(t) = self.table(old) else {
+            return;
+        };
+        let Some(near) = t
+            .pages
+            .get(start >> t.shift)
+            .and_then(|p| p.get(start & t.mask()..))
+        else {
+            return;
+        };
+        if !entries {
+            super::arena::prefetch(near.as_ptr());
+            return;
+        }
+        for &s in near.iter().take(2) {
+            if s == 0 {
+                break;
+            }
+            arena.prefetch(s as usize - 1);
+        }
+    }
+
+    /// [`Index::insert`] at the slot [`Index::probe`] gave for it, the index unchanged since.
+    /// Returns the slots moved.
+    pub(super) fn insert_at(&mut self, h: u64, addr: usize, at: Pos, arena: &Arena) -> usize {
+        let v = (addr + 1) as u32;
+        match (at.old, self.old.as_deref_mut()) {
+            (true, Some(o)) => o.table().insert_at(at.slot, v),
+            (false, _) => self.cur.insert_at(at.slot, v),
+            (true, None) => self.insert(h, addr, arena),
         }
     }
 
@@ -500,15 +687,18 @@ impl Index {
         let v = (addr + 1) as u32;
         let (old, start) = self.route(h);
         match (old, self.old.as_deref_mut()) {
-            (true, Some(o)) => o.t.place(h, v, start, false, arena),
-            _ => self.cur.place(h, v, start, false, arena),
+            (true, Some(o)) => o.table().place(h, v, start, arena),
+            _ => self.cur.place(h, v, start, arena),
         }
     }
 
     /// Removes the entry at `pos`. Returns the slots moved.
     pub(super) fn remove(&mut self, pos: Pos, arena: &Arena) -> usize {
         match (pos.old, self.old.as_deref_mut()) {
-            (true, Some(o)) => o.t.remove(pos.slot, o.sweep, arena),
+            (true, Some(o)) => {
+                let floor = o.sweep;
+                o.table().remove(pos.slot, floor, arena)
+            }
             _ => self.cur.remove(pos.slot, 0, arena),
         }
     }
@@ -519,7 +709,7 @@ impl Index {
         let (in_old, start) = self.route(h);
         let t = if in_old {
             match self.old.as_deref_mut() {
-                Some(o) => &mut o.t,
+                Some(o) => o.table(),
                 None => return false,
             }
         } else {
@@ -545,16 +735,16 @@ impl Index {
     }
 
     /// Starts growing when one more entry would pass the load (and no resize runs).
-    /// Returns the slots a small table's resize moved at once.
-    pub(super) fn grow_for(&mut self, len: usize, arena: &Arena) -> usize {
+    /// Returns `None` when it did not, else the slots a small table's resize moved at once.
+    pub(super) fn grow_for(&mut self, len: usize, arena: &Arena) -> Option<usize> {
         if self.old.is_none() && len > max_load(self.cur.buckets(), self.cur.cap()) {
             let mut cap = grown(self.cur.cap());
             while max_load(cap - tail(cap), cap) < len {
                 cap = grown(cap);
             }
-            return self.resize(cap, arena);
+            return Some(self.resize(cap, arena));
         }
-        0
+        None
     }
 
     /// Starts shrinking when `len` entries leave the table under a quarter full.
@@ -584,6 +774,7 @@ impl Index {
             t,
             sweep: 0,
             split: 0,
+            peeked: None,
         }));
         if small {
             // One page to another (at most SMALL_CAP slots, well under a millisecond): at once,
@@ -593,14 +784,17 @@ impl Index {
         0
     }
 
-    /// Slots the sweep must visit per insert so that it ends before `len` entries pass the
-    /// current table's load: the rest over the inserts left, at least `min`.
+    /// Slots the sweep must visit per insert so that it ends before `len` entries pass the old
+    /// table's [`SWEPT_BY_PCT`] or the current table's load: the rest over the inserts left,
+    /// at least `min`.
     pub(super) fn sweep_rate(&self, len: usize, min: usize) -> usize {
         let Some(o) = self.old.as_deref() else {
             return 0;
         };
         let rest = o.t.cap().saturating_sub(o.sweep);
-        match max_load(self.cur.buckets(), self.cur.cap()).checked_sub(len) {
+        let limit =
+            (o.t.buckets() * SWEPT_BY_PCT / 100).min(max_load(self.cur.buckets(), self.cur.cap()));
+        match limit.checked_sub(len) {
             Some(room) if room > 0 => rest.div_ceil(room).max(min),
             _ => rest,
         }
@@ -613,36 +807,66 @@ impl Index {
         let Some(o) = self.old.as_deref_mut() else {
             return 0;
         };
-        let hash_at = |t: &Table, i: usize| -> Option<u64> {
-            let s = t.get(i);
-            (s != 0).then(|| arena.entry(s as usize - 1).map_or(0, |e| hash(e.name)))
-        };
-        // The entries about to move are all over the arena: their loads are started together
-        // instead of one after the other.
-        for i in o.sweep..(o.sweep + budget + 1).min(o.t.cap()) {
-            let s = o.t.get(i);
-            if s != 0 {
-                arena.prefetch(s as usize - 1);
-            }
-        }
+        let cur = &mut self.cur;
+        let hash_of = |s: u32| arena.name(s as usize - 1).map_or(0, hash);
         let mut spent = 0;
         let mut last: Option<u64> = None;
-        while o.sweep < o.t.cap() {
-            let h = hash_at(&o.t, o.sweep);
-            // Past the budget only for the entries that share the last one's hash.
-            if spent >= budget && (h.is_none() || h != last) {
+        // Once an entry is placed, every slot of the current table after it is empty: the
+        // entries there before this step all hash below the split, so below the ones moved
+        // now, which are moved in hash order. So the next goes to its home or right after.
+        let mut next: Option<usize> = None;
+        // The peeked hash is the first slot's, if any.
+        let mut peeked = o.peeked.take();
+        let (shift, mask) = (o.t.shift, o.t.mask());
+        'pages: while o.sweep < o.t.cap() {
+            let Some(page) = o.t.pages.get_mut(o.sweep >> shift) else {
                 break;
+            };
+            let from = o.sweep & mask;
+            if page.is_empty() {
+                // Never written: empty slots, passed at once (within the budget).
+                let n = (mask + 1 - from)
+                    .min(o.t.cap() - o.sweep)
+                    .min(budget.saturating_sub(spent));
+                if n == 0 {
+                    break;
+                }
+                o.sweep += n;
+                spent += n;
+                peeked = None;
+            } else {
+                for j in from..page.len() {
+                    let s = page.get(j).copied().unwrap_or(0);
+                    // The entries about to move are all over the arena: each load is started
+                    // a few slots ahead, so that they overlap instead of waiting in turn.
+                    if let Some(&a) = page.get(j + SWEEP_PREFETCH).filter(|&&a| a != 0) {
+                        arena.prefetch(a as usize - 1);
+                    }
+                    let known = peeked.take();
+                    let h = (s != 0).then(|| known.unwrap_or_else(|| hash_of(s)));
+                    // Past the budget only for the entries that share the last one's hash.
+                    if spent >= budget && (h.is_none() || h != last) {
+                        o.peeked = h;
+                        break 'pages;
+                    }
+                    if let Some(h) = h {
+                        let home = cur.home(h);
+                        let dest = match next {
+                            Some(n) => n.max(home),
+                            None => cur.first_empty(home),
+                        };
+                        cur.put_at(dest, s);
+                        next = Some(dest + 1);
+                        if let Some(slot) = page.get_mut(j) {
+                            *slot = 0;
+                        }
+                        last = Some(h);
+                    }
+                    o.sweep += 1;
+                    spent += 1;
+                }
             }
-            if let Some(h) = h {
-                let s = o.t.get(o.sweep);
-                let home = self.cur.home(h);
-                self.cur.place(h, s, home, true, arena);
-                o.t.set(o.sweep, 0);
-                last = Some(h);
-            }
-            o.sweep += 1;
             o.t.free_before(o.sweep);
-            spent += 1;
         }
         let finished = match last {
             // The largest hash moved: nothing is left in the old table (its entries all had

@@ -4,7 +4,7 @@
 use super::TYPE;
 use crate::core::idmp::{Entry, FieldRequest};
 use crate::core::seq::Seq;
-use crate::core::seqmap::{MapError, SeqMap};
+use crate::core::seqmap::{Batch, MapError, SeqMap, Written};
 use crate::error::Error;
 use crate::host::key::TypedKey;
 use crate::host::value::{Made, Word};
@@ -86,6 +86,18 @@ impl<'a> MapKey<'a> {
     #[inline]
     pub(crate) fn set_field(&mut self, field: &[u8], s: Seq) -> Result<(), WriteError> {
         self.update(|m| m.set(field, s).map(drop))
+    }
+
+    /// Writes `batch` (SEQ.HSET), all or nothing: into a missing key, a map built at once (as an
+    /// RDB load builds one, instead of growing it through every resize of its index); else
+    /// field by field.
+    pub(crate) fn set_batch(&mut self, batch: &Batch) -> Result<Written, WriteError> {
+        if self.key.word().is_none() {
+            let (m, w) = SeqMap::from_batch(batch).map_err(WriteError::Map)?;
+            self.key.put(Made::Boxed(m))?;
+            return Ok(w);
+        }
+        self.update(|m| m.set_batch(batch))
     }
 
     /// Runs `f` on the map (created when missing); when it fails and the map is left empty, the

@@ -275,9 +275,21 @@ impl Server {
     /// Without one the kernel resumes the read (`harness::
     /// a_client_read_survives_the_test_process_being_stopped`). A server that dies closes the
     /// socket, so a read fails then; only a live server that never answers hangs the test.
+    ///
+    /// The connect itself runs with a timeout, so it can fail the same way ("connect to ...:
+    /// Interrupted system call" in `examples::replica_holds_the_primarys_state`, Redis 8.6,
+    /// `make test-matrix`): that error alone is tried again, a few times.
     pub fn client(&self) -> Connection {
-        self.try_client()
-            .unwrap_or_else(|e| panic!("connect to {}: {e}\n{}", self.port, self.log_tail()))
+        let mut interrupted = 0;
+        loop {
+            match self.try_client() {
+                Ok(c) => return c,
+                Err(e) if interrupted < 5 && e.to_string().contains("os error 4") => {
+                    interrupted += 1;
+                }
+                Err(e) => panic!("connect to {}: {e}\n{}", self.port, self.log_tail()),
+            }
+        }
     }
 
     /// Runs a command on a new connection that must reply `OK` (`common::ok`).

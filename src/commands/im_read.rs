@@ -13,8 +13,12 @@
 //! write (the scripts find a wrong type only when they reach the key, after writing what came
 //! before). A key named in two roles that would have to hold two types is WRONGTYPE at once.
 //!
-//! IM.CHANGE hands out a seq and waits under the fence as SEQ.HNEXT does (the reserve
-//! protocol).
+//! The fence (docs/durability.md): on a primary with `imid.fence-replicas` above 0, IM.SYNC and
+//! IM.PULL reply only once the replicas of the term hold every sequence increase this node made
+//! (`node::fence::check_read`): they wait for them as IM.SEND does, so no reader is shown a
+//! message, a seq or a change that a failover could take back. IM.CHANGE hands out a seq and
+//! waits as SEQ.HNEXT does (the reserve protocol). IM.READ waits for nothing (a read cursor is
+//! the client's own, clamped to the conversation's seq).
 //!
 //! Replication: IM.READ replicates as called when it moved the cursor (replay clamps to the same
 //! seq and finds the same cursor), nothing otherwise. IM.CHANGE replicates as called when its
@@ -71,8 +75,7 @@ pub(crate) fn sync(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         trimmed,
         page,
     };
-    reply.write(ctx);
-    Ok(())
+    fence::check_read(ctx)?.answer(ctx, &reply)
 }
 
 struct SyncReply {
@@ -208,8 +211,7 @@ pub(crate) fn pull(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
             page,
         });
     }
-    PullReply(out).write(ctx);
-    Ok(())
+    fence::check_read(ctx)?.answer(ctx, &PullReply(out))
 }
 
 /// The values of the kinds' fields in the map `key` (0 when missing), as SEQ.HMGET.

@@ -8,6 +8,8 @@
 //! acknowledged, and what a read on a replica guarantees.
 use crate::common;
 use common::*;
+use std::sync::mpsc::{channel, Receiver};
+use std::time::Duration;
 
 const SEND_LUA: &str = include_str!("../../examples/lua/send.lua");
 const SYNC_LUA: &str = include_str!("../../examples/lua/sync.lua");
@@ -359,4 +361,178 @@ fn random_sends_reads_syncs_changes_and_pulls_match_the_scripts() {
     // the run reached trimmed logs and inboxes
     let markers: Vec<String> = cmd(&mut p.cn, &["KEYS", "*trimmed*"]).unwrap();
     assert!(markers.len() > 3, "{markers:?}");
+}
+
+/// The replica's process, stopped (SIGSTOP) until dropped: it neither applies nor acknowledges
+/// anything meanwhile, and its primary still counts it online.
+struct Paused(i32);
+
+impl Paused {
+    fn new(s: &Server) -> Paused {
+        let pid: i32 = s
+            .info_field("server", "process_id")
+            .and_then(|p| p.parse().ok())
+            .expect("process_id");
+        // SAFETY: a plain signal to a child process of this test.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+        Paused(pid)
+    }
+}
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        // SAFETY: as above.
+        unsafe { libc::kill(self.0, libc::SIGCONT) };
+    }
+}
+
+/// A primary with the fence on (one replica, `timeout` ms) and its replica, both online and the
+/// first acknowledgement in.
+fn fenced(timeout: &str) -> (Server, Server) {
+    let p = Server::with(&[
+        "--imid.fence-replicas",
+        "1",
+        "--imid.fence-timeout",
+        timeout,
+    ]);
+    let r = p.replica(&[]);
+    wait_until("the fence is on", 10, || p.imid_stat("fence_replicas") == 1);
+    let mut con = p.client();
+    p.wait_until("the replica online", 30, || {
+        let role: Vec<Value> = cmd(&mut con, &["ROLE"]).unwrap();
+        matches!(role.get(2), Some(Value::Array(r)) if r.len() == 1)
+    });
+    let _: i64 = cmd(&mut con, &["SEQ.NEXT", "warm"]).unwrap();
+    (p, r)
+}
+
+/// `args` on a client of its own, its reply to come on the channel.
+fn call(s: &Server, args: &[String]) -> Receiver<Reply> {
+    let mut con = s.client();
+    let args = args.to_vec();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(reply(cmd(&mut con, &args)));
+    });
+    rx
+}
+
+fn page_of(r: &Reply) -> Vec<Value> {
+    match r {
+        Ok(Value::Array(v)) => match &v[4] {
+            Value::Array(p) => p.clone(),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The measured bug: with the fence on and the replica stopped, a send that waits and
+/// then gets NOREPLICAS has written its inbox members already (ZRANGE shows them); IM.SYNC and
+/// IM.PULL on the primary show none of them, nor their seqs, until the replica acknowledges;
+/// then they do.
+#[test]
+fn a_fenced_primary_shows_no_reader_what_its_replicas_have_not_acknowledged() {
+    let (p, r) = fenced("300");
+    let mut con = p.client();
+    // Acknowledged before the pause: shown at once.
+    let first = Call::send("f", &["bob"], "alice", "c0", "before", "100");
+    native(&mut con, &first).unwrap();
+    let ch = Call::change("bob", "friend", "added carol", "100");
+    native(&mut con, &ch).unwrap();
+    let sync = Call::sync("f", "bob", "0", "100");
+    assert_eq!(page_of(&native(&mut con, &sync)).len(), 2);
+    let paused = Paused::new(&r);
+    let mut sent = 0;
+    for i in 1..=3 {
+        let c = Call::send("f", &["bob"], "alice", &format!("c{i}"), "lost?", "100");
+        let e = native(&mut con, &c).unwrap_err();
+        assert!(e.starts_with("NOREPLICAS"), "{e}");
+        sent += 1;
+    }
+    // A plain reservation within the fence's budget answers at once (docs/durability.md); its
+    // change is written all the same, and not acknowledged.
+    let _ = native(&mut con, &Call::change("bob", "friend", "added dan", "100"));
+    // The sends wrote their members: what sync.lua would hand out.
+    let members: Vec<String> = cmd(&mut con, &["ZRANGE", "{conv:f}:inbox:bob", "0", "-1"]).unwrap();
+    assert_eq!(members.len(), 1 + sent);
+    // The native reads show none of them: they wait, then NOREPLICAS (or are refused at once).
+    let r1 = native(&mut con, &sync);
+    assert!(
+        matches!(&r1, Err(e) if e.starts_with("NOREPLICAS")),
+        "IM.SYNC showed {r1:?}"
+    );
+    let pull = Call::pull("bob", &[("friend", "0")]);
+    let r2 = native(&mut con, &pull);
+    assert!(
+        matches!(&r2, Err(e) if e.starts_with("NOREPLICAS")),
+        "IM.PULL showed {r2:?}"
+    );
+    // A read that waits is answered once the replica acknowledges, with everything.
+    config_set(&mut con, "imid.fence-timeout", "30000");
+    let waiting = call(&p, &sync.native_argv());
+    p.wait_until("the sync waits", 20, || p.imid_stat("fence_waiting") >= 1);
+    drop(paused);
+    let got = waiting
+        .recv_timeout(Duration::from_secs(30))
+        .expect("no answer within 30 s");
+    assert_eq!(page_of(&got).len(), 2 * (1 + sent), "{got:?}");
+    let pulled = native(&mut con, &pull).unwrap();
+    let added = texts(&pulled)
+        .iter()
+        .filter(|t| t.starts_with("added"))
+        .count();
+    assert_eq!(added, 2, "{pulled:?}");
+}
+
+/// What a read on a replica guarantees: every message whose send the fenced primary answered is
+/// there at once (IM.SEND answers only once every replica of the term acknowledged it: its IDMP
+/// record waits); a change only once the replica acknowledged it (IM.CHANGE may answer within
+/// the fence's budget). The read-only commands run there, the writes are refused.
+#[test]
+fn a_read_on_a_replica_shows_every_answered_send() {
+    let (p, r) = fenced("5000");
+    let mut con = p.client();
+    let mut rc = r.client();
+    for i in 0..20 {
+        let c = Call::send("g", &["bob"], "alice", &format!("c{i}"), "hi", "100");
+        native(&mut con, &c).unwrap();
+        let k = native(
+            &mut con,
+            &Call::change("bob", "group", &format!("chg{i}"), "100"),
+        )
+        .unwrap();
+        // No WAIT: the answer itself says the replica holds it.
+        let page = page_of(&native(&mut rc, &Call::sync("g", "bob", "0", "1000")));
+        assert_eq!(
+            page.len(),
+            2 * (i + 1),
+            "send {i} answered, not on the replica"
+        );
+        // An answered IM.CHANGE may have answered within the fence's budget, before the
+        // replica acknowledged: no such promise; once WAIT says so, the replica shows it.
+        let _: i64 = cmd(&mut con, &["WAIT", "1", "0"]).unwrap();
+        let pulled = native(&mut rc, &Call::pull("bob", &[("group", "0")])).unwrap();
+        let changes = texts(&pulled)
+            .iter()
+            .filter(|t| t.starts_with("chg"))
+            .count();
+        assert_eq!(changes, i + 1, "{k:?} {pulled:?}");
+    }
+    for c in [
+        Call::read("g", "bob", "3"),
+        Call::change("bob", "group", "x", "5"),
+    ] {
+        let e = native(&mut rc, &c).unwrap_err();
+        assert!(e.starts_with("READONLY"), "{e}");
+    }
+}
+
+/// Every bulk string of a reply, depth first.
+fn texts(v: &Value) -> Vec<String> {
+    match v {
+        Value::BulkString(b) => vec![String::from_utf8_lossy(b).into_owned()],
+        Value::Array(a) => a.iter().flat_map(texts).collect(),
+        _ => Vec::new(),
+    }
 }

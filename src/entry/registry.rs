@@ -132,6 +132,9 @@ const fn spec(index: i32, count: i32, flags: u32) -> Spec {
     }
 }
 const RW_UPDATE: u32 = raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE;
+/// IM.SYNC: the sequence, the inbox and the trimmed marker, read. (Not `keys(1, 3, ..)`: a key
+/// spec's last key counts from its first, the legacy range's from the command name.)
+pub(crate) const IM_SYNC_SPECS: &[Spec] = &[spec(1, 3, RO_ACCESS)];
 /// IM.READ: the read map (its field raised and returned), then the inbox and the sequence, read.
 pub(crate) const IM_READ_SPECS: &[Spec] = &[spec(1, 1, RW_ACCESS_UPDATE), spec(2, 2, RO_ACCESS)];
 /// IM.CHANGE (`prefix` 0) and IM.CHANGESET (after its seq): the sequences map (a field raised

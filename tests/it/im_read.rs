@@ -536,3 +536,127 @@ fn texts(v: &Value) -> Vec<String> {
         _ => Vec::new(),
     }
 }
+
+#[test]
+fn key_specs_and_getkeys_name_every_key() {
+    let s = Server::start();
+    let mut con = s.client();
+    let mut calls = vec![
+        Call::sync("k", "bob", "0", "10"),
+        Call::read("k", "bob", "3"),
+        Call::change("bob", "friend", "x", "5"),
+        Call::pull("bob", &[("friend", "0")]),
+        Call::pull("bob", &[("friend", "0"), ("group", "3"), ("conv", "7")]),
+    ];
+    let mut set = Call::change("bob", "friend", "x", "5");
+    set.keys.insert(0, "PREFIX".into());
+    calls.push(set);
+    for c in &calls {
+        let mut argv = c.native_argv();
+        if c.keys.first().map(String::as_str) == Some("PREFIX") {
+            argv[0] = "IM.CHANGESET".into();
+            argv[1] = "7".into();
+        }
+        let mut args = vec!["COMMAND".to_owned(), "GETKEYS".to_owned()];
+        args.extend(argv);
+        let mut got: Vec<String> = cmd(&mut con, &args).unwrap();
+        got.sort();
+        let mut want: Vec<String> = c.keys.iter().filter(|k| *k != "PREFIX").cloned().collect();
+        want.sort();
+        assert_eq!(got, want, "{c:?}");
+    }
+    // read-only where they only read: IM.SYNC and IM.PULL are readonly commands
+    for (name, flag) in [
+        ("im.sync", "readonly"),
+        ("im.pull", "readonly"),
+        ("im.read", "write"),
+        ("im.change", "write"),
+    ] {
+        let info: Vec<Vec<Value>> = cmd(&mut con, &["COMMAND", "INFO", name]).unwrap();
+        assert!(
+            format!("{:?}", info[0][2]).contains(flag),
+            "{name}: {:?}",
+            info[0][2]
+        );
+    }
+}
+
+/// IM.READ and IM.CHANGE replicate exactly: a replica and the AOF (after a restart, and after a
+/// rewrite) reach the primary's data; IM.CHANGESET, the explicit form, too.
+#[test]
+fn replicas_and_the_aof_reach_the_primarys_state() {
+    let primary = Server::with(&aof_always("no"));
+    let replica = primary.replica(&[]);
+    let mut con = primary.client();
+    let mut rng = Rng(0x5EED_0035_0002);
+    for n in 0..300 {
+        let _ = native(&mut con, &random_call(&mut rng, n));
+    }
+    ok(
+        &mut con,
+        &[
+            "IM.CHANGESET",
+            "5000",
+            "app:seq:{zed}",
+            "app:trimmed:{zed}",
+            "app:log:{zed}:friend",
+            "friend",
+            "x",
+            "1",
+        ],
+    );
+    let _ = native(&mut con, &Call::change("zed", "friend", "y", "1"));
+    primary.wait_replica(&replica);
+    let want = digest(&primary);
+    assert_eq!(digest(&replica), want, "the replica");
+    let aof = aof_incr(&primary);
+    for c in [&b"IM.READ"[..], b"IM.CHANGE", b"IM.CHANGESET"] {
+        assert!(
+            contains(&aof, c),
+            "{} not in the AOF",
+            String::from_utf8_lossy(c)
+        );
+    }
+    let mut primary = primary;
+    primary.restart();
+    assert_eq!(digest(&primary), want, "after a restart from the AOF");
+    primary.rewrite_aof();
+    primary.restart();
+    assert_eq!(digest(&primary), want, "after a rewrite and a restart");
+    let v: Vec<i64> = cmd(
+        &mut primary.client(),
+        &["SEQ.HMGET", "app:seq:{zed}", "friend"],
+    )
+    .unwrap();
+    assert_eq!(v, [5001]);
+}
+
+/// A refused IM.READ or IM.CHANGE writes nothing, where the script had written part of its work
+/// before it reached the wrong-typed key.
+#[test]
+fn a_refused_read_or_change_writes_nothing() {
+    let s = Server::start();
+    let mut con = s.client();
+    let shas = load_scripts(&mut con);
+    ok(&mut con, &["SET", "{conv:w}:inbox:bob", "not a zset"]);
+    ok(&mut con, &["SET", "app:log:{bob}:friend", "not a zset"]);
+    ok(&mut con, &["SEQ.SET", "{conv:w}:seq", "9"]);
+    let before = digest(&s);
+    for c in [
+        Call::read("w", "bob", "5"),
+        Call::change("bob", "friend", "x", "5"),
+    ] {
+        let e = native(&mut con, &c).unwrap_err();
+        assert!(e.starts_with("WRONGTYPE"), "{e}");
+        assert_eq!(digest(&s), before, "{c:?} wrote");
+        let e = lua(&mut con, &shas, &c).unwrap_err();
+        assert!(e.starts_with("WRONGTYPE"), "{e}");
+        assert_ne!(
+            digest(&s),
+            before,
+            "the script wrote before it failed: {c:?}"
+        );
+        int(&mut con, &["DEL", "{conv:w}:read", "app:seq:{bob}"]);
+        assert_eq!(digest(&s), before);
+    }
+}

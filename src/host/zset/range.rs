@@ -2,8 +2,9 @@
 //! counting members above a score (IM.READ's unread count), for the read side of the IM flow.
 //!
 //! A page walks the key API's score range and stops at its limit, so it costs what it returns;
-//! the count goes through `ZCOUNT` (`RedisModule_Call`), which Redis answers from the skiplist's
-//! ranks in O(log n): walking the range would cost as much as the inbox holds.
+//! a count walks at most a bound of members, then goes through `ZCOUNT` (`RedisModule_Call`),
+//! which Redis answers from the skiplist's ranks in O(log n): walking a long range would cost
+//! as much as the inbox holds.
 
 use super::{Member, ZsetKey};
 use crate::error::{Error, INTERNAL};
@@ -54,6 +55,43 @@ impl ZsetKey<'_> {
             stop(self.ptr);
         }
         out
+    }
+}
+
+impl ZsetKey<'_> {
+    /// The number of members with a score above `above`, walked when there are at most `bound`
+    /// of them (no member string made: one skiplist step each); `None` when there are more.
+    pub(crate) fn count_above(&self, above: f64, bound: u64) -> Option<u64> {
+        if self.ptr.is_null() {
+            return Some(0);
+        }
+        // SAFETY: the handle is live; the range is stopped before returning.
+        unsafe {
+            let (first, next, end, stop) = (
+                raw::RedisModule_ZsetFirstInScoreRange?,
+                raw::RedisModule_ZsetRangeNext?,
+                raw::RedisModule_ZsetRangeEndReached?,
+                raw::RedisModule_ZsetRangeStop?,
+            );
+            if first(self.ptr, above, f64::INFINITY, 1, 0) != raw::REDISMODULE_OK as c_int {
+                return Some(0);
+            }
+            let mut n = 0u64;
+            let mut out = Some(0);
+            while end(self.ptr) == 0 {
+                if n >= bound {
+                    out = None;
+                    break;
+                }
+                n = n.saturating_add(1);
+                out = Some(n);
+                if next(self.ptr) == 0 {
+                    break;
+                }
+            }
+            stop(self.ptr);
+            out
+        }
     }
 }
 

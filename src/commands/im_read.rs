@@ -310,16 +310,30 @@ fn parse_change(args: &[Arg]) -> Result<Change<'_>, Error> {
     })
 }
 
-/// The types of the keys IM.CHANGE writes after the kind's seq, before anything is written: the
-/// trimmed map and the log. A log that is also a map of the call would have to be both.
-fn check_change_keys(ctx: &Ctx, c: &Change) -> Result<(), Error> {
-    MapKey::open(ctx, c.trimmed, false)?;
-    ZsetKey::open(ctx, c.log, false)?;
+/// The keys IM.CHANGE writes after the kind's seq, checked before anything is written and held
+/// open for writing: the log, and the trimmed map unless it is the sequences map too (then it is
+/// checked here and opened again when reached). A log that is also a map of the call would have
+/// to be both: WRONGTYPE.
+struct ChangeKeys<'a> {
+    log: ZsetKey<'a>,
+    trimmed: Option<MapKey<'a>>,
+}
+
+fn open_change_keys<'a>(ctx: &'a Ctx, c: &Change<'a>) -> Result<ChangeKeys<'a>, Error> {
     let log = c.log.bytes();
     if log == c.seqs.bytes() || log == c.trimmed.bytes() {
         return Err(WRONGTYPE);
     }
-    Ok(())
+    let trimmed = if c.trimmed.bytes() == c.seqs.bytes() {
+        MapKey::open(ctx, c.trimmed, false)?;
+        None
+    } else {
+        Some(MapKey::open(ctx, c.trimmed, true)?)
+    };
+    Ok(ChangeKeys {
+        log: ZsetKey::open(ctx, c.log, true)?,
+        trimmed,
+    })
 }
 
 /// IM.CHANGE seqs trimmed log kind change cap -> the change's seq, as change.lua: the kind's
@@ -335,7 +349,7 @@ pub(crate) fn change(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     };
     let c = parse_change(rest)?;
     let target = Field::open(ctx, c.seqs, c.kind)?;
-    check_change_keys(ctx, &c)?;
+    let keys = open_change_keys(ctx, &c)?;
     let check = |need| Ok(((), fence::check(ctx, need)?));
     let (block, verdict) = match store(ctx, target, (c.seqs, Some(c.kind_arg)), 1, None, check)? {
         Reserved::Stored(block, (), verdict) => (block, verdict),
@@ -344,7 +358,7 @@ pub(crate) fn change(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     };
     signal_and_count::<Field>(ctx, c.seqs, &block, 1);
     let seq = block.last;
-    log_change(ctx, &c, seq)?;
+    log_change(ctx, &c, keys, seq)?;
     if block.as_called {
         ctx.replicate_verbatim();
     } else {
@@ -357,15 +371,23 @@ pub(crate) fn change(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 /// What IM.CHANGE and IM.CHANGESET write after the kind's seq, in change.lua's order: ZADD
 /// log seq `seq|change`, ZPOPMIN of the excess, SEQ.HADVANCE of the kind's trimmed marker to the
 /// highest score dropped; each signalled and notified as those commands do.
-fn log_change(ctx: &Ctx, c: &Change, seq: u64) -> Result<(), Error> {
+fn log_change<'a>(
+    ctx: &'a Ctx,
+    c: &Change<'a>,
+    keys: ChangeKeys<'a>,
+    seq: u64,
+) -> Result<(), Error> {
     let member = Member::new(&read::change_member(seq, c.change)).ok_or(INTERNAL)?;
-    let mut z = ZsetKey::open(ctx, c.log, true)?;
-    let top = add_and_trim(ctx, &mut z, c.log, send::score(seq), &member, c.cap)?;
-    drop(z);
+    let ChangeKeys { mut log, trimmed } = keys;
+    let top = add_and_trim(ctx, &mut log, c.log, send::score(seq), &member, c.cap)?;
+    drop(log);
     let Some(top) = top else {
         return Ok(());
     };
-    let mut t = MapKey::open(ctx, c.trimmed, true)?;
+    let mut t = match trimmed {
+        Some(t) => t,
+        None => MapKey::open(ctx, c.trimmed, true)?,
+    };
     let old = current(t.get(), c.kind);
     let new = old
         .advance(send::marker(top))
@@ -396,15 +418,14 @@ pub(crate) fn changeset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let seq = super::args::value_arg(seq)?;
     let c = parse_change(rest)?;
     let new = Seq::new(seq, ctx.is_replay()).ok_or_else(|| err("seq out of range"))?;
-    MapKey::open(ctx, c.seqs, false)?;
-    check_change_keys(ctx, &c)?;
     let mut k = MapKey::open(ctx, c.seqs, true)?;
+    let keys = open_change_keys(ctx, &c)?;
     let old = current(k.get(), c.kind).value();
     k.set_field(c.kind, new)?;
     drop(k);
     fence::advanced(seq.saturating_sub(old));
     ctx.changed(c"seq.hset", c.seqs);
-    log_change(ctx, &c, seq)?;
+    log_change(ctx, &c, keys, seq)?;
     ctx.replicate_verbatim();
     ctx.reply_ok();
     Ok(())

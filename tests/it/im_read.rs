@@ -673,7 +673,8 @@ fn unread_counts_agree_with_the_script_few_or_many() {
             &format!("c{i}"),
             "hi",
             "1000",
-        ));
+        ))
+        .unwrap();
     }
     for upto in ["0", "1", "10", "85", "86", "87", "100", "149", "150", "151"] {
         let r = p.run(&Call::read("u", "bob", upto));

@@ -692,3 +692,77 @@ fn unread_counts_agree_with_the_script_few_or_many() {
     }
     p.assert_same_state();
 }
+
+/// In Cluster, IM.SYNC and IM.PULL run on a replica after READONLY (read-only commands whose keys
+/// are in the replica's primary's slots), IM.READ and IM.CHANGE are redirected to the primary
+/// (MOVED), and keys of another slot are CROSSSLOT.
+#[test]
+fn a_cluster_replica_serves_the_reads_after_readonly() {
+    use common::cluster::{key_of_another_slot, tags_in, Cluster};
+    let mut cluster = Cluster::start(None, &[], 0..1);
+    let t = tags_in(0..1, 1).remove(0);
+    let owner = cluster.owner(slot(&t));
+    let mut con = cluster.nodes[owner].client();
+    let send = Call {
+        script: Script::Send,
+        keys: vec![
+            format!("{{{t}}}"),
+            format!("{{{t}}}:seq"),
+            format!("{{{t}}}:inbox:bob"),
+            format!("{{{t}}}:trimmed:bob"),
+        ],
+        args: strs(&["1", "alice", "c1", "hi", "5"]),
+    };
+    native(&mut con, &send).unwrap();
+    let sync = Call {
+        script: Script::Sync,
+        keys: vec![
+            format!("{{{t}}}:seq"),
+            format!("{{{t}}}:inbox:bob"),
+            format!("{{{t}}}:trimmed:bob"),
+        ],
+        args: strs(&["0", "10"]),
+    };
+    let change = Call {
+        script: Script::Change,
+        keys: vec![
+            format!("{{{t}}}:s"),
+            format!("{{{t}}}:tr"),
+            format!("{{{t}}}:log:f"),
+        ],
+        args: strs(&["f", "x", "5"]),
+    };
+    native(&mut con, &change).unwrap();
+    let pull = Call {
+        script: Script::Pull,
+        keys: change.keys.clone(),
+        args: strs(&["f", "0"]),
+    };
+    let want_sync = native(&mut con, &sync).unwrap();
+    let want_pull = native(&mut con, &pull).unwrap();
+    let r = cluster.add_replica(owner, &[]);
+    let mut rc = cluster.nodes[r].client();
+    let e = native(&mut rc, &sync).unwrap_err();
+    assert!(e.starts_with("MOVED"), "without READONLY: {e}");
+    ok(&mut rc, &["READONLY"]);
+    wait_until("the replica holds the send", 30, || {
+        native(&mut rc, &sync).ok() == Some(want_sync.clone())
+    });
+    assert_eq!(native(&mut rc, &pull).unwrap(), want_pull);
+    for c in [&change, &Call::read(&t, "bob", "1")] {
+        let mut c = c.clone();
+        if c.script == Script::Read {
+            c.keys = vec![
+                format!("{{{t}}}:read"),
+                format!("{{{t}}}:inbox:bob"),
+                format!("{{{t}}}:seq"),
+            ];
+        }
+        let e = native(&mut rc, &c).unwrap_err();
+        assert!(e.starts_with("MOVED"), "{c:?}: {e}");
+    }
+    let mut bad = sync.clone();
+    bad.keys[1] = key_of_another_slot(&t);
+    let e = native(&mut con, &bad).unwrap_err();
+    assert!(e.starts_with("CROSSSLOT"), "{e}");
+}

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """IM.SYNC, IM.READ, IM.PULL and IM.CHANGE against their scripts (issue 35): instructions per
 call inside Redis's call() (callgrind, as server-bench/send.py counts them), each native command
-against EVALSHA (EVALSHA_RO for the read-only two) of examples/lua/{sync,read,pull,change}.lua,
-on the same stream of calls, each way on its own fresh server under callgrind.
+against EVALSHA (EVALSHA_RO for the read-only two) of examples/lua/{sync,read,pull,change}.lua
+and against the Redis commands it is made of called alone (`parts`), on the same stream of
+calls, each way on its own fresh server under callgrind.
 
 Warm keys: the server loaded an RDB where every conversation of CONVS has a full inbox (cap 10,
 server-bench/send.py's prefill) and every user of USERS has three kinds with 10 changes each;
@@ -70,6 +71,41 @@ def lua(which, cs):
     return [[verb, sha, str(len(k)), *k, *a] for k, a in cs]
 
 
+def parts(which, cs):
+    """The Redis commands each call is made of, called alone (pipelined; a change's writes wait
+    for its seq, as a client's would): IM.SYNC as SEQ.GET, SEQ.GET, ZRANGE ... LIMIT; IM.READ as
+    SEQ.HADVANCE ... LIMIT, ZCOUNT; IM.PULL as two SEQ.HMGET and a ZRANGE per kind; IM.CHANGE as
+    SEQ.HNEXT, then ZADD, ZPOPMIN of the excess and SEQ.HADVANCE of the marker."""
+    def drive(c):
+        if which == "change":
+            for (seqs, trimmed, log), (kind, change, cap) in cs:
+                seq = c("SEQ.HNEXT", seqs, kind)
+                if isinstance(seq, ins.Error):
+                    raise RuntimeError(seq)
+                send.run_pipelined(c, [["ZADD", log, str(seq), f"{seq}|{change}"]])
+                n = c("ZCARD", log)
+                if n > int(cap):
+                    popped = c("ZPOPMIN", log, str(n - int(cap)))
+                    send.run_pipelined(c, [["SEQ.HADVANCE", trimmed, kind, popped[-1]]])
+            return
+        cmds = []
+        for keys, argv in cs:
+            if which == "sync":
+                cmds += [["SEQ.GET", keys[0]], ["SEQ.GET", keys[2]],
+                         ["ZRANGE", keys[1], f"({argv[0]}", "+inf", "BYSCORE", "LIMIT", "0",
+                          str(int(argv[1]) + 1), "WITHSCORES"]]
+            elif which == "read":
+                cmds += [["SEQ.HADVANCE", keys[0], argv[0], argv[1], "LIMIT", keys[2]],
+                         ["ZCOUNT", keys[1], f"({argv[1]}", "+inf"]]
+            else:
+                kinds = argv[0::2]
+                cmds += [["SEQ.HMGET", keys[0], *kinds], ["SEQ.HMGET", keys[1], *kinds]]
+                cmds += [["ZRANGE", log, f"({held}", "+inf", "BYSCORE", "WITHSCORES"]
+                         for log, held in zip(keys[2:], argv[1::2])]
+        send.run_pipelined(c, cmds)
+    return drive
+
+
 def prefill(workdir, module):
     """send.py's full inboxes, then 10 changes per kind per user, saved over the same file."""
     name, _ = send.prefill(workdir, module, 1)
@@ -115,11 +151,16 @@ def main():
                 got[way] = send.count(workdir, module, dbfile, label, warm_up,
                                       lambda c, make=make: send.run_pipelined(
                                           c, make(which, stream))) / a.calls
+            label = f"{which}-{'cold' if cold else 'warm'}-parts"
+            got["parts"] = send.count(workdir, module, dbfile, label, parts(which, warm),
+                                      parts(which, stream)) / a.calls
             row = {"command": f"IM.{which.upper()}", "keys": "cold" if cold else "warm",
-                   **got, "vs_lua": got["native"] / got["lua"]}
+                   **got, "vs_lua": got["native"] / got["lua"],
+                   "vs_parts": got["native"] / got["parts"]}
             rows.append(row)
             print(f"IM.{which.upper():<7} {row['keys']}: native {got['native']:>9,.0f}  "
-                  f"script {got['lua']:>9,.0f}  {row['vs_lua']:.3f} x (target {TARGET})",
+                  f"script {got['lua']:>9,.0f}  parts {got['parts']:>9,.0f}  "
+                  f"{row['vs_lua']:.3f} x script (target {TARGET}), {row['vs_parts']:.2f} x parts",
                   flush=True)
     if a.json:
         with open(a.json, "w") as f:

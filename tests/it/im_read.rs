@@ -766,3 +766,29 @@ fn a_cluster_replica_serves_the_reads_after_readonly() {
     let e = native(&mut con, &bad).unwrap_err();
     assert!(e.starts_with("CROSSSLOT"), "{e}");
 }
+
+/// A promoted replica's first IM.CHANGE of a kind skips `imid.seq-gap` (the field came from its
+/// old primary): replaying IM.CHANGE would not, so it replicates IM.CHANGESET, and its own
+/// replica reaches its data.
+#[test]
+fn a_change_that_skips_the_gap_replicates_its_explicit_effect() {
+    let p = Server::start();
+    let r = p.replica(&[]);
+    let mut con = p.client();
+    let c = Call::change("gap", "friend", "a", "10");
+    assert_eq!(native(&mut con, &c).unwrap(), Value::Int(1));
+    p.wait_replica(&r);
+    let mut rc = r.client();
+    ok(&mut rc, &["REPLICAOF", "NO", "ONE"]);
+    let r2 = r.replica(&[]);
+    let got = native(&mut rc, &Call::change("gap", "friend", "b", "10")).unwrap();
+    let gap: i64 = config(&mut rc, "imid.seq-gap").parse().unwrap();
+    assert_eq!(got, Value::Int(2 + gap), "the gap skipped");
+    let again = native(&mut rc, &Call::change("gap", "friend", "c", "10")).unwrap();
+    assert_eq!(again, Value::Int(3 + gap));
+    r.wait_replica(&r2);
+    assert_eq!(digest(&r2), digest(&r));
+    let pulled = native(&mut r2.client(), &Call::pull("gap", &[("friend", "0")])).unwrap();
+    let changes = texts(&pulled);
+    assert_eq!(changes, ["friend", "a", "b", "c"], "{pulled:?}");
+}

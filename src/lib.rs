@@ -41,7 +41,8 @@ mod types;
 pub use host::clock::system_now_ms;
 
 use entry::registry::{
-    self, command, keys, limit_key, IM_SENDSET_SPECS, IM_SEND_SPECS, OW_UPDATE, ROUTING_ONLY,
+    self, command, keys, limit_key, IM_CHANGESET_SPECS, IM_CHANGE_SPECS, IM_PULL_SPECS,
+    IM_READ_SPECS, IM_SENDSET_SPECS, IM_SEND_SPECS, IM_SYNC_SPECS, OW_UPDATE, ROUTING_ONLY,
     RO_ACCESS, RW_ACCESS_UPDATE, RW_DELETE,
 };
 use redis_module::{redis_module, Context, RedisString, Status};
@@ -132,6 +133,12 @@ const COMMANDS: &[registry::Command] = &[
     // The IM flow (commands/im.rs): what examples/lua/send.lua does, natively.
     command!("im.send", commands::im::send, "write deny-oom", "write sortedset slow", -10, specs = IM_SEND_SPECS, "Sends a message into a conversation: seq, message ID and UID, each recipient's inbox, the inbox cap; at most once per client message id"),
     command!("im.sendset", commands::im::sendset, "write deny-oom", "write sortedset slow dangerous", -11, specs = IM_SENDSET_SPECS, "Internal: the replicated form of IM.SEND (its seq, IDs and token record, then its arguments)"),
+    // The read side (commands/im_read.rs): what sync.lua, read.lua, pull.lua and change.lua do, natively.
+    command!("im.sync", commands::im_read::sync, "readonly", "read sortedset slow", 6, specs = IM_SYNC_SPECS, "An inbox's messages after a seq, a page at a time, with the conversation's seq and the inbox's trimmed marker"),
+    command!("im.read", commands::im_read::read, "write deny-oom", "write sortedset slow", 6, specs = IM_READ_SPECS, "Raises a user's read cursor of a conversation (never past its seq) and counts the unread messages"),
+    command!("im.pull", commands::im_read::pull, "readonly", "read sortedset slow", -6, specs = IM_PULL_SPECS, "The incremental pull: the kinds whose seq is above the client's, each with its changes since"),
+    command!("im.change", commands::im_read::change, "write deny-oom", "write sortedset slow", 7, specs = IM_CHANGE_SPECS, "Records one change of a kind of a user's data for the incremental pull: its seq, the log, the log cap"),
+    command!("im.changeset", commands::im_read::changeset, "write deny-oom", "write sortedset slow dangerous", 8, specs = IM_CHANGESET_SPECS, "Internal: the replicated form of IM.CHANGE (its seq, then its arguments)"),
     // The fence's operator commands (commands/fence.rs): the replicas this primary's term counts.
     command!("fence.replicas", commands::fence::replicas, "readonly fast", "read fast", 1, None, "The replicas of this primary's term the fence counts, with their state"),
     command!("fence.forget", commands::fence::forget, "admin", "admin dangerous slow", 2, None, "Stops the fence counting a replica that is gone for good"),

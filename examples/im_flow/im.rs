@@ -1,6 +1,6 @@
-//! Client side of the IM flow: the key model and typed calls to send, sync and read: the send
-//! through the native `IM.SEND` (what `examples/lua/send.lua` does, at a quarter of its cost),
-//! or through the scripts (`examples/lua/`, the way to change the storage model) by EVALSHA or
+//! Client side of the IM flow: the key model and typed calls to send, sync and read: through the
+//! native `IM.SEND`, `IM.SYNC` and `IM.READ` (what `examples/lua/send.lua`, `sync.lua` and
+//! `read.lua` do, without the script engine), or through the scripts (`examples/lua/`, the way to change the storage model) by EVALSHA or
 //! the `imid_im` Functions library built from the same sources. Used by the `im_flow` example
 //! and by `tests/it/examples.rs`.
 #![allow(dead_code)]
@@ -54,9 +54,9 @@ impl Conv {
 /// How the flow is invoked.
 #[derive(Clone, Debug)]
 pub enum Via {
-    /// Sends through `IM.SEND` (the same arguments as the script, without numkeys); sync and
-    /// read through EVALSHA of their scripts, whose SHA1s these are.
-    Native { sync: String, read: String },
+    /// The native commands: `IM.SEND`, `IM.SYNC`, `IM.READ` (each with its script's keys and
+    /// arguments, without numkeys).
+    Native,
     /// EVALSHA with the SHA1s from SCRIPT LOAD (sync as EVALSHA_RO).
     Scripts {
         send: String,
@@ -77,12 +77,9 @@ impl Via {
         })
     }
 
-    /// IM.SEND for sends; SCRIPT LOAD the sync and read scripts.
-    pub fn load_native(con: &mut Connection) -> RedisResult<Via> {
-        Ok(Via::Native {
-            sync: script_load(con, SYNC_LUA)?,
-            read: script_load(con, READ_LUA)?,
-        })
+    /// The native commands: nothing to load (the module is).
+    pub fn load_native(_con: &mut Connection) -> RedisResult<Via> {
+        Ok(Via::Native)
     }
 
     /// FUNCTION LOAD REPLACE the library (it persists and replicates with the dataset).
@@ -97,7 +94,7 @@ impl Via {
 
     pub fn name(&self) -> &'static str {
         match self {
-            Via::Native { .. } => "IM.SEND",
+            Via::Native => "IM.SEND",
             Via::Scripts { .. } => "EVALSHA",
             Via::Functions => "FCALL",
         }
@@ -111,20 +108,16 @@ impl Via {
         args: &[String],
     ) -> RedisResult<Value> {
         let mut c = match self {
-            Via::Native { sync, read } => {
-                let (verb, sha) = match which {
-                    // IM.SEND takes the script's keys and arguments, without numkeys.
-                    Which::Send => {
-                        let mut c = redis::cmd("IM.SEND");
-                        c.arg(keys).arg(args);
-                        return c.query(con);
-                    }
-                    Which::Sync => ("EVALSHA_RO", sync),
-                    Which::Read => ("EVALSHA", read),
+            Via::Native => {
+                // Each command takes its script's keys and arguments, without numkeys.
+                let name = match which {
+                    Which::Send => "IM.SEND",
+                    Which::Sync => "IM.SYNC",
+                    Which::Read => "IM.READ",
                 };
-                let mut c = redis::cmd(verb);
-                c.arg(sha);
-                c
+                let mut c = redis::cmd(name);
+                c.arg(keys).arg(args);
+                return c.query(con);
             }
             Via::Scripts { send, sync, read } => {
                 let (verb, sha) = match which {

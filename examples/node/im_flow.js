@@ -56,11 +56,15 @@ const viaFunctions = {
   change: (r, n, ...a) => r.fcall("imid_change", n, ...a),
   pull: (r, n, ...a) => r.fcall_ro("imid_pull", n, ...a),
 };
-// IM.SEND takes send.lua's keys and arguments without numkeys; the rest through FCALL.
+// The native commands take their script's keys and arguments without numkeys.
 const viaNative = {
-  ...viaFunctions,
   name: "IM.SEND",
   send: (r, n, ...a) => r.call("IM.SEND", ...a),
+  // IM.SYNC and IM.PULL are read-only: replicas serve them too.
+  sync: (r, n, ...a) => r.call("IM.SYNC", ...a),
+  read: (r, n, ...a) => r.call("IM.READ", ...a),
+  change: (r, n, ...a) => r.call("IM.CHANGE", ...a),
+  pull: (r, n, ...a) => r.call("IM.PULL", ...a),
 };
 const viaScripts = {
   name: "EVALSHA",

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The imid IM flow from Python (redis-py): load the imid_im Functions library, send a few
 messages with IM.SEND (one retried: IDMP; a retry through the library's imid_send, which does
-exactly what IM.SEND does and is the place to change that storage model), sync them in pages, mark them read (one cursor map
-per conversation, clamped to its seq), pull a user's changed kinds of data (the incremental
-pull over one sequence map), then the keyless commands (MSGID.DECODE, MSGID.HASH,
+exactly what IM.SEND does and is the place to change that storage model), sync them in pages
+(IM.SYNC), mark them read (IM.READ: one cursor map per conversation, clamped to its seq), pull
+a user's changed kinds of data (IM.CHANGE and IM.PULL: the incremental pull over one sequence
+map), then the keyless commands (MSGID.DECODE, MSGID.HASH,
 OPENID.ENC/DEC), against one server or a Redis Cluster.
 
     python3 examples/python/im_flow.py [--host H] [--port P]
@@ -117,8 +118,9 @@ def send_lua(r, conv, sender, recipients, client_msg_id, body, cap=100):
 
 def sync(r, conv, user, last_seq, limit):
     keys = [conv.seq, conv.inbox(user), conv.trimmed(user)]
-    # FCALL_RO: imid_sync is flagged no-writes, so a replica may serve it too.
-    max_seq, cursor, complete, trimmed, flat = r.fcall_ro("imid_sync", len(keys), *keys, last_seq, limit)
+    # IM.SYNC: sync.lua's keys and arguments without numkeys; read-only, so a replica may
+    # serve it too (with the fence on, a primary answers once its replicas hold the page).
+    max_seq, cursor, complete, trimmed, flat = r.execute_command("IM.SYNC", *keys, last_seq, limit)
     messages = []
     for i in range(0, len(flat), 2):
         msgid, uid, sender, body = flat[i + 1].split("|", 3)
@@ -128,14 +130,14 @@ def sync(r, conv, user, last_seq, limit):
 
 def read(r, conv, user, seq):
     keys = [conv.read_key(), conv.inbox(user), conv.seq]
-    cursor, unread = r.fcall("imid_read", len(keys), *keys, user, seq)
+    cursor, unread = r.execute_command("IM.READ", *keys, user, seq)
     return cursor, unread
 
 
 def change(r, user, kind, text, cap=100):
     """Records a change of one kind of the user's data; returns its seq (SEQ.HNEXT)."""
     keys = [user.seqs, user.trimmed, user.log(kind)]
-    return r.fcall("imid_change", len(keys), *keys, kind, text, cap)
+    return r.execute_command("IM.CHANGE", *keys, kind, text, cap)
 
 
 def pull(r, user, held):
@@ -144,7 +146,7 @@ def pull(r, user, held):
     kinds = sorted(held)
     keys = [user.seqs, user.trimmed] + [user.log(k) for k in kinds]
     args = [x for k in kinds for x in (k, held[k])]
-    flat = r.fcall_ro("imid_pull", len(keys), *keys, *args)
+    flat = r.execute_command("IM.PULL", *keys, *args)
     out = {}
     for i in range(0, len(flat), 4):
         kind, seq, reset, changes = flat[i:i + 4]

@@ -1,6 +1,6 @@
 //! Client side of the incremental pull: a user's sync sequences, one field per kind of data
-//! in one imid sequence map (`app:seq:{<user>}`), the `imid_change` and `imid_pull` functions
-//! (`examples/lua/change.lua`, `examples/lua/pull.lua`, in the `imid_im` library), and the
+//! in one imid sequence map (`app:seq:{<user>}`), the native IM.CHANGE and IM.PULL (what
+//! `examples/lua/change.lua` and `pull.lua`, also in the `imid_im` library, do), and the
 //! client's local copy that pulls only the kinds that changed. Used by the `user_sync` example
 //! and by `tests/examples.rs`.
 #![allow(dead_code)]
@@ -44,8 +44,8 @@ impl User {
         format!("app:log:{{{}}}:{kind}", self.id)
     }
 
-    /// Records a change of `kind` (FCALL imid_change); replies its seq. Each log keeps the
-    /// newest `cap` changes.
+    /// Records a change of `kind` (IM.CHANGE: change.lua's keys and arguments, without
+    /// numkeys); replies its seq. Each log keeps the newest `cap` changes.
     pub fn change(
         &self,
         con: &mut Connection,
@@ -53,9 +53,7 @@ impl User {
         change: &str,
         cap: u64,
     ) -> RedisResult<i64> {
-        redis::cmd("FCALL")
-            .arg("imid_change")
-            .arg(3)
+        redis::cmd("IM.CHANGE")
             .arg(self.seqs())
             .arg(self.trimmed())
             .arg(self.log(kind))
@@ -65,18 +63,15 @@ impl User {
             .query(con)
     }
 
-    /// The kinds among `held` whose seq is above the one held (FCALL_RO imid_pull: replicas
-    /// serve it too), with their changes since.
+    /// The kinds among `held` whose seq is above the one held (IM.PULL, pull.lua's keys and
+    /// arguments without numkeys: read-only, replicas serve it too), with their changes since.
     pub fn pull(
         &self,
         con: &mut Connection,
         held: &BTreeMap<String, i64>,
     ) -> RedisResult<Vec<Delta>> {
-        let mut c = redis::cmd("FCALL_RO");
-        c.arg("imid_pull")
-            .arg(2 + held.len())
-            .arg(self.seqs())
-            .arg(self.trimmed());
+        let mut c = redis::cmd("IM.PULL");
+        c.arg(self.seqs()).arg(self.trimmed());
         for kind in held.keys() {
             c.arg(self.log(kind));
         }

@@ -275,7 +275,7 @@ fn deliver(
 
 /// ZADD inbox score member, then ZPOPMIN of what exceeds the cap, each signalled and notified as
 /// those commands do; the highest score dropped, if any.
-fn add_and_trim(
+pub(crate) fn add_and_trim(
     ctx: &Ctx,
     z: &mut ZsetKey,
     inbox: &Arg,

@@ -7,6 +7,7 @@ pub(crate) mod args;
 pub(crate) mod fence;
 pub(crate) mod floor;
 pub(crate) mod im;
+pub(crate) mod im_read;
 pub(crate) mod msgid;
 pub(crate) mod openid;
 pub(crate) mod reserve;

@@ -139,7 +139,7 @@ pub(crate) struct Block {
     /// With IDMP, the explicit effect's integers: `last expires dropped`.
     pub(crate) effect: Option<[i64; 3]>,
     /// Replaying the call as called reproduces it.
-    as_called: bool,
+    pub(crate) as_called: bool,
     skipped_gap: bool,
     replay: bool,
 }

@@ -23,7 +23,7 @@ use crate::host::{Arg, Ctx};
 use crate::node::{self, fence};
 use crate::types::map::key::{MapKey, WriteError};
 
-fn field_arg(a: &Arg) -> Result<&[u8], Error> {
+pub(crate) fn field_arg(a: &Arg) -> Result<&[u8], Error> {
     let b = a.bytes();
     check_name(b).map_err(|_| field_error())?;
     Ok(b)
@@ -50,13 +50,13 @@ impl From<WriteError> for Error {
 }
 
 /// A field's state before a write: missing is [`node::missing`].
-fn current(m: Option<&SeqMap>, field: &[u8]) -> Seq {
+pub(crate) fn current(m: Option<&SeqMap>, field: &[u8]) -> Seq {
     m.and_then(|m| m.get(field)).unwrap_or_else(node::missing)
 }
 
 /// One field of a map key, as the target of SEQ.HNEXT: located once (one hash and one probe for
 /// the read and the write).
-struct Field<'k, 'a> {
+pub(crate) struct Field<'k, 'a> {
     key: MapKey<'a>,
     name: &'k [u8],
     at: Option<Located>,
@@ -65,7 +65,7 @@ struct Field<'k, 'a> {
 impl<'k, 'a> Field<'k, 'a> {
     /// Opens `key` for writing and locates the field `name` in it.
     #[inline(always)]
-    fn open(ctx: &'a Ctx, key: &'a Arg, name: &'k [u8]) -> Result<Field<'k, 'a>, Error> {
+    pub(crate) fn open(ctx: &'a Ctx, key: &'a Arg, name: &'k [u8]) -> Result<Field<'k, 'a>, Error> {
         let key = MapKey::open_write(ctx, key)?;
         let at = key.get().map(|m| m.locate(name));
         Ok(Field { key, name, at })

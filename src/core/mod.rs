@@ -8,6 +8,7 @@ pub mod javahash;
 pub mod lease;
 pub mod msgid;
 pub mod openid;
+pub mod read;
 pub mod reserve;
 pub mod send;
 pub mod seq;

@@ -70,6 +70,9 @@ pub(crate) struct Spec {
     pub(crate) last: i32,
     pub(crate) step: i32,
     pub(crate) flags: u32,
+    /// With `last` -1: the keys are the first 1/`limit` of the arguments from `index` on (0 or
+    /// 1: all of them), as IM.PULL's logs are the first third of what follows its two maps.
+    pub(crate) limit: i32,
 }
 
 /// IM.SEND's keys (`prefix` 0) and IM.SENDSET's (after its one argument of values): the
@@ -90,29 +93,71 @@ pub(crate) const fn send_specs(prefix: i32, inbox_access: bool) -> [Spec; 4] {
             last: 0,
             step: 1,
             flags: ROUTING_ONLY,
+            limit: 0,
         },
         Spec {
             index: 2 + prefix,
             last: 0,
             step: 1,
             flags: RW_ACCESS_UPDATE,
+            limit: 0,
         },
         Spec {
             index: 3 + prefix,
             last: -7,
             step: 2,
             flags: raw::REDISMODULE_CMD_KEY_RW | access | raw::REDISMODULE_CMD_KEY_UPDATE,
+            limit: 0,
         },
         Spec {
             index: 4 + prefix,
             last: -6,
             step: 2,
             flags: raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE,
+            limit: 0,
         },
     ]
 }
 pub(crate) const IM_SEND_SPECS: &[Spec] = &send_specs(0, true);
 pub(crate) const IM_SENDSET_SPECS: &[Spec] = &send_specs(1, false);
+
+/// Keys `index..=index+count-1`, with `flags`.
+const fn spec(index: i32, count: i32, flags: u32) -> Spec {
+    Spec {
+        index,
+        last: count - 1,
+        step: 1,
+        flags,
+        limit: 0,
+    }
+}
+const RW_UPDATE: u32 = raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE;
+/// IM.SYNC: the sequence, the inbox and the trimmed marker, read. (Not `keys(1, 3, ..)`: a key
+/// spec's last key counts from its first, the legacy range's from the command name.)
+pub(crate) const IM_SYNC_SPECS: &[Spec] = &[spec(1, 3, RO_ACCESS)];
+/// IM.READ: the read map (its field raised and returned), then the inbox and the sequence, read.
+pub(crate) const IM_READ_SPECS: &[Spec] = &[spec(1, 1, RW_ACCESS_UPDATE), spec(2, 2, RO_ACCESS)];
+/// IM.CHANGE (`prefix` 0) and IM.CHANGESET (after its seq): the sequences map (a field raised
+/// and returned), then the trimmed map and the log (changed, never returned).
+pub(crate) const fn change_specs(prefix: i32) -> [Spec; 2] {
+    [
+        spec(1 + prefix, 1, RW_ACCESS_UPDATE),
+        spec(2 + prefix, 2, RW_UPDATE),
+    ]
+}
+pub(crate) const IM_CHANGE_SPECS: &[Spec] = &change_specs(0);
+pub(crate) const IM_CHANGESET_SPECS: &[Spec] = &change_specs(1);
+/// IM.PULL: the two maps, then the logs, the first third of the arguments after them.
+pub(crate) const IM_PULL_SPECS: &[Spec] = &[
+    spec(1, 2, RO_ACCESS),
+    Spec {
+        index: 3,
+        last: -1,
+        step: 1,
+        flags: RO_ACCESS,
+        limit: 3,
+    },
+];
 
 /// Most [`Spec`]s one command may have.
 const MAX_SPECS: usize = 4;
@@ -265,6 +310,7 @@ fn register_one(ctx: &Ctx, c: &Command) -> Result<(), ()> {
         }
         for (out, s) in specs.iter_mut().zip(c.specs) {
             *out = range_spec(s.flags, s.index, s.last, s.step);
+            out.fk.range.limit = s.limit;
         }
         info.key_specs = specs.as_mut_ptr();
     }

@@ -12,6 +12,8 @@ use crate::error::{Error, WRONGTYPE};
 use redis_module::raw;
 use std::os::raw::{c_char, c_int};
 
+mod range;
+
 /// A string this call made (a member), freed on drop.
 pub(crate) struct Member(*mut raw::RedisModuleString);
 

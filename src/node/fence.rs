@@ -238,6 +238,40 @@ fn check_on(ctx: &Ctx, need: Need) -> Result<Verdict, Error> {
     wait_or_refuse(ctx, need, seq_ok && ids_ok && !skip)
 }
 
+/// May a read of what the fence protects (IM.SYNC's messages and seqs, IM.PULL's changes)
+/// answer now? On a primary with the fence on, only when every sequence increase this node made
+/// is acknowledged by the replicas of its term (a message or a change is written by the call
+/// that raised its seq, so its write is acknowledged then too); otherwise the read waits as a
+/// call that hands values out does, and its reply, made now, goes out once the replicas hold
+/// everything written before it ([`Verdict::answer`]), or `NOREPLICAS` after
+/// `imid.fence-timeout`. Refused where it cannot wait (MULTI, a script, a function), or at once
+/// when a replica of the term is gone. Off, or on a replica: now. Two loads when nothing waits.
+#[inline(always)]
+pub(crate) fn check_read(ctx: &Ctx) -> Result<Verdict, Error> {
+    if !HOT.active() {
+        return Ok(Verdict::Now);
+    }
+    let advanced = HOT.advanced.load(Relaxed);
+    if HOT.acked().is_some_and(|a| a >= advanced) || ctx.is_replay() {
+        return Ok(Verdict::Now);
+    }
+    read_waits(ctx)
+}
+
+#[cold]
+#[inline(never)]
+fn read_waits(ctx: &Ctx) -> Result<Verdict, Error> {
+    if !ctx.can_block() {
+        COUNTS.refused.add(1);
+        return Err(cannot_wait());
+    }
+    if let Some(e) = gone_too_long() {
+        COUNTS.refused.add(1);
+        return Err(e);
+    }
+    Ok(Verdict::Wait)
+}
+
 /// Whether calls must look their target up ([`Need::target`]): gap skips are pending.
 #[inline(always)]
 pub(crate) fn skips_pending() -> bool {

@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""IM.SYNC, IM.READ, IM.PULL and IM.CHANGE against their scripts (issue 35): instructions per
+call inside Redis's call() (callgrind, as server-bench/send.py counts them), each native command
+against EVALSHA (EVALSHA_RO for the read-only two) of examples/lua/{sync,read,pull,change}.lua
+and against the Redis commands it is made of called alone (`parts`), on the same stream of
+calls, each way on its own fresh server under callgrind.
+
+Warm keys: the server loaded an RDB where every conversation of CONVS has a full inbox (cap 10,
+server-bench/send.py's prefill) and every user of USERS has three kinds with 10 changes each;
+the calls pick random ones. Cold keys: the same calls on names nothing wrote (missing keys).
+
+    server-bench/read.py --module target/release/libimid.so [--calls N] [--json out.json]
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import instructions as ins  # noqa: E402
+import send  # noqa: E402
+
+ROOT = os.path.dirname(HERE)
+LUA = {n: open(os.path.join(ROOT, "examples", "lua", f"{n}.lua")).read()
+       for n in ("sync", "read", "pull", "change")}
+USERS = 200
+KINDS = ("friend", "group", "conv")
+TARGET = 0.25
+
+
+def calls(which, n, seed, cold):
+    """`n` calls of `which`, in script terms: (keys, argv)."""
+    rng = random.Random(seed)
+    pre = "cold" if cold else ""
+    out = []
+    for i in range(n):
+        conv, user = rng.randrange(send.CONVS), rng.randrange(USERS)
+        tag = f"{{conv:{pre}{conv}}}"
+        utag = f"{{{pre}u{user}}}"
+        if which == "sync":
+            out.append(([f"{tag}:seq", f"{tag}:inbox:u0", f"{tag}:trimmed:u0"],
+                        [str(rng.randrange(12)), "5"]))
+        elif which == "read":
+            out.append(([f"{tag}:read", f"{tag}:inbox:u0", f"{tag}:seq"],
+                        ["u0", str(rng.randrange(12))]))
+        elif which == "change":
+            kind = rng.choice(KINDS)
+            out.append(([f"app:seq:{utag}", f"app:trimmed:{utag}", f"app:log:{utag}:{kind}"],
+                        [kind, f"change {i}", "10"]))
+        else:
+            keys = [f"app:seq:{utag}", f"app:trimmed:{utag}"] + [f"app:log:{utag}:{k}"
+                                                                 for k in KINDS]
+            argv = [x for k in KINDS for x in (k, str(rng.randrange(12)))]
+            out.append((keys, argv))
+    return out
+
+
+def native(which, cs):
+    return [[f"IM.{which.upper()}", *k, *a] for k, a in cs]
+
+
+def lua(which, cs):
+    sha = hashlib.sha1(LUA[which].encode()).hexdigest()
+    verb = "EVALSHA_RO" if which in ("sync", "pull") else "EVALSHA"
+    return [[verb, sha, str(len(k)), *k, *a] for k, a in cs]
+
+
+def parts(which, cs):
+    """The Redis commands each call is made of, called alone (pipelined; a change's writes wait
+    for its seq, as a client's would): IM.SYNC as SEQ.GET, SEQ.GET, ZRANGE ... LIMIT; IM.READ as
+    SEQ.HADVANCE ... LIMIT, ZCOUNT; IM.PULL as two SEQ.HMGET and a ZRANGE per kind; IM.CHANGE as
+    SEQ.HNEXT, then ZADD, ZPOPMIN of the excess and SEQ.HADVANCE of the marker."""
+    def drive(c):
+        if which == "change":
+            for (seqs, trimmed, log), (kind, change, cap) in cs:
+                seq = c("SEQ.HNEXT", seqs, kind)
+                if isinstance(seq, ins.Error):
+                    raise RuntimeError(seq)
+                send.run_pipelined(c, [["ZADD", log, str(seq), f"{seq}|{change}"]])
+                n = c("ZCARD", log)
+                if n > int(cap):
+                    popped = c("ZPOPMIN", log, str(n - int(cap)))
+                    send.run_pipelined(c, [["SEQ.HADVANCE", trimmed, kind, popped[-1]]])
+            return
+        cmds = []
+        for keys, argv in cs:
+            if which == "sync":
+                cmds += [["SEQ.GET", keys[0]], ["SEQ.GET", keys[2]],
+                         ["ZRANGE", keys[1], f"({argv[0]}", "+inf", "BYSCORE", "LIMIT", "0",
+                          str(int(argv[1]) + 1), "WITHSCORES"]]
+            elif which == "read":
+                cmds += [["SEQ.HADVANCE", keys[0], argv[0], argv[1], "LIMIT", keys[2]],
+                         ["ZCOUNT", keys[1], f"({argv[1]}", "+inf"]]
+            else:
+                kinds = argv[0::2]
+                cmds += [["SEQ.HMGET", keys[0], *kinds], ["SEQ.HMGET", keys[1], *kinds]]
+                cmds += [["ZRANGE", log, f"({held}", "+inf", "BYSCORE", "WITHSCORES"]
+                         for log, held in zip(keys[2:], argv[1::2])]
+        send.run_pipelined(c, cmds)
+    return drive
+
+
+def prefill(workdir, module):
+    """send.py's full inboxes, then 10 changes per kind per user, saved over the same file."""
+    name, _ = send.prefill(workdir, module, 1)
+    log = os.path.join(workdir, "prefill-read.log")
+    proc, port = ins.start(send.server_args(workdir, log, name, module), log, 60)
+    try:
+        c = ins.Client(port)
+        cmds = []
+        for u in range(USERS):
+            for k in KINDS:
+                keys = [f"app:seq:{{u{u}}}", f"app:trimmed:{{u{u}}}", f"app:log:{{u{u}}}:{k}"]
+                for i in range(11):
+                    cmds.append(["IM.CHANGE", *keys, k, f"pre {i}", "10"])
+        send.run_pipelined(c, cmds)
+        if c("SAVE") != "OK":
+            raise RuntimeError("SAVE failed")
+        c.close()
+    finally:
+        ins.stop(proc)
+    return name
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--module", required=True)
+    p.add_argument("--calls", type=int, default=300)
+    p.add_argument("--json")
+    a = p.parse_args()
+    module = os.path.abspath(a.module)
+    workdir = tempfile.mkdtemp(prefix="imid-read-bench-")
+    dbfile = prefill(workdir, module)
+    rows = []
+    for which in ("sync", "read", "pull", "change"):
+        for cold in (False, True):
+            stream = calls(which, a.calls, 1, cold)
+            warm = calls(which, 20, 2, cold)
+            got = {}
+            for way, make in (("native", native), ("lua", lua)):
+                def warm_up(c, make=make):
+                    c("SCRIPT", "LOAD", LUA[which])
+                    send.run_pipelined(c, make(which, warm))
+                label = f"{which}-{'cold' if cold else 'warm'}-{way}"
+                got[way] = send.count(workdir, module, dbfile, label, warm_up,
+                                      lambda c, make=make: send.run_pipelined(
+                                          c, make(which, stream))) / a.calls
+            label = f"{which}-{'cold' if cold else 'warm'}-parts"
+            got["parts"] = send.count(workdir, module, dbfile, label, parts(which, warm),
+                                      parts(which, stream)) / a.calls
+            row = {"command": f"IM.{which.upper()}", "keys": "cold" if cold else "warm",
+                   **got, "vs_lua": got["native"] / got["lua"],
+                   "vs_parts": got["native"] / got["parts"]}
+            rows.append(row)
+            print(f"IM.{which.upper():<7} {row['keys']}: native {got['native']:>9,.0f}  "
+                  f"script {got['lua']:>9,.0f}  parts {got['parts']:>9,.0f}  "
+                  f"{row['vs_lua']:.3f} x script (target {TARGET}), {row['vs_parts']:.2f} x parts",
+                  flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

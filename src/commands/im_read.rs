@@ -27,7 +27,7 @@
 
 use super::im::add_and_trim;
 use super::reserve::{signal_and_count, store, Reserved};
-use super::seqmap::{current, field_arg, Field};
+use super::seqmap::{advance_field, current, field_arg, Field};
 use crate::core::read;
 use crate::core::send;
 use crate::core::seq::Seq;
@@ -152,19 +152,7 @@ pub(crate) fn read(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     if inbox_missing && inbox.bytes() == map.bytes() {
         return Err(WRONGTYPE);
     }
-    let mut k = MapKey::open_write(ctx, map)?;
-    let old = current(k.get(), field);
-    let new = old.advance(to).ok_or_else(|| err("value out of range"))?;
-    if new.value() != old.value() {
-        k.set_field(field, new)?;
-        drop(k);
-        fence::advanced(new.value().saturating_sub(old.value()));
-        ctx.replicate_verbatim();
-        ctx.changed(c"seq.hadvance", map);
-    } else {
-        drop(k);
-    }
-    let cursor = new.value();
+    let cursor = advance_field(ctx, map, field, to)?.value();
     // A few unread are counted by walking them; more by ZCOUNT (O(log n), through Call).
     let walked = ZsetKey::open_read(ctx, inbox)?.count_above(send::score(cursor), WALK);
     let unread = match walked {

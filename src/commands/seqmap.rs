@@ -54,6 +54,23 @@ pub(crate) fn current(m: Option<&SeqMap>, field: &[u8]) -> Seq {
     m.and_then(|m| m.get(field)).unwrap_or_else(node::missing)
 }
 
+/// SEQ.HADVANCE's write (IM.READ's too): the field raised to `to`, never lowered; a raise is
+/// counted for the fence, the call replicated as called and the keyspace event sent. Returns
+/// the field's value after it.
+pub(crate) fn advance_field(ctx: &Ctx, key: &Arg, field: &[u8], to: u64) -> Result<Seq, Error> {
+    let mut k = MapKey::open_write(ctx, key)?;
+    let old = current(k.get(), field);
+    let new = old.advance(to).ok_or_else(|| err("value out of range"))?;
+    if new.value() != old.value() {
+        k.set_field(field, new)?;
+        drop(k);
+        fence::advanced(new.value().saturating_sub(old.value()));
+        ctx.replicate_verbatim();
+        ctx.changed(c"seq.hadvance", key);
+    }
+    Ok(new)
+}
+
 /// One field of a map key, as the target of SEQ.HNEXT: located once (one hash and one probe for
 /// the read and the write).
 pub(crate) struct Field<'k, 'a> {
@@ -359,16 +376,7 @@ pub(crate) fn hadvance(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     };
     let field = field_arg(field)?;
     let to = advance_target(ctx, value, opts)?;
-    let mut k = MapKey::open_write(ctx, key)?;
-    let old = current(k.get(), field);
-    let new = old.advance(to).ok_or_else(|| err("value out of range"))?;
-    if new.value() != old.value() {
-        k.set_field(field, new)?;
-        drop(k);
-        fence::advanced(new.value().saturating_sub(old.value()));
-        ctx.replicate_verbatim();
-        ctx.changed(c"seq.hadvance", key);
-    }
+    let new = advance_field(ctx, key, field, to)?;
     ctx.reply_int(to_i64(new.value()));
     Ok(())
 }

@@ -24,6 +24,9 @@ const WRITERS: &[&str] = &[
     "seq.idmpclock",
     "im.send",
     "im.sendset",
+    "im.read",
+    "im.change",
+    "im.changeset",
 ];
 const READERS: &[&str] = &[
     "msgid.encode",
@@ -40,6 +43,8 @@ const READERS: &[&str] = &[
     "seq.hgetall",
     "seq.hscan",
     "seq.hlen",
+    "im.sync",
+    "im.pull",
     "fence.replicas",
 ];
 /// Operators' commands: `@admin`, `@dangerous`, `@slow`, neither `@write` nor `@read`.
@@ -68,12 +73,12 @@ fn expected_categories(name: &str) -> Vec<&'static str> {
         v.retain(|c| *c != "@fast");
         v.push("@dangerous");
     }
-    // IM.SEND writes sorted sets (the inboxes), in time proportional to its recipients; its
-    // replicated form is internal too
-    if name == "im.send" || name == "im.sendset" {
+    // The IM family works on sorted sets (inboxes, change logs), in time proportional to its
+    // recipients or its page; the replicated forms are internal too
+    if name.starts_with("im.") {
         v.retain(|c| *c != "@fast");
         v.extend(["@sortedset", "@slow"]);
-        if name == "im.sendset" {
+        if name == "im.sendset" || name == "im.changeset" {
             v.push("@dangerous");
         }
     }
@@ -126,6 +131,18 @@ fn write_calls(now_ms: u64) -> Vec<(Vec<String>, Vec<String>)> {
                 "5",
             ]),
         ),
+        (
+            s(&["r", "i", "a"]),
+            s(&["IM.READ", "r", "i", "a", "u", "1"]),
+        ),
+        (
+            s(&["c", "ct", "cl"]),
+            s(&["IM.CHANGE", "c", "ct", "cl", "k", "x", "5"]),
+        ),
+        (
+            s(&["c", "ct", "cl"]),
+            s(&["IM.CHANGESET", "9", "c", "ct", "cl", "k", "x", "5"]),
+        ),
         (s(&["x"]), s(&["MSGID.GEN", "1", "x"])),
         (s(&["x"]), s(&["UID.GEN", "x"])),
         (s(&["x"]), s(&["UID.GEN", "x", "COUNT", "5", "STRING"])),
@@ -156,6 +173,8 @@ fn read_calls() -> Vec<Vec<&'static str>> {
         vec!["UID.DECODE", "4198401"],
         vec!["OPENID.ENC", "CE5H-STK6-0006-D3E6", "1", "2"],
         vec!["OPENID.DEC", "CRVqnhdjjxUJc4TTCBc"],
+        vec!["IM.SYNC", "a", "i", "t", "0", "10"],
+        vec!["IM.PULL", "c", "ct", "cl", "k", "0"],
         vec!["FENCE.REPLICAS"],
     ]
 }
@@ -395,6 +414,9 @@ fn readme_recipe_denies_writers_by_name() {
             "-seq.hadvance",
             "-im.send",
             "-im.sendset",
+            "-im.read",
+            "-im.change",
+            "-im.changeset",
             "-fence.forget",
         ],
     );
@@ -420,6 +442,8 @@ fn readme_recipe_denies_writers_by_name() {
             "+seq.hgetall",
             "+seq.hscan",
             "+seq.hlen",
+            "+im.sync",
+            "+im.pull",
             "+fence.replicas",
         ],
     );

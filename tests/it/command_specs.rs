@@ -40,6 +40,12 @@ const EXPECTED: &[(&str, i64, &str, [i64; 3], &str)] = &[
     // argument) only the key specs and the getkeys API can say (tests/it/im_send.rs).
     ("im.send",       -10, "denyoom movablekeys write",      [1, 2, 1],  "RO"),
     ("im.sendset",    -11, "denyoom movablekeys write",      [2, 3, 1],  "RO"),
+    // The read side (tests/it/im_read.rs checks every key spec with COMMAND GETKEYS).
+    ("im.sync",       6,   "movablekeys readonly",           [1, 3, 1],  "RO access"),
+    ("im.read",       6,   "denyoom movablekeys write",      [1, 3, 1],  "RW access update"),
+    ("im.pull",       -6,  "movablekeys readonly",           [1, -1, 1], "RO access"),
+    ("im.change",     7,   "denyoom movablekeys write",      [1, 3, 1],  "RW access update"),
+    ("im.changeset",  8,   "denyoom movablekeys write",      [2, 4, 1],  "RW access update"),
     ("fence.replicas", 1,  "fast readonly",                  [0, 0, 0],  ""),
     ("fence.forget",  2,   "admin",                          [0, 0, 0],  ""),
 ];

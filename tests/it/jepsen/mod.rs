@@ -14,9 +14,12 @@
 //! knows a message at its late retry). The [`checker`] then counts values, IDs and UIDs
 //! received twice, IDMP tokens answered with two values, IM.SEND client message ids answered
 //! with two seqs and seqs given to two messages, and values of a later primary term not above
-//! an earlier one's. Each run also says how soon the last primary answered each kind of call
-//! after the fault, the longest time no client got an answer of each kind, and how many calls
-//! were refused or timed out from the fault on.
+//! an earlier one's. Rows with readers (split, operator_failover) also run IM.SYNC clients
+//! on the IM.SEND clients' inboxes, on the Sentinels' primary or any data node, and the
+//! checker counts the messages shown that the surviving data lacks at that seq or whose send
+//! was answered with another seq (reads shown then taken back). Each run also says how soon
+//! the last primary answered each kind of call after the fault, the longest time no client got
+//! an answer of each kind, and how many calls were refused or timed out from the fault on.
 //!
 //! One test per row ([`ROWS`]) and server (`redis7`: Debian's redis-server on PATH; `redis8`,
 //! `redis86`, `valkey9`: Redis 8.2.3, Redis 8.6.3 and Valkey 9.1.2 from `scripts/servers.sh`

@@ -10,13 +10,18 @@
 //! - per lane (a sequence key; for message IDs and UIDs the slot in Cluster, the whole
 //!   deployment with Sentinel), every value of a later primary term above every value of the
 //!   earlier terms (terms ordered by when a client first met them); a retry's answer, which
-//!   reads back what an earlier term issued, is left out of this one.
+//!   reads back what an earlier term issued, is left out of this one;
+//! - readers (IM.SYNC): every (conversation, inbox, seq, member) a reader was shown is what the
+//!   surviving data (the last primary's inbox, after the run) holds at that seq, unless the cap
+//!   dropped that seq there (its trimmed marker at or above it); and the message shown is no
+//!   send whose client message id was answered with another seq ("reads shown then taken
+//!   back", counted apart for reads a primary and a replica answered).
 //!
 //! It counts each category and keeps a few examples, each naming the terms (node, run id,
 //! replication ID) that answered; duplicates answered twice by one term (a node repeating
 //! itself, which no partition explains) are counted apart.
-use super::load::{Kind, Rec, Term, TokenRec};
-use std::collections::{BTreeSet, HashMap};
+use super::load::{member_token, Kind, Rec, Shown, Term, TokenRec};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 const EXAMPLES: usize = 4;
 
@@ -57,6 +62,88 @@ pub struct Findings {
     /// IM.SEND's seqs per conversation, tagged by client message id: `twice` counts the seqs
     /// given to two messages.
     pub im_seq: Count,
+    pub reads: Reads,
+}
+
+/// The surviving data: per (conversation, inbox), its members by seq and its trimmed marker.
+pub type Final = HashMap<(u16, u8), (BTreeMap<i64, Vec<u8>>, i64)>;
+
+/// The readers' findings, over the distinct (conversation, inbox, seq, member) shown.
+#[derive(Default, Debug)]
+pub struct Reads {
+    pub shown: usize,
+    /// Shown, then taken back (either rule), by a primary and by a replica (a message both
+    /// showed counts in both).
+    pub taken_back: [usize; 2],
+    /// Of those, messages whose send was answered with another seq.
+    pub other_seq: [usize; 2],
+    /// Shown at a seq the cap dropped from the surviving inbox (not checked).
+    pub trimmed: usize,
+    pub examples: Vec<String>,
+}
+
+/// Each distinct message shown (conversation, inbox, seq, member): shown by a primary, by a
+/// replica; its first showing.
+type Distinct<'a> = BTreeMap<(u16, u8, i64, &'a [u8]), ([bool; 2], &'a Shown)>;
+
+/// Checks what the readers were shown against the surviving data and the IM.SEND answers.
+pub fn reads(shown: &[Shown], fin: &Final, sends: &[TokenRec]) -> Reads {
+    let mut answered: HashMap<u64, BTreeSet<i64>> = HashMap::new();
+    for r in sends {
+        answered.entry(r.token).or_default().insert(r.value);
+    }
+    // Each distinct message shown: by a primary, by a replica, the first showing.
+    let mut distinct = Distinct::new();
+    for s in shown {
+        let e = distinct
+            .entry((s.conv, s.inbox, s.seq, s.member.as_slice()))
+            .or_insert(([false; 2], s));
+        e.0[usize::from(!s.primary)] = true;
+    }
+    let mut r = Reads {
+        shown: distinct.len(),
+        ..Reads::default()
+    };
+    let text = |m: &[u8]| String::from_utf8_lossy(m).into_owned();
+    for ((conv, inbox, seq, member), (by, first)) in &distinct {
+        let (held, trimmed) = fin
+            .get(&(*conv, *inbox))
+            .map_or((None, 0), |(m, t)| (m.get(seq), *t));
+        let other = member_token(member)
+            .and_then(|t| answered.get(&t))
+            .and_then(|seqs| seqs.iter().find(|&&v| v != *seq).copied());
+        let gone = match held {
+            Some(h) => h.as_slice() != *member,
+            None => *seq > trimmed,
+        };
+        if held.is_none() && *seq <= trimmed {
+            r.trimmed += 1;
+        }
+        if !gone && other.is_none() {
+            continue;
+        }
+        for (k, &b) in by.iter().enumerate() {
+            if b {
+                r.taken_back[k] += 1;
+                if other.is_some() {
+                    r.other_seq[k] += 1;
+                }
+            }
+        }
+        if r.examples.len() < EXAMPLES {
+            r.examples.push(format!(
+                "conversation {conv} inbox {inbox} seq {seq}: shown {} by {} ({}) at {} ms; \
+                 the surviving inbox holds {}{}",
+                text(member),
+                first.node,
+                if first.primary { "primary" } else { "replica" },
+                first.at_ms,
+                held.map_or_else(|| "nothing".to_owned(), |h| text(h)),
+                other.map_or_else(String::new, |v| format!("; its send was answered seq {v}"))
+            ));
+        }
+    }
+    r
 }
 
 impl Findings {
@@ -105,6 +192,15 @@ impl Findings {
             for e in &t.examples {
                 eprintln!("{name}:   {e}");
             }
+        }
+        let r = &self.reads;
+        eprintln!(
+            "{name}: reads: {} messages shown; shown then taken back: {} by a primary ({} of them \
+             answered another seq), {} by a replica ({}); {} at seqs the cap dropped (unchecked)",
+            r.shown, r.taken_back[0], r.other_seq[0], r.taken_back[1], r.other_seq[1], r.trimmed
+        );
+        for e in &r.examples {
+            eprintln!("{name}:   {e}");
         }
     }
 }
@@ -355,6 +451,7 @@ pub fn run(
         idmp,
         im_send,
         im_seq: check("IM.SEND seq", im_seq, |l| l, terms),
+        reads: Reads::default(),
     }
 }
 
@@ -520,6 +617,45 @@ mod tests {
             |_| 0,
         );
         assert_eq!((f.im_seq.twice, f.same_term()), (1, 1));
+    }
+
+    /// Readers: a message shown where the surviving inbox holds it passes, and so does one at a
+    /// seq the cap dropped; a message the surviving inbox lacks or holds another at, and one
+    /// whose send was answered with another seq, count, by the role of the node that showed it.
+    #[test]
+    fn checker_counts_reads_taken_back() {
+        use crate::jepsen::load::member_token;
+        let shown = |seq: i64, token: u64, primary: bool| Shown {
+            conv: 0,
+            inbox: 0,
+            seq,
+            member: format!("ID|1|u1|m{token:x}").into_bytes(),
+            primary,
+            node: "n".to_owned(),
+            at_ms: 0,
+        };
+        assert_eq!(member_token(b"D1VO-8H8O-0006-D3E6|7|u1|m1f"), Some(0x1f));
+        let mut held = BTreeMap::new();
+        held.insert(3, b"ID|1|u1|m3".to_vec());
+        held.insert(4, b"ID|1|u1|m4".to_vec());
+        held.insert(5, b"ID|1|u1|m9".to_vec());
+        let fin: Final = [((0, 0), (held, 2))].into_iter().collect();
+        // Token 4's send answered 4, token 6's 6 then (after a failover) 7.
+        let sends = [send(4, 0, 0, 4, None, false), send(6, 0, 0, 6, None, false)];
+        let clean = [shown(1, 1, true), shown(3, 3, false), shown(4, 4, true)];
+        let r = reads(&clean, &fin, &sends);
+        assert_eq!((r.shown, r.taken_back, r.trimmed), (3, [0, 0], 1), "{r:?}");
+        let sends = [sends.to_vec(), vec![send(6, 0, 1, 7, None, false)]].concat();
+        let dirty = [
+            shown(5, 5, true),
+            shown(5, 5, false),
+            shown(6, 6, false),
+            shown(8, 8, true),
+        ];
+        let r = reads(&dirty, &fin, &sends);
+        assert_eq!(r.taken_back, [2, 2], "{r:?}");
+        assert_eq!(r.other_seq, [0, 1], "{r:?}");
+        assert!(r.examples.iter().any(|e| e.contains("answered seq 7")));
     }
 
     /// A message ID's number keeps its order and its time (README's example ID, whose time

@@ -199,5 +199,6 @@ pub(super) fn run(row: &Row, bin: &Path, module: &Path, size: &Size) -> Outcome 
         &last,
         |c| lane_of.get(c as usize).copied().unwrap_or(u32::MAX),
         started,
+        &super::checker::Final::new(),
     )
 }

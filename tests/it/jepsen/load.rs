@@ -663,7 +663,8 @@ fn token_call(p: &mut redis::Pipeline, what: Tokened, c: &Conv, token: u64) {
             cmd.arg(1)
                 .arg("u1")
                 .arg(format!("m{token:x}"))
-                .arg("hello")
+                // The body is the client message id: a reader's page names the send it shows.
+                .arg(format!("m{token:x}"))
                 .arg(INBOX_CAP);
         }
     }
@@ -860,6 +861,170 @@ pub fn tokens(
         }
         if !load.pause.is_zero() {
             std::thread::sleep(load.pause);
+        }
+    }
+    out
+}
+
+/// One message a reader was shown: conversation, inbox (0 or 1: `Conv::inboxes`), seq and
+/// member, whether the node that showed it said it was a primary, its address's index in the
+/// reader's node list, and when (ms since the start).
+#[derive(Clone, Debug)]
+pub struct Shown {
+    pub conv: u16,
+    pub inbox: u8,
+    pub seq: i64,
+    pub member: Vec<u8>,
+    pub primary: bool,
+    pub node: String,
+    pub at_ms: u32,
+}
+
+/// The client message id (the token) an IM.SEND of this load wrote into `member`
+/// (`msgid|uid|sender|body`, the body `m<token hex>`).
+pub fn member_token(member: &[u8]) -> Option<u64> {
+    let body = member.rsplit(|&b| b == b'|').next()?;
+    let hex = std::str::from_utf8(body.strip_prefix(b"m")?).ok()?;
+    u64::from_str_radix(hex, 16).ok()
+}
+
+/// Where a reader reads.
+#[derive(Clone)]
+pub struct ReadVia {
+    /// The primary as the Sentinels name it, every other round (None: never).
+    pub follow: Option<Via>,
+    /// Data nodes, one picked at random in the other rounds, whatever its role.
+    pub nodes: Vec<String>,
+}
+
+/// Conversations and inboxes per reader round, and the page size.
+const READ_BATCH: usize = 10;
+const READ_LIMIT: usize = 50;
+/// No reader records more messages than this (a bound on memory).
+const MAX_SHOWN: usize = 2_000_000;
+
+/// A reader: rounds of `IM.SYNC` on `READ_BATCH` (conversation, inbox) pairs among the first
+/// `only` conversations, each from the cursor the reader holds for it (the reply's, as a client
+/// keeps it), on the node `via` picks for the round: the primary the Sentinels name in even
+/// rounds, any data node in odd ones (a replica answers from its own data). Every message shown
+/// is recorded with the node's role. Until `stop`, the deadline, `MAX_ROUNDS` or `MAX_SHOWN`.
+pub fn reader(via: ReadVia, shared: &Shared, seed: u64, only: usize) -> Vec<Shown> {
+    let mut router = via
+        .follow
+        .clone()
+        .map(|f| Router::new(f, shared, seed, Duration::from_secs(2)));
+    let mut x = seed.wrapping_mul(15_485_863).wrapping_add(3);
+    let mut conns: HashMap<String, (Connection, bool, Instant)> = HashMap::new();
+    let mut cursors: HashMap<(u16, u8), i64> = HashMap::new();
+    let mut out: Vec<Shown> = Vec::new();
+    let n = only.min(shared.convs.len()).max(1) as u64;
+    let mut rounds = 0u64;
+    while !shared.stop.load(Ordering::Relaxed)
+        && !shared.over()
+        && rounds < MAX_ROUNDS
+        && out.len() < MAX_SHOWN
+    {
+        rounds += 1;
+        let picks: Vec<(u16, u8)> = (0..READ_BATCH)
+            .map(|_| ((next(&mut x) % n) as u16, (next(&mut x) % 2) as u8))
+            .collect();
+        let addr = match router.as_mut() {
+            Some(r) if rounds.is_multiple_of(2) => {
+                let slot = picks
+                    .first()
+                    .and_then(|&(c, _)| shared.convs.get(c as usize))
+                    .map_or(0, |c| c.slot);
+                r.route(&[slot]).into_iter().next().map(|(a, _)| a)
+            }
+            _ => {
+                let k = via.nodes.len().max(1);
+                via.nodes.get(next(&mut x) as usize % k).cloned()
+            }
+        };
+        let Some(addr) = addr else {
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        };
+        let stale = conns
+            .get(&addr)
+            .is_some_and(|c| c.2.elapsed() > Duration::from_secs(1));
+        if stale || !conns.contains_key(&addr) {
+            let con = conns.remove(&addr).map(|c| c.0).or_else(|| {
+                let c = redis::Client::open(format!("redis://{addr}/")).ok()?;
+                let con = c.get_connection_with_timeout(Duration::from_secs(1)).ok()?;
+                con.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+                con.set_write_timeout(Some(Duration::from_secs(2))).ok()?;
+                Some(con)
+            });
+            let Some(mut con) = con else {
+                if let Some(r) = router.as_mut() {
+                    r.failed(&addr, Failure::Broken);
+                } else {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                continue;
+            };
+            let Some((primary, ..)) = identity(&mut con) else {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            };
+            conns.insert(addr.clone(), (con, primary, Instant::now()));
+        }
+        let Some((con, primary, _)) = conns.get_mut(&addr) else {
+            continue;
+        };
+        let primary = *primary;
+        let mut p = redis::pipe();
+        p.ignore_errors();
+        for &(c, i) in &picks {
+            let Some(conv) = shared.convs.get(c as usize) else {
+                continue;
+            };
+            let Some((inbox, trimmed)) = conv.inboxes.get(i as usize) else {
+                continue;
+            };
+            let last = cursors.get(&(c, i)).copied().unwrap_or(0);
+            p.cmd("IM.SYNC")
+                .arg(&conv.im_seq)
+                .arg(inbox)
+                .arg(trimmed)
+                .arg(last)
+                .arg(READ_LIMIT);
+        }
+        let at_ms = shared.ms();
+        let Ok(replies) = p.query::<Vec<Value>>(con) else {
+            conns.remove(&addr);
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        };
+        for (&(c, i), reply) in picks.iter().zip(&replies) {
+            let Value::Array(a) = reply else {
+                continue;
+            };
+            let (Some(cursor), Some(Value::Array(page))) = (a.get(1).and_then(int), a.get(4))
+            else {
+                panic!("unexpected IM.SYNC reply {a:?} from {addr}");
+            };
+            for pair in page.chunks(2) {
+                let (Some(seq), Some(Value::BulkString(m))) =
+                    (pair.first().and_then(int), pair.get(1))
+                else {
+                    panic!("unexpected IM.SYNC page {page:?} from {addr}");
+                };
+                out.push(Shown {
+                    conv: c,
+                    inbox: i,
+                    seq,
+                    member: m.clone(),
+                    primary,
+                    node: addr.clone(),
+                    at_ms,
+                });
+            }
+            cursors.insert((c, i), cursor);
+        }
+        if let Some(t) = shared.throttle.or(Some(Duration::from_millis(10))) {
+            std::thread::sleep(t);
         }
     }
     out

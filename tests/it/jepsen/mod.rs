@@ -14,9 +14,12 @@
 //! knows a message at its late retry). The [`checker`] then counts values, IDs and UIDs
 //! received twice, IDMP tokens answered with two values, IM.SEND client message ids answered
 //! with two seqs and seqs given to two messages, and values of a later primary term not above
-//! an earlier one's. Each run also says how soon the last primary answered each kind of call
-//! after the fault, the longest time no client got an answer of each kind, and how many calls
-//! were refused or timed out from the fault on.
+//! an earlier one's. Rows with readers (split, operator_failover) also run IM.SYNC clients
+//! on the IM.SEND clients' inboxes, on the Sentinels' primary or any data node, and the
+//! checker counts the messages shown that the surviving data lacks at that seq or whose send
+//! was answered with another seq (reads shown then taken back). Each run also says how soon
+//! the last primary answered each kind of call after the fault, the longest time no client got
+//! an answer of each kind, and how many calls were refused or timed out from the fault on.
 //!
 //! One test per row ([`ROWS`]) and server (`redis7`: Debian's redis-server on PATH; `redis8`,
 //! `redis86`, `valkey9`: Redis 8.2.3, Redis 8.6.3 and Valkey 9.1.2 from `scripts/servers.sh`
@@ -45,7 +48,12 @@
 //!   failover, IM.SEND client message ids answered with two seqs, seqs given to two messages,
 //!   the last primary's first reply after the fault per kind (a sequence value / a message ID
 //!   or UID / an IDMP answer / an IM.SEND answer), the calls refused with NOREPLICAS / refused
-//!   otherwise / timed out from the fault on, the run's time).
+//!   otherwise / timed out from the fault on, reads shown then taken back (by a primary / by a
+//!   replica, of the distinct messages the readers were shown; `-` in rows without readers),
+//!   the run's time).
+//! - `IMID_JEPSEN_READS`: where the readers of the rows that have them (split,
+//!   operator_failover) read: `any` (the default: every other round the primary the Sentinels
+//!   name, else any data node) or `old` (the first primary only, the node a fault cuts off).
 //! - `IMID_JEPSEN_NODE_ARGS`: more server arguments for every data node (e.g.
 //!   `--repl-diskless-sync-delay 0`), appended after the row's.
 //! - `IMID_JEPSEN_KEEP=1`: keep every node's directory (its log) after a passing run too (a
@@ -136,6 +144,8 @@ struct Row {
     replicas_behind_ms: Option<[i64; 2]>,
     /// The cut just before the primary renews its message-ID lease.
     before_renewal: bool,
+    /// IM.SYNC readers on the IM.SEND clients' inboxes (Sentinel rows).
+    readers: bool,
 }
 
 const fn secs(n: u64) -> Duration {
@@ -157,6 +167,7 @@ const SENTINEL: Row = Row {
     load: Load::All,
     replicas_behind_ms: None,
     before_renewal: false,
+    readers: false,
 };
 
 /// The Cluster rows' common settings: 3 primaries with a replica each, node-timeout 5000,
@@ -249,6 +260,7 @@ const ROWS: &[Row] = &[
         name: "split",
         what: "split: {primary, replica n1} cut off from {replica n2, the 3 Sentinels}, 10 s",
         fault: Fault::Split(secs(10)),
+        readers: true,
         ..SENTINEL
     },
     Row {
@@ -279,6 +291,7 @@ const ROWS: &[Row] = &[
         what: "no fault: SENTINEL FAILOVER by an operator, unthrottled (hot keys)",
         fault: Fault::OperatorFailover,
         unthrottled: true,
+        readers: true,
         ..SENTINEL
     },
     Row {
@@ -334,6 +347,12 @@ impl Row {
         if self.load == Load::ImSend {
             s.push("IM.SEND clients only".to_owned());
         }
+        if self.readers {
+            s.push(match std::env::var("IMID_JEPSEN_READS").as_deref() {
+                Ok("old") => "readers on the first primary only".to_owned(),
+                _ => "readers".to_owned(),
+            });
+        }
         s.push("AOF everysec".to_owned());
         s.push(match fence_replicas(self) {
             Some(n) => format!("imid.fence-replicas {n}"),
@@ -364,6 +383,8 @@ struct Size {
     follow: usize,
     idmp: usize,
     im_send: usize,
+    /// IM.SYNC readers (rows with `readers`).
+    readers: usize,
     /// Load before the fault, and after the nodes settled.
     before: Duration,
     after: Duration,
@@ -389,6 +410,7 @@ impl Size {
             follow: some(2.0),
             idmp: some(2.0),
             im_send: if all { n(2.0) } else { n(4.0) },
+            readers: if row.readers { n(2.0) } else { 0 },
             before: Duration::from_secs_f64(4.0 * scale),
             after: Duration::from_secs_f64(3.0 * scale),
         }
@@ -501,13 +523,21 @@ fn inside(row: &Row, server: &str) {
     let [seq_first, id_first, idmp_first, send_first] = o.new_first_kind.map(rel);
     let availability = format!("{seq_first} / {id_first} / {idmp_first} / {send_first}");
     let failed = format!("{} / {} / {}", o.noreplicas, o.refused, o.timed_out);
+    // Reads shown then taken back: by a primary / by a replica, of the messages shown.
+    let r = &f.reads;
+    let reads = if row.readers {
+        format!("{} / {} of {}", r.taken_back[0], r.taken_back[1], r.shown)
+    } else {
+        "-".to_owned()
+    };
     eprintln!(
-        "{name}: {} triples, {} IDMP tokens, {} IM.SEND messages; terms: {}; fault at {} ms; first primary's last reply \
+        "{name}: {} triples, {} IDMP tokens, {} IM.SEND messages, {} messages shown to readers; terms: {}; fault at {} ms; first primary's last reply \
          {} (a sequence value {}, a message ID {}, a UID {}), the last primary's first {}; message ID times: the first primary's \
          highest {}, the last primary's lowest {}; failover {}; {:.0} s",
         o.triples,
         f.idmp.tokens,
         f.im_send.tokens,
+        o.shown,
         o.terms
             .iter()
             .map(|t| format!("{} from {} ms", t.label(), t.first_ms))
@@ -537,7 +567,7 @@ fn inside(row: &Row, server: &str) {
     );
     let line = format!(
         "| {server} | {} | {} | {} | {} | {} | {} of {} | {} / {} / {} / {} | {} | {} | {} | {} \
-         | {} of {} | {} | {availability} | {failed} | {:.0} s |",
+         | {} of {} | {} | {availability} | {failed} | {reads} | {:.0} s |",
         row.name,
         row.settings(),
         f.seq.twice,
@@ -597,10 +627,14 @@ fn inside(row: &Row, server: &str) {
         .unwrap_or_else(|_| if fence_off { "report" } else { "clean" }.to_owned());
     match expect.as_str() {
         "clean" => {
+            // Reads: those a primary answered (the fence's promise). A replica shows what it
+            // applied, a send that timed out included (docs/commands.md, "The read side and
+            // the fence"): counted and reported, not failed on.
             assert_eq!(
-                (f.duplicates(), f.order_violations()),
-                (0, 0),
-                "{name}: handed out twice, or a later term not above an earlier one (above)"
+                (f.duplicates(), f.order_violations(), f.reads.taken_back[0]),
+                (0, 0, 0),
+                "{name}: handed out twice, a later term not above an earlier one, or a read a \
+                 primary showed then taken back (above)"
             );
         }
         "dupes" => assert!(

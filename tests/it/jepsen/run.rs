@@ -42,6 +42,8 @@ pub(super) struct Outcome {
     pub before_fault: usize,
     pub after_settled: usize,
     pub triples: u64,
+    /// Messages the readers were shown (with repeats).
+    pub shown: usize,
     pub terms: Vec<load::Term>,
     pub took: Duration,
 }
@@ -116,6 +118,8 @@ pub(super) struct Clients {
     pub plain: Vec<(Via, usize)>,
     pub idmp: Vec<(Via, usize)>,
     pub im_send: Vec<(Via, usize)>,
+    /// IM.SYNC readers (none unless the row has them).
+    pub readers: Vec<(load::ReadVia, usize)>,
 }
 
 impl Clients {
@@ -142,6 +146,7 @@ impl Clients {
             plain: direct.chain(following).collect(),
             idmp: tokens(size.idmp),
             im_send: tokens(size.im_send),
+            readers: Vec::new(),
         }
     }
 }
@@ -150,6 +155,7 @@ pub(super) struct Received {
     pub recs: Vec<load::Rec>,
     pub idmp: Vec<load::TokenRec>,
     pub sends: Vec<load::TokenRec>,
+    pub shown: Vec<load::Shown>,
     pub fault_ms: u32,
     /// The fault's wall-clock time (Unix ms).
     pub fault_unix_ms: i64,
@@ -187,6 +193,12 @@ pub(super) fn drive(
         let n_idmp = clients.idmp.len();
         let idmp = tokened(Tokened::Idmp, clients.idmp, 1);
         let sends = tokened(Tokened::ImSend, clients.im_send, 1 + n_idmp);
+        let readers: Vec<_> = clients
+            .readers
+            .into_iter()
+            .enumerate()
+            .map(|(i, (via, only))| s.spawn(move || load::reader(via, sh, 5000 + i as u64, only)))
+            .collect();
         let stop_all = || {
             sh.stop.store(true, Ordering::Relaxed);
             sh.stop_tokens.store(true, Ordering::Relaxed);
@@ -224,11 +236,16 @@ pub(super) fn drive(
             .into_iter()
             .flat_map(|h| h.join().expect("IM.SEND client"))
             .collect();
+        let shown: Vec<load::Shown> = readers
+            .into_iter()
+            .flat_map(|h| h.join().expect("reader"))
+            .collect();
         drop(guard);
         Received {
             recs,
             idmp,
             sends,
+            shown,
             fault_ms,
             fault_unix_ms,
             settled_ms,
@@ -243,6 +260,7 @@ pub(super) fn outcome(
     last: &str,
     id_lane: impl Fn(u16) -> u32,
     started: Instant,
+    fin: &checker::Final,
 ) -> Outcome {
     let terms = sh.terms.lock().unwrap().clone();
     let node_of = |t: u16| terms.get(t as usize).map_or("", |t| t.node.as_str());
@@ -330,7 +348,8 @@ pub(super) fn outcome(
         }
         Some(longest)
     });
-    let findings = checker::run(&got.recs, &got.idmp, &got.sends, &terms, id_lane);
+    let mut findings = checker::run(&got.recs, &got.idmp, &got.sends, &terms, id_lane);
+    findings.reads = checker::reads(&got.shown, fin, &got.sends);
     Outcome {
         findings,
         failover: first != last,
@@ -348,6 +367,7 @@ pub(super) fn outcome(
         before_fault,
         after_settled,
         triples: sh.triples.load(Ordering::Relaxed),
+        shown: got.shown.len(),
         terms,
         took: started.elapsed(),
     }
@@ -378,4 +398,34 @@ pub(super) fn node_args(row: &Row) -> Vec<String> {
         a.extend(extra.split_whitespace().map(str::to_owned));
     }
     a
+}
+
+/// The surviving data of `convs` on `node` (the last primary, after the run): every inbox's
+/// members by seq and its trimmed marker.
+pub(super) fn final_inboxes(node: &Node, convs: &[Conv]) -> checker::Final {
+    let mut fin = checker::Final::new();
+    let mut con = node.connect().expect("the last primary answers");
+    for (c, conv) in convs.iter().enumerate() {
+        for (i, (inbox, trimmed)) in conv.inboxes.iter().enumerate() {
+            let members: Vec<(Vec<u8>, i64)> = redis::cmd("ZRANGE")
+                .arg(inbox)
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES")
+                .query(&mut con)
+                .expect("ZRANGE of an inbox");
+            let marker: Option<i64> = redis::cmd("SEQ.GET")
+                .arg(trimmed)
+                .query(&mut con)
+                .expect("SEQ.GET of a trimmed marker");
+            fin.insert(
+                (c as u16, i as u8),
+                (
+                    members.into_iter().map(|(m, s)| (s, m)).collect(),
+                    marker.unwrap_or(0),
+                ),
+            );
+        }
+    }
+    fin
 }

@@ -3,10 +3,12 @@
 //! the primary: cut off from everyone, from the Sentinels only, or with replica n1 from the
 //! other replicas and the Sentinels (a split); paused; killed; or an operator's
 //! `SENTINEL FAILOVER`.
-use super::load::{Conv, Via};
+use super::load::{self, Conv, Via};
 use super::nemesis::{self, Firewall};
 use super::node::Node;
-use super::run::{drive, logs, node_args, outcome, shared, wait_for, Clients, Outcome};
+use super::run::{
+    drive, final_inboxes, logs, node_args, outcome, shared, wait_for, Clients, Outcome,
+};
 use super::{secs, Fault, Row, Size};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -84,7 +86,24 @@ pub(super) fn run(row: &Row, bin: &Path, module: &Path, size: &Size) -> Outcome 
     let sh = shared(row, convs);
     let sentinel_addrs: Vec<String> = sentinels.iter().map(Node::addr).collect();
     let follow = Via::Sentinel(sentinel_addrs, MASTER.to_owned());
-    let clients = Clients::new(size, &nodes[0].addr(), &follow, n_convs, n_convs);
+    let mut clients = Clients::new(size, &nodes[0].addr(), &follow, n_convs, n_convs);
+    // Readers: every other round the primary the Sentinels name, else any data node
+    // (`IMID_JEPSEN_READS=old`: the first primary only, the node a fault cuts off).
+    let node_addrs: Vec<String> = nodes.iter().map(Node::addr).collect();
+    let read_via = match std::env::var("IMID_JEPSEN_READS").as_deref() {
+        Ok("old") => load::ReadVia {
+            follow: None,
+            nodes: vec![nodes[0].addr()],
+        },
+        Ok("any") | Err(_) => load::ReadVia {
+            follow: Some(follow.clone()),
+            nodes: node_addrs,
+        },
+        Ok(other) => panic!("IMID_JEPSEN_READS={other}: any or old"),
+    };
+    clients.readers = (0..size.readers)
+        .map(|_| (read_via.clone(), n_convs))
+        .collect();
     // The sides of a cut: the primary (with replica n1 in a split) against the other replicas
     // and the Sentinels (only the Sentinels when they alone are cut off).
     let with = usize::from(matches!(row.fault, Fault::Split(_)));
@@ -183,5 +202,9 @@ pub(super) fn run(row: &Row, bin: &Path, module: &Path, size: &Size) -> Outcome 
             at
         })
     };
-    outcome(&sh, got, &first, &last, |_| 0, started)
+    let fin = match nodes.iter().find(|n| n.addr() == last) {
+        Some(n) if size.readers > 0 => final_inboxes(n, &sh.convs),
+        _ => super::checker::Final::new(),
+    };
+    outcome(&sh, got, &first, &last, |_| 0, started, &fin)
 }

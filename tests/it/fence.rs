@@ -12,10 +12,10 @@ use std::time::Duration;
 
 /// The replica's process, stopped (SIGSTOP) until dropped or resumed: it neither applies nor
 /// acknowledges anything meanwhile, and its primary still counts it online.
-struct Paused(i32);
+pub(crate) struct Paused(i32);
 
 impl Paused {
-    fn new(s: &Server) -> Paused {
+    pub(crate) fn new(s: &Server) -> Paused {
         let pid: i32 = s
             .info_field("server", "process_id")
             .and_then(|p| p.parse().ok())
@@ -25,7 +25,7 @@ impl Paused {
         Paused(pid)
     }
 
-    fn resume(self) {}
+    pub(crate) fn resume(self) {}
 }
 
 impl Drop for Paused {

@@ -7,6 +7,8 @@
 //! the fence: a fenced primary shows no reader a message or a change its replicas have not
 //! acknowledged, and what a read on a replica guarantees.
 use crate::common;
+use crate::fence::Paused;
+use crate::im_send::state;
 use common::*;
 use std::sync::mpsc::{channel, Receiver};
 use std::time::Duration;
@@ -192,31 +194,6 @@ fn frozen(at: u64, extra: &[&str]) -> Server {
     s
 }
 
-/// Every key, sorted, with its type and contents.
-fn state(con: &mut Connection) -> Vec<String> {
-    let mut keys: Vec<String> = cmd(con, &["KEYS", "*"]).unwrap();
-    keys.sort();
-    keys.into_iter()
-        .map(|k| {
-            let t: String = cmd(con, &["TYPE", &k]).unwrap();
-            let v = match t.as_str() {
-                "zset" => {
-                    let m: Vec<(String, String)> =
-                        cmd(con, &["ZRANGE", &k, "0", "-1", "WITHSCORES"]).unwrap();
-                    format!("{m:?}")
-                }
-                "imidseq01" => int_reply(con, &["SEQ.GET", &k]).to_string(),
-                "imidmap01" => {
-                    let v: Value = cmd(con, &["SEQ.HGETALL", &k]).unwrap();
-                    format!("{v:?}")
-                }
-                _ => String::new(),
-            };
-            format!("{k} {t} {v}")
-        })
-        .collect()
-}
-
 /// The two servers of a comparison: `lua` runs the scripts, `native` the commands.
 struct Pair {
     lua: Server,
@@ -361,29 +338,6 @@ fn random_sends_reads_syncs_changes_and_pulls_match_the_scripts() {
     // the run reached trimmed logs and inboxes
     let markers: Vec<String> = cmd(&mut p.cn, &["KEYS", "*trimmed*"]).unwrap();
     assert!(markers.len() > 3, "{markers:?}");
-}
-
-/// The replica's process, stopped (SIGSTOP) until dropped: it neither applies nor acknowledges
-/// anything meanwhile, and its primary still counts it online.
-struct Paused(i32);
-
-impl Paused {
-    fn new(s: &Server) -> Paused {
-        let pid: i32 = s
-            .info_field("server", "process_id")
-            .and_then(|p| p.parse().ok())
-            .expect("process_id");
-        // SAFETY: a plain signal to a child process of this test.
-        assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
-        Paused(pid)
-    }
-}
-
-impl Drop for Paused {
-    fn drop(&mut self) {
-        // SAFETY: as above.
-        unsafe { libc::kill(self.0, libc::SIGCONT) };
-    }
 }
 
 /// A primary with the fence on (one replica, `timeout` ms) and its replica, both online and the

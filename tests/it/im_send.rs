@@ -85,9 +85,10 @@ fn frozen(at: u64, extra: &[&str]) -> Server {
     s
 }
 
-/// Every key, sorted, with its type and contents: inboxes with their scores, sequences with
-/// their values.
-fn state(con: &mut Connection) -> Vec<String> {
+/// Every key, sorted, with its type and contents: inboxes and logs with their scores,
+/// sequences with their values, maps with their fields (IM.SEND's and the read side's
+/// comparisons, tests/it/im_read.rs).
+pub(crate) fn state(con: &mut Connection) -> Vec<String> {
     let mut keys: Vec<String> = cmd(con, &["KEYS", "*"]).unwrap();
     keys.sort();
     keys.into_iter()
@@ -100,6 +101,12 @@ fn state(con: &mut Connection) -> Vec<String> {
                     format!("{m:?}")
                 }
                 "imidseq01" => int_reply(con, &["SEQ.GET", &k]).to_string(),
+                "imidsmap1" => {
+                    // Fields in name order: a map's own order follows its layout.
+                    let mut v: Vec<(String, String)> = cmd(con, &["SEQ.HGETALL", &k]).unwrap();
+                    v.sort();
+                    format!("{v:?}")
+                }
                 _ => String::new(),
             };
             format!("{k} {t} {v}")

@@ -1,12 +1,14 @@
-//! The fence's callbacks (`node::fence` holds the rules): a blocked client's reply, timeout and
-//! free callbacks, the event loop's before-sleep event, and the one-shot tick timer. Handed
+//! The fence's callbacks (`node::fence` holds the rules): a blocked client's reply and free
+//! callbacks, the event loop's before-sleep event, and the one-shot timers. A blocked client
+//! has no Redis timeout and no timeout callback (`host::fence`, `Ctx::block`): the fence times
+//! its calls out itself, so the reply callback is the one place a blocked call is answered. Handed
 //! down to `host::fence` at load ([`install`]), which blocks clients, subscribes and arms
 //! timers with them.
 
 use super::{guard, guarded, EntryPoint};
-use crate::host::fence::{set_hooks, Hooks};
+use crate::host::fence::{set_hooks, Hooks, Timer};
 use crate::host::Ctx;
-use crate::node::fence::{self, Unblocked};
+use crate::node::fence::{self, Released};
 use redis_module::raw;
 use std::ffi::c_void;
 use std::os::raw::c_int;
@@ -15,7 +17,6 @@ use std::os::raw::c_int;
 pub(crate) fn install() {
     set_hooks(Hooks {
         reply: Some(on_reply),
-        timeout: Some(on_timeout),
         free: Some(on_free),
         before_sleep: Some(on_loop),
         timer: Some(on_timer),
@@ -32,18 +33,8 @@ unsafe extern "C" fn on_reply(
     unsafe { answer(ctx, "a fenced reply", fence::reply_released) }
 }
 
-/// Redis timed a waiting client out (`imid.fence-timeout`).
-unsafe extern "C" fn on_timeout(
-    ctx: *mut raw::RedisModuleCtx,
-    _argv: *mut *mut raw::RedisModuleString,
-    _argc: c_int,
-) -> c_int {
-    // SAFETY: ctx is the live context of this timeout callback.
-    unsafe { answer(ctx, "a fence timeout", fence::timeout) }
-}
-
-/// A blocked client's reply or timeout callback: `f` answers the client, inside the guard (an
-/// internal error reply if it panics).
+/// A blocked client's reply callback: `f` answers the client, inside the guard (an internal
+/// error reply if it panics).
 ///
 /// # Safety
 /// `ctx` is the live context of the callback; the `Ctx` made from it is used only within it.
@@ -59,12 +50,14 @@ unsafe fn answer(ctx: *mut raw::RedisModuleCtx, name: &'static str, f: fn(&Ctx))
     raw::REDISMODULE_OK as c_int
 }
 
-/// Frees what `host::fence::Blocked::unblock` passed: a `Box<Unblocked>`.
+/// Frees what `host::fence::Blocked::unblock` passed: a `Box<Released>`, counted as dropped
+/// when its client was gone (no reply callback ran).
 unsafe extern "C" fn on_free(_ctx: *mut raw::RedisModuleCtx, p: *mut c_void) {
     if !p.is_null() {
-        // SAFETY: every payload is a Box<Unblocked> turned into a raw pointer by `unblock`
+        // SAFETY: every payload is a Box<Released> turned into a raw pointer by `unblock`
         // (the only caller, through `node::fence`), freed once, here.
-        drop(unsafe { Box::from_raw(p.cast::<Unblocked>()) });
+        let released = unsafe { Box::from_raw(p.cast::<Released>()) };
+        fence::freed(&released);
     }
 }
 
@@ -86,8 +79,9 @@ unsafe extern "C" fn on_loop(
     unsafe { guarded(ctx, "the fence's before-sleep event", fence::before_sleep) }
 }
 
-/// The one-shot tick timer.
-unsafe extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
+/// One of the fence's one-shot timers (`data` says which).
+unsafe extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
+    let which = Timer::of(data);
     // SAFETY: ctx is the live context of this timer callback.
-    unsafe { guarded(ctx, "the fence timer", fence::on_timer) }
+    unsafe { guarded(ctx, "the fence timer", |c| fence::on_timer(c, which)) }
 }

@@ -3,8 +3,8 @@
 //! (`ROLE`), ask the replicas to acknowledge now (`REPLCONF GETACK *`), subscribe to the event
 //! loop's before-sleep event while clients wait, and arm a one-shot timer.
 //!
-//! The callbacks Redis calls back (a blocked client's reply, timeout and free, the before-sleep
-//! event, the timer) are `extern "C"` functions of the top floor (`entry::fence`), which hands
+//! The callbacks Redis calls back (a blocked client's reply and free, the before-sleep event,
+//! the timer) are `extern "C"` functions of the top floor (`entry::fence`), which hands
 //! them down once at load ([`set_hooks`]): this floor imports nothing above it.
 //!
 //! Verified on Redis 7.0.15, 8.2.3, 8.6.3 and Valkey 8.0.1, 9.1.2 (a probe module): a
@@ -15,13 +15,12 @@
 use super::Ctx;
 use redis_module::raw;
 use std::ffi::c_void;
-use std::os::raw::{c_char, c_int, c_longlong};
+use std::os::raw::{c_char, c_int};
 use std::sync::OnceLock;
 
 /// The callbacks of the top floor (`entry::fence`).
 pub(crate) struct Hooks {
     pub(crate) reply: raw::RedisModuleCmdFunc,
-    pub(crate) timeout: raw::RedisModuleCmdFunc,
     pub(crate) free: Option<unsafe extern "C" fn(*mut raw::RedisModuleCtx, *mut c_void)>,
     pub(crate) before_sleep: raw::RedisModuleEventCallback,
     pub(crate) timer: raw::RedisModuleTimerProc,
@@ -35,8 +34,7 @@ pub(crate) fn set_hooks(h: Hooks) {
 }
 
 /// A client blocked by [`Ctx::block`], until [`Blocked::unblock`] (which must be called exactly
-/// once for each, also when Redis timed the client out or it disconnected: Redis frees the
-/// handle only then).
+/// once for each, also when its client disconnected: Redis frees the handle only then).
 pub(crate) struct Blocked(*mut raw::RedisModuleBlockedClient);
 
 // SAFETY: a handle is made, kept and used on Redis's main thread only (commands, events and
@@ -45,7 +43,8 @@ unsafe impl Send for Blocked {}
 
 impl Blocked {
     /// Unblocks the client: Redis calls the reply callback with `payload` (unless the client is
-    /// gone: timed out or disconnected), then the free callback, which drops it.
+    /// gone: disconnected, killed, or unblocked by Redis itself, as a primary turned replica
+    /// does with every blocked client), then the free callback, which drops it.
     pub(crate) fn unblock<T>(self, payload: Box<T>) {
         let p = Box::into_raw(payload).cast::<c_void>();
         // SAFETY: the handle came from BlockClient and is unblocked once (self is consumed);
@@ -77,16 +76,24 @@ impl Ctx {
         self.flags() & deny == 0
     }
 
-    /// Blocks the calling client (only it: the server goes on) for at most `timeout_ms`, with
+    /// Blocks the calling client (only it: the server goes on) until [`Blocked::unblock`], with
     /// the callbacks of [`set_hooks`]. `None` when Redis refused (no hooks, or a context that
     /// cannot block: see [`Ctx::can_block`]).
-    pub(crate) fn block(&self, timeout_ms: u64) -> Option<Blocked> {
+    ///
+    /// With no timeout and no timeout callback: the caller keeps the deadline and unblocks the
+    /// client itself, so that one path alone answers it. With a Redis timeout too, Redis 7.0
+    /// loses the reply when the module unblocks a client whose timeout falls due before the
+    /// event loop hands the unblock over (`handleBlockedClientsTimeout` runs first in
+    /// `beforeSleep`, skips its own callback because the client is marked unblocked, and
+    /// detaches the client, so `moduleHandleBlockedClients` calls no reply callback either):
+    /// the client's next command then gets the first reply, every later one its predecessor's.
+    /// Without a timeout callback `CLIENT UNBLOCK` also refuses such a client (it answers 0).
+    pub(crate) fn block(&self) -> Option<Blocked> {
         let h = HOOKS.get()?;
-        let timeout = c_longlong::try_from(timeout_ms).unwrap_or(c_longlong::MAX);
         // SAFETY: see the module comment of `host`; the callbacks match the C signatures and
-        // live as long as the module.
-        let bc =
-            unsafe { raw::RedisModule_BlockClient?(self.ptr, h.reply, h.timeout, h.free, timeout) };
+        // live as long as the module; a NULL timeout callback and a 0 timeout are documented
+        // (no timeout).
+        let bc = unsafe { raw::RedisModule_BlockClient?(self.ptr, h.reply, None, h.free, 0) };
         (!bc.is_null()).then_some(Blocked(bc))
     }
 
@@ -162,18 +169,46 @@ impl Ctx {
         rc == Some(raw::REDISMODULE_OK as c_int)
     }
 
-    /// Arms the one-shot timer of [`set_hooks`] to fire in `ms` (0: at the end of this event
-    /// loop iteration).
-    pub(crate) fn arm_timer(&self, ms: i64) -> bool {
+    /// Arms a one-shot timer of [`set_hooks`] to fire in `ms` (0: at the end of this event
+    /// loop iteration); its callback is told `which`.
+    pub(crate) fn arm_timer(&self, ms: u64, which: Timer) -> bool {
         let Some(h) = HOOKS.get() else {
             return false;
         };
+        let ms = i64::try_from(ms).unwrap_or(i64::MAX);
         // SAFETY: see the module comment of `host`; the callback matches and lives as long as
-        // the module; no data is passed.
+        // the module; the data is a tag, never dereferenced (`Timer::of`).
         unsafe {
             raw::RedisModule_CreateTimer
-                .map(|f| f(self.ptr, ms, h.timer, std::ptr::null_mut()))
+                .map(|f| f(self.ptr, ms, h.timer, which.tag()))
                 .is_some()
+        }
+    }
+}
+
+/// Which of the fence's one-shot timers fired: the round at the end of an iteration, or the
+/// one armed for the earliest deadline of a waiting call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Timer {
+    Round,
+    Deadline,
+}
+
+impl Timer {
+    /// The timer's data: a tag, not a pointer to anything.
+    fn tag(self) -> *mut c_void {
+        match self {
+            Timer::Round => std::ptr::null_mut(),
+            Timer::Deadline => std::ptr::dangling_mut::<u8>().cast(),
+        }
+    }
+
+    /// The timer whose data is `data` (what [`Ctx::arm_timer`] passed).
+    pub(crate) fn of(data: *mut c_void) -> Timer {
+        if data.is_null() {
+            Timer::Round
+        } else {
+            Timer::Deadline
         }
     }
 }

@@ -5,7 +5,10 @@
 //! A call says what it hands out ([`Need`]); [`check`] lets it answer now, makes it wait, or
 //! refuses it before it changes anything, and [`Verdict::answer`] replies or blocks the client
 //! until the replicas acknowledge its writes (`NOREPLICAS` after `imid.fence-timeout`). Inside
-//! MULTI, a script or a function nothing can wait, so such a call is refused instead.
+//! MULTI, a script or a function nothing can wait, so such a call is refused instead. A waiting
+//! call is answered by one path only: the round that releases it, times it out or finds the
+//! node demoted unblocks it, and the reply callback writes what that round decided; Redis keeps
+//! no timeout of its own for it (`host::fence`, `Ctx::block`).
 //!
 //! The bookkeeping is `core::fence::Book`; here are its Redis side and when it runs: a round
 //! ([`tick`]) reads `ROLE`, releases what the replicas acknowledged and asks them for more
@@ -19,9 +22,10 @@ use crate::core::fence::{
     gone_at, info_replica, replicating_elsewhere, within, Book, ForgetError, Member, Members, View,
 };
 use crate::error::Error;
-use crate::host::fence::Blocked;
+use crate::host::fence::{Blocked, Timer};
 use crate::host::server::ServerInfo;
 use crate::host::{Answer, Ctx, Reply};
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
 
@@ -88,6 +92,28 @@ impl Verdict {
     }
 }
 
+/// What a released call gets, handed to Redis with its client ([`Blocked::unblock`]): the reply
+/// callback writes it ([`reply_released`]), the free callback drops it ([`freed`]).
+pub(crate) struct Released {
+    what: Unblocked,
+    /// The reply callback ran (its client was still there).
+    replied: Cell<bool>,
+}
+
+impl Released {
+    fn boxed(what: Unblocked) -> Box<Released> {
+        Box::new(Released {
+            what,
+            replied: Cell::new(false),
+        })
+    }
+}
+
+/// Unblocks a waiting call's client with `what`.
+fn release(bc: Blocked, what: Unblocked) {
+    bc.unblock(Released::boxed(what));
+}
+
 /// What a released call gets.
 pub(crate) enum Unblocked {
     /// The replicas acknowledged: its reply.
@@ -144,25 +170,34 @@ impl Hot {
     }
 }
 
-/// The event loop's side: a one-shot tick timer is armed; the before-sleep event is
-/// subscribed (only while clients wait: it costs every iteration); the loop is awake (after its
-/// after-sleep event, before its before-sleep event, which then stamps a call that blocks).
+/// The event loop's side: a one-shot round timer is armed; the deadline timer is armed, to
+/// fire then ([`mono_ms`], [`NONE`]: not armed); the before-sleep event is subscribed (only
+/// while clients wait: it costs every iteration); the loop is awake (after its after-sleep
+/// event, before its before-sleep event, which then stamps a call that blocks).
 struct EventLoop {
     timer_armed: AtomicBool,
+    deadline_at: AtomicU64,
     subscribed: AtomicBool,
     awake: AtomicBool,
 }
 
 static LOOP: EventLoop = EventLoop {
     timer_armed: AtomicBool::new(false),
+    deadline_at: AtomicU64::new(NONE),
     subscribed: AtomicBool::new(false),
     awake: AtomicBool::new(false),
 };
 
 /// The fence's `INFO imid` counters.
 struct Counts {
-    /// Calls that waited for the replicas.
+    /// Calls that waited for the replicas (their clients blocked).
     waits: Counter,
+    /// Waiting calls answered: their reply, or the fence's error.
+    replied: Counter,
+    /// Waiting calls whose client was gone when released (disconnected, killed, or unblocked
+    /// by Redis itself): no reply callback ran. `waits` = `replied` + `dropped` + waiting, but
+    /// for calls released in the running event loop iteration.
+    dropped: Counter,
     /// Waiting calls answered with the error after `imid.fence-timeout`.
     timeouts: Counter,
     /// Calls refused at once (they could not wait, or too few replicas are online).
@@ -173,6 +208,8 @@ struct Counts {
 
 static COUNTS: Counts = Counts {
     waits: Counter::new(),
+    replied: Counter::new(),
+    dropped: Counter::new(),
     timeouts: Counter::new(),
     refused: Counter::new(),
     unfenced_idmp: Counter::new(),
@@ -367,15 +404,16 @@ fn wait_or_refuse(ctx: &Ctx, need: Need, within_acked: bool) -> Result<Verdict, 
 }
 
 /// The call waits for the replicas: its client is blocked, and `reply` goes out once they
-/// acknowledge its writes, or the fence's error after `imid.fence-timeout`.
+/// acknowledge its writes, or the fence's error after `imid.fence-timeout` (the deadline timer
+/// runs the round that times it out).
 fn wait(ctx: &Ctx, reply: Reply) -> Result<(), Error> {
-    let timeout = fence_timeout_ms();
-    let Some(bc) = ctx.block(timeout) else {
+    let Some(bc) = ctx.block() else {
         return Err(cannot_wait());
     };
     COUNTS.waits.add(1);
-    let deadline = mono_ms().saturating_add(timeout);
+    let deadline = mono_ms().saturating_add(fence_timeout_ms());
     state().book.wait((bc, reply), deadline);
+    arm_deadline(ctx);
     if !LOOP.subscribed.load(Relaxed) && ctx.subscribe_before_sleep(true) {
         LOOP.subscribed.store(true, Relaxed);
     }
@@ -386,6 +424,20 @@ fn wait(ctx: &Ctx, reply: Reply) -> Result<(), Error> {
         arm_tick(ctx);
     }
     Ok(())
+}
+
+/// Arms the deadline timer for the earliest deadline of a waiting call, unless one is armed to
+/// fire by then already.
+fn arm_deadline(ctx: &Ctx) {
+    let Some(due) = state().book.next_deadline() else {
+        return;
+    };
+    if LOOP.deadline_at.load(Relaxed) <= due {
+        return;
+    }
+    if ctx.arm_timer(due.saturating_sub(mono_ms()), Timer::Deadline) {
+        LOOP.deadline_at.store(due, Relaxed);
+    }
 }
 
 /// Whether the fence is on here.
@@ -409,17 +461,22 @@ pub(crate) fn renewed(ctx: &Ctx, lease: Lease, until: u64) {
     }
 }
 
-/// Arms the one-shot tick timer, unless it is armed already.
+/// Arms the one-shot round timer, unless it is armed already.
 fn arm_tick(ctx: &Ctx) {
-    if !LOOP.timer_armed.swap(true, Relaxed) && !ctx.arm_timer(0) {
+    if !LOOP.timer_armed.swap(true, Relaxed) && !ctx.arm_timer(0, Timer::Round) {
         LOOP.timer_armed.store(false, Relaxed);
     }
 }
 
-/// The one-shot timer fired (a context of its own, outside any event's callback).
-pub(crate) fn on_timer(ctx: &Ctx) {
-    LOOP.timer_armed.store(false, Relaxed);
+/// A one-shot timer fired (a context of its own, outside any event's callback): a round, then
+/// the deadline timer for the calls still waiting.
+pub(crate) fn on_timer(ctx: &Ctx, which: Timer) {
+    match which {
+        Timer::Round => LOOP.timer_armed.store(false, Relaxed),
+        Timer::Deadline => LOOP.deadline_at.store(NONE, Relaxed),
+    }
     tick(ctx);
+    arm_deadline(ctx);
     // Nobody waits: the before-sleep event is not worth its cost per iteration. Unsubscribed
     // here, never from an event's callback (see `host::fence`).
     let idle = state().book.waiting() == 0;
@@ -583,7 +640,7 @@ pub(crate) fn role_changed(ctx: &Ctx, primary: bool) {
         }
     };
     for (bc, _) in demoted {
-        bc.unblock(Box::new(Unblocked::Demoted));
+        release(bc, Unblocked::Demoted);
     }
     read_min_replicas(ctx);
     follow();
@@ -609,13 +666,16 @@ fn tick(ctx: &Ctx) {
         (round, st.required)
     };
     for (bc, reply) in round.released {
-        bc.unblock(Box::new(Unblocked::Ready(reply)));
+        release(bc, Unblocked::Ready(reply));
     }
     for (bc, _) in round.expired {
-        bc.unblock(Box::new(match round.too_few {
-            Some(online) => Unblocked::TooFew(online, required),
-            None => Unblocked::TimedOut,
-        }));
+        release(
+            bc,
+            match round.too_few {
+                Some(online) => Unblocked::TooFew(online, required),
+                None => Unblocked::TimedOut,
+            },
+        );
     }
     if round.ask {
         ctx.request_acks();
@@ -629,35 +689,44 @@ fn release_all() {
         (st.book.drain(), st.primary)
     };
     for (bc, reply) in waiting {
-        bc.unblock(Box::new(if primary {
-            Unblocked::Ready(reply)
-        } else {
-            Unblocked::Demoted
-        }));
+        release(
+            bc,
+            if primary {
+                Unblocked::Ready(reply)
+            } else {
+                Unblocked::Demoted
+            },
+        );
     }
 }
 
 /// A released call's reply callback: its reply, or the error.
 pub(crate) fn reply_released(ctx: &Ctx) {
-    match ctx.blocked_payload::<Unblocked>() {
-        Some(Unblocked::Ready(r)) => ctx.reply_kept(r),
-        Some(Unblocked::TimedOut) => {
+    let Some(released) = ctx.blocked_payload::<Released>() else {
+        return ctx.reply_error(&crate::error::INTERNAL);
+    };
+    released.replied.set(true);
+    COUNTS.replied.add(1);
+    match &released.what {
+        Unblocked::Ready(r) => ctx.reply_kept(r),
+        Unblocked::TimedOut => {
             COUNTS.timeouts.add(1);
             ctx.reply_error(&timed_out());
         }
-        Some(Unblocked::Demoted) => ctx.reply_error(&demoted()),
-        Some(Unblocked::TooFew(online, required)) => {
+        Unblocked::Demoted => ctx.reply_error(&demoted()),
+        Unblocked::TooFew(online, required) => {
             COUNTS.refused.add(1);
             ctx.reply_error(&too_few(*online, *required));
         }
-        None => ctx.reply_error(&crate::error::INTERNAL),
     }
 }
 
-/// Redis timed a waiting call out.
-pub(crate) fn timeout(ctx: &Ctx) {
-    COUNTS.timeouts.add(1);
-    ctx.reply_error(&timed_out());
+/// A released call's payload is freed: counted as dropped when no reply callback ran (its
+/// client was gone). Runs in the free callback: nothing here calls Redis or can panic.
+pub(crate) fn freed(released: &Released) {
+    if !released.replied.get() {
+        COUNTS.dropped.add(1);
+    }
 }
 
 fn timed_out() -> Error {
@@ -761,7 +830,7 @@ fn demoted() -> Error {
 }
 
 /// The `INFO imid` fields of the fence, in order.
-pub(crate) fn info_fields() -> [(&'static str, u64); 9] {
+pub(crate) fn info_fields() -> [(&'static str, u64); 11] {
     let (waiting, members, online, required) = {
         let st = state();
         let m = &st.book.members;
@@ -778,6 +847,8 @@ pub(crate) fn info_fields() -> [(&'static str, u64); 9] {
         ("fence_term_replicas_online", online),
         ("fence_waits", COUNTS.waits.get()),
         ("fence_waiting", waiting),
+        ("fence_replied", COUNTS.replied.get()),
+        ("fence_dropped", COUNTS.dropped.get()),
         ("fence_timeouts", COUNTS.timeouts.get()),
         ("fence_refused", COUNTS.refused.get()),
         ("fence_unfenced_idmp", COUNTS.unfenced_idmp.get()),

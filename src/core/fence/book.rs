@@ -212,6 +212,11 @@ impl<H> Book<H> {
         self.queue.len()
     }
 
+    /// The earliest deadline of a waiting call (ms).
+    pub fn next_deadline(&self) -> Option<u64> {
+        self.queue.next_deadline()
+    }
+
     /// Every waiting call, taken out.
     pub fn drain(&mut self) -> Vec<H> {
         self.queue.drain()
@@ -263,7 +268,8 @@ mod tests {
         let mut b: Book<char> = Book::new();
         b.wait('x', 1_000);
         b.wait('y', 5);
-        let r = b.round(100, &[], 0, 1, 10);
+        let mut r = b.round(100, &[], 0, 1, 10);
+        r.expired.sort_unstable();
         assert_eq!((r.expired, r.too_few), (vec!['x', 'y'], Some(0)));
         assert_eq!(b.waiting(), 0);
     }

@@ -4,10 +4,13 @@
 use std::collections::VecDeque;
 
 /// The calls waiting for the replicas, oldest first: each with the offset that covers its
-/// write (stamped after the write was propagated) and its deadline.
+/// write (stamped after the write was propagated) and its deadline. The deadlines are in order
+/// too, but after `imid.fence-timeout` was lowered: a later call may then be due first.
 #[derive(Debug)]
 pub struct Queue<H> {
     waiting: VecDeque<Waiter<H>>,
+    /// Some call's deadline is earlier than an older call's (until the queue empties).
+    unordered: bool,
 }
 
 #[derive(Debug)]
@@ -19,9 +22,7 @@ struct Waiter<H> {
 
 impl<H> Default for Queue<H> {
     fn default() -> Self {
-        Queue {
-            waiting: VecDeque::new(),
-        }
+        Queue::new()
     }
 }
 
@@ -29,11 +30,19 @@ impl<H> Queue<H> {
     pub const fn new() -> Queue<H> {
         Queue {
             waiting: VecDeque::new(),
+            unordered: false,
         }
     }
 
     /// A call waits from now on; its offset is stamped by the next [`Queue::stamp`].
     pub fn push(&mut self, handle: H, deadline_ms: u64) {
+        if self
+            .waiting
+            .back()
+            .is_some_and(|w| w.deadline_ms > deadline_ms)
+        {
+            self.unordered = true;
+        }
         self.waiting.push_back(Waiter {
             handle,
             target: None,
@@ -75,23 +84,45 @@ impl<H> Queue<H> {
         out
     }
 
-    /// The calls whose deadline has passed (from the oldest, until one that has not).
+    /// The calls whose deadline has passed, oldest first: every one, also one behind a call
+    /// that is not due yet.
     pub fn take_expired(&mut self, now_ms: u64) -> Vec<H> {
         let mut out = Vec::new();
-        while self
-            .waiting
-            .front()
-            .is_some_and(|w| w.deadline_ms <= now_ms)
-        {
-            if let Some(w) = self.waiting.pop_front() {
-                out.push(w.handle);
+        if self.unordered {
+            let (due, left): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut self.waiting)
+                .into_iter()
+                .partition(|w| w.deadline_ms <= now_ms);
+            self.waiting = left;
+            out.extend(due.into_iter().map(|w| w.handle));
+        } else {
+            while self
+                .waiting
+                .front()
+                .is_some_and(|w| w.deadline_ms <= now_ms)
+            {
+                if let Some(w) = self.waiting.pop_front() {
+                    out.push(w.handle);
+                }
             }
+        }
+        if self.waiting.is_empty() {
+            self.unordered = false;
         }
         out
     }
 
+    /// The earliest deadline of a waiting call.
+    pub fn next_deadline(&self) -> Option<u64> {
+        if self.unordered {
+            self.waiting.iter().map(|w| w.deadline_ms).min()
+        } else {
+            self.waiting.front().map(|w| w.deadline_ms)
+        }
+    }
+
     /// Every waiting call.
     pub fn drain(&mut self) -> Vec<H> {
+        self.unordered = false;
         self.waiting.drain(..).map(|w| w.handle).collect()
     }
 
@@ -130,5 +161,25 @@ mod tests {
         q.push('d', 5);
         assert_eq!(q.drain(), vec!['d']);
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn a_call_due_before_an_older_one_expires_on_time() {
+        // imid.fence-timeout lowered while 'a' waits: 'b' is due first.
+        let mut q = Queue::default();
+        q.push('a', 1_000);
+        q.push('b', 300);
+        q.push('c', 1_200);
+        assert_eq!(q.next_deadline(), Some(300));
+        assert_eq!(q.take_expired(299), Vec::<char>::new());
+        assert_eq!(q.take_expired(300), vec!['b']);
+        assert_eq!(q.next_deadline(), Some(1_000));
+        assert_eq!(q.take_expired(1_200), vec!['a', 'c']);
+        assert_eq!(q.next_deadline(), None);
+        // Empty again: in order from here on.
+        q.push('d', 50);
+        q.push('e', 60);
+        assert_eq!(q.take_expired(55), vec!['d']);
+        assert_eq!(q.next_deadline(), Some(60));
     }
 }

@@ -10,31 +10,6 @@ use common::*;
 use std::sync::mpsc::{channel, Receiver, TryRecvError};
 use std::time::Duration;
 
-/// The replica's process, stopped (SIGSTOP) until dropped or resumed: it neither applies nor
-/// acknowledges anything meanwhile, and its primary still counts it online.
-pub(crate) struct Paused(i32);
-
-impl Paused {
-    pub(crate) fn new(s: &Server) -> Paused {
-        let pid: i32 = s
-            .info_field("server", "process_id")
-            .and_then(|p| p.parse().ok())
-            .expect("process_id");
-        // SAFETY: a plain signal to a child process of this test.
-        assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
-        Paused(pid)
-    }
-
-    pub(crate) fn resume(self) {}
-}
-
-impl Drop for Paused {
-    fn drop(&mut self) {
-        // SAFETY: as above.
-        unsafe { libc::kill(self.0, libc::SIGCONT) };
-    }
-}
-
 /// A primary with the fence on (one replica required, `timeout` ms) and its replica, the budget
 /// and the leases acknowledged once.
 fn pair(hooked: bool, timeout: &str, extra: &[&str]) -> (Server, Server) {
@@ -133,7 +108,7 @@ fn calls_wait_for_a_paused_replica_and_answer_once_it_acknowledges() {
     let (p, r) = pair(true, "60000", &[]);
     let mut con = p.client();
     let waits = p.imid_stat("fence_waits");
-    let paused = Paused::new(&r);
+    let paused = Paused::of(&r);
     // An IDMP answer never goes out before its record is on the replica.
     let idmp = call(&p, &["SEQ.NEXT", "i", "IDMP", "t1"]);
     wait_for_waiters(&p, 1, &[&idmp]);
@@ -177,7 +152,7 @@ fn calls_wait_for_a_paused_replica_and_answer_once_it_acknowledges() {
 fn a_call_not_acknowledged_within_the_bound_gets_the_error_and_its_retry_the_same_value() {
     let (p, r) = pair(false, "300", &[]);
     let mut con = p.client();
-    let paused = Paused::new(&r);
+    let paused = Paused::of(&r);
     let e = expect_err(&mut con, &bytes(&["SEQ.NEXT", "i", "IDMP", "t1"]));
     assert_eq!(
         e,
@@ -205,7 +180,7 @@ fn within_the_acknowledged_budget_and_leases_calls_answer_at_once() {
     let (p, r) = pair(false, "60000", &[]);
     let mut con = p.client();
     let waits = p.imid_stat("fence_waits");
-    let paused = Paused::new(&r);
+    let paused = Paused::of(&r);
     // 999 values on top of the 1 the warm-up took: the whole budget, at once.
     for i in 0..9 {
         let v = int_reply(&mut con, &["SEQ.NEXT", &format!("k{i}"), "COUNT", "100"]);
@@ -230,7 +205,7 @@ fn within_the_acknowledged_budget_and_leases_calls_answer_at_once() {
 fn transactions_and_scripts_never_wait_and_are_refused_beyond_the_acknowledged() {
     let (p, r) = pair(true, "60000", &[]);
     let mut con = p.client();
-    let paused = Paused::new(&r);
+    let paused = Paused::of(&r);
     // Within the budget: answered, also an IDMP answer (counted as unfenced).
     let v: Vec<i64> = redis::pipe()
         .atomic()
@@ -334,14 +309,14 @@ fn with_the_fence_off_nothing_waits() {
     let p = Server::start();
     let r = p.replica(&[]);
     let mut con = p.client();
-    let _paused = Paused::new(&r);
+    let _paused = Paused::of(&r);
     let hooked = Server::build()
         .hooked()
         .args(&["--imid.fence-replicas", "0"])
         .start();
     let hr = hooked.hooked_replica(&[]);
     let mut hcon = hooked.client();
-    let _hpaused = Paused::new(&hr);
+    let _hpaused = Paused::of(&hr);
     set_clock(&mut hcon, &["OFFSET", "60000"]);
     for (s, c) in [(&p, &mut con), (&hooked, &mut hcon)] {
         let v: Vec<i64> = cmd(c, &["SEQ.NEXT", "i", "IDMP", "t"]).unwrap();
@@ -393,7 +368,7 @@ fn auto_follows_min_replicas_to_write() {
 #[test]
 fn a_waiting_call_is_answered_when_the_fence_is_turned_off_and_refused_when_demoted() {
     let (p, r) = pair(false, "60000", &[]);
-    let paused = Paused::new(&r);
+    let paused = Paused::of(&r);
     let first = call(&p, &["SEQ.NEXT", "i", "IDMP", "t1"]);
     wait_for_waiters(&p, 1, &[&first]);
     // Off: the waiting call gets its value, as without the fence.
@@ -421,7 +396,7 @@ fn a_waiting_call_is_answered_when_the_fence_is_turned_off_and_refused_when_demo
 #[test]
 fn im_send_waits_for_its_value_record_and_ids_and_its_retry_for_the_record() {
     let (p, r) = pair(false, "60000", &[]);
-    let paused = Paused::new(&r);
+    let paused = Paused::of(&r);
     let send = [
         "IM.SEND", "tag", "seq", "inbox", "trimmed", "1", "alice", "c1", "hello", "100",
     ];
@@ -446,7 +421,7 @@ fn im_send_waits_for_its_value_record_and_ids_and_its_retry_for_the_record() {
     p.wait_replica(&r);
     assert_eq!(digest(&p), digest(&r));
     // Inside a script nothing waits: beyond the acknowledged (a raise spent the budget), refused.
-    let paused = Paused::new(&r);
+    let paused = Paused::of(&r);
     ok(&mut con, &["SEQ.SET", "raised", "5000"]);
     let e = expect_err(
         &mut con,
@@ -488,7 +463,7 @@ fn im_send_s_marker_raise_and_im_sendset_count_against_the_budget() {
         ]
     };
     let _: Value = cmd(&mut con, &send("c1")).unwrap();
-    let paused = Paused::new(&r);
+    let paused = Paused::of(&r);
     // Its cap 1 drops c1's message: the marker rises to 5001. (IM.SEND waits for its record.)
     let second = call(&p, &send("c2"));
     wait_for_waiters(&p, 1, &[&second]);
@@ -498,7 +473,7 @@ fn im_send_s_marker_raise_and_im_sendset_count_against_the_budget() {
     assert_eq!(ints(&answer(&next).unwrap()), [5002]);
     assert!(answer(&second).is_ok());
     let id: String = cmd(&mut con, &["MSGID.GEN", "1", "tag"]).unwrap();
-    let paused = Paused::new(&r);
+    let paused = Paused::of(&r);
     let ids = format!("9000 {id} 7 0 0");
     let args = [
         "tag", "seq2", "inbox2", "trimmed2", "1", "bob", "c3", "x", "1",
@@ -671,7 +646,7 @@ fn a_gap_skip_waits_for_its_own_sequence_only() {
     assert_eq!(p.imid_stat("seq_missing_keys_skip_gap"), 1, "inherited");
     // The hot key's own skip, answered once acknowledged.
     assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "hot"]), 1002);
-    let paused = Paused::new(&r);
+    let paused = Paused::of(&r);
     let waits = p.imid_stat("fence_waits");
     let new1 = call(&p, &["SEQ.NEXT", "new"]);
     wait_for_waiters(&p, 1, &[&new1]);
@@ -797,7 +772,7 @@ fn every_replica_of_the_term_must_acknowledge_not_the_first_one() {
     let mut want = vec![(addr(&_a), 1), (addr(&b), 1)];
     want.sort();
     assert_eq!(members, want);
-    let paused = Paused::new(&b);
+    let paused = Paused::of(&b);
     let first = call(&p, &["SEQ.NEXT", "i", "IDMP", "t1"]);
     wait_for_waiters(&p, 1, &[&first]);
     // The other replica acknowledges meanwhile (its offset moves); the call still waits.
@@ -943,7 +918,7 @@ fn a_cluster_replica_moved_to_another_primary_leaves_the_term() {
 fn a_silent_replica_is_gone_though_its_link_looks_up() {
     let (p, _a, b) = trio("300");
     let mut con = p.client();
-    let paused = Paused::new(&b);
+    let paused = Paused::of(&b);
     let b_addr = format!("127.0.0.1:{}", b.port);
     let silent =
         format!("NOREPLICAS imid: replica {b_addr} of this primary's term has not acknowledged anything for");

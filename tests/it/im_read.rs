@@ -7,7 +7,6 @@
 //! the fence: a fenced primary shows no reader a message or a change its replicas have not
 //! acknowledged, and what a read on a replica guarantees.
 use crate::common;
-use crate::fence::Paused;
 use crate::im_send::state;
 use common::*;
 use std::sync::mpsc::{channel, Receiver};
@@ -396,7 +395,7 @@ fn a_fenced_primary_shows_no_reader_what_its_replicas_have_not_acknowledged() {
     native(&mut con, &ch).unwrap();
     let sync = Call::sync("f", "bob", "0", "100");
     assert_eq!(page_of(&native(&mut con, &sync)).len(), 2);
-    let paused = Paused::new(&r);
+    let paused = Paused::of(&r);
     let mut sent = 0;
     for i in 1..=3 {
         let c = Call::send("f", &["bob"], "alice", &format!("c{i}"), "lost?", "100");

@@ -42,6 +42,7 @@ mod msgid;
 mod openid;
 mod pause;
 mod redis_migration;
+mod replies;
 mod reshard;
 mod sentinel;
 mod seq;

@@ -7,13 +7,16 @@
 //!   `on_newer_servers!`), the examples' interpreters, [`run`] for any other program.
 //! - `ports`: free loopback ports below the ephemeral range, with free cluster-bus twins.
 //! - `server`: [`Server`] (start, restart, kill, replicas, INFO, waits for replication and AOF
-//!   rewrites) and [`Launch`] (how to start one, or to watch it refuse to start).
+//!   rewrites), [`Launch`] (how to start one, or to watch it refuse to start) and [`Paused`] (a
+//!   server stopped with SIGSTOP).
 //! - `commands`: calling a server: [`cmd`], [`int_reply`], [`ok`], CONFIG, MODULE, RESP3 maps,
 //!   keyspace events, WATCH, many clients at once.
 //! - `assertions`: [`expect_err`] and the error texts, error tables, increasing IDs.
 //! - `clock`: the server's clock, the test-hooks clock, [`wait_until`] with a deadline.
 //! - `ids`: key slots, message-ID and UID fields, the leases; many IDs at once, the IM load.
 //! - `files`: temp directories, the reference vectors, a server's AOF files.
+//! - `pipeline`: a pipeline whose every reply is checked against its own command
+//!   ([`Checked`]), for the tests of lost and misplaced replies.
 //!
 //! By path: `common::cluster` (real Redis Cluster nodes, slot moves, a load across them) and
 //! `common::rdb` (RDB data and DUMP payloads crafted by hand).
@@ -26,6 +29,7 @@ pub mod cluster;
 mod commands;
 mod files;
 mod ids;
+mod pipeline;
 mod ports;
 pub mod rdb;
 mod rng;
@@ -37,6 +41,7 @@ pub use clock::*;
 pub use commands::*;
 pub use files::*;
 pub use ids::*;
+pub use pipeline::*;
 pub use ports::*;
 pub use redis::{Connection, Value};
 pub use rng::Rng;

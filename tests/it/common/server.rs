@@ -551,3 +551,28 @@ pub fn aof_always(preamble: &str) -> [&str; 6] {
         preamble,
     ]
 }
+
+/// A server's process stopped (SIGSTOP) until dropped or resumed: it neither serves, applies
+/// nor acknowledges anything meanwhile, and its peers still count its links up.
+pub struct Paused(i32);
+
+impl Paused {
+    pub fn of(s: &Server) -> Paused {
+        let pid: i32 = s
+            .info_field("server", "process_id")
+            .and_then(|p| p.parse().ok())
+            .expect("process_id");
+        // SAFETY: a plain signal to a child process of this test.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+        Paused(pid)
+    }
+
+    pub fn resume(self) {}
+}
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        // SAFETY: as above.
+        unsafe { libc::kill(self.0, libc::SIGCONT) };
+    }
+}

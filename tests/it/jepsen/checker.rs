@@ -17,6 +17,9 @@
 //!   send whose client message id was answered with another seq ("reads shown then taken
 //!   back", counted apart for reads a primary and a replica answered).
 //!
+//! - every reply its own command's: the load counts a reply of another shape or layout
+//!   ([`Misplaced`]), which fails every row whatever `IMID_JEPSEN_EXPECT` says.
+//!
 //! It counts each category and keeps a few examples, each naming the terms (node, run id,
 //! replication ID) that answered; duplicates answered twice by one term (a node repeating
 //! itself, which no partition explains) are counted apart.
@@ -63,6 +66,15 @@ pub struct Findings {
     /// given to two messages.
     pub im_seq: Count,
     pub reads: Reads,
+    pub misplaced: Misplaced,
+}
+
+/// Replies that were not their command's (a lost reply shifts every later one on its
+/// connection), as the load counted them, with the first few.
+#[derive(Default, Debug)]
+pub struct Misplaced {
+    pub count: u64,
+    pub examples: Vec<String>,
 }
 
 /// The surviving data: per (conversation, inbox), its members by seq and its trimmed marker.
@@ -200,6 +212,13 @@ impl Findings {
             r.shown, r.taken_back[0], r.other_seq[0], r.taken_back[1], r.other_seq[1], r.trimmed
         );
         for e in &r.examples {
+            eprintln!("{name}:   {e}");
+        }
+        eprintln!(
+            "{name}: replies not their command's: {}",
+            self.misplaced.count
+        );
+        for e in &self.misplaced.examples {
             eprintln!("{name}:   {e}");
         }
     }
@@ -452,6 +471,7 @@ pub fn run(
         im_send,
         im_seq: check("IM.SEND seq", im_seq, |l| l, terms),
         reads: Reads::default(),
+        misplaced: Misplaced::default(),
     }
 }
 

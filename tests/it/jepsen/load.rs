@@ -11,9 +11,15 @@
 //! when the connection is made and again every second. Calls refused (NOREPLICAS, other
 //! errors) or timed out from the fault on are counted.
 //!
+//! Every reply is checked against its own command as it arrives (`common::Checked`): one of
+//! another shape, or of the right shape but not the command's layout, is misplaced (the
+//! connection no longer pairs replies with commands); it is counted, and the connection
+//! dropped.
+//!
 //! Every loop is bounded: by the run's deadline, by a count of rounds, and by what one client
 //! may receive.
 use super::node::{identity, int};
+use crate::common::{Checked, PipelineError, Shape};
 use redis::{Connection, Value};
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -204,6 +210,9 @@ pub struct Shared {
     pub noreplicas: AtomicU64,
     pub refused: AtomicU64,
     pub timed_out: AtomicU64,
+    /// Replies that were not their command's (whenever they came), and the first few.
+    pub misplaced: AtomicU64,
+    pub misplaced_examples: Mutex<Vec<String>>,
 }
 
 impl Shared {
@@ -237,6 +246,38 @@ impl Shared {
         let at = (self.ms(), super::nemesis::now_ms());
         self.fault_ms.store(at.0, Ordering::Relaxed);
         at
+    }
+
+    /// A reply from `addr` that was not its command's.
+    fn misplaced(&self, addr: &str, what: String) {
+        if self.misplaced.fetch_add(1, Ordering::Relaxed) < 8 {
+            if let Ok(mut e) = self.misplaced_examples.lock() {
+                e.push(format!("{addr} at {} ms: {what}", self.ms()));
+            }
+        }
+    }
+
+    /// Sends `p` on `con` (of `addr`), each reply checked against its command: the replies, or
+    /// `None` when the connection failed or a reply was misplaced (counted; the caller drops the
+    /// connection).
+    fn send(&self, p: &Checked, con: &mut Connection, addr: &str) -> Option<Vec<Value>> {
+        match p.send(con) {
+            Ok(v) => Some(v),
+            Err(PipelineError::Io(_)) => None,
+            Err(PipelineError::Misplaced(m)) => {
+                self.misplaced(
+                    addr,
+                    format!(
+                        "command {} ({}) of {} got {:?}",
+                        m.index,
+                        m.command,
+                        p.count(),
+                        m.got
+                    ),
+                );
+                None
+            }
+        }
     }
 
     /// `calls` calls sent at `at_ms` failed so (counted from the fault on).
@@ -568,15 +609,17 @@ pub fn plain(via: Via, shared: &Shared, seed: u64, only: usize) -> Vec<Rec> {
             std::thread::sleep(Duration::from_millis(50));
         }
         for (addr, items) in groups {
-            let mut p = redis::pipe();
-            p.ignore_errors();
+            let mut p = Checked::new();
             for &i in &items {
                 let Some(c) = convs.get(i).and_then(|&c| shared.convs.get(c)) else {
                     continue;
                 };
-                p.cmd("SEQ.NEXT").arg(&c.seq);
-                p.cmd("MSGID.GEN").arg(1).arg(&c.target);
-                p.cmd("UID.GEN").arg(&c.target);
+                p.push(Shape::Int, redis::cmd("SEQ.NEXT").arg(&c.seq).clone());
+                p.push(
+                    Shape::Bulk,
+                    redis::cmd("MSGID.GEN").arg(1).arg(&c.target).clone(),
+                );
+                p.push(Shape::Int, redis::cmd("UID.GEN").arg(&c.target).clone());
             }
             let at_ms = shared.ms();
             let result = match router.conn(&addr) {
@@ -584,9 +627,9 @@ pub fn plain(via: Via, shared: &Shared, seed: u64, only: usize) -> Vec<Rec> {
                     router.failed(&addr, f);
                     continue;
                 }
-                Ok((con, term)) => p.query::<Vec<Value>>(con).map(|v| (v, term)),
+                Ok((con, term)) => shared.send(&p, con, &addr).map(|v| (v, term)),
             };
-            let Ok((replies, term)) = result else {
+            let Some((replies, term)) = result else {
                 shared.count(at_ms, &Failure::Broken, 3 * items.len());
                 router.failed(&addr, Failure::Broken);
                 continue;
@@ -597,7 +640,14 @@ pub fn plain(via: Via, shared: &Shared, seed: u64, only: usize) -> Vec<Rec> {
                 let mut ok = 0;
                 for (kind, v) in [Kind::Seq, Kind::MsgId, Kind::Uid].into_iter().zip(triple) {
                     let v = match (kind, v) {
-                        (Kind::MsgId, Value::BulkString(id)) => msgid_value(id),
+                        (Kind::MsgId, Value::BulkString(id)) => {
+                            let v = msgid_value(id);
+                            if v.is_none() {
+                                shared.misplaced(&addr, format!("MSGID.GEN got {v:?}"));
+                                failure = Some(Failure::Broken);
+                            }
+                            v
+                        }
                         (Kind::Seq | Kind::Uid, Value::Int(n)) => u128::try_from(*n).ok(),
                         (_, Value::ServerError(e)) => {
                             let why = classify(e);
@@ -605,7 +655,12 @@ pub fn plain(via: Via, shared: &Shared, seed: u64, only: usize) -> Vec<Rec> {
                             failure = Some(why);
                             None
                         }
-                        (_, other) => panic!("unexpected reply {other:?} from {addr}"),
+                        // Checked::send let no other shape through.
+                        (_, other) => {
+                            shared.misplaced(&addr, format!("{kind:?} got {other:?}"));
+                            failure = Some(Failure::Broken);
+                            None
+                        }
                     };
                     if let Some(v) = v {
                         out.push(Rec {
@@ -646,17 +701,17 @@ struct Pending {
     late: bool,
 }
 
-/// The call of `what` for token `token` on conversation `c`.
-fn token_call(p: &mut redis::Pipeline, what: Tokened, c: &Conv, token: u64) {
+/// The call of `what` for token `token` on conversation `c` (both reply with an array).
+fn token_call(p: &mut Checked, what: Tokened, c: &Conv, token: u64) {
+    let mut cmd;
     match what {
         Tokened::Idmp => {
-            p.cmd("SEQ.NEXT")
-                .arg(&c.idmp)
-                .arg("IDMP")
-                .arg(format!("t{token:x}"));
+            cmd = redis::cmd("SEQ.NEXT");
+            cmd.arg(&c.idmp).arg("IDMP").arg(format!("t{token:x}"));
         }
         Tokened::ImSend => {
-            let cmd = p.cmd("IM.SEND").arg(&c.target).arg(&c.im_seq);
+            cmd = redis::cmd("IM.SEND");
+            cmd.arg(&c.target).arg(&c.im_seq);
             for (inbox, trimmed) in &c.inboxes {
                 cmd.arg(inbox).arg(trimmed);
             }
@@ -668,6 +723,7 @@ fn token_call(p: &mut redis::Pipeline, what: Tokened, c: &Conv, token: u64) {
                 .arg(INBOX_CAP);
         }
     }
+    p.push(Shape::Array, cmd);
 }
 
 /// A reply to a call under a token: the value (IM.SEND's seq), whether it was a retry's,
@@ -774,8 +830,7 @@ pub fn tokens(
         let groups = router.route(&slots);
         let mut sent = vec![false; batch.len()];
         for (addr, items) in groups {
-            let mut p = redis::pipe();
-            p.ignore_errors();
+            let mut p = Checked::new();
             for &i in &items {
                 let (Some(b), Some(flag)) = (batch.get(i), sent.get_mut(i)) else {
                     continue;
@@ -789,10 +844,7 @@ pub fn tokens(
             let at_ms = shared.ms();
             let result = match router.conn(&addr) {
                 Err(f) => Err(Some(f)),
-                Ok((con, term)) => p
-                    .query::<Vec<Value>>(con)
-                    .map(|v| (v, term))
-                    .map_err(|_| None),
+                Ok((con, term)) => shared.send(&p, con, &addr).map(|v| (v, term)).ok_or(None),
             };
             let (replies, term) = match result {
                 Ok(r) => r,
@@ -815,7 +867,12 @@ pub fn tokens(
                 match reply {
                     Value::Array(a) => {
                         let Some((value, duplicate, msgid, uid)) = token_answer(what, a) else {
-                            panic!("unexpected {what:?} reply {a:?} from {addr}");
+                            shared.misplaced(&addr, format!("{what:?} got {a:?}"));
+                            failure = Some(Failure::Broken);
+                            if let Some(f) = sent.get_mut(i) {
+                                *f = false;
+                            }
+                            continue;
                         };
                         out.push(TokenRec {
                             conv: b.conv,
@@ -846,7 +903,14 @@ pub fn tokens(
                             *f = false;
                         }
                     }
-                    other => panic!("unexpected {what:?} reply {other:?} from {addr}"),
+                    // Checked::send let no other shape through.
+                    other => {
+                        shared.misplaced(&addr, format!("{what:?} got {other:?}"));
+                        failure = Some(Failure::Broken);
+                        if let Some(f) = sent.get_mut(i) {
+                            *f = false;
+                        }
+                    }
                 }
             }
             if let Some(f) = failure {
@@ -974,8 +1038,7 @@ pub fn reader(via: ReadVia, shared: &Shared, seed: u64, only: usize) -> Vec<Show
             continue;
         };
         let primary = *primary;
-        let mut p = redis::pipe();
-        p.ignore_errors();
+        let mut p = Checked::new();
         for &(c, i) in &picks {
             let Some(conv) = shared.convs.get(c as usize) else {
                 continue;
@@ -984,32 +1047,37 @@ pub fn reader(via: ReadVia, shared: &Shared, seed: u64, only: usize) -> Vec<Show
                 continue;
             };
             let last = cursors.get(&(c, i)).copied().unwrap_or(0);
-            p.cmd("IM.SYNC")
-                .arg(&conv.im_seq)
+            let mut sync = redis::cmd("IM.SYNC");
+            sync.arg(&conv.im_seq)
                 .arg(inbox)
                 .arg(trimmed)
                 .arg(last)
                 .arg(READ_LIMIT);
+            p.push(Shape::Array, sync);
         }
         let at_ms = shared.ms();
-        let Ok(replies) = p.query::<Vec<Value>>(con) else {
+        let Some(replies) = shared.send(&p, con, &addr) else {
             conns.remove(&addr);
             std::thread::sleep(Duration::from_millis(50));
             continue;
         };
-        for (&(c, i), reply) in picks.iter().zip(&replies) {
+        'replies: for (&(c, i), reply) in picks.iter().zip(&replies) {
             let Value::Array(a) = reply else {
                 continue;
             };
             let (Some(cursor), Some(Value::Array(page))) = (a.get(1).and_then(int), a.get(4))
             else {
-                panic!("unexpected IM.SYNC reply {a:?} from {addr}");
+                shared.misplaced(&addr, format!("IM.SYNC got {a:?}"));
+                conns.remove(&addr);
+                break;
             };
             for pair in page.chunks(2) {
                 let (Some(seq), Some(Value::BulkString(m))) =
                     (pair.first().and_then(int), pair.get(1))
                 else {
-                    panic!("unexpected IM.SYNC page {page:?} from {addr}");
+                    shared.misplaced(&addr, format!("IM.SYNC's page {page:?}"));
+                    conns.remove(&addr);
+                    break 'replies;
                 };
                 out.push(Shown {
                     conv: c,

@@ -621,6 +621,11 @@ fn inside(row: &Row, server: &str) {
         0,
         "{name}: a node repeated itself (see the examples above)"
     );
+    // In every mode: a reply that is not its command's is never a fault's fair price.
+    assert_eq!(
+        f.misplaced.count, 0,
+        "{name}: replies that were not their command's (see the examples above)"
+    );
     // Unset: `clean` with the fence on (CI: a duplicate fails it), `report` with it off.
     let fence_off = std::env::var("IMID_JEPSEN_FENCE").as_deref() == Ok("off");
     let expect = std::env::var("IMID_JEPSEN_EXPECT")

@@ -109,6 +109,8 @@ pub(super) fn shared(row: &Row, convs: Vec<Conv>) -> Shared {
         noreplicas: AtomicU64::new(0),
         refused: AtomicU64::new(0),
         timed_out: AtomicU64::new(0),
+        misplaced: AtomicU64::new(0),
+        misplaced_examples: Mutex::new(Vec::new()),
     }
 }
 
@@ -350,6 +352,14 @@ pub(super) fn outcome(
     });
     let mut findings = checker::run(&got.recs, &got.idmp, &got.sends, &terms, id_lane);
     findings.reads = checker::reads(&got.shown, fin, &got.sends);
+    findings.misplaced = checker::Misplaced {
+        count: sh.misplaced.load(Ordering::Relaxed),
+        examples: sh
+            .misplaced_examples
+            .lock()
+            .map(|e| e.clone())
+            .unwrap_or_default(),
+    };
     Outcome {
         findings,
         failover: first != last,

@@ -366,3 +366,41 @@ fn pipelines_keep_their_order_when_the_fence_turns_off_or_the_primary_is_demoted
     drop(paused);
     assert_waits_match(&p);
 }
+
+/// A shutdown while pipelines wait (Redis first waits up to `shutdown-timeout` for the lagging
+/// replica, writes paused; the fence's deadlines still pass meanwhile): each pipeline gets its
+/// own replies until its connection closes, never another command's.
+#[test]
+fn a_shutdown_while_calls_wait_gives_their_own_replies_until_the_connection_closes() {
+    let (mut p, r) = pair("300", "1000");
+    let mut con = p.client();
+    config_set(&mut con, "shutdown-timeout", "2");
+    let _paused = Paused::of(&r);
+    std::thread::scope(|s| {
+        let waiting: Vec<_> = (0..3)
+            .map(|i| {
+                let mut pc = p.client();
+                s.spawn(move || {
+                    let mut c = Checked::new();
+                    for j in 0..20 {
+                        c.add(
+                            Shape::Array,
+                            &["SEQ.NEXT", "k", "IDMP", &format!("s{i}-{j}")],
+                        );
+                        c.add(Shape::Bulk, &["MSGID.GEN", "1", "t"]);
+                    }
+                    c.send(&mut pc)
+                })
+            })
+            .collect();
+        p.wait_until("calls wait", 20, || p.imid_stat("fence_waiting") == 3);
+        p.shutdown(false);
+        for w in waiting {
+            match w.join().unwrap() {
+                Err(PipelineError::Io(_)) => {}
+                Err(PipelineError::Misplaced(m)) => panic!("{m:?}"),
+                Ok(got) => panic!("the server shut down, yet every reply came: {got:?}"),
+            }
+        }
+    });
+}

@@ -14,6 +14,8 @@
 //! - `assertions`: [`expect_err`] and the error texts, error tables, increasing IDs.
 //! - `clock`: the server's clock, the test-hooks clock, [`wait_until`] with a deadline.
 //! - `ids`: key slots, message-ID and UID fields, the leases; many IDs at once, the IM load.
+//! - `disk`: a slow disk and a power loss ([`SlowDisk`], an LD_PRELOAD library wrapping
+//!   fsync and fdatasync).
 //! - `files`: temp directories, the reference vectors, a server's AOF files.
 //! - `pipeline`: a pipeline whose every reply is checked against its own command
 //!   ([`Checked`]), for the tests of lost and misplaced replies.
@@ -27,6 +29,7 @@ mod assertions;
 mod clock;
 pub mod cluster;
 mod commands;
+mod disk;
 mod files;
 mod ids;
 mod pipeline;
@@ -39,6 +42,7 @@ pub use assertions::*;
 pub use binaries::*;
 pub use clock::*;
 pub use commands::*;
+pub use disk::*;
 pub use files::*;
 pub use ids::*;
 pub use pipeline::*;

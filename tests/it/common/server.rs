@@ -20,6 +20,8 @@ pub struct Server {
     pub conf: Option<PathBuf>,
     /// The server binary; `None`: [`redis_server_bin`].
     pub bin: Option<PathBuf>,
+    /// Environment variables of the process (a [`SlowDisk`]'s), kept for restarts.
+    env: Vec<(String, String)>,
     child: Option<Child>,
     /// The server's log file (`--logfile`); its stdout and stderr (panics too) go to
     /// `stdout.log` beside it.
@@ -48,6 +50,7 @@ impl Server {
             module: Some(module_path()),
             bin: None,
             conf: None,
+            env: Vec::new(),
         }
     }
 
@@ -72,7 +75,8 @@ impl Server {
         self.replica_of(Server::build().hooked(), extra)
     }
 
-    fn replica_of(&self, launch: Launch, extra: &[&str]) -> Server {
+    /// [`Server::replica`] started as `launch` says (a [`SlowDisk`], another binary).
+    pub fn replica_of(&self, launch: Launch, extra: &[&str]) -> Server {
         let port = self.port.to_string();
         let mut args = vec!["--replicaof", "127.0.0.1", port.as_str()];
         args.extend_from_slice(extra);
@@ -99,6 +103,7 @@ impl Server {
             module: launch.module,
             bin: launch.bin,
             conf,
+            env: launch.env,
             child: None,
             keep_dir: false,
         }
@@ -146,6 +151,7 @@ impl Server {
             None => PathBuf::from(redis_server_bin()),
         };
         let mut c = Command::new(bin);
+        c.envs(self.env.iter().map(|(k, v)| (k, v)));
         c.args(self.command_line())
             .stdin(Stdio::null())
             .stdout(out)
@@ -416,6 +422,7 @@ pub struct Launch {
     module: Option<PathBuf>,
     bin: Option<PathBuf>,
     conf: Option<String>,
+    env: Vec<(String, String)>,
 }
 
 impl Launch {
@@ -452,6 +459,12 @@ impl Launch {
     /// Another module file (e.g. one unpacked from a release tarball).
     pub fn module(mut self, module: &Path) -> Launch {
         self.module = Some(module.to_path_buf());
+        self
+    }
+
+    /// The server's fsync and fdatasync go through `disk` (its slowness, its power-loss log).
+    pub fn slow_disk(mut self, disk: &SlowDisk) -> Launch {
+        self.env.extend(disk.env());
         self
     }
 

@@ -49,6 +49,51 @@ impl ConfigurationValue<HashMode> for HashModeCell {
     }
 }
 
+/// `imid.fence-ack`'s words, in a module of their own: the config macro imports a trait
+/// that the one above already imported here.
+mod fence_ack {
+    use redis_module::enum_configuration;
+    enum_configuration! {
+        /// `imid.fence-ack`: what a replica must hold before the fence counts a value as on
+        /// it: what it `fsynced` to its AOF (where it reports that: Redis 7.2+ and Valkey with
+        /// AOF on; a replica that reports nothing counts by what it applied), or what it
+        /// `applied`.
+        #[allow(non_camel_case_types)]
+        #[derive(Debug, PartialEq, Eq)]
+        pub enum FenceAck {
+            fsynced = 0,
+            applied = 1,
+        }
+    }
+}
+pub(crate) use fence_ack::FenceAck;
+
+/// `imid.fence-ack`, held as its number (read once per fence round).
+pub(crate) struct FenceAckCell(AtomicU8);
+
+pub(crate) static FENCE_ACK: FenceAckCell = FenceAckCell(AtomicU8::new(FenceAck::fsynced as u8));
+
+impl FenceAckCell {
+    /// Whether a replica counts by what it fsynced (where it reports it).
+    pub(crate) fn fsynced(&self) -> bool {
+        self.0.load(Ordering::Relaxed) == FenceAck::fsynced as u8
+    }
+}
+
+impl ConfigurationValue<FenceAck> for FenceAckCell {
+    fn get(&self, _ctx: &ConfigurationContext) -> FenceAck {
+        if self.fsynced() {
+            FenceAck::fsynced
+        } else {
+            FenceAck::applied
+        }
+    }
+    fn set(&self, _ctx: &ConfigurationContext, val: FenceAck) -> Result<(), RedisError> {
+        self.0.store(val as u8, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
 /// The UID configs. All four change what an ID means (or which IDs this node may issue), so
 /// they are set at load only (`IMMUTABLE`: `CONFIG SET` refuses them); init checks them
 /// together and refuses to load a combination that does not work (`node::ids::configure_uid`).
@@ -240,6 +285,16 @@ pub(crate) fn seq_gap() -> u64 {
     u64::try_from(SEQ_GAP.get()).unwrap_or(0)
 }
 
+/// `imid.seq-gap-max`: the largest gap the node grows to with its rate (`node::durable`), so
+/// the largest hole a restart or a promotion leaves in a sequence; below `imid.seq-gap` it
+/// changes nothing (the gap never shrinks below that).
+pub(crate) static SEQ_GAP_MAX: IntConfig =
+    IntConfig::new("seq-gap-max", 1_000_000, (0, 1_000_000_000));
+
+pub(crate) fn seq_gap_max() -> u64 {
+    u64::try_from(SEQ_GAP_MAX.get()).unwrap_or(0)
+}
+
 /// `imid.seq-idmp-ttl`: seconds an IDMP token counts after its first call
 /// (docs/configuration.md says why 300), a second to a week.
 pub(crate) static SEQ_IDMP_TTL: IntConfig = IntConfig::new("seq-idmp-ttl", 300, (1, 604_800));
@@ -323,8 +378,9 @@ pub(crate) fn fence_timeout_ms() -> u64 {
 }
 
 /// The module configs, by the name a module argument may give (with or without `imid.`).
-pub(crate) const NAMES: [&str; 11] = [
+pub(crate) const NAMES: [&str; 13] = [
     "seq-gap",
+    "seq-gap-max",
     "seq-idmp-ttl",
     "seq-idmp-max",
     "openid-keys",
@@ -335,6 +391,7 @@ pub(crate) const NAMES: [&str; 11] = [
     "uid-node",
     "fence-replicas",
     "fence-timeout",
+    "fence-ack",
 ];
 
 /// The configs' starting values: the module arguments (`--loadmodule libimid.so uid-node 7`,
@@ -344,6 +401,7 @@ pub(crate) const NAMES: [&str; 11] = [
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct StartValues {
     pub(crate) seq_gap: i64,
+    pub(crate) seq_gap_max: i64,
     pub(crate) seq_idmp_ttl: i64,
     pub(crate) seq_idmp_max: i64,
     pub(crate) openid_keys: String,
@@ -354,6 +412,7 @@ pub(crate) struct StartValues {
     pub(crate) uid_node: String,
     pub(crate) fence_replicas: String,
     pub(crate) fence_timeout: i64,
+    pub(crate) fence_ack: FenceAck,
 }
 
 /// Reads the module arguments: `name value` pairs, `name` one of [`NAMES`] with or without the
@@ -366,7 +425,8 @@ pub(crate) struct StartValues {
 pub(crate) fn parse_args(args: &[&[u8]]) -> Result<StartValues, String> {
     let total = args.len();
     let (given, at_of) = given_values(args)?;
-    let [gap, idmp_ttl, idmp_max, keys, hash, layout, epoch, unit, node, replicas, timeout] = given;
+    let [gap, gap_max, idmp_ttl, idmp_max, keys, hash, layout, epoch, unit, node, replicas, timeout, ack] =
+        given;
     let refuse = |name: &str, why: String| {
         let pos = NAMES
             .iter()
@@ -396,6 +456,7 @@ pub(crate) fn parse_args(args: &[&[u8]]) -> Result<StartValues, String> {
     };
     Ok(StartValues {
         seq_gap: number(&SEQ_GAP, gap)?,
+        seq_gap_max: number(&SEQ_GAP_MAX, gap_max)?,
         seq_idmp_ttl: number(&SEQ_IDMP_TTL, idmp_ttl)?,
         seq_idmp_max: number(&SEQ_IDMP_MAX, idmp_max)?,
         openid_keys: text("openid-keys", keys, "", check_openid_keys)?,
@@ -416,6 +477,16 @@ pub(crate) fn parse_args(args: &[&[u8]]) -> Result<StartValues, String> {
         uid_node: text("uid-node", node, "auto", check_uid_node)?,
         fence_replicas: text("fence-replicas", replicas, "auto", check_fence_replicas)?,
         fence_timeout: number(&FENCE_TIMEOUT, timeout)?,
+        fence_ack: match ack.map(str::to_ascii_lowercase).as_deref() {
+            None | Some("fsynced") => FenceAck::fsynced,
+            Some("applied") => FenceAck::applied,
+            Some(_) => {
+                return Err(refuse(
+                    "fence-ack",
+                    "imid.fence-ack must be fsynced or applied".to_owned(),
+                ))
+            }
+        },
     })
 }
 
@@ -512,6 +583,7 @@ mod tests {
         assert_eq!(s.uid_time_unit, "auto");
         assert_eq!(s.uid_node, "auto");
         assert_eq!((s.fence_replicas.as_str(), s.fence_timeout), ("auto", 1000));
+        assert_eq!((s.seq_gap_max, s.fence_ack), (1_000_000, FenceAck::fsynced));
     }
 
     #[test]

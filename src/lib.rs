@@ -118,6 +118,7 @@ const COMMANDS: &[registry::Command] = &[
     command!("seq.set", commands::seq::set, "write deny-oom fast", "write fast", 3, keys(1, 0, OW_UPDATE), "Sets a sequence to an exact value"),
     command!("seq.idmpset", commands::seq::idmpset, "write deny-oom", "write dangerous", 7, keys(1, 0, RW_ACCESS_UPDATE), "Internal: records one IDMP token (the replicated form of SEQ.NEXT ... IDMP)"),
     command!("seq.idmpclock", commands::seq::idmpclock, "write fast", "write fast dangerous", 4, None, "Internal: the IDMP clock replicas and the AOF replay IDMP calls by"),
+    command!("seq.gap", commands::seq::gap, "write fast", "write fast dangerous", 2, None, "Internal: the gap a restart from the data up to here, or a promotion, skips on each sequence"),
     command!("seq.advance", commands::seq::advance, "write deny-oom fast", "write fast", -3, keys(1, 0, RW_ACCESS_UPDATE), "Raises a sequence to at least a value (a read cursor), at most to a LIMIT sequence", limit_key(3)),
     // Sequence maps (commands/seqmap.rs): many named sequences in one key.
     command!("seq.hnext", commands::seqmap::hnext, "write deny-oom fast", "write fast", -3, keys(1, 0, RW_ACCESS_UPDATE), "Reserves the next value (or a block of COUNT values) of a field of a sequence map"),

@@ -10,7 +10,6 @@
 //! dropped COUNT count FIELD field SET` for an IDMP one. A retry changes and replicates nothing,
 //! and leaves a client's WATCH alone: the key is signalled only when it changed.
 
-use crate::config::seq_gap;
 use crate::core::idmp::Request;
 use crate::core::reserve::{self, Idmp, Node, Plan, Record, Refusal, Store};
 use crate::core::seq::Seq;
@@ -67,7 +66,7 @@ impl Node for ThisNode<'_> {
     }
     #[inline]
     fn gap(&self) -> u64 {
-        seq_gap()
+        node::durable::skip_gap()
     }
     #[inline]
     fn is_replay(&self) -> bool {

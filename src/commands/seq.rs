@@ -108,6 +108,34 @@ pub(crate) fn idmpclock(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     Ok(())
 }
 
+/// SEQ.GAP gap
+///
+/// The gap in force from here on in the data (`node::durable`): what a restart from the data up
+/// to here, or a promotion of a replica that holds it, skips on each sequence (at least the
+/// node's own `imid.seq-gap`). Written by imid to replicas and the AOF as its rate raises or
+/// lowers the gap; replayed, it becomes this node's, and goes to its own AOF and replicas in
+/// turn. Internal: a client's call is refused (it would claim a gap the data never had), one
+/// from a slot migration's import changes nothing (the importing node keeps its own).
+pub(crate) fn gap(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, n] = args else {
+        return Err(Error::WrongArity);
+    };
+    let n = n.int_in("gap", 0, 1_000_000_000)?.unsigned_abs();
+    if ctx.is_slot_import() {
+        ctx.reply_ok();
+        return Ok(());
+    }
+    if !ctx.is_replay() {
+        return Err(err(
+            "SEQ.GAP is written by imid to replicas and the AOF, not called by clients",
+        ));
+    }
+    node::durable::replayed(n);
+    ctx.replicate_verbatim();
+    ctx.reply_ok();
+    Ok(())
+}
+
 /// SEQ.IDMPSET key token last expires fingerprint dropped
 ///
 /// The explicit effect of `SEQ.NEXT ... IDMP` (replicas, the AOF) and of an AOF rewrite: sets

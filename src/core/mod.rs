@@ -1,5 +1,6 @@
 //! Redis-free logic: everything here is plain Rust, unit-tested without a server.
 
+pub mod durable;
 pub mod fence;
 pub mod generator;
 pub mod hash;

@@ -109,7 +109,10 @@ unsafe extern "C" fn on_lease(
 ///
 /// # Safety
 /// `f` must be the live filter context of the running filter callback.
-unsafe fn filter_arg<'a>(f: *mut raw::RedisModuleCommandFilterCtx, pos: c_int) -> Option<&'a [u8]> {
+pub(super) unsafe fn filter_arg<'a>(
+    f: *mut raw::RedisModuleCommandFilterCtx,
+    pos: c_int,
+) -> Option<&'a [u8]> {
     // SAFETY: per the contract above; the string and its buffer live while the filter runs.
     unsafe {
         let s = raw::RedisModule_CommandFilterArgGet?(f, pos);

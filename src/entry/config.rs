@@ -4,9 +4,9 @@
 
 use super::{guard, EntryPoint};
 use crate::config::{
-    parse_args, IntConfig, StringConfig, TextConfig, FENCE_REPLICAS, FENCE_TIMEOUT, MSGID_HASH,
-    OPENID_KEYS, SEQ_GAP, SEQ_IDMP_MAX, SEQ_IDMP_TTL, UID_EPOCH, UID_LAYOUT, UID_NODE,
-    UID_TIME_UNIT,
+    parse_args, IntConfig, StringConfig, TextConfig, FENCE_ACK, FENCE_REPLICAS, FENCE_TIMEOUT,
+    MSGID_HASH, OPENID_KEYS, SEQ_GAP, SEQ_GAP_MAX, SEQ_IDMP_MAX, SEQ_IDMP_TTL, UID_EPOCH,
+    UID_LAYOUT, UID_NODE, UID_TIME_UNIT,
 };
 use crate::host::string::HeldString;
 use redis_module::configuration::{
@@ -178,6 +178,7 @@ pub(crate) fn register(ctx: &Context, args: &[RedisString]) -> Status {
         }
     };
     register_int(ctx, &SEQ_GAP, start.seq_gap);
+    register_int(ctx, &SEQ_GAP_MAX, start.seq_gap_max);
     register_int(ctx, &SEQ_IDMP_TTL, start.seq_idmp_ttl);
     register_int(ctx, &SEQ_IDMP_MAX, start.seq_idmp_max);
     // SENSITIVE asks Redis to redact CONFIG SET's value (Redis 7.0.15 still shows it in SLOWLOG and
@@ -230,6 +231,14 @@ pub(crate) fn register(ctx: &Context, args: &[RedisString]) -> Status {
         return Status::Err;
     }
     register_int(ctx, &FENCE_TIMEOUT, start.fence_timeout);
+    register_enum_configuration(
+        ctx,
+        "fence-ack",
+        &FENCE_ACK,
+        start.fence_ack,
+        ConfigurationFlags::DEFAULT,
+        None,
+    );
     if !load_configs(ctx) {
         ctx.log_warning("imid: a module config was refused (see the line above); not loading");
         return Status::Err;

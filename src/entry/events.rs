@@ -10,7 +10,8 @@ use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 
 /// Subscribes to the events imid acts on: forked children (AOF rewrites, RDB saves) and
-/// synchronous saves, the start of a load, a change of replication role, and the server's cron.
+/// synchronous saves, the start of a load, a change of replication role, the server's cron,
+/// and a changed config (the AOF's settings: `node::durable`).
 /// All or nothing: when the server refuses one (an event it does not know), the earlier ones
 /// are cancelled before the load fails, since Redis 7.0 keeps the subscriptions of a module
 /// whose load failed and would call into the unloaded library on the next event.
@@ -21,6 +22,7 @@ pub(crate) fn subscribe(ctx: &Ctx) -> bool {
         raw::REDISMODULE_EVENT_LOADING,
         raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
         raw::REDISMODULE_EVENT_CRON_LOOP,
+        raw::REDISMODULE_EVENT_CONFIG,
     ];
     let set = |id: u64, callback: raw::RedisModuleEventCallback| {
         let event = raw::RedisModuleEvent { id, dataver: 1 };
@@ -55,6 +57,7 @@ fn decode(id: u64, subevent: u64) -> Option<(Event, &'static str)> {
             raw::REDISMODULE_SUBEVENT_LOADING_RDB_START
             | raw::REDISMODULE_SUBEVENT_LOADING_AOF_START
             | raw::REDISMODULE_SUBEVENT_LOADING_REPL_START => (Event::LoadStart, "a load event"),
+            raw::REDISMODULE_SUBEVENT_LOADING_ENDED => (Event::LoadEnd, "a load event"),
             _ => return None,
         },
         raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED => (
@@ -81,6 +84,7 @@ fn decode(id: u64, subevent: u64) -> Option<(Event, &'static str)> {
             _ => return None,
         },
         raw::REDISMODULE_EVENT_CRON_LOOP => (Event::Cron, "the cron event"),
+        raw::REDISMODULE_EVENT_CONFIG => (Event::ConfigChanged, "a config event"),
         _ => return None,
     };
     Some(event)

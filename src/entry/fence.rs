@@ -15,6 +15,7 @@ use std::os::raw::c_int;
 
 /// Hands the callbacks down (OnLoad).
 pub(crate) fn install() {
+    crate::host::aof::set_wake(Some(on_fsynced));
     set_hooks(Hooks {
         reply: Some(on_reply),
         free: Some(on_free),
@@ -84,4 +85,71 @@ unsafe extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, data: *mut c_void) 
     let which = Timer::of(data);
     // SAFETY: ctx is the live context of this timer callback.
     unsafe { guarded(ctx, "the fence timer", |c| fence::on_timer(c, which)) }
+}
+
+/// imid's fsync thread finished a job (`host::aof`): run on the main thread by the event loop,
+/// with no context.
+unsafe extern "C" fn on_fsynced(_data: *mut c_void) {
+    guard(
+        std::ptr::null_mut(),
+        EntryPoint::Named("the AOF fsync's completion"),
+        || (),
+        fence::fsynced,
+    );
+}
+
+/// Registers the command filter that reads what replicas report fsynced (OnLoad, its last
+/// step): a replica's `REPLCONF ACK <offset> FACK <aof offset>` (Redis 7.2+ and Valkey with AOF
+/// on), before Redis handles it. The filter runs before every command; for any other it
+/// compares one byte and returns.
+pub(crate) fn init_filter(ctx: &Ctx) {
+    // SAFETY: ctx is the live OnLoad context; the callback matches the C signature and lives
+    // as long as the module.
+    unsafe {
+        if let Some(f) = raw::RedisModule_RegisterCommandFilter {
+            f(
+                ctx.raw(),
+                Some(on_command),
+                raw::REDISMODULE_CMDFILTER_NOSELF as c_int,
+            );
+        }
+    }
+}
+
+unsafe extern "C" fn on_command(f: *mut raw::RedisModuleCommandFilterCtx) {
+    // SAFETY: f is this callback's live filter context (for every read below).
+    let first = unsafe { super::cluster::filter_arg(f, 0) };
+    if !first.is_some_and(|a| a.first().is_some_and(|b| b.eq_ignore_ascii_case(&b'r'))) {
+        return;
+    }
+    guard(
+        std::ptr::null_mut(),
+        EntryPoint::Named("the REPLCONF filter"),
+        || (),
+        || {
+            // SAFETY: as above.
+            let args = unsafe { [0, 1, 2, 3, 4].map(|i| super::cluster::filter_arg(f, i)) };
+            let word = |i: usize, w: &[u8]| {
+                args.get(i)
+                    .copied()
+                    .flatten()
+                    .is_some_and(|a| a.eq_ignore_ascii_case(w))
+            };
+            let num = |i: usize| {
+                args.get(i)
+                    .copied()
+                    .flatten()
+                    .and_then(|a| std::str::from_utf8(a).ok()?.parse::<u64>().ok())
+            };
+            if !(word(0, b"REPLCONF") && word(1, b"ACK") && word(3, b"FACK")) {
+                return;
+            }
+            // SAFETY: as above; the client id of the filtered command (Redis 7.2+, which is
+            // where FACK exists).
+            let client = unsafe { raw::RedisModule_CommandFilterGetClientId.map(|g| g(f)) };
+            if let (Some(client), Some(ack), Some(fsynced)) = (client, num(2), num(4)) {
+                fence::replica_acked(client, ack, fsynced);
+            }
+        },
+    );
 }

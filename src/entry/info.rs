@@ -33,5 +33,17 @@ fn imid_info(ctx: &InfoContext, _for_crash_report: bool) -> RedisResult<()> {
     for (name, v) in fields {
         ctx.add_info_field_long_long(name, crate::core::to_i64(v));
     }
+    // What a value and a record handed out now survive, as the AOF's setting makes it.
+    let (values, records) = crate::node::durable::mode().promises();
+    ctx.add_info_field_str("durable_values", values);
+    ctx.add_info_field_str("durable_records", records);
+    ctx.add_info_field_long_long(
+        "seq_gap_in_force",
+        crate::core::to_i64(crate::node::durable::gap_in_force()),
+    );
+    ctx.add_info_field_long_long(
+        "seq_gap_skip",
+        crate::core::to_i64(crate::node::durable::skip_gap()),
+    );
     Ok(())
 }

@@ -186,12 +186,14 @@ impl Ctx {
     }
 }
 
-/// Which of the fence's one-shot timers fired: the round at the end of an iteration, or the
-/// one armed for the earliest deadline of a waiting call.
+/// Which of the gate's one-shot timers fired: the round at the end of an iteration, the one
+/// armed for the earliest deadline of a waiting call, or the start of an fsync of the AOF
+/// (`node::durable`), armed in one iteration to run after its AOF write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Timer {
     Round,
     Deadline,
+    Fsync,
 }
 
 impl Timer {
@@ -199,16 +201,17 @@ impl Timer {
     fn tag(self) -> *mut c_void {
         match self {
             Timer::Round => std::ptr::null_mut(),
-            Timer::Deadline => std::ptr::dangling_mut::<u8>().cast(),
+            Timer::Deadline => std::ptr::without_provenance_mut(1),
+            Timer::Fsync => std::ptr::without_provenance_mut(2),
         }
     }
 
     /// The timer whose data is `data` (what [`Ctx::arm_timer`] passed).
     pub(crate) fn of(data: *mut c_void) -> Timer {
-        if data.is_null() {
-            Timer::Round
-        } else {
-            Timer::Deadline
+        match data as usize {
+            0 => Timer::Round,
+            1 => Timer::Deadline,
+            _ => Timer::Fsync,
         }
     }
 }

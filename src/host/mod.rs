@@ -21,6 +21,7 @@
 //!   them from the call's frame and lends them out), during which Redis keeps the context and
 //!   `argv` alive. A key handle borrows its `Ctx`, so it cannot outlive the call either.
 
+pub(crate) mod aof;
 pub(crate) mod clock;
 pub(crate) mod cluster;
 pub(crate) mod fence;

@@ -147,3 +147,19 @@ pub(crate) fn atomic_migration_possible() -> bool {
 pub(crate) fn is_import_client(flags: c_int) -> bool {
     atomic_migration_declared() && flags & VALKEY_CTX_FLAGS_SLOT_IMPORT_CLIENT != 0
 }
+
+/// The server's version as `(major, minor)`, and whether it is Valkey (then Valkey's own
+/// numbers, `valkey_version`); `None` when INFO does not say.
+pub(crate) fn version() -> Option<((u32, u32), bool)> {
+    let info = ServerInfo::read(c"server")?;
+    let valkey = info.text_is(c"server_name", "valkey");
+    let text = if valkey {
+        info.text(c"valkey_version")
+    } else {
+        info.text(c"redis_version")
+    }?;
+    let mut parts = text.split('.').map(|p| p.parse::<u32>().ok());
+    let major = parts.next()??;
+    let minor = parts.next()??;
+    Some(((major, minor), valkey))
+}

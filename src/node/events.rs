@@ -11,6 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub(crate) enum Event {
     /// A load starts: an RDB or AOF at startup, a full sync from a primary, DEBUG RELOAD.
     LoadStart,
+    /// A load ended successfully.
+    LoadEnd,
     /// This node is promoted (`primary`), or becomes a replica.
     RoleChanged { primary: bool },
     /// A forked child was born (the start of a BGSAVE's snapshot).
@@ -23,6 +25,8 @@ pub(crate) enum Event {
     SaveEnded { ok: bool },
     /// The server's cron (`hz` times a second).
     Cron,
+    /// `CONFIG SET` changed a config (Redis's or a module's).
+    ConfigChanged,
 }
 
 /// Runs what `event` asks for.
@@ -30,7 +34,12 @@ pub(crate) fn on_event(ctx: &Ctx, event: Event) {
     match event {
         // From now on a missing sequence key may be one whose writes were lost, so its first
         // SEQ.NEXT skips the gap (see `node::inherited`).
-        Event::LoadStart => node::mark_inherited(),
+        Event::LoadStart => {
+            node::mark_inherited();
+            node::fence::load_started();
+        }
+        // What was loaded is fsynced before the first call counts on it (`node::fence`).
+        Event::LoadEnd => node::fence::load_ended(ctx),
         Event::RoleChanged { primary } => {
             node::mark_inherited();
             // What the replicas acknowledged belongs to the old term (`node::fence`).
@@ -51,13 +60,17 @@ pub(crate) fn on_event(ctx: &Ctx, event: Event) {
         Event::ForkBorn => {
             node::exposure::on_fork_born();
             node::idmp_clock::on_fork_born();
+            node::fence::child_changed(true);
         }
         Event::ForkDied => {
             node::exposure::on_fork_died();
+            node::fence::child_changed(false);
             if !node::ids::after_fork_child(ctx) {
                 MARK_PENDING.store(true, Ordering::Relaxed);
             }
         }
+        // The AOF's settings may have changed: what the gate waits for follows at once.
+        Event::ConfigChanged => node::fence::config_changed(ctx),
         // A BGSAVE's own start and end events fire inside its child, where they change nothing.
         Event::SyncSaveStart => node::exposure::on_sync_save_start(),
         Event::SaveEnded { ok } => node::exposure::on_save_end(ok),

@@ -8,6 +8,7 @@
 //! imports `error`, the core, `host` and the configs; nothing above it.
 
 pub(crate) mod cluster;
+pub(crate) mod durable;
 pub(crate) mod events;
 pub(crate) mod exposure;
 pub(crate) mod fence;

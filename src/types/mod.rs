@@ -61,9 +61,9 @@ pub(crate) trait DataType {
 const VALUE_WRAPPER: usize = 2 * std::mem::size_of::<*const ()>();
 
 /// Before the first key an AOF rewrite writes (of either type): the node's ID marks, message
-/// IDs' first (`MSGID.FLOOR` raises both floors), then UIDs' (at least as high). A rewrite
-/// without the RDB preamble has no aux data, and the FLOOR lines of the old AOF are gone with
-/// it (see `node::ids::marks_for_rewrite`).
+/// IDs' first (`MSGID.FLOOR` raises both floors), then UIDs' (at least as high), and the gap in
+/// force (`SEQ.GAP`, `node::durable`). A rewrite without the RDB preamble has no aux data, and
+/// the FLOOR and GAP lines of the old AOF are gone with it (see `node::ids::marks_for_rewrite`).
 fn emit_marks(out: &AofKey) {
     if let Some(marks) = node::ids::marks_for_rewrite() {
         if marks.msgid > 0 {
@@ -71,6 +71,10 @@ fn emit_marks(out: &AofKey) {
         }
         if marks.uid > 0 {
             out.emit_int(c"UID.FLOOR", marks.uid);
+        }
+        let gap = node::durable::stream_gap();
+        if gap > 0 {
+            out.emit_int(c"SEQ.GAP", crate::core::to_i64(gap));
         }
     }
 }

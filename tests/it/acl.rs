@@ -1,5 +1,5 @@
 //! ACL categories: where the server has them (Redis 7.2+, Valkey) every imid command is in
-//! `@write` or `@read`, `@fast` and `@imid` (MSGID.FLOOR, UID.FLOOR, SEQ.IDMPCLOCK and MSGID.PROMISE also `@dangerous`), so a
+//! `@write` or `@read`, `@fast` and `@imid` (MSGID.FLOOR, UID.FLOOR, SEQ.IDMPCLOCK, SEQ.GAP and MSGID.PROMISE also `@dangerous`), so a
 //! user denied `@write` cannot move a sequence or an ID floor by any path (directly, in MULTI, in EVAL, in
 //! FCALL), and a `+@read` user runs the readers. On Redis 7.0, which has no categories for module
 //! commands, the deny-by-name recipe of docs/access-control.md does the same.
@@ -22,6 +22,7 @@ const WRITERS: &[&str] = &[
     "seq.hdel",
     "seq.hadvance",
     "seq.idmpclock",
+    "seq.gap",
     "im.send",
     "im.sendset",
     "im.read",
@@ -65,7 +66,15 @@ fn expected_categories(name: &str) -> Vec<&'static str> {
         vec!["@read", "@fast", "@imid"]
     };
     // the floors, and the IDMP clock a primary writes for its replicas: dangerous
-    if ["msgid.floor", "uid.floor", "seq.idmpclock", "msgid.promise"].contains(&name) {
+    if [
+        "msgid.floor",
+        "uid.floor",
+        "seq.idmpclock",
+        "seq.gap",
+        "msgid.promise",
+    ]
+    .contains(&name)
+    {
         v.push("@dangerous");
     }
     // the internal replicated form of SEQ.NEXT ... IDMP: not fast, and dangerous

@@ -14,6 +14,7 @@ const EXPECTED: &[(&str, i64, &str, [i64; 3], &str)] = &[
     ("msgid.floor",   2,   "fast write",                     [0, 0, 0],  ""),
     ("msgid.promise", 5,   "fast write",                     [1, 1, 1],  "RO"),
     ("seq.idmpclock", 4,   "fast write",                     [0, 0, 0],  ""),
+    ("seq.gap",       2,   "fast write",                     [0, 0, 0],  ""),
     ("uid.gen",       -2,  "fast write",                     [1, 1, 1],  "RO"),
     ("uid.decode",    -2,  "fast readonly",                  [0, 0, 0],  ""),
     ("uid.encode",    -4,  "fast readonly",                  [0, 0, 0],  ""),

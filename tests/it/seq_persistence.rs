@@ -241,7 +241,7 @@ fn real_dump(con: &mut Connection) -> (u64, [u8; 2]) {
     assert_eq!(p[0], 7, "RDB type: module (v2)");
     assert_eq!(p[1], 0x81, "module id as a 64-bit length");
     let id = u64::from_be_bytes(p[2..10].try_into().unwrap());
-    assert_eq!(id & 1023, 3, "encoding version 3");
+    assert_eq!(id & 1023, 4, "encoding version 4");
     // what follows: value 1007 (14-bit length), flags 0, EOF
     assert_eq!(&p[10..16], &[2, 0x43, 0xef, 2, 0, 0]);
     assert_crc64(&p, "our CRC matches Redis's");
@@ -436,9 +436,9 @@ fn corrupt_restore_payloads_are_errors_not_crashes() {
 
     let bad: Vec<(&str, Vec<u8>)> = vec![
         (
-            "encoding version 4",
+            "encoding version 5",
             payload(
-                (id & !1023) | 4,
+                (id & !1023) | 5,
                 &cat(&[field(OP_UINT, 5), field(OP_UINT, 0), rdb_len(OP_EOF)]),
                 ver,
             ),
@@ -571,8 +571,8 @@ fn v2(id: u64) -> u64 {
 
 /// The aux record of imid in an RDB file: opcode 0xF7, the module type id (with the encoding
 /// version in its low 10 bits), `when` (UINT 1: before the keyspace), the marks (UINT each:
-/// version 3 message IDs' then UIDs' then the IDMP clock's three fields, version 2 the two marks,
-/// version 1 one mark), EOF.
+/// version 4 message IDs' then UIDs' then the IDMP clock's three fields then the gap in force,
+/// version 3 without the gap, version 2 the two marks, version 1 one mark), EOF.
 fn aux_record(id: u64, marks: &[u64]) -> Vec<u8> {
     let mut r = vec![0xf7];
     r.extend(rdb_len(id));
@@ -602,8 +602,8 @@ fn rdb_with_aux(
     let rdb = std::fs::read(s.dir.join("dump.rdb")).unwrap();
     assert_crc64(&rdb, "our CRC matches the file's");
     let n = rdb.len();
-    // both marks, then no IDMP clock (encoding version 3)
-    let old = aux_record(id, &[floor, floor, 0, 0, 0]);
+    // both marks, then no IDMP clock and no gap (encoding version 4)
+    let old = aux_record(id, &[floor, floor, 0, 0, 0, 0]);
     let at: Vec<usize> = (0..n - 8).filter(|&i| rdb[i..].starts_with(&old)).collect();
     assert_eq!(
         at.len(),
@@ -695,8 +695,8 @@ fn rdb_marks_past_their_caps_are_refused_and_the_caps_load() {
 
 #[test]
 fn the_idmp_clock_rides_in_the_rdb_and_a_bad_one_is_refused() {
-    // Aux data version 3 ends with the IDMP clock (src/node/idmp_clock.rs): time, token
-    // lifetime (ms), window size. One outside SEQ.IDMPCLOCK's ranges refuses the file, as does
+    // Aux data version 3 and later carries the IDMP clock (src/node/idmp_clock.rs): time,
+    // token lifetime (ms), window size (version 4 then the gap). One outside SEQ.IDMPCLOCK's ranges refuses the file, as does
     // one whose tokens would expire past 2^63-1 ms.
     let mut s = Server::start();
     let mut con = s.client();
@@ -722,7 +722,7 @@ fn the_idmp_clock_rides_in_the_rdb_and_a_bad_one_is_refused() {
     ];
     for ([t, ttl, max], line) in bad {
         let rdb = rdb_with_aux(&s, &mut con, floor, |id| {
-            aux_record(id, &[floor, floor, t, ttl, max])
+            aux_record(id, &[floor, floor, t, ttl, max, 0])
         });
         load_rdb(&mut s, &rdb, Some(&line));
         con = reset(&mut s);
@@ -731,7 +731,7 @@ fn the_idmp_clock_rides_in_the_rdb_and_a_bad_one_is_refused() {
     // back, so the first IDMP call decides by it and writes it to the new AOF.
     let ahead = server_time_ms(&mut con) as u64 + 3_600_000;
     let rdb = rdb_with_aux(&s, &mut con, floor, |id| {
-        aux_record(id, &[floor, floor, ahead, 7_000, 3])
+        aux_record(id, &[floor, floor, ahead, 7_000, 3, 0])
     });
     load_rdb(&mut s, &rdb, None);
     let mut con = s.client();
@@ -798,7 +798,7 @@ fn an_rdb_of_the_first_aux_format_loads_its_one_mark_into_both_floors() {
     let fields: Vec<Value> = cmd(&mut con, &["UID.DECODE", &uid.to_string()]).unwrap();
     let time: i64 = redis::from_redis_value(fields[1].clone()).unwrap();
     assert!(time >= mark as i64, "{time} < {mark}");
-    // Saved again, it is written in version 3 with both marks, and loads the same.
+    // Saved again, it is written in version 4 with both marks, and loads the same.
     s.shutdown(true);
     s.restart();
     assert!(s.imid_stat("msgid_high_water_ms") > mark as i64);

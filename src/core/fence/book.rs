@@ -1,7 +1,7 @@
 //! Everything the fence keeps between its rounds, and one round: the node reads the offsets,
-//! the book says what they release and whether to ask the replicas again.
+//! the book says what the replicas of the term hold and whether to ask them again.
 
-use super::{Marks, Members, Queue, Ring, Skips};
+use super::{Channel, Members};
 
 /// Which lease a renewal belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -10,18 +10,12 @@ pub enum Lease {
     Uid,
 }
 
-/// Everything the fence keeps between its rounds, with the calls that wait held as `H`: the
-/// replicas of the term, the budget's samples, the targets' gap skips, both leases' renewals.
+/// Everything the fence keeps between its rounds: the replicas of the term and what they
+/// acknowledged of the node's hand-outs (`channel`, by replication offset).
 #[derive(Debug)]
-pub struct Book<H> {
+pub struct Book {
     pub members: Members,
-    ring: Ring,
-    skips: Skips,
-    msgid: Marks,
-    uid: Marks,
-    queue: Queue<H>,
-    /// The count of the newest sample the replicas acknowledged.
-    acked: Option<u64>,
+    pub channel: Channel,
     /// The offset the last GETACK asked for, and when (ms).
     asked: Option<u64>,
     asked_ms: u64,
@@ -30,8 +24,8 @@ pub struct Book<H> {
 /// What every call reads of a [`Book`]; the node keeps a copy it reads without the lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct View {
-    /// The count of the newest acknowledged sample ([`super::within`]'s `acked`).
-    pub acked: Option<u64>,
+    /// The node's count may reach this at once ([`Channel::limit`]).
+    pub limit: u64,
     /// Message IDs and UIDs with a time below these may go out at once.
     pub msgid_acked: u64,
     pub uid_acked: u64,
@@ -41,103 +35,81 @@ pub struct View {
     pub gone_since: Option<u64>,
 }
 
-/// What one [`Book::round`] decided.
-#[derive(Debug)]
-pub struct Round<H> {
-    /// Calls whose writes the replicas acknowledged: their replies go out.
-    pub released: Vec<H>,
-    /// Calls past their deadline, and every waiting call when too few replicas are online.
-    pub expired: Vec<H>,
+/// What one [`Book::round`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Round {
+    /// The offset every member holds (`None`: too few online, or nobody known yet).
+    pub acked: Option<u64>,
     /// Fewer replicas online than required: how many are.
     pub too_few: Option<usize>,
     /// Ask the replicas to acknowledge now.
     pub ask: bool,
 }
 
+/// What one round reads: the primary's replication `offset`, the replicas `online` (`(addr,
+/// acknowledged offset, fsynced offset where reported)`), the node's count `advanced`, how many
+/// replicas are `required`, whether a replica counts by what it fsynced (`fsynced`), the
+/// highest offset a waiting call needs (`waiting`: the replicas are asked again for it), and
+/// when (`now_ms`).
+#[derive(Debug)]
+pub struct Reading<'a> {
+    pub offset: u64,
+    pub online: &'a [(String, u64, Option<u64>)],
+    pub advanced: u64,
+    pub required: usize,
+    pub fsynced: bool,
+    pub waiting: Option<u64>,
+    pub now_ms: u64,
+}
+
 /// Ask the replicas again this often while something waits for them (an answer lost with a
 /// broken link).
 const ASK_AGAIN_MS: u64 = 100;
 
-impl<H> Book<H> {
-    pub const fn new() -> Book<H> {
+impl Book {
+    pub const fn new() -> Book {
         Book {
             members: Members::new(),
-            ring: Ring::new(),
-            skips: Skips::new(),
-            msgid: Marks::new(),
-            uid: Marks::new(),
-            queue: Queue::new(),
-            acked: None,
+            channel: Channel::new(),
             asked: None,
             asked_ms: 0,
         }
     }
 
-    /// One round at `now_ms`: the primary's replication `offset`, the replicas `online` (`(addr,
-    /// acknowledged offset)`), the node's count `advanced`, and how many replicas are
-    /// `required`. What the term's acknowledged offset covers counts and is released; what was
-    /// propagated since the last round is stamped with `offset`.
-    pub fn round(
-        &mut self,
-        offset: u64,
-        online: &[(String, u64)],
-        advanced: u64,
-        required: usize,
-        now_ms: u64,
-    ) -> Round<H> {
+    /// One round on what was just read ([`Reading`]): what the term's acknowledged offset
+    /// covers counts; what was propagated since the last round is stamped with the offset.
+    pub fn round(&mut self, r: &Reading) -> Round {
+        let Reading {
+            offset,
+            online,
+            advanced,
+            required,
+            fsynced,
+            waiting,
+            now_ms,
+        } = *r;
         if self.members.observe(online, now_ms).joined > 0 {
             self.restart();
         }
-        let mut released = Vec::new();
-        if let Some(a) = self.members.acked(required) {
-            self.ack(a);
-            released = self.queue.take_acked(a);
+        let acked = self.members.acked(required, fsynced);
+        if let Some(a) = acked {
+            self.channel.ack(a, now_ms);
         }
-        let mut expired = self.queue.take_expired(now_ms);
         let online = self.members.online();
         let too_few = (online < required).then_some(online);
-        if too_few.is_some() {
-            // No acknowledgement can come: nobody waits for the bound.
-            expired.extend(self.queue.drain());
-        }
-        self.queue.stamp(offset);
-        self.msgid.stamp(offset);
-        self.uid.stamp(offset);
-        self.ring.push(offset, advanced);
-        let ask = self.ask(offset, now_ms);
+        self.channel.stamp(offset, advanced, now_ms);
+        let ask = self.ask(offset, waiting, now_ms);
         Round {
-            released,
-            expired,
+            acked,
             too_few,
             ask,
         }
     }
 
-    /// The term acknowledged `offset`: the samples, skips and renewals it covers count.
-    fn ack(&mut self, offset: u64) {
-        if let Some(c) = self.ring.ack(offset) {
-            let acked = self.acked.map_or(c, |p| p.max(c));
-            self.acked = Some(acked);
-            self.skips.ack(acked);
-        }
-        self.msgid.ack(offset);
-        self.uid.ack(offset);
-        // MSGID.FLOOR's replay raises a replica's UID floor too (`node::ids`).
-        self.uid.raise(self.msgid.acked());
-    }
-
     /// Whether to ask the replicas now: something new needs acknowledging, or something has
     /// waited [`ASK_AGAIN_MS`] since the last time.
-    fn ask(&mut self, offset: u64, now_ms: u64) -> bool {
-        let needed = [
-            self.queue.highest_target(),
-            self.ring.newest_offset(),
-            self.msgid.highest_target(),
-            self.uid.highest_target(),
-        ]
-        .into_iter()
-        .flatten()
-        .max();
+    fn ask(&mut self, offset: u64, waiting: Option<u64>, now_ms: u64) -> bool {
+        let needed = waiting.max(self.channel.highest_target());
         let ask = needed.is_some_and(|n| {
             self.asked.is_none_or(|a| n > a) || now_ms.saturating_sub(self.asked_ms) >= ASK_AGAIN_MS
         });
@@ -148,82 +120,34 @@ impl<H> Book<H> {
         ask
     }
 
-    pub fn view(&self) -> View {
+    pub fn view(&self, gap: u64) -> View {
+        let (msgid_acked, uid_acked) = self.channel.ids_acked();
         View {
-            acked: self.acked,
-            msgid_acked: self.msgid.acked(),
-            uid_acked: self.uid.acked(),
-            skips: self.skips.len(),
+            limit: self.channel.limit(gap),
+            msgid_acked,
+            uid_acked,
+            skips: self.channel.skips(),
             gone_since: self.members.gone_since(),
         }
     }
 
     /// A replica joined the term: what was acknowledged so far was acknowledged without it, so
-    /// nothing counts until every member acknowledges again. The pending skips stay (their
-    /// counts still say what must be acknowledged); the leases' highest renewal waits for one
-    /// round trip, not for the next renewal.
+    /// nothing counts until every member acknowledges again.
     fn restart(&mut self) {
-        self.ring.clear();
-        self.msgid.restart();
-        self.uid.restart();
+        self.channel.restart();
         self.asked = None;
-        self.acked = None;
     }
 
     /// A new term (the fence came on, the role changed): nothing acknowledged, no member. The
-    /// calls waiting stay.
+    /// calls waiting stay (they are the node's, not the book's).
     pub fn reset(&mut self) {
-        self.restart();
+        self.channel.clear();
+        self.asked = None;
         self.members.clear();
-        self.skips.clear();
-        self.msgid.clear();
-        self.uid.clear();
-    }
-
-    /// A lease renewal to `until` was propagated in the running call.
-    pub fn renewed(&mut self, lease: Lease, until: u64) {
-        match lease {
-            Lease::Msgid => self.msgid.push(until),
-            Lease::Uid => self.uid.push(until),
-        }
-    }
-
-    /// A call skipped the gap on target `id` and brought the node's count to `count`: charged
-    /// to the target until the replicas acknowledge that count, or (no id, or too many pending)
-    /// to the node as a whole `gap`. The node's count after it.
-    pub fn charge_skip(&mut self, id: Option<u64>, count: u64, gap: u64) -> u64 {
-        match id {
-            Some(id) if self.skips.insert(id, count) => count,
-            _ => count.saturating_add(gap),
-        }
-    }
-
-    /// Whether target `id` has a gap skip the replicas have not acknowledged.
-    pub fn skip_pending(&self, id: u64) -> bool {
-        self.skips.pending(id, self.acked)
-    }
-
-    /// A call waits from now on, until `deadline_ms` at the latest.
-    pub fn wait(&mut self, handle: H, deadline_ms: u64) {
-        self.queue.push(handle, deadline_ms);
-    }
-
-    pub fn waiting(&self) -> usize {
-        self.queue.len()
-    }
-
-    /// The earliest deadline of a waiting call (ms).
-    pub fn next_deadline(&self) -> Option<u64> {
-        self.queue.next_deadline()
-    }
-
-    /// Every waiting call, taken out.
-    pub fn drain(&mut self) -> Vec<H> {
-        self.queue.drain()
     }
 }
 
-impl<H> Default for Book<H> {
+impl Default for Book {
     fn default() -> Self {
         Book::new()
     }
@@ -234,85 +158,127 @@ mod tests {
     use super::*;
     use crate::core::fence::online;
 
+    /// A round with nothing waiting, counting replicas by what they acknowledged.
+    fn round(b: &mut Book, offset: u64, on: &[(&str, u64)], advanced: u64, now: u64) -> Round {
+        read(b, offset, &online(on), advanced, true, None, now)
+    }
+
+    fn read(
+        b: &mut Book,
+        offset: u64,
+        online: &[(String, u64, Option<u64>)],
+        advanced: u64,
+        fsynced: bool,
+        waiting: Option<u64>,
+        now_ms: u64,
+    ) -> Round {
+        b.round(&Reading {
+            offset,
+            online,
+            advanced,
+            required: 1,
+            fsynced,
+            waiting,
+            now_ms,
+        })
+    }
+
     #[test]
-    fn a_round_releases_what_every_member_acknowledged() {
-        let mut b: Book<char> = Book::new();
-        let r = b.round(100, &online(&[("a:1", 0)]), 10, 1, 0);
-        assert!(r.released.is_empty() && r.expired.is_empty());
+    fn a_round_counts_what_every_member_acknowledged() {
+        let mut b = Book::new();
+        let r = round(&mut b, 100, &[("a:1", 0)], 10, 0);
+        assert_eq!(r.acked, Some(0));
         assert_eq!(
             (r.too_few, r.ask),
             (None, true),
             "the sample needs acknowledging"
         );
-        b.wait('x', 1_000);
-        b.renewed(Lease::Msgid, 5_000);
-        let r = b.round(150, &online(&[("a:1", 100)]), 12, 1, 10);
-        assert_eq!(b.view().acked, Some(10), "the first sample, acknowledged");
-        assert!(r.released.is_empty(), "x is stamped with 150 only now");
-        let r = b.round(160, &online(&[("a:1", 150)]), 12, 1, 20);
-        assert_eq!(r.released, ['x']);
-        assert_eq!(b.view().msgid_acked, 5_000);
+        b.channel.renewed(Lease::Msgid, 5_000);
+        round(&mut b, 150, &[("a:1", 100)], 12, 10);
         assert_eq!(
-            b.view().uid_acked,
+            b.channel.acked(),
+            Some(10),
+            "the first sample, acknowledged"
+        );
+        assert_eq!(b.view(1000).limit, 1010);
+        let r = round(&mut b, 160, &[("a:1", 150)], 12, 20);
+        assert_eq!(r.acked, Some(150));
+        assert_eq!(b.view(1000).msgid_acked, 5_000);
+        assert_eq!(
+            b.view(1000).uid_acked,
             5_000,
             "a message-ID renewal raises the UID floor"
         );
         // A second replica joins: nothing counts until both acknowledge again.
-        b.round(170, &online(&[("a:1", 160), ("b:1", 0)]), 12, 1, 30);
-        assert_eq!(b.view().acked, None);
-        assert_eq!(b.view().msgid_acked, 0);
+        round(&mut b, 170, &[("a:1", 160), ("b:1", 0)], 12, 30);
+        assert_eq!(b.channel.acked(), None);
+        assert_eq!(b.view(1000).msgid_acked, 0);
     }
 
     #[test]
-    fn a_round_with_too_few_replicas_answers_every_waiting_call() {
-        let mut b: Book<char> = Book::new();
-        b.wait('x', 1_000);
-        b.wait('y', 5);
-        let mut r = b.round(100, &[], 0, 1, 10);
-        r.expired.sort_unstable();
-        assert_eq!((r.expired, r.too_few), (vec!['x', 'y'], Some(0)));
-        assert_eq!(b.waiting(), 0);
+    fn a_replica_reporting_its_fsynced_offset_counts_by_it() {
+        let mut b = Book::new();
+        let on = |ack, fsynced| vec![("a:1".to_owned(), ack, Some(fsynced))];
+        read(&mut b, 100, &on(0, 0), 10, true, None, 0);
+        let r = read(&mut b, 200, &on(150, 90), 12, true, None, 10);
+        assert_eq!(r.acked, Some(90), "what its AOF holds, not what it applied");
+        let r = read(&mut b, 200, &on(150, 90), 12, false, None, 20);
+        assert_eq!(
+            r.acked,
+            Some(150),
+            "counted by what it applied (imid.fence-ack applied)"
+        );
+    }
+
+    #[test]
+    fn a_round_with_too_few_replicas_says_so() {
+        let mut b = Book::new();
+        let r = read(&mut b, 100, &[], 0, true, None, 10);
+        assert_eq!((r.acked, r.too_few), (None, Some(0)));
     }
 
     #[test]
     fn the_replicas_are_asked_again_while_something_waits() {
-        let mut b: Book<char> = Book::new();
+        let mut b = Book::new();
         assert!(
-            b.round(100, &online(&[("a:1", 100)]), 0, 1, 0).ask,
+            round(&mut b, 100, &[("a:1", 100)], 0, 0).ask,
             "the first sample"
         );
         assert!(
-            !b.round(100, &online(&[("a:1", 100)]), 0, 1, 0).ask,
+            !round(&mut b, 100, &[("a:1", 100)], 0, 0).ask,
             "nothing new"
         );
-        b.wait('x', 10_000);
-        assert!(b.round(110, &online(&[("a:1", 100)]), 0, 1, 0).ask);
+        let on = online(&[("a:1", 100)]);
         assert!(
-            !b.round(110, &online(&[("a:1", 100)]), 0, 1, 50).ask,
+            read(&mut b, 110, &on, 0, true, Some(110), 0).ask,
+            "a call waits for 110"
+        );
+        assert!(
+            !read(&mut b, 110, &on, 0, true, Some(110), 50).ask,
             "asked 50 ms ago"
         );
         assert!(
-            b.round(110, &online(&[("a:1", 100)]), 0, 1, 100).ask,
+            read(&mut b, 110, &on, 0, true, Some(110), 100).ask,
             "100 ms: again"
         );
     }
 
     #[test]
     fn a_skip_is_charged_to_its_target_until_acknowledged() {
-        let mut b: Book<char> = Book::new();
-        assert_eq!(b.charge_skip(Some(7), 11, 1000), 11);
-        assert!(b.skip_pending(7) && !b.skip_pending(8));
+        let mut b = Book::new();
+        assert_eq!(b.channel.charge_skip(Some(7), 11, 1000), 11);
+        assert!(b.channel.skip_pending(7) && !b.channel.skip_pending(8));
         assert_eq!(
-            b.charge_skip(None, 12, 1000),
+            b.channel.charge_skip(None, 12, 1000),
             1012,
             "no target: a whole gap"
         );
-        assert_eq!(b.view().skips, 1);
-        b.round(100, &online(&[("a:1", 0)]), 12, 1, 0);
-        b.round(100, &online(&[("a:1", 100)]), 12, 1, 0);
-        assert!(!b.skip_pending(7));
-        assert_eq!(b.view().skips, 0);
+        assert_eq!(b.view(1000).skips, 1);
+        round(&mut b, 100, &[("a:1", 0)], 12, 0);
+        round(&mut b, 100, &[("a:1", 100)], 12, 0);
+        assert!(!b.channel.skip_pending(7));
+        assert_eq!(b.view(1000).skips, 0);
         b.reset();
-        assert_eq!(b.view(), Book::<char>::new().view());
+        assert_eq!(b.view(1000), Book::new().view(1000));
     }
 }

@@ -24,11 +24,11 @@ pub fn within(advanced: u64, increase: u64, acked: Option<u64>, gap: u64) -> boo
 /// more, so nothing is lost but granularity).
 pub const RING: usize = 64;
 
-/// `(offset, advanced)` samples not yet acknowledged, oldest first; offsets and counts never
-/// decrease along the ring.
+/// `(offset, advanced, ms)` samples not yet acknowledged, oldest first (`ms`: when it was
+/// taken, on the caller's clock); offsets and counts never decrease along the ring.
 #[derive(Debug, Default)]
 pub struct Ring {
-    samples: VecDeque<(u64, u64)>,
+    samples: VecDeque<(u64, u64, u64)>,
     /// The count of the newest sample kept since the last [`Ring::clear`], acknowledged or not.
     last: Option<u64>,
 }
@@ -46,26 +46,38 @@ impl Ring {
     /// already acknowledged) is dropped: it would only make the replicas acknowledge again (the
     /// offset moves with every `REPLCONF GETACK` the fence sends itself).
     pub fn push(&mut self, offset: u64, advanced: u64) {
+        self.push_at(offset, advanced, 0);
+    }
+
+    /// [`Ring::push`], taken at `ms`.
+    pub fn push_at(&mut self, offset: u64, advanced: u64, ms: u64) {
         if self.last.is_some_and(|a| a >= advanced) {
             return;
         }
         self.last = Some(advanced);
         let full = self.samples.len() >= RING;
         match self.samples.back_mut() {
-            Some(last) if full => *last = (offset.max(last.0), advanced),
-            _ => self.samples.push_back((offset, advanced)),
+            // The replaced sample keeps its time: the older one, so the round is not
+            // undercounted.
+            Some(last) if full => *last = (offset.max(last.0), advanced, last.2),
+            _ => self.samples.push_back((offset, advanced, ms)),
         }
     }
 
     /// The replicas acknowledged `offset`: drops every sample at or below it and returns the
     /// count of the newest of them (`None` when none was).
     pub fn ack(&mut self, offset: u64) -> Option<u64> {
+        self.ack_at(offset).map(|(a, _)| a)
+    }
+
+    /// [`Ring::ack`], with when the newest acknowledged sample was taken.
+    pub fn ack_at(&mut self, offset: u64) -> Option<(u64, u64)> {
         let mut newest = None;
-        while let Some(&(o, a)) = self.samples.front() {
+        while let Some(&(o, a, ms)) = self.samples.front() {
             if o > offset {
                 break;
             }
-            newest = Some(a);
+            newest = Some((a, ms));
             self.samples.pop_front();
         }
         newest
@@ -73,12 +85,12 @@ impl Ring {
 
     /// The count of the newest sample, acknowledged or not.
     pub fn newest(&self) -> Option<u64> {
-        self.samples.back().map(|&(_, a)| a)
+        self.samples.back().map(|&(_, a, _)| a)
     }
 
     /// The offset of the newest sample not yet acknowledged.
     pub fn newest_offset(&self) -> Option<u64> {
-        self.samples.back().map(|&(o, _)| o)
+        self.samples.back().map(|&(o, ..)| o)
     }
 
     pub fn is_empty(&self) -> bool {

@@ -73,6 +73,11 @@ impl Marks {
         self.pending.iter().map(|&(u, _)| u).max()
     }
 
+    /// Whether a renewal waits to be stamped.
+    pub fn unstamped(&self) -> bool {
+        self.pending.iter().any(|&(_, at)| at.is_none())
+    }
+
     /// The highest offset a renewal not yet acknowledged was stamped with.
     pub fn highest_target(&self) -> Option<u64> {
         self.pending.iter().filter_map(|&(_, at)| at).max()

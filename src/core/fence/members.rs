@@ -31,6 +31,9 @@ pub struct Member {
     pub addr: String,
     /// The offset it acknowledged last (on its current link while online).
     pub ack: u64,
+    /// The offset it reported fsynced to its AOF last (`REPLCONF ACK <off> FACK <aofoff>`,
+    /// Redis 7.2+ and Valkey with AOF on); `None` while it reports none.
+    pub fsynced: Option<u64>,
     pub online: bool,
     /// When it joined (online) or went offline, ms on the caller's clock.
     pub since_ms: u64,
@@ -60,26 +63,28 @@ impl Members {
         }
     }
 
-    /// One reading of the replicas online now (`(addr, acknowledged offset)`, as `ROLE` lists
-    /// them) at `now_ms`: new ones join, each member's offset and state follow.
-    pub fn observe(&mut self, online: &[(String, u64)], now_ms: u64) -> Observed {
+    /// One reading of the replicas online now (`(addr, acknowledged offset, fsynced offset)`,
+    /// as `ROLE` lists them with what they reported fsynced) at `now_ms`: new ones join, each
+    /// member's offsets and state follow.
+    pub fn observe(&mut self, online: &[(String, u64, Option<u64>)], now_ms: u64) -> Observed {
         let mut seen = Observed::default();
         for m in &mut self.list {
             let now = online
                 .iter()
-                .filter(|(a, _)| *a == m.addr)
-                .map(|&(_, ack)| ack)
+                .filter(|(a, ..)| *a == m.addr)
+                .map(|&(_, ack, fsynced)| (ack, fsynced))
                 .max();
             match now {
-                // Online: its link's offset (0 until its first acknowledgement on a new link:
+                // Online: its link's offsets (0 until its first acknowledgement on a new link:
                 // lower, so never more than it holds).
-                Some(ack) => {
+                Some((ack, fsynced)) => {
                     if !m.online {
                         m.online = true;
                         m.since_ms = now_ms;
                         m.quiet_since = None;
                     }
                     m.ack = ack;
+                    m.fsynced = fsynced;
                 }
                 // Offline: it holds at least what it acknowledged last.
                 None if m.online => {
@@ -90,7 +95,7 @@ impl Members {
                 None => {}
             }
         }
-        for (addr, ack) in online {
+        for (addr, ack, fsynced) in online {
             if self.list.iter().any(|m| m.addr == *addr) {
                 continue;
             }
@@ -101,6 +106,7 @@ impl Members {
             self.list.push(Member {
                 addr: addr.clone(),
                 ack: *ack,
+                fsynced: *fsynced,
                 online: true,
                 since_ms: now_ms,
                 quiet_since: None,
@@ -111,13 +117,15 @@ impl Members {
     }
 
     /// The offset every member holds, once at least `required` of them are online: the lowest
-    /// acknowledgement among them all, the offline ones included. `None` when `required` is 0
-    /// (the fence is off), fewer are online, or no member is known.
-    pub fn acked(&self, required: usize) -> Option<u64> {
+    /// acknowledgement among them all, the offline ones included, and with `fsynced` (count a
+    /// replica by what its AOF holds) a member that reports its fsynced offset by that, when
+    /// lower. `None` when `required` is 0 (the fence is off), fewer are online, or no member is
+    /// known.
+    pub fn acked(&self, required: usize, fsynced: bool) -> Option<u64> {
         if required == 0 || self.overflow || self.online() < required {
             return None;
         }
-        self.list.iter().map(|m| m.ack).min()
+        self.list.iter().map(|m| m.holds(fsynced)).min()
     }
 
     pub fn online(&self) -> usize {
@@ -233,6 +241,17 @@ pub fn replicating_elsewhere(nodes: &[u8], addrs: &[&str]) -> Vec<String> {
         .collect()
 }
 
+impl Member {
+    /// The offset it holds: what it acknowledged, and with `fsynced`, no more than it
+    /// reported fsynced (a replica that reports none counts by its acknowledgement).
+    pub fn holds(&self, fsynced: bool) -> u64 {
+        match self.fsynced {
+            Some(f) if fsynced => f.min(self.ack),
+            _ => self.ack,
+        }
+    }
+}
+
 /// Since when a member is gone: offline since, or silent since.
 pub fn gone_at(m: &Member) -> u64 {
     if m.online {
@@ -266,40 +285,40 @@ pub enum ForgetError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::fence::online;
+    use crate::core::fence::{online, pairs};
 
     #[test]
     fn every_member_of_the_term_must_hold_the_offset() {
         let mut m = Members::default();
-        assert_eq!(m.acked(1), None, "no member yet");
+        assert_eq!(m.acked(1, true), None, "no member yet");
         let seen = m.observe(&online(&[("a:1", 50), ("b:1", 90)]), 0);
         assert_eq!(seen.joined, 2);
-        assert_eq!(m.acked(0), None, "required 0: the fence is off");
-        assert_eq!(m.acked(1), Some(50), "the lowest, not the highest");
-        assert_eq!(m.acked(2), Some(50));
-        assert_eq!(m.acked(3), None, "fewer online than required");
+        assert_eq!(m.acked(0, true), None, "required 0: the fence is off");
+        assert_eq!(m.acked(1, true), Some(50), "the lowest, not the highest");
+        assert_eq!(m.acked(2, true), Some(50));
+        assert_eq!(m.acked(3, true), None, "fewer online than required");
         // b is cut off (promoted elsewhere, or down): its last offset still counts, and a's
         // later acknowledgements do not pass it.
         assert_eq!(m.observe(&online(&[("a:1", 500)]), 10).joined, 0);
-        assert_eq!(m.acked(1), Some(90));
+        assert_eq!(m.acked(1, true), Some(90));
         assert_eq!(m.online(), 1);
         assert_eq!(
             m.offline().first().map(|x| (x.addr.as_str(), x.since_ms)),
             Some(("b:1", 10))
         );
-        assert_eq!(m.acked(2), None);
+        assert_eq!(m.acked(2, true), None);
         // b comes back on a new link, 0 until its first acknowledgement there.
         m.observe(&online(&[("a:1", 600), ("b:1", 0)]), 20);
-        assert_eq!(m.acked(1), Some(0));
+        assert_eq!(m.acked(1, true), Some(0));
         m.observe(&online(&[("a:1", 600), ("b:1", 700)]), 30);
-        assert_eq!(m.acked(2), Some(600));
+        assert_eq!(m.acked(2, true), Some(600));
         // A third joins: the caller hears of it.
         assert_eq!(
             m.observe(&online(&[("a:1", 600), ("b:1", 700), ("c:1", 0)]), 40)
                 .joined,
             1
         );
-        assert_eq!(m.acked(1), Some(0));
+        assert_eq!(m.acked(1, true), Some(0));
     }
 
     #[test]
@@ -307,21 +326,21 @@ mod tests {
         let mut m = Members::default();
         m.observe(&online(&[("a:1", 5), ("b:1", 9)]), 0);
         assert_eq!(m.gone_since(), None);
-        m.lags(&online(&[("a:1", 0), ("b:1", 1)]), 1_000);
+        m.lags(&pairs(&[("a:1", 0), ("b:1", 1)]), 1_000);
         assert_eq!(
             m.gone_since(),
             None,
             "a lag of 1 s is a replica acknowledging"
         );
-        m.lags(&online(&[("a:1", 0), ("b:1", 3)]), 10_000);
+        m.lags(&pairs(&[("a:1", 0), ("b:1", 3)]), 10_000);
         assert_eq!(m.gone_since(), Some(7_000));
         assert_eq!(m.gone().first().map(|x| x.addr.as_str()), Some("b:1"));
-        m.lags(&online(&[("a:1", 0), ("b:1", 4)]), 11_500);
+        m.lags(&pairs(&[("a:1", 0), ("b:1", 4)]), 11_500);
         assert_eq!(m.gone_since(), Some(7_000), "the earliest silence holds");
-        m.lags(&online(&[("a:1", 0), ("b:1", 0)]), 12_000);
+        m.lags(&pairs(&[("a:1", 0), ("b:1", 0)]), 12_000);
         assert_eq!(m.gone_since(), None, "acknowledging again");
         // Silent, then offline: gone from when it went offline; back online, neither.
-        m.lags(&online(&[("a:1", 5)]), 20_000);
+        m.lags(&pairs(&[("a:1", 5)]), 20_000);
         assert_eq!(m.gone_since(), Some(15_000));
         m.observe(&online(&[("b:1", 9)]), 21_000);
         assert_eq!(m.gone_since(), Some(21_000));
@@ -346,15 +365,15 @@ mod tests {
         assert_eq!(m.forget("a:1"), Err(ForgetError::Online));
         assert_eq!(m.forget("x:1"), Ok(false));
         m.observe(&online(&[("a:1", 50)]), 1);
-        assert_eq!(m.acked(1), Some(9));
+        assert_eq!(m.acked(1, true), Some(9));
         assert_eq!(m.forget("b:1"), Ok(true));
-        assert_eq!(m.acked(1), Some(50), "b no longer holds a back");
+        assert_eq!(m.acked(1, true), Some(50), "b no longer holds a back");
         assert_eq!(m.len(), 1);
         // Back later: a member again, from its first reading.
         assert_eq!(m.observe(&online(&[("a:1", 60), ("b:1", 0)]), 2).joined, 1);
         m.clear();
         assert!(m.is_empty());
-        assert_eq!(m.acked(1), None);
+        assert_eq!(m.acked(1, true), None);
     }
 
     #[test]
@@ -385,12 +404,13 @@ eee 127.0.0.25:6379@16379 replica,fail ddd 0 0 2 disconnected\n";
     #[test]
     fn too_many_replicas_count_as_none_acknowledged() {
         let mut m = Members::default();
-        let many: Vec<(String, u64)> = (0..=MEMBERS).map(|i| (format!("r:{i}"), 7)).collect();
+        let many: Vec<(String, u64, Option<u64>)> =
+            (0..=MEMBERS).map(|i| (format!("r:{i}"), 7, None)).collect();
         m.observe(&many, 0);
         assert_eq!(m.len(), MEMBERS);
-        assert_eq!(m.acked(1), None);
+        assert_eq!(m.acked(1, true), None);
         m.clear();
         m.observe(&online(&[("a:1", 5)]), 1);
-        assert_eq!(m.acked(1), Some(5));
+        assert_eq!(m.acked(1, true), Some(5));
     }
 }

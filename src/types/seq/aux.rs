@@ -4,7 +4,7 @@
 //! process may have issued, and IDMP replays continue by the same clock. The layout per version
 //! is in `super::ENCODING_VERSION`'s comment.
 
-use super::{known_version, ENCODING_V1, ENCODING_V2};
+use super::{known_version, ENCODING_V1, ENCODING_V2, ENCODING_V3};
 use crate::host::io::{Rdb, AUX_BEFORE_RDB};
 use crate::node;
 use std::os::raw::c_int;
@@ -17,14 +17,18 @@ pub(crate) fn aux_save(rdb: &Rdb, when: c_int) {
         rdb.save_u64(now);
         rdb.save_u64(ttl);
         rdb.save_u64(max);
+        rdb.save_u64(node::durable::stream_gap());
     }
 }
 
-/// Redis 7.2+ and Valkey: the aux data only when there is something to keep (a mark, or an IDMP
-/// clock). Saving nothing leaves the aux record out of the RDB altogether, so a snapshot of a
+/// Redis 7.2+ and Valkey: the aux data only when there is something to keep (a mark, an IDMP
+/// clock, a gap record). Saving nothing leaves the aux record out of the RDB altogether, so a snapshot of a
 /// server that never issued an ID nor used IDMP (and holds no sequence key) loads without imid.
 pub(crate) fn aux_save2(rdb: &Rdb, when: c_int) {
-    if node::ids::has_mark() || node::idmp_clock::saved().is_some() {
+    if node::ids::has_mark()
+        || node::idmp_clock::saved().is_some()
+        || node::durable::stream_gap() > 0
+    {
         aux_save(rdb, when);
     }
 }
@@ -38,6 +42,9 @@ pub(crate) fn aux_load(rdb: &Rdb, encver: c_int, when: c_int) -> Result<(), Stri
         load_marks(rdb, encver)?;
         if encver > ENCODING_V2 {
             load_idmp_clock(rdb)?;
+        }
+        if encver > ENCODING_V3 {
+            load_gap(rdb)?;
         }
         Ok(())
     }
@@ -73,5 +80,17 @@ fn load_idmp_clock(rdb: &Rdb) -> Result<(), String> {
     let (ttl, max) = node::idmp_clock::check(now, ttl, max)
         .map_err(|e| format!("IDMP clock {now} {ttl} {max}: {e}; refusing the RDB file"))?;
     node::idmp_clock::replayed(now, ttl, max, false);
+    Ok(())
+}
+
+/// Version 4: the gap in force in the data (0: none), checked as SEQ.GAP checks it.
+fn load_gap(rdb: &Rdb) -> Result<(), String> {
+    let gap = rdb.load_u64().ok_or_else(|| "truncated gap".to_owned())?;
+    if gap > 1_000_000_000 {
+        return Err(format!(
+            "gap {gap} above 1000000000 (SEQ.GAP's range); refusing the RDB file"
+        ));
+    }
+    node::durable::replayed(gap);
     Ok(())
 }

@@ -34,15 +34,18 @@ pub(crate) static TYPE: TypeSlot<BoxedSeq> = TypeSlot::new();
 /// Aux data (before the keyspace): version 1, one time high-water mark (unsigned) covering
 /// message IDs and UIDs; version 2, two marks (unsigned): message IDs', then UIDs'; version 3,
 /// the two marks, then the IDMP clock (`node::idmp_clock`) as three unsigned: its time (unix
-/// ms), token lifetime (ms) and window size, all 0 when there is none.
+/// ms), token lifetime (ms) and window size, all 0 when there is none; version 4, those and the
+/// gap in force (`node::durable`, unsigned, 0 when none: `imid.seq-gap` alone).
 ///
-/// This build writes version 3 and reads all three; an imid build reading only an earlier
+/// This build writes version 4 and reads all four; an imid build reading only an earlier
 /// version refuses files written by this one.
-const ENCODING_VERSION: i32 = 3;
+const ENCODING_VERSION: i32 = 4;
 /// The first version, one mark for both ID families.
 const ENCODING_V1: i32 = 1;
 /// Two marks, no IDMP clock.
 const ENCODING_V2: i32 = 2;
+/// Two marks and the IDMP clock, no gap.
+const ENCODING_V3: i32 = 3;
 
 /// Whether this build reads encoding version `encver`.
 fn known_version(encver: c_int) -> bool {

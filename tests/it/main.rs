@@ -27,6 +27,7 @@ mod config;
 mod data_loss;
 mod dist;
 mod docs;
+mod durable;
 mod examples;
 mod exposure;
 mod failed_load;

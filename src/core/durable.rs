@@ -49,9 +49,15 @@ pub struct Local {
     sampled: u64,
     /// The node's count at the newest sample.
     sampled_count: u64,
-    /// The point of the fsync in flight.
-    in_flight: Option<u64>,
+    /// The fsync in flight: its point, and when it started (ms).
+    in_flight: Option<(u64, u64)>,
+    /// The last fsyncs' durations (ms), from their start to their completion.
+    fsync_ms: [u64; FSYNCS],
+    fsyncs: usize,
 }
+
+/// How many recent fsyncs [`Local::round_ms`] covers.
+const FSYNCS: usize = 16;
 
 impl Default for Local {
     fn default() -> Self {
@@ -70,6 +76,8 @@ impl Local {
             sampled: 0,
             sampled_count: 0,
             in_flight: None,
+            fsync_ms: [0; FSYNCS],
+            fsyncs: 0,
         }
     }
 
@@ -105,28 +113,39 @@ impl Local {
         self.points.fsynced < self.points.written
     }
 
-    /// An fsync may start now for the newest written point, unless one is in flight or there
-    /// is nothing to fsync: the point it covers.
-    pub fn start_fsync(&mut self) -> Option<u64> {
+    /// An fsync may start now (`now_ms`) for the newest written point, unless one is in
+    /// flight or there is nothing to fsync: the point it covers.
+    pub fn start_fsync(&mut self, now_ms: u64) -> Option<u64> {
         if self.in_flight.is_some() || !self.unsynced() {
             return None;
         }
         let p = self.points.written;
-        self.in_flight = Some(p);
+        self.in_flight = Some((p, now_ms));
         Some(p)
     }
 
     /// The fsync of `point` completed at `now_ms` (`ok`), or failed: what it covers counts
     /// once it succeeded.
     pub fn fsync_done(&mut self, point: u64, ok: bool, now_ms: u64) {
-        if self.in_flight != Some(point) {
+        let Some((p, started)) = self.in_flight.filter(|&(p, _)| p == point) else {
             return;
-        }
+        };
         self.in_flight = None;
-        if ok {
-            self.points.fsynced = self.points.fsynced.max(point);
-            self.channel.ack(point, now_ms);
+        if let Some(slot) = self.fsync_ms.get_mut(self.fsyncs % FSYNCS) {
+            *slot = now_ms.saturating_sub(started);
         }
+        self.fsyncs = self.fsyncs.saturating_add(1);
+        if ok {
+            self.points.fsynced = self.points.fsynced.max(p);
+            self.channel.ack(p, now_ms);
+        }
+    }
+
+    /// How long a round of the AOF takes, as the recent fsyncs took (the longest; `None` before
+    /// the first): what a call waits for from its sample (taken each iteration) to its fsync.
+    pub fn round_ms(&self) -> Option<u64> {
+        let n = self.fsyncs.min(FSYNCS);
+        self.fsync_ms.iter().take(n).copied().max()
     }
 
     /// Whether an fsync is in flight.
@@ -194,7 +213,7 @@ mod tests {
     fn a_sample_is_written_at_once_and_fsynced_when_its_fsync_completes() {
         let mut l = Local::new();
         assert_eq!(l.next_point(), 1);
-        assert_eq!(l.start_fsync(), None, "nothing written yet");
+        assert_eq!(l.start_fsync(0), None, "nothing written yet");
         assert!(l.needs_sample(100));
         let p = l.sample(100, 0);
         assert!(!l.needs_sample(100));
@@ -205,15 +224,15 @@ mod tests {
         l.channel.renewed(Lease::Msgid, 9_000);
         assert!(l.needs_sample(100), "a renewal to stamp");
         let q = l.sample(150, 10);
-        assert_eq!(l.start_fsync(), Some(q));
-        assert_eq!(l.start_fsync(), None, "one in flight");
+        assert_eq!(l.start_fsync(11), Some(q));
+        assert_eq!(l.start_fsync(11), None, "one in flight");
         l.sample(170, 12);
         l.fsync_done(q, true, 14);
         assert_eq!(l.points().fsynced, q);
         assert_eq!(l.channel.limit(1000), 1150);
         assert_eq!(l.channel.ids_acked().0, 9_000);
-        assert_eq!(l.channel.round_ms(), Some(4));
-        assert_eq!(l.start_fsync(), Some(3), "the newest written point");
+        assert_eq!(l.round_ms(), Some(3), "the fsync's own time");
+        assert_eq!(l.start_fsync(20), Some(3), "the newest written point");
         l.fsync_done(3, false, 25);
         assert_eq!(l.points().fsynced, q, "a failed fsync counts nothing");
         assert!(l.unsynced());

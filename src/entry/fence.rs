@@ -21,6 +21,7 @@ pub(crate) fn install() {
         free: Some(on_free),
         before_sleep: Some(on_loop),
         timer: Some(on_timer),
+        replconf: Some(on_command),
     });
 }
 
@@ -98,24 +99,10 @@ unsafe extern "C" fn on_fsynced(_data: *mut c_void) {
     );
 }
 
-/// Registers the command filter that reads what replicas report fsynced (OnLoad, its last
-/// step): a replica's `REPLCONF ACK <offset> FACK <aof offset>` (Redis 7.2+ and Valkey with AOF
-/// on), before Redis handles it. The filter runs before every command; for any other it
+/// The command filter that reads what replicas report fsynced (registered once the fence is
+/// first on: `Ctx::watch_replconf`): a replica's `REPLCONF ACK <offset> FACK <aof offset>`
+/// (Redis 7.2+ and Valkey with AOF on), before Redis handles it. For any other command it
 /// compares one byte and returns.
-pub(crate) fn init_filter(ctx: &Ctx) {
-    // SAFETY: ctx is the live OnLoad context; the callback matches the C signature and lives
-    // as long as the module.
-    unsafe {
-        if let Some(f) = raw::RedisModule_RegisterCommandFilter {
-            f(
-                ctx.raw(),
-                Some(on_command),
-                raw::REDISMODULE_CMDFILTER_NOSELF as c_int,
-            );
-        }
-    }
-}
-
 unsafe extern "C" fn on_command(f: *mut raw::RedisModuleCommandFilterCtx) {
     // SAFETY: f is this callback's live filter context (for every read below).
     let first = unsafe { super::cluster::filter_arg(f, 0) };

@@ -27,8 +27,7 @@ pub(crate) fn load(ctx: &Context, args: &[RedisString], tables: &[&[Command]]) -
 /// cron tick or message. So every step that can fail comes first (configs loaded and checked,
 /// the UID layout, commands registered), then the data types (they fail only when another module
 /// holds its name), and only then what calls into the module on its own: server events, then
-/// the command filters (the REPLCONF one; in cluster mode the slot one), after which nothing
-/// can fail; the bus receiver and the
+/// (cluster mode) the command filter, after which nothing can fail; the bus receiver and the
 /// lease timer wait for the first cron tick (see `entry::cluster::init`). (The `redis_module!`
 /// macro's own steps before this function, the INFO callback, live in the module's structure
 /// and go with it.)
@@ -63,11 +62,9 @@ fn steps(ctx: &Context, args: &[RedisString], tables: &[&[Command]]) -> Status {
         return Status::Err;
     }
     // Nothing below can fail. The gate's callbacks, its configs, the AOF's mode and this node's
-    // role (`node::fence`); its timers and event come later, from commands and the cron; the
-    // filter that reads what replicas report fsynced.
+    // role (`node::fence`); its timers, event and filter come later, from commands and the cron.
     fence::install();
     node::fence::load(&c);
-    fence::init_filter(&c);
     if cluster {
         cluster::init(&c);
         migration::subscribe(&c);

@@ -24,7 +24,12 @@ pub(crate) struct Hooks {
     pub(crate) free: Option<unsafe extern "C" fn(*mut raw::RedisModuleCtx, *mut c_void)>,
     pub(crate) before_sleep: raw::RedisModuleEventCallback,
     pub(crate) timer: raw::RedisModuleTimerProc,
+    /// The command filter that reads the replicas' `REPLCONF ACK ... FACK ...`.
+    pub(crate) replconf: raw::RedisModuleCommandFilterFunc,
 }
+
+/// The `REPLCONF` filter is registered ([`Ctx::watch_replconf`]).
+static WATCHING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 static HOOKS: OnceLock<Hooks> = OnceLock::new();
 
@@ -167,6 +172,28 @@ impl Ctx {
                 .map(|f| f(self.ptr, event, if on { h.before_sleep } else { None }))
         };
         rc == Some(raw::REDISMODULE_OK as c_int)
+    }
+
+    /// Registers the command filter of [`set_hooks`] that reads what replicas report fsynced,
+    /// once (from then on every command passes through it: a byte compared).
+    pub(crate) fn watch_replconf(&self) {
+        let Some(h) = HOOKS.get() else {
+            return;
+        };
+        if WATCHING.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        // SAFETY: see the module comment of `host`; the callback matches the C signature and
+        // lives as long as the module.
+        unsafe {
+            if let Some(f) = raw::RedisModule_RegisterCommandFilter {
+                f(
+                    self.ptr,
+                    h.replconf,
+                    raw::REDISMODULE_CMDFILTER_NOSELF as c_int,
+                );
+            }
+        }
     }
 
     /// Arms a one-shot timer of [`set_hooks`] to fire in `ms` (0: at the end of this event

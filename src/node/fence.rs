@@ -150,7 +150,8 @@ struct Hot {
     advanced: AtomicU64,
     /// The node's count may reach this at once (the lower of the acknowledgers' limits).
     limit: AtomicU64,
-    /// Past this count the budget is due for renewal (the lower of the acknowledgers').
+    /// Past this count a round is due: the replicas' budget half used, or (while the
+    /// before-sleep event that samples the AOF is not subscribed) the AOF's.
     renew_at: AtomicU64,
     msgid_acked: AtomicU64,
     uid_acked: AtomicU64,
@@ -194,9 +195,12 @@ fn publish(st: &State) {
         let (m, u) = st.local.channel.ids_acked();
         (st.local.channel.limit(gap), m, u, st.local.channel.skips())
     });
+    // The AOF's own renewal runs from the before-sleep event while it is subscribed: the
+    // calls need arm no round for it then.
+    let aof_renews = HOT.aof() && !LOOP.subscribed.load(Relaxed);
     let renew = [
         HOT.fence().then(|| st.book.channel.renew_at(gap)),
-        HOT.aof().then(|| st.local.channel.renew_at(gap)),
+        aof_renews.then(|| st.local.channel.renew_at(gap)),
     ];
     let min = |a: Option<u64>, b: Option<u64>| match (a, b) {
         (Some(x), Some(y)) => x.min(y),
@@ -205,7 +209,14 @@ fn publish(st: &State) {
     };
     HOT.limit
         .store(min(fence.map(|v| v.limit), aof.map(|a| a.0)), Relaxed);
-    HOT.renew_at.store(min(renew[0], renew[1]), Relaxed);
+    HOT.renew_at.store(
+        if renew == [None, None] {
+            u64::MAX
+        } else {
+            min(renew[0], renew[1])
+        },
+        Relaxed,
+    );
     HOT.msgid_acked
         .store(min(fence.map(|v| v.msgid_acked), aof.map(|a| a.1)), Relaxed);
     HOT.uid_acked
@@ -336,6 +347,21 @@ fn state() -> MutexGuard<'static, State> {
 pub(crate) fn check(ctx: &Ctx, need: Need) -> Result<Verdict, Error> {
     if !HOT.active() {
         return Ok(Verdict::Now);
+    }
+    // The common case, inlined (the caller's constant fields fold away): values within the
+    // budget, no record, no IDs, no gap skip anywhere.
+    if !need.record
+        && !need.skip
+        && need.msgid_ms.is_none()
+        && need.uid_ms.is_none()
+        && HOT.skips.load(Relaxed) == 0
+    {
+        let now = HOT.advanced.load(Relaxed).saturating_add(need.advance);
+        if now <= HOT.limit.load(Relaxed) {
+            HOT.advanced.store(now, Relaxed);
+            renew_past_half(ctx, now);
+            return Ok(Verdict::Now);
+        }
     }
     check_on(ctx, need)
 }
@@ -615,6 +641,7 @@ fn wait(ctx: &Ctx, w: Wait, reply: Reply) -> Result<(), Error> {
 fn subscribe(ctx: &Ctx) {
     if !LOOP.subscribed.load(Relaxed) && ctx.subscribe_before_sleep(true) {
         LOOP.subscribed.store(true, Relaxed);
+        publish(&state());
     }
 }
 
@@ -696,6 +723,7 @@ pub(crate) fn on_timer(ctx: &Ctx, which: Timer) {
     if idle && !aof_work && LOOP.subscribed.load(Relaxed) && ctx.subscribe_before_sleep(false) {
         LOOP.subscribed.store(false, Relaxed);
         LOOP.awake.store(false, Relaxed);
+        publish(&state());
     }
 }
 
@@ -718,22 +746,17 @@ pub(crate) fn before_sleep(ctx: &Ctx) {
     }
 }
 
-/// Whether the AOF has work: something to sample, or an fsync wanted and not in flight.
+/// Whether the AOF has work for the before-sleep event: something needs its next round (a
+/// call waiting, half the budget used, a renewal, a gap record or a skip not held yet). Else
+/// nothing is sampled: a round costs a sample and an fsync, so the budget is renewed at half,
+/// not at every iteration.
 fn aof_pending(st: &State) -> bool {
-    let advanced = HOT.advanced.load(Relaxed);
-    st.local.needs_sample(advanced) || (fsync_wanted(st, advanced) && !st.local.fsyncing())
-}
-
-/// Whether the AOF should be fsynced now: something written is not, and something needs it
-/// (a call waiting, half the budget used, a renewal, a gap record or a skip not held yet).
-fn fsync_wanted(st: &State, advanced: u64) -> bool {
     let c = &st.local.channel;
-    st.local.unsynced()
-        && (st.queue.waits_for_aof()
-            || advanced > c.renew_at(seq_gap())
-            || c.renewal_pending()
-            || c.gap_pending()
-            || c.skips() > 0)
+    st.queue.waits_for_aof()
+        || HOT.advanced.load(Relaxed) > c.renew_at(seq_gap())
+        || c.renewal_pending()
+        || c.gap_pending()
+        || c.skips() > 0
 }
 
 /// Before the event loop sleeps, with the AOF gate on: where nothing propagated so far can be
@@ -743,11 +766,14 @@ fn aof_upkeep(ctx: &Ctx) {
     let advanced = HOT.advanced.load(Relaxed);
     let want = {
         let mut st = state();
+        if !aof_pending(&st) {
+            return;
+        }
         if st.local.needs_sample(advanced) && durable::written_now() {
             st.local.sample(advanced, mono_ms());
             release_ready(&mut st);
         }
-        fsync_wanted(&st, advanced) && !st.local.fsyncing()
+        st.local.unsynced() && !st.local.fsyncing()
     };
     if want && !LOOP.fsync_armed.swap(true, Relaxed) && !ctx.arm_timer(0, Timer::Fsync) {
         LOOP.fsync_armed.store(false, Relaxed);
@@ -765,7 +791,7 @@ fn start_fsync(ctx: &Ctx) {
         return;
     };
     let mut st = state();
-    let Some(p) = st.local.start_fsync() else {
+    let Some(p) = st.local.start_fsync(mono_ms()) else {
         return;
     };
     drop(st);
@@ -837,8 +863,20 @@ fn release_ready(st: &mut State) {
 /// from when it was on.
 pub(crate) fn cron(ctx: &Ctx) {
     read_min_replicas(ctx);
-    durable::refresh(ctx);
+    // The AOF's settings follow their config events; read again once a second besides, should
+    // an event have been missed (five CONFIG GETs: not every tick).
+    static REFRESHED: AtomicU64 = AtomicU64::new(0);
+    let now = mono_ms();
+    if now.saturating_sub(REFRESHED.load(Relaxed)) >= 1000 {
+        REFRESHED.store(now, Relaxed);
+        durable::refresh(ctx);
+    }
     follow();
+    // What replicas report fsynced is read by a command filter, registered once the fence is
+    // first on (until then every command would pay for it).
+    if HOT.fence() {
+        ctx.watch_replconf();
+    }
     let waiting = !state().queue.is_empty();
     if HOT.active() || LOOP.subscribed.load(Relaxed) || waiting {
         arm_tick(ctx);
@@ -864,7 +902,7 @@ fn gap_upkeep(ctx: &Ctx) {
     }
     let round_ms = {
         let st = state();
-        let aof = HOT.aof().then(|| st.local.channel.round_ms()).flatten();
+        let aof = HOT.aof().then(|| st.local.round_ms()).flatten();
         let fence = HOT.fence().then(|| st.book.channel.round_ms()).flatten();
         aof.max(fence).unwrap_or(0)
     };
@@ -1381,7 +1419,7 @@ pub(crate) fn info_fields() -> [(&'static str, u64); 20] {
             st.required,
             used(st.book.channel.acked()),
             used(st.local.channel.acked()),
-            st.local.channel.round_ms().unwrap_or(0),
+            st.local.round_ms().unwrap_or(0),
         )
     };
     let fence = HOT.fence();

@@ -57,9 +57,9 @@ impl Ring {
         self.last = Some(advanced);
         let full = self.samples.len() >= RING;
         match self.samples.back_mut() {
-            // The replaced sample keeps its time: the older one, so the round is not
-            // undercounted.
-            Some(last) if full => *last = (offset.max(last.0), advanced, last.2),
+            // The newer sample's time: the round from it to its acknowledgement is what a
+            // call that needs it waits.
+            Some(last) if full => *last = (offset.max(last.0), advanced, ms),
             _ => self.samples.push_back((offset, advanced, ms)),
         }
     }

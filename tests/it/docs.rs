@@ -140,10 +140,10 @@ fn message_ids(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     for i in 0..b.len().saturating_sub(18) {
         let w = &b[i..i + 19];
-        let shaped =
-            w.iter()
-                .enumerate()
-                .all(|(j, &c)| if j % 5 == 4 { c == b'-' } else { id_char(c) });
+        let shaped = w
+            .iter()
+            .enumerate()
+            .all(|(j, &c)| if j % 5 == 4 { c == b'-' } else { id_char(c) });
         let bounded = (i == 0 || !b[i - 1].is_ascii_alphanumeric())
             && b.get(i + 19).is_none_or(|c| !c.is_ascii_alphanumeric());
         if shaped && bounded {
@@ -189,9 +189,9 @@ fn every_message_id_in_the_docs_carries_its_targets_hash() {
             for (i, w) in words.iter().enumerate() {
                 let target = if let (Some(a), Some(b)) = (w.find('{'), w.find('}')) {
                     (a < b).then(|| &w[a..=b])
-                } else if i > 0 && (words[i - 1] == "target" || words[i - 1] == "MSGID.HASH") {
-                    Some(*w)
-                } else if i > 1 && words[i - 2] == "MSGID.GEN" {
+                } else if (i > 0 && (words[i - 1] == "target" || words[i - 1] == "MSGID.HASH"))
+                    || (i > 1 && words[i - 2] == "MSGID.GEN")
+                {
                     Some(*w)
                 } else {
                     None

@@ -238,7 +238,7 @@ fn read_receipts_match_a_model_over_random_reads() {
     let mut con = s.client();
     let members: Vec<String> = (0..20).map(|i| format!("u{i}")).collect();
     let _: () = cmd(&mut con, &["SEQ.SET", "{g}:seq", "100"]).unwrap();
-    let mut model = vec![0i64; 20];
+    let mut model = [0i64; 20];
     let mut rng = Rng(0x46_0003);
     for _ in 0..400 {
         let i = rng.below(20) as usize;

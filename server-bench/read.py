@@ -87,7 +87,7 @@ def lua(which, cs):
 def parts(which, cs):
     """The Redis commands each call is made of, called alone (pipelined; a change's writes wait
     for its seq, as a client's would): IM.SYNC as SEQ.GET, SEQ.GET, ZRANGE ... LIMIT; IM.READ as
-    SEQ.HADVANCE ... LIMIT, ZCOUNT; IM.PULL as two SEQ.HMGET and a ZRANGE per kind; IM.CHANGE as
+    SEQ.HADVANCE ... LIMIT, ZRANGE ... BYSCORE REV LIMIT 0 1000; IM.PULL as two SEQ.HMGET and a ZRANGE per kind; IM.CHANGE as
     SEQ.HNEXT, then ZADD, ZPOPMIN of the excess and SEQ.HADVANCE of the marker."""
     def drive(c):
         if which == "change":
@@ -117,8 +117,10 @@ def parts(which, cs):
                          ["ZRANGE", keys[1], f"({argv[0]}", "+inf", "BYSCORE", "LIMIT", "0",
                           str(int(argv[1]) + 1), "WITHSCORES"]]
             elif which == "read":
+                # read.lua's calls since issue 46: the newest members, whose senders it reads
                 cmds += [["SEQ.HADVANCE", keys[0], argv[0], argv[1], "LIMIT", keys[2]],
-                         ["ZCOUNT", keys[1], f"({argv[1]}", "+inf"]]
+                         ["ZRANGE", keys[1], "+inf", f"({argv[1]}", "BYSCORE", "REV", "LIMIT", "0",
+                          "1000"]]
             else:
                 kinds = argv[0::2]
                 cmds += [["SEQ.HMGET", keys[0], *kinds], ["SEQ.HMGET", keys[1], *kinds]]

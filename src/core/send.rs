@@ -216,7 +216,18 @@ pub fn fields(member: &[u8]) -> Option<[&[u8]; 4]> {
 
 /// Whether the inbox member was sent by `user` (read.lua's `^[^|]*|[^|]*|([^|]*)|`).
 pub fn sent_by(member: &[u8], user: &[u8]) -> bool {
-    fields(member).is_some_and(|[_, _, sender, _]| sender == user)
+    // What `fields` finds, without looking at the body: the text between the second and the
+    // third `|` is `user` (IM.UNREAD does this for every unread message).
+    let bar = |from: usize| {
+        let rest = member.get(from..)?;
+        rest.iter().position(|&b| b == b'|').map(|p| p + from)
+    };
+    let Some(second) = bar(0).and_then(|first| bar(first + 1)) else {
+        return false;
+    };
+    let start = second + 1;
+    let end = start + user.len();
+    member.get(start..end) == Some(user) && member.get(end) == Some(&b'|') && !user.contains(&b'|')
 }
 
 /// A retry's refusal: the inbox holds the token's message at `seq` with another sender or body
@@ -352,6 +363,15 @@ mod tests {
         assert_eq!(fields(b"a|b|c|"), Some([&b"a"[..], b"b", b"c", b""]));
         assert_eq!(fields(b"a|b|c"), None);
         assert!(!sent_by(b"a|b|c", b"c"));
+        assert!(!sent_by(b"a|b|c|d|e", b"c|d") && sent_by(b"a|b|c|d|e", b"c"));
+        for (m, u) in [
+            (&b"a|b|cd|e"[..], &b"c"[..]),
+            (b"a|b|c", b"c"),
+            (b"a|bc", b"c"),
+            (b"x|y|z|", b"z"),
+        ] {
+            assert_eq!(sent_by(m, u), fields(m).is_some_and(|f| f[2] == u), "{m:?}");
+        }
     }
 
     #[test]

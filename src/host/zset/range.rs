@@ -76,20 +76,20 @@ impl ZsetKey<'_> {
         // SAFETY: the handle is live; every element Redis hands out is ours to free (`Member`'s
         // drop, at the end of each step); the range is stopped before returning.
         unsafe {
-            let (Some(last), Some(current), Some(prev), Some(end), Some(stop)) = (
+            let (Some(last), Some(current), Some(prev), Some(stop)) = (
                 raw::RedisModule_ZsetLastInScoreRange,
                 raw::RedisModule_ZsetRangeCurrentElement,
                 raw::RedisModule_ZsetRangePrev,
-                raw::RedisModule_ZsetRangeEndReached,
                 raw::RedisModule_ZsetRangeStop,
             ) else {
                 return (0, true);
             };
+            // An empty range is an error here; after it, ZsetRangePrev says when it ends.
             if last(self.key.ptr, above, f64::INFINITY, 1, 0) != raw::REDISMODULE_OK as c_int {
                 return (0, true);
             }
             let mut all = true;
-            while end(self.key.ptr) == 0 {
+            loop {
                 if n >= limit {
                     all = false;
                     break;

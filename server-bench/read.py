@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""IM.SYNC, IM.READ, IM.PULL and IM.CHANGE against their scripts (issue 35): instructions per
+"""IM.SYNC, IM.READ, IM.PULL and IM.CHANGE against their scripts (issue 35), and IM.UNREAD and
+IM.READBY (issue 46, no script) against the Redis commands a script would use for them: instructions per
 call inside Redis's call() (callgrind, as server-bench/send.py counts them), each native command
 against EVALSHA (EVALSHA_RO for the read-only two) of examples/lua/{sync,read,pull,change}.lua
 and against the Redis commands it is made of called alone (`parts`), on the same stream of
@@ -9,7 +10,11 @@ Warm keys: the server loaded an RDB where every conversation of CONVS has a full
 server-bench/send.py's prefill) and every user of USERS has three kinds with 10 changes each;
 the calls pick random ones. Cold keys: the same calls on names nothing wrote (missing keys).
 
-    server-bench/read.py --module target/release/libimid.so [--calls N] [--json out.json]
+IM.UNREAD's parts: SEQ.HGET of the cursor, then ZRANGE inbox +inf (cursor BYSCORE REV LIMIT 0
+1000 (the newest members, whose senders a script would look at); IM.READBY's: SEQ.HMGET of the
+20 members' cursors. Warm: every conversation's read map holds 20 members' cursors.
+
+    server-bench/read.py --module target/release/libimid.so [--calls N] [--only unread,readby] [--json out.json]
 """
 
 import argparse
@@ -32,6 +37,10 @@ LUA = {n: open(os.path.join(ROOT, "examples", "lua", f"{n}.lua")).read()
 USERS = 200
 KINDS = ("friend", "group", "conv")
 TARGET = 0.25
+# Issue 46's read commands, which have no script: at most this many times their parts.
+NEW = ("unread", "readby")
+NEW_TARGET = 1.10
+MEMBERS = [f"u{i}" for i in range(20)]
 
 
 def calls(which, n, seed, cold):
@@ -43,7 +52,11 @@ def calls(which, n, seed, cold):
         conv, user = rng.randrange(send.CONVS), rng.randrange(USERS)
         tag = f"{{conv:{pre}{conv}}}"
         utag = f"{{{pre}u{user}}}"
-        if which == "sync":
+        if which == "unread":
+            out.append(([f"{tag}:read", f"{tag}:inbox:u0"], ["u0"]))
+        elif which == "readby":
+            out.append(([f"{tag}:read"], [str(rng.randrange(12)), *MEMBERS]))
+        elif which == "sync":
             out.append(([f"{tag}:seq", f"{tag}:inbox:u0", f"{tag}:trimmed:u0"],
                         [str(rng.randrange(12)), "5"]))
         elif which == "read":
@@ -74,7 +87,7 @@ def lua(which, cs):
 def parts(which, cs):
     """The Redis commands each call is made of, called alone (pipelined; a change's writes wait
     for its seq, as a client's would): IM.SYNC as SEQ.GET, SEQ.GET, ZRANGE ... LIMIT; IM.READ as
-    SEQ.HADVANCE ... LIMIT, ZCOUNT; IM.PULL as two SEQ.HMGET and a ZRANGE per kind; IM.CHANGE as
+    SEQ.HADVANCE ... LIMIT, ZRANGE ... BYSCORE REV LIMIT 0 1000; IM.PULL as two SEQ.HMGET and a ZRANGE per kind; IM.CHANGE as
     SEQ.HNEXT, then ZADD, ZPOPMIN of the excess and SEQ.HADVANCE of the marker."""
     def drive(c):
         if which == "change":
@@ -89,14 +102,25 @@ def parts(which, cs):
                     send.run_pipelined(c, [["SEQ.HADVANCE", trimmed, kind, popped[-1]]])
             return
         cmds = []
+        if which == "unread":
+            for (read, inbox), (user,) in cs:
+                cursor = c("SEQ.HGET", read, user)
+                cmds.append(["ZRANGE", inbox, "+inf", f"({cursor}", "BYSCORE", "REV", "LIMIT", "0",
+                             "1000"])
+            send.run_pipelined(c, cmds)
+            return
         for keys, argv in cs:
-            if which == "sync":
+            if which == "readby":
+                cmds.append(["SEQ.HMGET", keys[0], *argv[1:]])
+            elif which == "sync":
                 cmds += [["SEQ.GET", keys[0]], ["SEQ.GET", keys[2]],
                          ["ZRANGE", keys[1], f"({argv[0]}", "+inf", "BYSCORE", "LIMIT", "0",
                           str(int(argv[1]) + 1), "WITHSCORES"]]
             elif which == "read":
+                # read.lua's calls since issue 46: the newest members, whose senders it reads
                 cmds += [["SEQ.HADVANCE", keys[0], argv[0], argv[1], "LIMIT", keys[2]],
-                         ["ZCOUNT", keys[1], f"({argv[1]}", "+inf"]]
+                         ["ZRANGE", keys[1], "+inf", f"({argv[1]}", "BYSCORE", "REV", "LIMIT", "0",
+                          "1000"]]
             else:
                 kinds = argv[0::2]
                 cmds += [["SEQ.HMGET", keys[0], *kinds], ["SEQ.HMGET", keys[1], *kinds]]
@@ -119,6 +143,9 @@ def prefill(workdir, module):
                 keys = [f"app:seq:{{u{u}}}", f"app:trimmed:{{u{u}}}", f"app:log:{{u{u}}}:{k}"]
                 for i in range(11):
                     cmds.append(["IM.CHANGE", *keys, k, f"pre {i}", "10"])
+        for conv in range(send.CONVS):
+            pairs = [x for i, m in enumerate(MEMBERS) for x in (m, str(i % 12))]
+            cmds.append(["SEQ.HSET", f"{{conv:{conv}}}:read", *pairs])
         send.run_pipelined(c, cmds)
         if c("SAVE") != "OK":
             raise RuntimeError("SAVE failed")
@@ -133,19 +160,23 @@ def main():
     p.add_argument("--module", required=True)
     p.add_argument("--calls", type=int, default=300)
     p.add_argument("--json")
+    p.add_argument("--only", default="", help="comma-separated: sync,read,pull,change,unread,readby")
     a = p.parse_args()
+    only = [w for w in a.only.split(",") if w] or ["sync", "read", "pull", "change", *NEW]
     module = os.path.abspath(a.module)
     workdir = tempfile.mkdtemp(prefix="imid-read-bench-")
     dbfile = prefill(workdir, module)
     rows = []
-    for which in ("sync", "read", "pull", "change"):
+    for which in only:
         for cold in (False, True):
             stream = calls(which, a.calls, 1, cold)
             warm = calls(which, 20, 2, cold)
             got = {}
-            for way, make in (("native", native), ("lua", lua)):
+            ways = (("native", native),) if which in NEW else (("native", native), ("lua", lua))
+            for way, make in ways:
                 def warm_up(c, make=make):
-                    c("SCRIPT", "LOAD", LUA[which])
+                    if which not in NEW:
+                        c("SCRIPT", "LOAD", LUA[which])
                     send.run_pipelined(c, make(which, warm))
                 label = f"{which}-{'cold' if cold else 'warm'}-{way}"
                 got[way] = send.count(workdir, module, dbfile, label, warm_up,
@@ -154,6 +185,14 @@ def main():
             label = f"{which}-{'cold' if cold else 'warm'}-parts"
             got["parts"] = send.count(workdir, module, dbfile, label, parts(which, warm),
                                       parts(which, stream)) / a.calls
+            if which in NEW:
+                row = {"command": f"IM.{which.upper()}", "keys": "cold" if cold else "warm",
+                       **got, "vs_parts": got["native"] / got["parts"]}
+                rows.append(row)
+                print(f"IM.{which.upper():<7} {row['keys']}: native {got['native']:>9,.0f}  "
+                      f"parts {got['parts']:>9,.0f}  {row['vs_parts']:.2f} x parts "
+                      f"(target {NEW_TARGET})", flush=True)
+                continue
             row = {"command": f"IM.{which.upper()}", "keys": "cold" if cold else "warm",
                    **got, "vs_lua": got["native"] / got["lua"],
                    "vs_parts": got["native"] / got["parts"]}

@@ -119,6 +119,7 @@ const COMMANDS: &[registry::Command] = &[
     command!("seq.idmpset", commands::seq::idmpset, "write deny-oom", "write dangerous", 7, keys(1, 0, RW_ACCESS_UPDATE), "Internal: records one IDMP token (the replicated form of SEQ.NEXT ... IDMP)"),
     command!("seq.idmpclock", commands::seq::idmpclock, "write fast", "write fast dangerous", 4, None, "Internal: the IDMP clock replicas and the AOF replay IDMP calls by"),
     command!("seq.gap", commands::seq::gap, "write fast", "write fast dangerous", 2, None, "Internal: the gap a restart from the data up to here, or a promotion, skips on each sequence"),
+    command!("seq.convert", commands::seq::convert, "write deny-oom fast", "write fast", 2, keys(1, 0, RW_ACCESS_UPDATE), "Turns an INCR counter (a string holding an integer) into a sequence holding its value, in place"),
     command!("seq.advance", commands::seq::advance, "write deny-oom fast", "write fast", -3, keys(1, 0, RW_ACCESS_UPDATE), "Raises a sequence to at least a value (a read cursor), at most to a LIMIT sequence", limit_key(3)),
     // Sequence maps (commands/seqmap.rs): many named sequences in one key.
     command!("seq.hnext", commands::seqmap::hnext, "write deny-oom fast", "write fast", -3, keys(1, 0, RW_ACCESS_UPDATE), "Reserves the next value (or a block of COUNT values) of a field of a sequence map"),
@@ -132,13 +133,15 @@ const COMMANDS: &[registry::Command] = &[
     command!("seq.hidmpset", commands::seqmap::hidmpset, "write deny-oom", "write dangerous", -7, keys(1, 0, RW_ACCESS_UPDATE), "Internal: records one IDMP token of a sequence map (the replicated form of SEQ.HNEXT ... IDMP)"),
     command!("seq.hadvance", commands::seqmap::hadvance, "write deny-oom fast", "write fast", -4, keys(1, 0, RW_ACCESS_UPDATE), "Raises a field of a sequence map to at least a value, at most to a LIMIT sequence", limit_key(4)),
     // The IM flow (commands/im.rs): what examples/lua/send.lua does, natively.
-    command!("im.send", commands::im::send, "write deny-oom", "write sortedset slow", -10, specs = IM_SEND_SPECS, "Sends a message into a conversation: seq, message ID and UID, each recipient's inbox, the inbox cap; at most once per client message id"),
+    command!("im.send", commands::im::send, "write deny-oom", "write sortedset slow", -2, specs = IM_SEND_SPECS, "Sends a message into a conversation: seq, message ID and UID, each recipient's inbox, the inbox cap; at most once per client message id"),
     command!("im.sendset", commands::im::sendset, "write deny-oom", "write sortedset slow dangerous", -11, specs = IM_SENDSET_SPECS, "Internal: the replicated form of IM.SEND (its seq, IDs and token record, then its arguments)"),
-    // The read side (commands/im_read.rs): what sync.lua, read.lua, pull.lua and change.lua do, natively.
-    command!("im.sync", commands::im_read::sync, "readonly", "read sortedset slow", 6, specs = IM_SYNC_SPECS, "An inbox's messages after a seq, a page at a time, with the conversation's seq and the inbox's trimmed marker"),
-    command!("im.read", commands::im_read::read, "write deny-oom", "write sortedset slow", 6, specs = IM_READ_SPECS, "Raises a user's read cursor of a conversation (never past its seq) and counts the unread messages"),
-    command!("im.pull", commands::im_read::pull, "readonly", "read sortedset slow", -6, specs = IM_PULL_SPECS, "The incremental pull: the kinds whose seq is above the client's, each with its changes since"),
-    command!("im.change", commands::im_read::change, "write deny-oom", "write sortedset slow", 7, specs = IM_CHANGE_SPECS, "Records one change of a kind of a user's data for the incremental pull: its seq, the log, the log cap"),
+    // The read side (commands/im_read.rs): what sync.lua, read.lua, pull.lua and change.lua do, natively; an unread count and read receipts.
+    command!("im.sync", commands::im_read::sync, "readonly", "read sortedset slow", -2, specs = IM_SYNC_SPECS, "An inbox's messages after a seq, a page at a time, with the conversation's seq and the inbox's trimmed marker"),
+    command!("im.read", commands::im_read::read, "write deny-oom", "write sortedset slow", -2, specs = IM_READ_SPECS, "Raises a user's read cursor of a conversation (never past its seq) and counts the unread messages (not the user's own)"),
+    command!("im.unread", commands::im_read::unread, "readonly", "read sortedset slow", -2, keys(1, 1, RO_ACCESS), "The unread messages of a user in a conversation (not the user's own), read-only: a badge"),
+    command!("im.readby", commands::im_read::readby, "readonly fast", "read fast", -2, keys(1, 0, RO_ACCESS), "Read receipts: how many of the members named have read up to a seq, and the lowest read cursor among them"),
+    command!("im.pull", commands::im_read::pull, "readonly", "read sortedset slow", -2, specs = IM_PULL_SPECS, "The incremental pull: the kinds whose seq is above the client's, each with its changes since"),
+    command!("im.change", commands::im_read::change, "write deny-oom", "write sortedset slow", -2, specs = IM_CHANGE_SPECS, "Records one change of a kind of a user's data for the incremental pull: its seq, the log, the log cap"),
     command!("im.changeset", commands::im_read::changeset, "write deny-oom", "write sortedset slow dangerous", 8, specs = IM_CHANGESET_SPECS, "Internal: the replicated form of IM.CHANGE (its seq, then its arguments)"),
     // The fence's operator commands (commands/fence.rs): the replicas this primary's term counts.
     command!("fence.replicas", commands::fence::replicas, "readonly fast", "read fast", 1, None, "The replicas of this primary's term the fence counts, with their state"),

@@ -27,13 +27,16 @@ redis.register_function{
     -- Reply:    {seq, msgid, duplicate, uid}: duplicate is 1 when this was a retry of a send
     --           already stored; nothing is written then, seq is the original seq, and msgid and
     --           uid are read back from the first of the given inboxes that still holds the
-    --           message (nil when none does: the cap dropped it, or the retry names other
-    --           recipients). uid is the message's 64-bit UID as decimal text, for a BIGINT primary
-    --           key in the application's database.
+    --           message (nil when none does: the cap dropped it). A retry must repeat its
+    --           message: an error when an inbox given holds another body at that seq, or holds
+    --           nothing there although its cap did not drop it (the first send did not name it).
+    --           uid is the message's 64-bit UID as decimal text, for a BIGINT primary key in the
+    --           application's database.
     --
     -- Every key shares the {conv:<id>} hash tag, so the script runs unchanged on Redis Cluster.
     -- Retries are recognised for as long as the sequence key keeps the token: the configs
-    -- imid.seq-idmp-ttl and imid.seq-idmp-max bound that window (see the main README).
+    -- imid.seq-idmp-ttl and imid.seq-idmp-max bound that window (docs/commands.md, IM.SEND: the
+    -- retry window, and what `duplicate` means for side effects).
 
     -- At most 15 digits: seqs travel through ZSET scores and Lua numbers, both doubles, exact
     -- only below 2^53.
@@ -81,15 +84,25 @@ redis.register_function{
 
     if duplicate == 1 then
       -- A retry of a send that went through (clients retry on timeouts, and the first attempt
-      -- may well have succeeded): SEQ.NEXT reserved nothing; reply the stored message's IDs.
+      -- may well have succeeded): SEQ.NEXT reserved nothing; reply the stored message's IDs,
+      -- once every inbox given shows it is the same message (a client message id reused for
+      -- another body, or a retry naming an inbox the first send did not, is refused).
+      local id, u
       for i = 3, #KEYS, 2 do
         local m = redis.call('ZRANGE', KEYS[i], seq_text, seq_text, 'BYSCORE', 'LIMIT', 0, 1)
         if m[1] then
-          local id, u = string.match(m[1], '^([^|]*)|([^|]*)|')
-          return {seq, id, 1, u}
+          local mid, muid, msender, mbody = string.match(m[1], '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
+          if msender ~= sender or mbody ~= body then
+            return redis.error_reply('ERR send: client_msg_id already used for seq ' .. seq_text ..
+              ' with another body (a retry repeats its message; a new message needs a new client_msg_id)')
+          end
+          if not id then id, u = mid, muid end
+        elseif redis.call('SEQ.GET', KEYS[i + 1]) < seq then
+          return redis.error_reply('ERR send: client_msg_id already used for seq ' .. seq_text ..
+            ', which ' .. KEYS[i] .. " did not get (a retry names the first send's inboxes, or some of them)")
         end
       end
-      return {seq, false, 1, false}
+      return {seq, id or false, 1, u or false}
     end
 
     local member = msgid .. '|' .. uid .. '|' .. sender .. '|' .. body
@@ -122,7 +135,9 @@ redis.register_function{
     -- Reply:   {max_seq, cursor, complete, trimmed_through, {seq, member, seq, member, ...}}
     --   max_seq          the conversation's current seq
     --   cursor           pass it as ARGV[1] next time: the seq of the last message returned, or,
-    --                    when complete, max(max_seq, ARGV[1]) (nothing for this user lies between)
+    --                    when complete, max(max_seq, ARGV[1]) (nothing for this user lies between);
+    --                    ARGV[1] when the inbox does not exist (a misspelled key, or a user nothing
+    --                    was sent to yet: no cursor moves past messages it may still get)
     --   complete         1 when no message after the page remains in the inbox
     --   trimmed_through  when greater than ARGV[1], the cap dropped messages the client never got
     --   messages         oldest first, at most limit, each as its seq and its "msgid|uid|sender|body"
@@ -166,7 +181,9 @@ redis.register_function{
     local complete = 0
     if #rows <= 2 * limit then
       complete = 1
-      cursor = math.max(cursor, max_seq)
+      if #rows > 0 or redis.call('EXISTS', KEYS[2]) == 1 then
+        cursor = math.max(cursor, max_seq)
+      end
     end
     return {max_seq, cursor, complete, trimmed, messages}
   end,
@@ -190,21 +207,39 @@ redis.register_function{
     --           (SEQ.HADVANCE ... LIMIT): late or out-of-order acks never move it back, and an ack
     --           past the conversation's max seq is clamped, so a buggy client cannot hide messages
     --           that have not been sent yet
-    --   unread  the messages in this user's inbox with seq > cursor (messages the inbox cap has
-    --           dropped are not counted; messages addressed to other users are not in this inbox)
+    --   unread  the messages in this user's inbox with seq > cursor that the user did not send
+    --           (the member's sender is not ARGV[1]; messages the inbox cap has dropped are not
+    --           counted; messages addressed to other users are not in this inbox). The newest
+    --           1000 above the cursor are looked at one by one; beyond them every message counts,
+    --           whoever sent it (IM.READ and IM.UNREAD count the same way)
     --
     -- One map holds the cursors of all members (a 10,000-member group costs one key, not 10,000).
-    -- The ack is checked by SEQ.HADVANCE itself (an integer in 0..2^63-1).
+    -- The user and the ack are checked first, each error naming its argument (IM.READ's rules:
+    -- a field name of 1..256 bytes, an integer in 0..2^63-1 as Redis reads one).
 
     if #KEYS ~= 3 then
       return redis.error_reply('ERR read: expected KEYS read, inbox, seq')
     end
-    if (ARGV[1] or '') == '' then
-      return redis.error_reply('ERR read: expected ARGV user, seq')
+    local user, upto = ARGV[1] or '', ARGV[2] or ''
+    if #user == 0 or #user > 256 then
+      return redis.error_reply('ERR user must be 1..256 bytes')
     end
-    local cursor = redis.call('SEQ.HADVANCE', KEYS[1], ARGV[1], ARGV[2] or '', 'LIMIT', KEYS[3])
+    if not (upto == '0' or string.match(upto, '^[1-9]%d*$')) or #upto > 19
+        or (#upto == 19 and upto > '9223372036854775807') then
+      return redis.error_reply('ERR upto must be an integer in 0..9223372036854775807')
+    end
+    local cursor = redis.call('SEQ.HADVANCE', KEYS[1], user, upto, 'LIMIT', KEYS[3])
     -- The cursor is at most the conversation's seq, so exact as a Lua number (below 2^53).
-    local unread = redis.call('ZCOUNT', KEYS[2], string.format('(%d', cursor), '+inf')
+    local min = string.format('(%d', cursor)
+    local rows = redis.call('ZRANGE', KEYS[2], '+inf', min, 'BYSCORE', 'REV', 'LIMIT', 0, 1000)
+    local unread = 0
+    for i = 1, #rows do
+      -- msgid|uid|sender|body: the user's own messages are not unread
+      if string.match(rows[i], '^[^|]*|[^|]*|([^|]*)|') ~= user then unread = unread + 1 end
+    end
+    if #rows == 1000 then
+      unread = unread + redis.call('ZCOUNT', KEYS[2], min, '+inf') - 1000
+    end
     return {cursor, unread}
   end,
 }
@@ -222,7 +257,8 @@ redis.register_function{
     -- KEYS[2]  app:trimmed:{<user>}           per kind, the highest seq the log cap dropped
     --                                         (imid sequence map)
     -- KEYS[3]  app:log:{<user>}:<kind>        the kind's change log: ZSET, score = seq,
-    --                                         member = "seq|change"
+    --                                         member = "seq|change"; and "kind|<kind>" at score
+    --                                         +inf, the kind the log belongs to
     -- ARGV[1]  the kind, 1..256 bytes (a field name)
     -- ARGV[2]  the change, any bytes (what the client needs to apply it, or a row id to fetch)
     -- ARGV[3]  log cap, an integer >= 1: each log keeps the newest cap changes
@@ -231,6 +267,9 @@ redis.register_function{
     --          of the field could)
     --
     -- The user's keys share the {<user>} hash tag, so the script runs unchanged on Redis Cluster.
+    -- A log records its kind (its first change writes "kind|<kind>" at +inf, which the cap never
+    -- drops and no pull reads): a change of another kind into it is refused, before anything is
+    -- written, so that a kind paired with another kind's log is found at once.
 
     if #KEYS ~= 3 then
       return redis.error_reply('ERR change: expected KEYS seqs, trimmed, log')
@@ -241,15 +280,26 @@ redis.register_function{
       return redis.error_reply('ERR log cap must be an integer in 1..999999999999999')
     end
     local cap = tonumber(cap_text)
+    if #kind == 0 or #kind > 256 then
+      return redis.error_reply('ERR kind must be 1..256 bytes')
+    end
+    local record = 'kind|' .. kind
+    local top = redis.call('ZRANGE', KEYS[3], '+inf', '+inf', 'BYSCORE', 'LIMIT', 0, 1)[1]
+    if top and top ~= record then
+      if string.sub(top, 1, 5) == 'kind|' then top = string.sub(top, 6) end
+      return redis.error_reply('ERR change: the log records the kind ' .. top .. ', not ' .. kind ..
+        ' (each kind has a log of its own)')
+    end
 
-    -- First the only call that can refuse (a bad kind, a map at its maximum): nothing is written
+    -- Then the only call that can refuse (a map at its maximum, an overflow): nothing is written
     -- before it.
     local seq = redis.call('SEQ.HNEXT', KEYS[1], kind)
     -- Integers go back to Redis as '%d' text: Lua numbers are doubles and would otherwise be
     -- formatted with an exponent once large.
     local seq_text = string.format('%d', seq)
-    redis.call('ZADD', KEYS[3], seq_text, seq_text .. '|' .. change)
-    local excess = redis.call('ZCARD', KEYS[3]) - cap
+    redis.call('ZADD', KEYS[3], seq_text, seq_text .. '|' .. change, '+inf', record)
+    -- The cap counts changes, not the record of the kind.
+    local excess = redis.call('ZCARD', KEYS[3]) - 1 - cap
     if excess > 0 then
       -- ZPOPMIN replies member, score pairs, lowest first: the last score is the newest dropped.
       local dropped = redis.call('ZPOPMIN', KEYS[3], excess)
@@ -281,7 +331,9 @@ redis.register_function{
     --   changes   every change after the client's seq, oldest first, each as its seq and its text
     --
     -- One SEQ.HMGET compares every kind at once: what a client sends on every reconnect costs one
-    -- key read, however many kinds there are.
+    -- key read, however many kinds there are. A log read is checked against its kind (change.lua
+    -- records it, "kind|<kind>" at +inf): the logs go in the order of the kinds, and a log paired
+    -- with another kind is refused rather than read as this one's.
 
     if #KEYS < 3 or #ARGV ~= 2 * (#KEYS - 2) then
       return redis.error_reply('ERR pull: expected KEYS seqs, trimmed, one log per kind, ' ..
@@ -297,12 +349,23 @@ redis.register_function{
       end
       kinds[i], held[i] = kind, tonumber(text)
     end
+    for i = 1, #kinds do
+      if #kinds[i] == 0 or #kinds[i] > 256 then
+        return redis.error_reply('ERR kind must be 1..256 bytes')
+      end
+    end
 
     local now = redis.call('SEQ.HMGET', KEYS[1], unpack(kinds))
     local trimmed = redis.call('SEQ.HMGET', KEYS[2], unpack(kinds))
     local out = {}
     for i = 1, #kinds do
       if now[i] > held[i] then
+        local top = redis.call('ZRANGE', KEYS[2 + i], '+inf', '+inf', 'BYSCORE', 'LIMIT', 0, 1)[1]
+        if top and top ~= 'kind|' .. kinds[i] then
+          if string.sub(top, 1, 5) == 'kind|' then top = string.sub(top, 6) end
+          return redis.error_reply(string.format('ERR pull: log %d of %d records the kind %s, not %s ' ..
+            '(give the logs in the order of the kinds)', i, #kinds, top, kinds[i]))
+        end
         local changes = {}
         -- The log holds every change up to now[i] (change.lua writes both in one script) except
         -- what the cap dropped, so (held, now] is the whole delta.

@@ -17,7 +17,9 @@
 --   changes   every change after the client's seq, oldest first, each as its seq and its text
 --
 -- One SEQ.HMGET compares every kind at once: what a client sends on every reconnect costs one
--- key read, however many kinds there are.
+-- key read, however many kinds there are. A log read is checked against its kind (change.lua
+-- records it, "kind|<kind>" at +inf): the logs go in the order of the kinds, and a log paired
+-- with another kind is refused rather than read as this one's.
 
 if #KEYS < 3 or #ARGV ~= 2 * (#KEYS - 2) then
   return redis.error_reply('ERR pull: expected KEYS seqs, trimmed, one log per kind, ' ..
@@ -33,12 +35,23 @@ for i = 1, #KEYS - 2 do
   end
   kinds[i], held[i] = kind, tonumber(text)
 end
+for i = 1, #kinds do
+  if #kinds[i] == 0 or #kinds[i] > 256 then
+    return redis.error_reply('ERR kind must be 1..256 bytes')
+  end
+end
 
 local now = redis.call('SEQ.HMGET', KEYS[1], unpack(kinds))
 local trimmed = redis.call('SEQ.HMGET', KEYS[2], unpack(kinds))
 local out = {}
 for i = 1, #kinds do
   if now[i] > held[i] then
+    local top = redis.call('ZRANGE', KEYS[2 + i], '+inf', '+inf', 'BYSCORE', 'LIMIT', 0, 1)[1]
+    if top and top ~= 'kind|' .. kinds[i] then
+      if string.sub(top, 1, 5) == 'kind|' then top = string.sub(top, 6) end
+      return redis.error_reply(string.format('ERR pull: log %d of %d records the kind %s, not %s ' ..
+        '(give the logs in the order of the kinds)', i, #kinds, top, kinds[i]))
+    end
     local changes = {}
     -- The log holds every change up to now[i] (change.lua writes both in one script) except
     -- what the cap dropped, so (held, now] is the whole delta.

@@ -20,13 +20,16 @@
 -- Reply:    {seq, msgid, duplicate, uid}: duplicate is 1 when this was a retry of a send
 --           already stored; nothing is written then, seq is the original seq, and msgid and
 --           uid are read back from the first of the given inboxes that still holds the
---           message (nil when none does: the cap dropped it, or the retry names other
---           recipients). uid is the message's 64-bit UID as decimal text, for a BIGINT primary
---           key in the application's database.
+--           message (nil when none does: the cap dropped it). A retry must repeat its
+--           message: an error when an inbox given holds another body at that seq, or holds
+--           nothing there although its cap did not drop it (the first send did not name it).
+--           uid is the message's 64-bit UID as decimal text, for a BIGINT primary key in the
+--           application's database.
 --
 -- Every key shares the {conv:<id>} hash tag, so the script runs unchanged on Redis Cluster.
 -- Retries are recognised for as long as the sequence key keeps the token: the configs
--- imid.seq-idmp-ttl and imid.seq-idmp-max bound that window (see the main README).
+-- imid.seq-idmp-ttl and imid.seq-idmp-max bound that window (docs/commands.md, IM.SEND: the
+-- retry window, and what `duplicate` means for side effects).
 
 -- At most 15 digits: seqs travel through ZSET scores and Lua numbers, both doubles, exact
 -- only below 2^53.
@@ -74,15 +77,25 @@ local seq_text = string.format('%d', seq)
 
 if duplicate == 1 then
   -- A retry of a send that went through (clients retry on timeouts, and the first attempt
-  -- may well have succeeded): SEQ.NEXT reserved nothing; reply the stored message's IDs.
+  -- may well have succeeded): SEQ.NEXT reserved nothing; reply the stored message's IDs,
+  -- once every inbox given shows it is the same message (a client message id reused for
+  -- another body, or a retry naming an inbox the first send did not, is refused).
+  local id, u
   for i = 3, #KEYS, 2 do
     local m = redis.call('ZRANGE', KEYS[i], seq_text, seq_text, 'BYSCORE', 'LIMIT', 0, 1)
     if m[1] then
-      local id, u = string.match(m[1], '^([^|]*)|([^|]*)|')
-      return {seq, id, 1, u}
+      local mid, muid, msender, mbody = string.match(m[1], '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
+      if msender ~= sender or mbody ~= body then
+        return redis.error_reply('ERR send: client_msg_id already used for seq ' .. seq_text ..
+          ' with another body (a retry repeats its message; a new message needs a new client_msg_id)')
+      end
+      if not id then id, u = mid, muid end
+    elseif redis.call('SEQ.GET', KEYS[i + 1]) < seq then
+      return redis.error_reply('ERR send: client_msg_id already used for seq ' .. seq_text ..
+        ', which ' .. KEYS[i] .. " did not get (a retry names the first send's inboxes, or some of them)")
     end
   end
-  return {seq, false, 1, false}
+  return {seq, id or false, 1, u or false}
 end
 
 local member = msgid .. '|' .. uid .. '|' .. sender .. '|' .. body

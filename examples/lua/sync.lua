@@ -11,7 +11,9 @@
 -- Reply:   {max_seq, cursor, complete, trimmed_through, {seq, member, seq, member, ...}}
 --   max_seq          the conversation's current seq
 --   cursor           pass it as ARGV[1] next time: the seq of the last message returned, or,
---                    when complete, max(max_seq, ARGV[1]) (nothing for this user lies between)
+--                    when complete, max(max_seq, ARGV[1]) (nothing for this user lies between);
+--                    ARGV[1] when the inbox does not exist (a misspelled key, or a user nothing
+--                    was sent to yet: no cursor moves past messages it may still get)
 --   complete         1 when no message after the page remains in the inbox
 --   trimmed_through  when greater than ARGV[1], the cap dropped messages the client never got
 --   messages         oldest first, at most limit, each as its seq and its "msgid|uid|sender|body"
@@ -55,6 +57,8 @@ end
 local complete = 0
 if #rows <= 2 * limit then
   complete = 1
-  cursor = math.max(cursor, max_seq)
+  if #rows > 0 or redis.call('EXISTS', KEYS[2]) == 1 then
+    cursor = math.max(cursor, max_seq)
+  end
 end
 return {max_seq, cursor, complete, trimmed, messages}

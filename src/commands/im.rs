@@ -7,7 +7,8 @@
 //! tag), a UID (UID.GEN's), then the next value of the conversation's sequence at most once per
 //! IDMP token `sha1hex(sender|client_msg_id)` (the reserve protocol, `commands::reserve`); a
 //! retry writes nothing and replies the first send's seq with its IDs read back from the first
-//! inbox still holding the message. Otherwise `msgid|uid|sender|body` goes into each inbox at
+//! inbox still holding the message, after checking that it repeats the first send (the same
+//! body in every inbox named that still holds it, no inbox named that never got it). Otherwise `msgid|uid|sender|body` goes into each inbox at
 //! score seq, each inbox keeps its newest `cap` members, and the highest dropped score raises
 //! that recipient's trimmed marker. Reply `[seq, msgid, duplicate, uid]`.
 //!
@@ -311,20 +312,35 @@ fn advance(ctx: &Ctx, k: &mut SeqKey, key: &Arg, value: u64) -> Result<(), Error
 }
 
 /// A retry's reply: `[seq, msgid, 1, uid]` with the IDs read back from the first inbox that
-/// holds a member at `seq` (nil, nil when none does), in the order given; nothing written.
+/// holds a member at `seq`, in the order given (nil, nil when none does); nothing written. A
+/// retry must repeat its message: every inbox named that holds a member at `seq` must hold this
+/// sender's body there, and every other one must have had it dropped by its cap (its trimmed
+/// marker at or past `seq`), else the client message id was used for another message, or the
+/// retry names an inbox the first send did not (a subset of the first send's is a retry).
 fn retry(ctx: &Ctx, s: &Send, seq: u64) -> Result<Reply, Error> {
     let score = send::score(seq);
-    let mut found = None;
+    let mut found: Option<(Vec<u8>, Vec<u8>)> = None;
     for pair in s.pairs.chunks_exact(2) {
-        let [inbox, _] = pair else { continue };
-        if let Some(m) = ZsetKey::open_read(ctx, inbox)?.first_at(score) {
-            found = Some(m);
-            break;
+        let [inbox, trimmed] = pair else { continue };
+        match ZsetKey::open_read(ctx, inbox)?.first_at(score) {
+            Some(m) => match send::fields(m.bytes()) {
+                Some([msgid, uid, sender, body]) if sender == s.sender && body == s.body => {
+                    if found.is_none() {
+                        found = Some((msgid.to_vec(), uid.to_vec()));
+                    }
+                }
+                _ => return Err(send::other_body(seq)),
+            },
+            None => {
+                let dropped = SeqKey::open_read(ctx, trimmed)?.get().map_or(0, Seq::value);
+                if dropped < seq {
+                    return Err(send::other_recipients(seq, inbox.bytes()));
+                }
+            }
         }
     }
-    let ids = found.as_ref().and_then(|m| send::read_back(m.bytes()));
-    let (msgid, uid) = match ids {
-        Some((msgid, uid)) => (Reply::Bulk(msgid.to_vec()), Reply::Bulk(uid.to_vec())),
+    let (msgid, uid) = match found {
+        Some((msgid, uid)) => (Reply::Bulk(msgid), Reply::Bulk(uid)),
         None => (Reply::Null, Reply::Null),
     };
     Ok(Reply::Array(vec![

@@ -6,8 +6,18 @@
 //!
 //! IM.SYNC seq inbox trimmed last limit
 //! IM.READ read inbox seq user upto
+//! IM.UNREAD read inbox user
+//! IM.READBY read seq member [member ...]
 //! IM.PULL seqs trimmed log [log ...] kind seq [kind seq ...]
 //! IM.CHANGE seqs trimmed log kind change cap
+//!
+//! IM.UNREAD and IM.READBY have no script: IM.UNREAD is IM.READ's count without the write (a
+//! badge, on replicas too), IM.READBY the read receipts of one message (how many of the members
+//! named have read it, and the lowest cursor among them). A user's own messages are never
+//! unread (the member's sender is the user). A change log records its kind (`kind|<kind>` at
+//! score +inf, written by its first IM.CHANGE): IM.CHANGE and IM.PULL refuse a log that records
+//! another kind, so a kind paired with another kind's log by position is an error, not a
+//! silent mix-up.
 //!
 //! All or nothing: IM.READ and IM.CHANGE check every argument and every key's type before they
 //! write (the scripts find a wrong type only when they reach the key, after writing what came
@@ -27,7 +37,7 @@
 
 use super::im::add_and_trim;
 use super::reserve::{signal_and_count, store, Reserved};
-use super::seqmap::{advance_field, current, field_arg, Field};
+use super::seqmap::{advance_field, current, Field};
 use crate::core::read;
 use crate::core::send;
 use crate::core::seq::Seq;
@@ -38,10 +48,6 @@ use crate::host::{Answer, Arg, Ctx, Reply};
 use crate::node::fence;
 use crate::types::map::key::MapKey;
 use crate::types::seq::key::SeqKey;
-
-/// Most unread messages IM.READ counts by walking them (each a skiplist step, against some
-/// thousands of instructions for ZCOUNT through `RedisModule_Call`).
-const WALK: u64 = 64;
 
 /// A SEQ key's value, as SEQ.GET reads it (0 when missing).
 fn seq_value(ctx: &Ctx, key: &Arg) -> Result<u64, Error> {
@@ -57,28 +63,27 @@ fn rows(n: u64) -> usize {
 /// [seq, member, ...]]`, as sync.lua: the inbox's messages after `last`, at most `limit`.
 pub(crate) fn sync(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     if ctx.keys_position_request() {
-        key_range(ctx, 1, 3);
+        key_range(ctx, args, 1, 3);
         return Ok(());
     }
     let [_, seq, inbox, trimmed, last, limit] = args else {
-        return Err(Error::WrongArity);
+        return Err(read::layout("sync", "seq inbox trimmed last limit"));
     };
     let last = read::sync_int(last.bytes(), "last seq")?;
     let limit = read::sync_limit(limit.bytes())?;
     let max_seq = seq_value(ctx, seq)?;
     let trimmed = seq_value(ctx, trimmed)?;
     // One row more than the page tells whether anything remains after it.
-    let mut page = ZsetKey::open_read(ctx, inbox)?.range_above(
-        send::score(last),
-        None,
-        rows(limit.saturating_add(1)),
-    );
+    let z = ZsetKey::open_read(ctx, inbox)?;
+    let exists = z.len() > 0;
+    let mut page = z.range_above(send::score(last), None, rows(limit.saturating_add(1)));
+    drop(z);
     let complete = page.len() <= rows(limit);
     page.truncate(rows(limit));
     let page_last = page.last().map(|(_, s)| read::score_int(*s).unsigned_abs());
     let reply = SyncReply {
         max_seq,
-        cursor: read::sync_cursor(last, page_last, complete, max_seq),
+        cursor: read::sync_cursor(last, page_last, complete, max_seq, exists),
         complete,
         trimmed,
         page,
@@ -123,28 +128,29 @@ impl Answer for SyncReply {
     }
 }
 
-/// Answers Redis's keys position request: arguments `first..=last` are keys.
-fn key_range(ctx: &Ctx, first: usize, last: usize) {
-    for i in first..=last {
+/// Answers Redis's keys position request: arguments `first..=last` are keys (those the call
+/// has: a call too short for its layout names fewer, and is refused when it runs).
+fn key_range(ctx: &Ctx, args: &[Arg], first: usize, last: usize) {
+    for i in first..=last.min(args.len().saturating_sub(1)) {
         ctx.key_at(i);
     }
 }
 
 /// IM.READ read inbox seq user upto -> `[cursor, unread]`, as read.lua: the user's field of the
 /// read map raised to `upto` clamped to the conversation's seq (SEQ.HADVANCE ... LIMIT), then
-/// the inbox's messages above it counted (ZCOUNT).
+/// the inbox's messages above it counted, the user's own left out ([`count_unread`]).
 pub(crate) fn read(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     if ctx.keys_position_request() {
-        key_range(ctx, 1, 3);
+        key_range(ctx, args, 1, 3);
         return Ok(());
     }
     let [_, map, inbox, seq, user, upto] = args else {
-        return Err(Error::WrongArity);
+        return Err(read::layout("read", "read inbox seq user upto"));
     };
-    read::read_user(user.bytes())?;
-    // SEQ.HADVANCE's checks, in its order: the field, the value, the LIMIT key.
-    let field = field_arg(user)?;
-    let upto = super::args::value_arg(upto)?;
+    let user = read::name_arg(user.bytes(), "user")?;
+    let upto = upto
+        .int_in("upto", 0, crate::core::seq::MAX_VALUE as i64)?
+        .unsigned_abs();
     let to = upto.min(seq_value(ctx, seq)?);
     // The inbox's type before anything is written; an inbox that is also the read map would
     // have to be both.
@@ -152,16 +158,90 @@ pub(crate) fn read(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     if inbox_missing && inbox.bytes() == map.bytes() {
         return Err(WRONGTYPE);
     }
-    let cursor = advance_field(ctx, map, field, to)?.value();
-    // A few unread are counted by walking them; more by ZCOUNT (O(log n), through Call).
-    let walked = ZsetKey::open_read(ctx, inbox)?.count_above(send::score(cursor), WALK);
-    let unread = match walked {
-        Some(n) => n,
-        None => ctx.zcount_above(inbox, cursor)?,
-    };
+    let cursor = advance_field(ctx, map, user, to)?.value();
+    let unread = count_unread(ctx, inbox, cursor, user)?;
     ctx.reply_array(2);
     ctx.reply_int(to_i64(cursor));
     ctx.reply_int(to_i64(unread));
+    Ok(())
+}
+
+/// The messages of `inbox` above `cursor` that `user` did not send: the newest
+/// [`read::UNREAD_WALK`] looked at one by one (who sent each is in its member), the rest, if
+/// any, counted by ZCOUNT (O(log n)) whoever sent them.
+fn count_unread(ctx: &Ctx, inbox: &Arg, cursor: u64, user: &[u8]) -> Result<u64, Error> {
+    let z = ZsetKey::open_read(ctx, inbox)?;
+    let mut others = 0u64;
+    let (walked, all) = z.walk_down(send::score(cursor), read::UNREAD_WALK, |m| {
+        if !send::sent_by(m, user) {
+            others = others.saturating_add(1);
+        }
+    });
+    drop(z);
+    let above = if all {
+        None
+    } else {
+        Some(ctx.zcount_above(inbox, cursor)?)
+    };
+    Ok(read::unread(others, walked as u64, above))
+}
+
+/// IM.UNREAD read inbox user -> the unread count IM.READ would reply, without moving anything:
+/// read-only (replicas serve it), one conversation per call, for a badge (pipelined across
+/// conversations, also in Cluster). It waits on the fence as IM.SYNC does, so it counts no
+/// message a reader could not be shown yet.
+pub(crate) fn unread(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    if ctx.keys_position_request() {
+        key_range(ctx, args, 1, 2);
+        return Ok(());
+    }
+    let [_, map, inbox, user] = args else {
+        return Err(read::layout("unread", "read inbox user"));
+    };
+    let user = read::name_arg(user.bytes(), "user")?;
+    let cursor = {
+        let k = MapKey::open_read(ctx, map)?;
+        current(k.get(), user).value()
+    };
+    let n = count_unread(ctx, inbox, cursor, user)?;
+    fence::check_read(ctx)?.answer(ctx, &to_i64(n))
+}
+
+/// IM.READBY read seq member [member ...] -> `[read, lowest]`: how many of the members named
+/// have a read cursor at or past `seq` (each argument counts once per time it is given), and
+/// the lowest cursor among them ("read by all" when it is at or past `seq`; every message up to
+/// it is read by all of them). One map lookup per member; read-only.
+pub(crate) fn readby(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    if ctx.keys_position_request() {
+        key_range(ctx, args, 1, 1);
+        return Ok(());
+    }
+    let [_, map, seq, members @ ..] = args else {
+        return Err(read::layout("readby", "read seq member [member ...]"));
+    };
+    if members.is_empty() {
+        return Err(read::layout("readby", "read seq member [member ...]"));
+    }
+    let seq = seq
+        .int_in("seq", 0, crate::core::seq::MAX_VALUE as i64)?
+        .unsigned_abs();
+    for m in members {
+        read::name_arg(m.bytes(), "member")?;
+    }
+    let k = MapKey::open_read(ctx, map)?;
+    let m = k.get();
+    let (mut count, mut lowest) = (0u64, u64::MAX);
+    for member in members {
+        let v = m.and_then(|m| m.get(member.bytes())).map_or(0, Seq::value);
+        if v >= seq {
+            count = count.saturating_add(1);
+        }
+        lowest = lowest.min(v);
+    }
+    drop(k);
+    ctx.reply_array(2);
+    ctx.reply_int(to_i64(count));
+    ctx.reply_int(to_i64(lowest));
     Ok(())
 }
 
@@ -173,7 +253,7 @@ pub(crate) fn pull(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     };
     if ctx.keys_position_request() {
         if let Ok(n) = read::pull_kinds(rest.len()) {
-            key_range(ctx, 1, n.saturating_add(2));
+            key_range(ctx, args, 1, n.saturating_add(2));
         }
         return Ok(());
     }
@@ -189,22 +269,29 @@ pub(crate) fn pull(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         held.push((kind, read::pull_seq(seq.bytes())?));
     }
     for (kind, _) in &held {
-        field_arg(kind)?;
+        read::name_arg(kind.bytes(), "kind")?;
     }
     let now = map_values(ctx, seqs, &held)?;
     let cut = map_values(ctx, trimmed, &held)?;
     let mut out = Vec::new();
-    for (((log, (kind, held)), now), cut) in logs.iter().zip(&held).zip(now).zip(cut) {
+    let logged = logs.iter().zip(&held).zip(now).zip(cut).enumerate();
+    for (i, (((log, (kind, held)), now), cut)) in logged {
         if now <= *held {
             continue;
         }
+        // A log read is checked against its kind: one that records another kind was paired
+        // with this one by mistake.
+        let z = ZsetKey::open_read(ctx, log)?;
+        if let Some(rec) = z.first_at(f64::INFINITY) {
+            if rec.bytes() != read::kind_member(kind.bytes()) {
+                let recorded = read::recorded_kind(rec.bytes());
+                return Err(read::pull_mismatch(i + 1, n, recorded, kind.bytes()));
+            }
+        }
         // The log holds every change up to `now` but what the cap dropped: (held, now] is the
         // whole delta, at most the log's cap.
-        let page = ZsetKey::open_read(ctx, log)?.range_above(
-            send::score(*held),
-            Some(send::score(now)),
-            usize::MAX,
-        );
+        let page = z.range_above(send::score(*held), Some(send::score(now)), usize::MAX);
+        drop(z);
         out.push(Kind {
             kind: kind.bytes(),
             now,
@@ -283,10 +370,10 @@ struct Change<'a> {
 
 fn parse_change(args: &[Arg]) -> Result<Change<'_>, Error> {
     let [seqs, trimmed, log, kind_arg, change, cap] = args else {
-        return Err(Error::WrongArity);
+        return Err(read::layout("change", "seqs trimmed log kind change cap"));
     };
     let cap = read::change_cap(cap.bytes())?;
-    let kind = field_arg(kind_arg)?;
+    let kind = read::name_arg(kind_arg.bytes(), "kind")?;
     Ok(Change {
         seqs,
         trimmed,
@@ -305,6 +392,8 @@ fn parse_change(args: &[Arg]) -> Result<Change<'_>, Error> {
 struct ChangeKeys<'a> {
     log: ZsetKey<'a>,
     trimmed: Option<MapKey<'a>>,
+    /// The log records the kind already (its first change under this version records it).
+    marked: bool,
 }
 
 fn open_change_keys<'a>(ctx: &'a Ctx, c: &Change<'a>) -> Result<ChangeKeys<'a>, Error> {
@@ -318,9 +407,21 @@ fn open_change_keys<'a>(ctx: &'a Ctx, c: &Change<'a>) -> Result<ChangeKeys<'a>, 
     } else {
         Some(MapKey::open_write(ctx, c.trimmed)?)
     };
+    let log = ZsetKey::open_write(ctx, c.log)?;
+    let marked = match log.first_at(f64::INFINITY) {
+        Some(rec) if rec.bytes() == read::kind_member(c.kind) => true,
+        Some(rec) => {
+            return Err(read::change_mismatch(
+                read::recorded_kind(rec.bytes()),
+                c.kind,
+            ))
+        }
+        None => false,
+    };
     Ok(ChangeKeys {
-        log: ZsetKey::open_write(ctx, c.log)?,
+        log,
         trimmed,
+        marked,
     })
 }
 
@@ -329,7 +430,7 @@ fn open_change_keys<'a>(ctx: &'a Ctx, c: &Change<'a>) -> Result<ChangeKeys<'a>, 
 /// `cap` members, the highest dropped score raising the kind's trimmed marker.
 pub(crate) fn change(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     if ctx.keys_position_request() {
-        key_range(ctx, 1, 3);
+        key_range(ctx, args, 1, 3);
         return Ok(());
     }
     let [_, rest @ ..] = args else {
@@ -366,8 +467,18 @@ fn log_change<'a>(
     seq: u64,
 ) -> Result<(), Error> {
     let member = Member::new(&read::change_member(seq, c.change)).ok_or(INTERNAL)?;
-    let ChangeKeys { mut log, trimmed } = keys;
-    let top = add_and_trim(ctx, &mut log, c.log, send::score(seq), &member, c.cap)?;
+    let ChangeKeys {
+        mut log,
+        trimmed,
+        marked,
+    } = keys;
+    if !marked {
+        let record = Member::new(&read::kind_member(c.kind)).ok_or(INTERNAL)?;
+        log.add(f64::INFINITY, &record)?;
+    }
+    // The cap counts changes: the record of the kind is one member more.
+    let cap = c.cap.saturating_add(1);
+    let top = add_and_trim(ctx, &mut log, c.log, send::score(seq), &member, cap)?;
     drop(log);
     let Some(top) = top else {
         return Ok(());
@@ -397,7 +508,7 @@ fn log_change<'a>(
 /// Internal, like IM.SENDSET.
 pub(crate) fn changeset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     if ctx.keys_position_request() {
-        key_range(ctx, 2, 4);
+        key_range(ctx, args, 2, 4);
         return Ok(());
     }
     let [_, seq, rest @ ..] = args else {

@@ -1,5 +1,5 @@
-//! SEQ.NEXT / GET / MGET / SET / ADVANCE, and the two internal commands IDMP replicates by
-//! (SEQ.IDMPSET, its explicit effect; SEQ.IDMPCLOCK, the IDMP clock).
+//! SEQ.NEXT / GET / MGET / SET / ADVANCE / CONVERT, and the two internal commands IDMP
+//! replicates by (SEQ.IDMPSET, its explicit effect; SEQ.IDMPCLOCK, the IDMP clock).
 //!
 //! Replication (to replicas and the AOF) follows one rule: a write goes as called when replaying
 //! it reproduces the primary's effect exactly, else as its explicit effect. SEQ.SET and
@@ -15,9 +15,10 @@ use super::args::{advance_target, limit_key_positions, next_options, seq_token_r
 use super::reserve::{reserve, IdmpCall, Names, Target};
 use crate::core::idmp::{Entry, SeqTokens};
 use crate::core::reserve::{Record, Store};
-use crate::core::seq::Seq;
+use crate::core::seq::{counter_value, Seq};
 use crate::core::to_i64;
 use crate::error::{err, Error};
+use crate::host::key::StringKey;
 use crate::host::{Arg, Ctx};
 use crate::node::{self, fence, SEQ_GAP_SKIPS, SEQ_ISSUED};
 use crate::types::seq::key::SeqKey;
@@ -210,6 +211,52 @@ pub(crate) fn set(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         ctx.changed(c"seq.set", key);
     }
     ctx.reply_ok();
+    Ok(())
+}
+
+/// SEQ.CONVERT key
+///
+/// Turns an `INCR` counter (a string holding an integer in 0..2^63-1) into a sequence holding
+/// its value, in place and at once: its TTL is kept, and SEQ.NEXT continues after the value. A
+/// key that is a sequence already is left as it is (the call can be repeated), a missing key
+/// stays missing (0). The value is a client's choice, as SEQ.SET's: no gap mark, unless
+/// replayed. Deterministic on the same data, so it replicates as called.
+pub(crate) fn convert(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
+    let [_, key] = args else {
+        return Err(Error::WrongArity);
+    };
+    let wrong = match SeqKey::open_read(ctx, key) {
+        Ok(k) => {
+            ctx.reply_int(to_i64(k.get().map_or(0, Seq::value)));
+            return Ok(());
+        }
+        Err(e) => e,
+    };
+    let Some(s) = StringKey::open(ctx, key)? else {
+        return Err(wrong);
+    };
+    let text = s.bytes();
+    let value = counter_value(&text)
+        .and_then(|v| u64::try_from(v).ok())
+        .ok_or_else(|| {
+            err(format_args!(
+                "SEQ.CONVERT: the string holds {}, not an integer in 0..9223372036854775807",
+                String::from_utf8_lossy(text.get(..40).unwrap_or(&text))
+            ))
+        })?;
+    let new = Seq::new(value, ctx.is_replay()).ok_or_else(|| err("value out of range"))?;
+    let expires = s.expires_at();
+    s.delete();
+    let mut k = SeqKey::open_write(ctx, key)?;
+    k.set(new)?;
+    if let Some(at) = expires {
+        k.expire_at(at);
+    }
+    drop(k);
+    fence::advanced(value);
+    ctx.replicate_verbatim();
+    ctx.changed(c"seq.convert", key);
+    ctx.reply_int(to_i64(value));
     Ok(())
 }
 

@@ -3,6 +3,7 @@
 //! IM.PULL and IM.CHANGE (`commands::im_read`). Each rule and each error text is the script's.
 
 use super::decimal;
+use super::seqmap::MAX_NAME;
 use crate::error::{err, Error};
 
 /// Most digits of a seq or a limit: the scripts' rule (seqs travel through ZSET scores and Lua
@@ -40,22 +41,85 @@ pub(crate) fn sync_limit(b: &[u8]) -> Result<u64, Error> {
 }
 
 /// sync.lua's cursor: the seq of the last message of the page (`last` when none), or, when the
-/// page is complete, that and the conversation's `max_seq`, whichever is higher.
-pub fn sync_cursor(last: u64, page_last: Option<u64>, complete: bool, max_seq: u64) -> u64 {
+/// page is complete and the inbox exists, that and the conversation's `max_seq`, whichever is
+/// higher. A missing inbox (a misspelled name, or a user nothing was sent to yet) moves no
+/// cursor past messages it might still get.
+pub fn sync_cursor(
+    last: u64,
+    page_last: Option<u64>,
+    complete: bool,
+    max_seq: u64,
+    inbox: bool,
+) -> u64 {
     let cursor = page_last.unwrap_or(last);
-    if complete {
+    if complete && inbox {
         cursor.max(max_seq)
     } else {
         cursor
     }
 }
 
-/// read.lua's check of its user: not empty (SEQ.HADVANCE checks the rest).
-pub(crate) fn read_user(user: &[u8]) -> Result<(), Error> {
-    if user.is_empty() {
-        return Err(err("read: expected ARGV user, seq"));
+/// A name argument of the read side (a user, a kind, a member): a field name of a map, 1..256
+/// bytes, the error naming the argument (read.lua, pull.lua and change.lua check it first too).
+pub(crate) fn name_arg<'a>(b: &'a [u8], what: &str) -> Result<&'a [u8], Error> {
+    if b.is_empty() || b.len() > MAX_NAME {
+        return Err(err(format_args!("{what} must be 1..{MAX_NAME} bytes")));
     }
-    Ok(())
+    Ok(b)
+}
+
+/// The refusal of a call with the wrong number of arguments, naming the layout.
+pub(crate) fn layout(command: &str, layout: &str) -> Error {
+    err(format_args!("{command}: expected {layout}"))
+}
+
+/// The most unread messages IM.READ and IM.UNREAD look at one by one, newest first, to leave out
+/// the user's own; beyond them every message above the cursor counts, whoever sent it (a badge
+/// shows "999+" long before that, and no call walks a whole inbox).
+pub const UNREAD_WALK: usize = 1000;
+
+/// The unread count: `others` of the `walked` newest messages above the cursor were not the
+/// user's; `above` is how many lie above it in all (`None` when the walk reached the cursor, so
+/// `walked` is all of them).
+pub fn unread(others: u64, walked: u64, above: Option<u64>) -> u64 {
+    match above {
+        None => others,
+        Some(above) => others.saturating_add(above.saturating_sub(walked)),
+    }
+}
+
+/// The member a change log records its kind with, at score +inf (above every change, so the cap
+/// never drops it and no pull reads it): `kind|<kind>`.
+pub fn kind_member(kind: &[u8]) -> Vec<u8> {
+    let mut m = Vec::with_capacity(KIND_PREFIX.len().saturating_add(kind.len()));
+    m.extend_from_slice(KIND_PREFIX);
+    m.extend_from_slice(kind);
+    m
+}
+
+const KIND_PREFIX: &[u8] = b"kind|";
+
+/// The kind a log's +inf member records (the whole member when it is not `kind|...`).
+pub fn recorded_kind(member: &[u8]) -> &[u8] {
+    member.strip_prefix(KIND_PREFIX).unwrap_or(member)
+}
+
+/// IM.CHANGE's refusal of a log that records another kind: nothing is written.
+pub(crate) fn change_mismatch(recorded: &[u8], kind: &[u8]) -> Error {
+    err(format_args!(
+        "change: the log records the kind {}, not {} (each kind has a log of its own)",
+        String::from_utf8_lossy(recorded),
+        String::from_utf8_lossy(kind)
+    ))
+}
+
+/// IM.PULL's refusal of the `i`-th log of `n` when it records another kind than the `i`-th.
+pub(crate) fn pull_mismatch(i: usize, n: usize, recorded: &[u8], kind: &[u8]) -> Error {
+    err(format_args!(
+        "pull: log {i} of {n} records the kind {}, not {} (give the logs in the order of the kinds)",
+        String::from_utf8_lossy(recorded),
+        String::from_utf8_lossy(kind)
+    ))
 }
 
 /// The number of kinds of an IM.PULL call with `n` arguments after the command name: `seqs
@@ -124,10 +188,12 @@ mod tests {
 
     #[test]
     fn the_cursor_of_a_page() {
-        assert_eq!(sync_cursor(3, None, true, 9), 9);
-        assert_eq!(sync_cursor(3, Some(5), false, 9), 5);
-        assert_eq!(sync_cursor(12, None, true, 9), 12);
-        assert_eq!(sync_cursor(3, Some(9), true, 9), 9);
+        assert_eq!(sync_cursor(3, None, true, 9, true), 9);
+        assert_eq!(sync_cursor(3, Some(5), false, 9, true), 5);
+        assert_eq!(sync_cursor(12, None, true, 9, true), 12);
+        assert_eq!(sync_cursor(3, Some(9), true, 9, true), 9);
+        // a missing inbox moves nothing
+        assert_eq!(sync_cursor(3, None, true, 9, false), 3);
     }
 
     #[test]
@@ -137,6 +203,20 @@ mod tests {
         assert_eq!(change_of(&m, 42), b"friend|x");
         assert_eq!(change_of(b"42", 42), b"");
         assert_eq!(change_of(b"", 42), b"");
+    }
+
+    #[test]
+    fn unread_counts_and_kind_records() {
+        assert_eq!(unread(3, 5, None), 3);
+        assert_eq!(unread(990, 1000, Some(1500)), 1490);
+        assert_eq!(kind_member(b"group"), b"kind|group");
+        assert_eq!(recorded_kind(b"kind|group"), b"group");
+        assert_eq!(recorded_kind(b"other"), b"other");
+        assert!(name_arg(b"", "user")
+            .unwrap_err()
+            .text()
+            .contains("user must be 1..256"));
+        assert!(name_arg(&[b'x'; 257], "kind").is_err() && name_arg(b"k", "kind").is_ok());
     }
 
     #[test]

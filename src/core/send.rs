@@ -7,7 +7,7 @@
 //! (`msgid|uid|sender|body`), the same cap syntax (1 to 15 digits, at least 1), the same IDMP token
 //! (the SHA-1 of `sender|client_msg_id` as 40 lowercase hex digits, so a retry through the script
 //! of a message sent natively, or the other way round, is recognised), and the same read-back of a
-//! retry's IDs from an inbox member.
+//! retry's IDs from an inbox member (and its check that the retry repeats the message).
 
 use super::decimal;
 use crate::error::{err, Error};
@@ -21,9 +21,26 @@ pub const MAX_RECIPIENTS: usize = 1000;
 /// Most digits of a cap (send.lua's rule: seqs and caps travel through doubles there).
 const MAX_CAP_DIGITS: usize = 15;
 
+/// The layout every IM.SEND takes.
+const LAYOUT: &str =
+    "send: expected tag, seq, then inbox/trimmed pairs, then channel_type sender client_msg_id body cap";
+
 /// The refusal of an argument count that is not `tag seq (inbox trimmed)... + 5`.
 pub(crate) fn layout_error() -> Error {
-    err("send: expected tag, seq, then inbox/trimmed pairs, then channel_type sender client_msg_id body cap")
+    err(LAYOUT)
+}
+
+/// The refusal of `n` arguments, saying what is wrong with them: too few for one recipient, or
+/// an odd number of keys (an inbox without its trimmed key, or the other way round).
+pub(crate) fn count_error(n: usize) -> Error {
+    match n.checked_sub(2 + TAIL) {
+        Some(k) if k >= 2 => err(format_args!(
+            "{LAYOUT}: got {n} arguments, so {k} keys after the sequence, an odd number (each inbox needs its trimmed key)"
+        )),
+        _ => err(format_args!(
+            "{LAYOUT}: got {n} arguments, at least 9 are needed (one inbox and its trimmed key)"
+        )),
+    }
 }
 
 /// The number of inbox/trimmed pairs of a call with `n` arguments after the command name (and
@@ -32,7 +49,7 @@ pub(crate) fn layout_error() -> Error {
 pub(crate) fn pairs(n: usize) -> Result<usize, Error> {
     match n.checked_sub(2 + TAIL) {
         Some(k) if k >= 2 && k % 2 == 0 => Ok(k / 2),
-        _ => Err(layout_error()),
+        _ => Err(count_error(n)),
     }
 }
 
@@ -187,15 +204,47 @@ pub fn member(msgid: &[u8], uid: &[u8], sender: &[u8], body: &[u8]) -> Vec<u8> {
     m
 }
 
-/// A retry's IDs read back from an inbox member, as send.lua's `^([^|]*)|([^|]*)|` reads them:
-/// the text before the first `|` and the text between it and the second; `None` when the member
-/// has fewer than two `|` (it was not written by a send).
-pub fn read_back(member: &[u8]) -> Option<(&[u8], &[u8])> {
-    let mut parts = member.splitn(3, |&b| b == b'|');
-    match (parts.next(), parts.next(), parts.next()) {
-        (Some(msgid), Some(uid), Some(_)) => Some((msgid, uid)),
+/// An inbox member's four fields, `msgid|uid|sender|body` (the body may hold `|`); `None` when
+/// the member has fewer than three `|` (a send did not write it).
+pub fn fields(member: &[u8]) -> Option<[&[u8]; 4]> {
+    let mut parts = member.splitn(4, |&b| b == b'|');
+    match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(msgid), Some(uid), Some(sender), Some(body)) => Some([msgid, uid, sender, body]),
         _ => None,
     }
+}
+
+/// Whether the inbox member was sent by `user` (read.lua's `^[^|]*|[^|]*|([^|]*)|`).
+pub fn sent_by(member: &[u8], user: &[u8]) -> bool {
+    // What `fields` finds, without looking at the body: the text between the second and the
+    // third `|` is `user` (IM.UNREAD does this for every unread message).
+    let bar = |from: usize| {
+        let rest = member.get(from..)?;
+        rest.iter().position(|&b| b == b'|').map(|p| p + from)
+    };
+    let Some(second) = bar(0).and_then(|first| bar(first + 1)) else {
+        return false;
+    };
+    let start = second + 1;
+    let end = start + user.len();
+    member.get(start..end) == Some(user) && member.get(end) == Some(&b'|') && !user.contains(&b'|')
+}
+
+/// A retry's refusal: the inbox holds the token's message at `seq` with another sender or body
+/// (or something a send did not write): the client message id was used for another message.
+pub(crate) fn other_body(seq: u64) -> Error {
+    err(format_args!(
+        "send: client_msg_id already used for seq {seq} with another body (a retry repeats its message; a new message needs a new client_msg_id)"
+    ))
+}
+
+/// A retry's refusal: `inbox` holds nothing at `seq` and its cap did not drop it, so the first
+/// send did not name it.
+pub(crate) fn other_recipients(seq: u64, inbox: &[u8]) -> Error {
+    err(format_args!(
+        "send: client_msg_id already used for seq {seq}, which {} did not get (a retry names the first send's inboxes, or some of them)",
+        String::from_utf8_lossy(inbox)
+    ))
 }
 
 /// The score an inbox holds a message at: its seq as a double, as ZADD stores send.lua's text
@@ -228,8 +277,22 @@ mod tests {
         assert_eq!(pairs(2 + 2 + 5).unwrap(), 1);
         assert_eq!(pairs(2 + 6 + 5).unwrap(), 3);
         for n in [0, 7, 8, 2 + 1 + 5, 2 + 3 + 5] {
-            assert_eq!(pairs(n).unwrap_err(), layout_error(), "{n}");
+            assert!(
+                pairs(n)
+                    .unwrap_err()
+                    .text()
+                    .starts_with(&layout_error().text()),
+                "{n}"
+            );
         }
+        assert!(pairs(8)
+            .unwrap_err()
+            .text()
+            .ends_with("at least 9 are needed (one inbox and its trimmed key)"));
+        assert!(pairs(10)
+            .unwrap_err()
+            .text()
+            .contains("got 10 arguments, so 3 keys"));
         assert!(check_recipients(MAX_RECIPIENTS).is_ok());
         assert!(check_recipients(MAX_RECIPIENTS + 1)
             .unwrap_err()
@@ -284,17 +347,31 @@ mod tests {
     }
 
     #[test]
-    fn members_and_their_read_back() {
+    fn members() {
         let m = member(b"D1VO-8H8O-0006-D3E6", b"42", b"alice", b"hi|there");
         assert_eq!(m, b"D1VO-8H8O-0006-D3E6|42|alice|hi|there");
+    }
+
+    #[test]
+    fn fields_of_a_member() {
+        let m = member(b"D1VO-8H8O-0006-D3E6", b"42", b"alice", b"hi|there");
         assert_eq!(
-            read_back(&m),
-            Some((&b"D1VO-8H8O-0006-D3E6"[..], &b"42"[..]))
+            fields(&m),
+            Some([&b"D1VO-8H8O-0006-D3E6"[..], b"42", b"alice", b"hi|there"])
         );
-        assert_eq!(read_back(b"a|b|"), Some((&b"a"[..], &b"b"[..])));
-        assert_eq!(read_back(b"||"), Some((&b""[..], &b""[..])));
-        assert_eq!(read_back(b"a|b"), None);
-        assert_eq!(read_back(b"plain"), None);
+        assert!(sent_by(&m, b"alice") && !sent_by(&m, b"bob") && !sent_by(&m, b"alic"));
+        assert_eq!(fields(b"a|b|c|"), Some([&b"a"[..], b"b", b"c", b""]));
+        assert_eq!(fields(b"a|b|c"), None);
+        assert!(!sent_by(b"a|b|c", b"c"));
+        assert!(!sent_by(b"a|b|c|d|e", b"c|d") && sent_by(b"a|b|c|d|e", b"c"));
+        for (m, u) in [
+            (&b"a|b|cd|e"[..], &b"c"[..]),
+            (b"a|b|c", b"c"),
+            (b"a|bc", b"c"),
+            (b"x|y|z|", b"z"),
+        ] {
+            assert_eq!(sent_by(m, u), fields(m).is_some_and(|f| f[2] == u), "{m:?}");
+        }
     }
 
     #[test]

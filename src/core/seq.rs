@@ -15,6 +15,35 @@ pub const MAX_INLINE: u64 = (1 << 62) - 1;
 /// Largest block SEQ.NEXT reserves at once.
 pub const MAX_BLOCK: u64 = 1_000_000;
 
+/// The value of an `INCR` counter's text, as Redis reads an integer (an optional `-`, no
+/// leading zero, no sign `+`, no space, within 64 bits), for SEQ.CONVERT; `None` otherwise.
+pub fn counter_value(text: &[u8]) -> Option<i64> {
+    let (neg, digits) = match text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, text),
+    };
+    match digits {
+        [] => return None,
+        [b'0'] if !neg => return Some(0),
+        [b'0', ..] => return None,
+        _ => {}
+    }
+    let mut v: i64 = 0;
+    for d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        let d = i64::from(d - b'0');
+        v = v.checked_mul(10)?;
+        v = if neg {
+            v.checked_sub(d)?
+        } else {
+            v.checked_add(d)?
+        };
+    }
+    Some(v)
+}
+
 /// The state of one sequence. Always canonical: `value <= MAX_VALUE`, and `needs_gap` is
 /// false at `MAX_VALUE` (every NEXT overflows there anyway, and that state is the one whose
 /// word would be zero, see [`Seq::to_word`]).
@@ -139,6 +168,29 @@ impl Seq {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn counters_read_as_redis_reads_integers() {
+        use super::counter_value as c;
+        assert_eq!(c(b"0"), Some(0));
+        assert_eq!(c(b"42"), Some(42));
+        assert_eq!(c(b"-7"), Some(-7));
+        assert_eq!(c(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(c(b"-9223372036854775808"), Some(i64::MIN));
+        for bad in [
+            &b""[..],
+            b"-",
+            b"-0",
+            b"007",
+            b"+1",
+            b" 1",
+            b"1.5",
+            b"9223372036854775808",
+            b"x",
+        ] {
+            assert_eq!(c(bad), None, "{bad:?}");
+        }
+    }
+
     use super::*;
     use proptest::prelude::*;
 

@@ -21,13 +21,16 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 /// a key's word back as a `B`.
 pub(crate) struct TypeSlot<B> {
     ptr: AtomicPtr<raw::RedisModuleType>,
+    /// What a key of the type is, as a WRONGTYPE error names it ("an imid sequence").
+    what: &'static str,
     _holds: Holds<B>,
 }
 
 impl<B> TypeSlot<B> {
-    pub(crate) const fn new() -> TypeSlot<B> {
+    pub(crate) const fn new(what: &'static str) -> TypeSlot<B> {
         TypeSlot {
             ptr: AtomicPtr::new(std::ptr::null_mut()),
+            what,
             _holds: Holds::new(),
         }
     }
@@ -101,6 +104,52 @@ impl<'a> OpenKey<'a> {
     }
 }
 
+/// What a key of the key API's type `kind` holds, as a WRONGTYPE error names it.
+fn held_name(kind: c_int) -> &'static str {
+    let is = |k: isize| kind as isize == k;
+    if is(raw::REDISMODULE_KEYTYPE_STRING) {
+        "a string"
+    } else if is(raw::REDISMODULE_KEYTYPE_LIST) {
+        "a list"
+    } else if is(raw::REDISMODULE_KEYTYPE_HASH) {
+        "a hash"
+    } else if is(raw::REDISMODULE_KEYTYPE_SET) {
+        "a set"
+    } else if is(raw::REDISMODULE_KEYTYPE_ZSET) {
+        "a sorted set"
+    } else if is(raw::REDISMODULE_KEYTYPE_MODULE) {
+        "a module data type's value (TYPE names it)"
+    } else if is(raw::REDISMODULE_KEYTYPE_STREAM) {
+        "a stream"
+    } else {
+        "another kind of value"
+    }
+}
+
+/// Longest part of a key name a WRONGTYPE error shows.
+const NAME_SHOWN: usize = 120;
+
+/// The WRONGTYPE error of the key `name` (open as `key`), which holds something else than
+/// `expected`: Redis's own text first (clients match on it), then the key, what it holds and
+/// what the command needed; for a string where a sequence was needed, how to convert an INCR
+/// counter. Made only on the error path.
+pub(crate) fn wrongtype(key: &OpenKey, name: &Arg, expected: &str) -> Error {
+    let kind = key.kind();
+    let held = held_name(kind);
+    let bytes = name.bytes();
+    let shown = String::from_utf8_lossy(bytes.get(..NAME_SHOWN).unwrap_or(bytes));
+    let more = if bytes.len() > NAME_SHOWN { "..." } else { "" };
+    let hint = if kind == raw::REDISMODULE_KEYTYPE_STRING as c_int && expected.ends_with("sequence")
+    {
+        " (an INCR counter becomes one in place, with its value: SEQ.CONVERT key)"
+    } else {
+        ""
+    };
+    Error::Text(format!(
+        "WRONGTYPE Operation against a key holding the wrong kind of value: {shown}{more} holds {held}, not {expected}{hint}"
+    ))
+}
+
 impl Drop for OpenKey<'_> {
     fn drop(&mut self) {
         if self.ptr.is_null() {
@@ -110,6 +159,66 @@ impl Drop for OpenKey<'_> {
         unsafe {
             if let Some(f) = raw::RedisModule_CloseKey {
                 f(self.ptr);
+            }
+        }
+    }
+}
+
+/// A key that holds a string (an `INCR` counter), opened for writing, for SEQ.CONVERT: its
+/// bytes and expiry are read, then it is deleted to make room for the sequence.
+pub(crate) struct StringKey<'a>(OpenKey<'a>);
+
+impl<'a> StringKey<'a> {
+    /// Opens `name` for writing; `None` unless it holds a string.
+    pub(crate) fn open(ctx: &'a Ctx, name: &Arg) -> Result<Option<StringKey<'a>>, Error> {
+        let key = OpenKey::open(ctx, name, OpenKey::mode(true))?;
+        Ok((key.kind() == raw::REDISMODULE_KEYTYPE_STRING as c_int).then_some(StringKey(key)))
+    }
+
+    /// The string's bytes (copied).
+    pub(crate) fn bytes(&self) -> Vec<u8> {
+        let mut len = 0usize;
+        // SAFETY: the handle is live and holds a string; StringDMA hands out its buffer (an
+        // integer-encoded counter is decoded into one first), valid until the key changes, and
+        // it is copied at once.
+        unsafe {
+            match raw::RedisModule_StringDMA
+                .map(|f| f(self.0.ptr, &mut len, raw::REDISMODULE_READ as c_int))
+            {
+                Some(p) if !p.is_null() => std::slice::from_raw_parts(p.cast::<u8>(), len).to_vec(),
+                _ => Vec::new(),
+            }
+        }
+    }
+
+    /// The key's absolute expiry (Unix ms), `None` without one.
+    pub(crate) fn expires_at(&self) -> Option<i64> {
+        // SAFETY: the handle is live until drop.
+        let at = unsafe { raw::RedisModule_GetAbsExpire.map_or(-1, |f| f(self.0.ptr)) };
+        (at >= 0).then_some(at)
+    }
+
+    /// Deletes the key (its TTL with it).
+    pub(crate) fn delete(self) {
+        // SAFETY: the handle is live and open for writing.
+        unsafe {
+            if let Some(f) = raw::RedisModule_DeleteKey {
+                f(self.0.ptr);
+            }
+        }
+    }
+}
+
+impl<'a, B> TypedKey<'a, B> {
+    /// Sets the key's absolute expiry (Unix ms); the key must exist and be open for writing.
+    pub(crate) fn expire_at(&mut self, at: i64) {
+        if self.key.ptr.is_null() || !self.write {
+            return;
+        }
+        // SAFETY: the handle is live and open for writing.
+        unsafe {
+            if let Some(f) = raw::RedisModule_SetAbsExpire {
+                f(self.key.ptr, at);
             }
         }
     }
@@ -153,7 +262,9 @@ impl<'a, B> TypedKey<'a, B> {
             held: Held::Missing,
             write,
         };
-        key.held = key.read_held()?;
+        key.held = key
+            .read_held()
+            .map_err(|_| wrongtype(&key.key, name, slot.what))?;
         Ok(key)
     }
 

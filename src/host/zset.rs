@@ -6,9 +6,9 @@
 //! the command up, runs it through `call()` and parses its reply; `RedisModule_ZsetAdd` inserts
 //! straight into the value (server-bench/send.py measures both).
 
-use super::key::OpenKey;
+use super::key::{wrongtype, OpenKey};
 use super::{Arg, Ctx};
-use crate::error::{Error, WRONGTYPE};
+use crate::error::Error;
 use redis_module::raw;
 use std::os::raw::{c_char, c_int};
 
@@ -86,7 +86,7 @@ impl<'a> ZsetKey<'a> {
             {
                 Ok(ZsetKey { key })
             }
-            _ => Err(WRONGTYPE),
+            _ => Err(wrongtype(&key, name, "a sorted set")),
         }
     }
 

@@ -15,6 +15,7 @@ const WRITERS: &[&str] = &[
     "seq.next",
     "seq.set",
     "seq.advance",
+    "seq.convert",
     "seq.idmpset",
     "seq.hidmpset",
     "seq.hnext",
@@ -46,6 +47,8 @@ const READERS: &[&str] = &[
     "seq.hlen",
     "im.sync",
     "im.pull",
+    "im.unread",
+    "im.readby",
     "fence.replicas",
 ];
 /// Operators' commands: `@admin`, `@dangerous`, `@slow`, neither `@write` nor `@read`.
@@ -84,7 +87,8 @@ fn expected_categories(name: &str) -> Vec<&'static str> {
     }
     // The IM family works on sorted sets (inboxes, change logs), in time proportional to its
     // recipients or its page; the replicated forms are internal too
-    if name.starts_with("im.") {
+    // IM.READBY reads one map, a lookup per member named: a fast reader, as SEQ.HMGET
+    if name.starts_with("im.") && name != "im.readby" {
         v.retain(|c| *c != "@fast");
         v.extend(["@sortedset", "@slow"]);
         if name == "im.sendset" || name == "im.changeset" {
@@ -104,6 +108,7 @@ fn write_calls(now_ms: u64) -> Vec<(Vec<String>, Vec<String>)> {
         (s(&["a"]), s(&["SEQ.NEXT", "a"])),
         (s(&["a"]), s(&["SEQ.NEXT", "a", "COUNT", "5"])),
         (s(&["a"]), s(&["SEQ.ADVANCE", "a", "20"])),
+        (s(&["a"]), s(&["SEQ.CONVERT", "a"])),
         (s(&["a"]), s(&["SEQ.NEXT", "a", "IDMP", "t"])),
         (s(&["a"]), s(&["SEQ.IDMPSET", "a", "t", "9", "1", "1", "0"])),
         (s(&["m"]), s(&["SEQ.HNEXT", "m", "f", "IDMP", "t"])),
@@ -184,6 +189,8 @@ fn read_calls() -> Vec<Vec<&'static str>> {
         vec!["OPENID.DEC", "CRVqnhdjjxUJc4TTCBc"],
         vec!["IM.SYNC", "a", "i", "t", "0", "10"],
         vec!["IM.PULL", "c", "ct", "cl", "k", "0"],
+        vec!["IM.UNREAD", "r", "i", "u"],
+        vec!["IM.READBY", "r", "3", "u", "v"],
         vec!["FENCE.REPLICAS"],
     ]
 }
@@ -415,6 +422,7 @@ fn readme_recipe_denies_writers_by_name() {
             "-seq.next",
             "-seq.set",
             "-seq.advance",
+            "-seq.convert",
             "-seq.idmpset",
             "-seq.hidmpset",
             "-seq.hnext",
@@ -453,6 +461,8 @@ fn readme_recipe_denies_writers_by_name() {
             "+seq.hlen",
             "+im.sync",
             "+im.pull",
+            "+im.unread",
+            "+im.readby",
             "+fence.replicas",
         ],
     );

@@ -326,11 +326,13 @@ fn check_conversation(r: &Report, tag: &str, con: &mut Connection, cluster: bool
         "{who}"
     );
 
+    // Each error as the client renders it: imid's text, which for WRONGTYPE goes on to name
+    // the key and what it holds.
     for (what, (class, message)) in r.client.errors() {
-        assert_eq!(
-            r.rest(&format!("error.{what}"), tag),
-            format!("{class} {message}"),
-            "{who}: the {what} error"
+        let got = r.rest(&format!("error.{what}"), tag);
+        assert!(
+            got.starts_with(&format!("{class} {message}")),
+            "{who}: the {what} error: {got}"
         );
     }
 }

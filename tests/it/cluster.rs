@@ -547,4 +547,36 @@ fn keyless_commands_and_the_example_programs_on_a_cluster() {
         assert!(stdout.to_lowercase().contains("duplicate true"), "{stdout}");
         assert!(stdout.trim_end().ends_with("ok"), "{stdout}");
     }
+
+    // docs/guide.md's program (issue 46): redis-py told where keyless commands go and which
+    // module commands are reads; its reads (IM.SYNC, IM.UNREAD pipelined across the nodes) are
+    // served by replicas too, its writes by primaries only.
+    if let Some(py) = python_with_redis() {
+        let dir = temp_dir("guide-cluster");
+        let stdout = run(Command::new(&py)
+            .arg(crate::examples::guide_program(&dir))
+            .args(["--cluster", &addresses(&cluster)]));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(stdout.trim_end().ends_with("ok"), "{stdout}");
+        let served = |n: &Server, command: &str| {
+            let info: String = cmd(&mut n.client(), &["INFO", "commandstats"]).unwrap();
+            info.lines()
+                .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+                .and_then(|v| v.split(',').next()?.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        let role = |n: &Server| n.info_field_opt("replication", "role").unwrap_or_default();
+        let replicas: Vec<&Server> = cluster
+            .nodes
+            .iter()
+            .filter(|n| role(n) == "slave")
+            .collect();
+        assert!(!replicas.is_empty());
+        let reads: u64 = replicas
+            .iter()
+            .map(|n| served(n, "im.sync") + served(n, "im.unread"))
+            .sum();
+        assert!(reads > 0, "no read reached a replica");
+        assert!(replicas.iter().all(|n| served(n, "im.send") == 0));
+    }
 }

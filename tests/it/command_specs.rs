@@ -26,6 +26,7 @@ const EXPECTED: &[(&str, i64, &str, [i64; 3], &str)] = &[
     ("seq.mget",      -2,  "fast readonly",                  [1, -1, 1], "RO access"),
     ("seq.set",       3,   "denyoom fast write",             [1, 1, 1],  "OW update"),
     ("seq.advance",   -3,  "denyoom fast movablekeys write", [1, 1, 1],  "RW access update"),
+    ("seq.convert",   2,   "denyoom fast write",             [1, 1, 1],  "RW access update"),
     ("seq.hnext",     -3,  "denyoom fast write",             [1, 1, 1],  "RW access update"),
     ("seq.idmpset",   7,   "denyoom write",                  [1, 1, 1],  "RW access update"),
     ("seq.hidmpset",  -7,  "denyoom write",                  [1, 1, 1],  "RW access update"),
@@ -39,13 +40,17 @@ const EXPECTED: &[(&str, i64, &str, [i64; 3], &str)] = &[
     ("seq.hadvance",  -4,  "denyoom fast movablekeys write", [1, 1, 1],  "RW access update"),
     // The tag and the sequence make the legacy range; the inbox/trimmed pairs (every second
     // argument) only the key specs and the getkeys API can say (tests/it/im_send.rs).
-    ("im.send",       -10, "denyoom movablekeys write",      [1, 2, 1],  "RO"),
+    // The IM.* commands take any number of arguments and refuse a wrong count themselves,
+    // naming their layout (issue 46), where Redis's arity check would only say "wrong number".
+    ("im.send",       -2,  "denyoom movablekeys write",      [1, 2, 1],  "RO"),
     ("im.sendset",    -11, "denyoom movablekeys write",      [2, 3, 1],  "RO"),
     // The read side (tests/it/im_read.rs checks every key spec with COMMAND GETKEYS).
-    ("im.sync",       6,   "movablekeys readonly",           [1, 3, 1],  "RO access"),
-    ("im.read",       6,   "denyoom movablekeys write",      [1, 3, 1],  "RW access update"),
-    ("im.pull",       -6,  "movablekeys readonly",           [1, -1, 1], "RO access"),
-    ("im.change",     7,   "denyoom movablekeys write",      [1, 3, 1],  "RW access update"),
+    ("im.sync",       -2,  "movablekeys readonly",           [1, 3, 1],  "RO access"),
+    ("im.read",       -2,  "denyoom movablekeys write",      [1, 3, 1],  "RW access update"),
+    ("im.unread",     -2,  "readonly",                       [1, 2, 1],  "RO access"),
+    ("im.readby",     -2,  "fast readonly",                  [1, 1, 1],  "RO access"),
+    ("im.pull",       -2,  "movablekeys readonly",           [1, -1, 1], "RO access"),
+    ("im.change",     -2,  "denyoom movablekeys write",      [1, 3, 1],  "RW access update"),
     ("im.changeset",  8,   "denyoom movablekeys write",      [2, 4, 1],  "RW access update"),
     ("fence.replicas", 1,  "fast readonly",                  [0, 0, 0],  ""),
     ("fence.forget",  2,   "admin",                          [0, 0, 0],  ""),
@@ -223,6 +228,12 @@ fn getkeys_tell_the_truth() {
         (&["SEQ.MGET", "a", "b", "c"], &["a", "b", "c"]),
         (&["SEQ.SET", "a", "1"], &["a"]),
         (&["SEQ.ADVANCE", "a", "1"], &["a"]),
+        (&["SEQ.CONVERT", "a"], &["a"]),
+        (
+            &["IM.UNREAD", "{c}:read", "{c}:inbox:u", "u"],
+            &["{c}:read", "{c}:inbox:u"],
+        ),
+        (&["IM.READBY", "{c}:read", "5", "u", "v"], &["{c}:read"]),
         (&["MSGID.DECODE", "0000-0000-0000-0000"], &[]),
         (&["OPENID.DEC", "SY62cbZxtnG2cbZxSIw"], &[]),
     ];

@@ -25,8 +25,8 @@ use std::sync::OnceLock;
 
 /// `TYPE` of an imid sequence map.
 const MAP_TYPE: &str = "imidsmap1";
-/// What SEQ.HADVANCE replies to a negative value (read.lua passes the ack on unchecked).
-const READ_SEQ_ERROR: &str = "ERR value must be an integer in 0..9223372036854775807";
+/// What IM.READ and read.lua reply to a negative ack: the error names the argument.
+const READ_SEQ_ERROR: &str = "ERR upto must be an integer in 0..9223372036854775807";
 
 /// Every way of calling the flow, each loaded on `con`'s server: the scripts by EVALSHA and by
 /// FCALL, and the send through the native IM.SEND (what send.lua does; tests/it/im_send.rs
@@ -120,23 +120,29 @@ fn duplicate_send_returns_the_original_and_stores_nothing() {
         let dbsize = int_reply(&mut con, &["DBSIZE"]);
         let digest: String = cmd(&mut con, &["DEBUG", "DIGEST"]).unwrap();
         let seq = int_reply(&mut con, &["SEQ.GET", &conv.seq()]);
-        // A retry, even with another body, is the same message: the original seq and IDs, read
-        // back from the inbox; nothing written (the digest covers every key's value).
-        for body in ["hi", "edited"] {
-            let again = im
-                .send(&mut con, &conv, "alice", &["bob", "carol"], "c1", body)
-                .unwrap();
+        // A retry is the same message: the original seq and IDs, read back from the inbox;
+        // nothing written (the digest covers every key's value). Naming some of the first
+        // send's recipients, in another order, is a retry too.
+        for to in [&["bob", "carol"][..], &["carol", "bob"], &["carol"]] {
+            let again = im.send(&mut con, &conv, "alice", to, "c1", "hi").unwrap();
             assert_retry_of(&again, &first, name);
         }
-        // A retry naming other recipients is still the same message, and writes nothing to
-        // their inboxes; no inbox it names holds the message, so only its seq comes back.
-        let other = im
-            .send(&mut con, &conv, "alice", &["dave"], "c1", "hi")
-            .unwrap();
-        assert_eq!(
-            (other.seq, other.duplicate, &other.msgid, other.uid),
-            (first.seq, true, &None, None),
-            "{name}"
+        // The client message id reused for another body, or a retry naming an inbox the first
+        // send did not: refused, nothing written.
+        let e = im
+            .send(&mut con, &conv, "alice", &["bob", "carol"], "c1", "edited")
+            .unwrap_err();
+        assert!(
+            err_text(&e)
+                .starts_with("ERR send: client_msg_id already used for seq 1 with another body"),
+            "{name}: {e}"
+        );
+        let e = im
+            .send(&mut con, &conv, "alice", &["bob", "dave"], "c1", "hi")
+            .unwrap_err();
+        assert!(
+            err_text(&e).contains(&format!("which {} did not get", conv.inbox("dave"))),
+            "{name}: {e}"
         );
         assert_eq!(
             int_reply(&mut con, &["DBSIZE"]),
@@ -543,9 +549,13 @@ fn scenario(im: &Im, con: &mut Connection, conv: &Conv, norm: &mut Norm) -> Vec<
             .unwrap();
         out.push(norm.sent("send", &s));
         if i % 6 == 5 {
-            // a retry of the send three back
+            // a retry of the send three back, to its recipients
             let j = i - 3;
             let (snd, b) = (USERS[j % 3], format!("b{j}|with|bars"));
+            let mut to: Vec<&str> = USERS.iter().copied().filter(|u| *u != snd).collect();
+            if j % 5 == 0 {
+                to.push(snd);
+            }
             let s = im.send(con, conv, snd, &to, &format!("c{j}"), &b).unwrap();
             out.push(norm.sent("retry", &s));
         }
@@ -1058,6 +1068,51 @@ fn python_example_runs() {
             && stdout.contains("pull: 0 kind(s) changed []"),
         "{stdout}"
     );
+}
+
+/// docs/guide.md's Python blocks, in order, as one program (issue 46: the guide's code is what
+/// runs), written to `dir`.
+pub(crate) fn guide_program(dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(root().join("docs/guide.md")).unwrap();
+    let mut program = String::new();
+    let mut inside = false;
+    for line in text.lines() {
+        match (inside, line.trim_end()) {
+            (false, "```python") => inside = true,
+            (true, "```") => inside = false,
+            (true, l) => {
+                program.push_str(l);
+                program.push('\n');
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        program.contains("IM.SEND") && program.len() > 2000,
+        "{program}"
+    );
+    let path = dir.join("guide.py");
+    std::fs::write(&path, program).unwrap();
+    path
+}
+
+#[test]
+fn the_guides_program_runs() {
+    let Some(py) = python_with_redis() else {
+        println!("SKIPPED the_guides_program_runs: no python3 with redis-py");
+        return;
+    };
+    let s = Server::start();
+    let dir = temp_dir("guide");
+    let stdout = run(Command::new(&py)
+        .arg(guide_program(&dir))
+        .args(["--port", &s.port.to_string()]));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        stdout.contains("ann's phone: 30 conversations changed, badge 32"),
+        "{stdout}"
+    );
+    assert!(stdout.trim_end().ends_with("ok"), "{stdout}");
 }
 
 #[test]

@@ -604,11 +604,17 @@ fn a_refused_read_or_change_writes_nothing() {
         assert_eq!(digest(&s), before, "{c:?} wrote");
         let e = lua(&mut con, &shas, &c).unwrap_err();
         assert!(e.starts_with("WRONGTYPE"), "{e}");
-        assert_ne!(
-            digest(&s),
-            before,
-            "the script wrote before it failed: {c:?}"
-        );
+        // read.lua writes the cursor before it reaches the inbox; change.lua reads the log
+        // first now (the kind it records), so it fails before writing too
+        if c.script == Script::Read {
+            assert_ne!(
+                digest(&s),
+                before,
+                "the script wrote before it failed: {c:?}"
+            );
+        } else {
+            assert_eq!(digest(&s), before, "{c:?}");
+        }
         int_reply(&mut con, &["DEL", "{conv:w}:read", "app:seq:{bob}"]);
         assert_eq!(digest(&s), before);
     }

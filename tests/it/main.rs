@@ -34,6 +34,7 @@ mod failed_load;
 mod fence;
 mod guard;
 mod harness;
+mod im_chat;
 mod im_read;
 mod im_send;
 mod jepsen;

@@ -1,10 +1,11 @@
-//! Reading a sorted set by score (IM.SYNC's page of an inbox, IM.PULL's changes of a log) and
-//! counting members above a score (IM.READ's unread count), for the read side of the IM flow.
+//! Reading a sorted set by score (IM.SYNC's page of an inbox, IM.PULL's changes of a log), the
+//! newest members above a score (IM.READ's and IM.UNREAD's unread count looks at who sent each)
+//! and counting the members above a score, for the read side of the IM flow.
 //!
 //! A page walks the key API's score range and stops at its limit, so it costs what it returns;
-//! a count walks at most a bound of members, then goes through `ZCOUNT` (`RedisModule_Call`),
-//! which Redis answers from the skiplist's ranks in O(log n): walking a long range would cost
-//! as much as the inbox holds.
+//! the unread count walks at most a bound of members, then counts the rest through `ZCOUNT`
+//! (`RedisModule_Call`), which Redis answers from the skiplist's ranks in O(log n): walking a
+//! long range would cost as much as the inbox holds.
 
 use super::{Member, ZsetKey};
 use crate::error::{Error, INTERNAL};
@@ -59,38 +60,54 @@ impl ZsetKey<'_> {
 }
 
 impl ZsetKey<'_> {
-    /// The number of members with a score above `above`, walked when there are at most `bound`
-    /// of them (no member string made: one skiplist step each); `None` when there are more.
-    pub(crate) fn count_above(&self, above: f64, bound: u64) -> Option<u64> {
+    /// The members with a score above `above`, from the highest score down, at most `limit` of
+    /// them, each handed to `f` (IM.UNREAD's and IM.READ's look at who sent them). How many were
+    /// walked, and whether that is all of them (the walk reached `above`).
+    pub(crate) fn walk_down(
+        &self,
+        above: f64,
+        limit: usize,
+        mut f: impl FnMut(&[u8]),
+    ) -> (usize, bool) {
         if self.key.ptr.is_null() {
-            return Some(0);
+            return (0, true);
         }
-        // SAFETY: the handle is live; the range is stopped before returning.
+        let mut n = 0usize;
+        // SAFETY: the handle is live; every element Redis hands out is ours to free (`Member`'s
+        // drop, at the end of each step); the range is stopped before returning.
         unsafe {
-            let (first, next, end, stop) = (
-                raw::RedisModule_ZsetFirstInScoreRange?,
-                raw::RedisModule_ZsetRangeNext?,
-                raw::RedisModule_ZsetRangeEndReached?,
-                raw::RedisModule_ZsetRangeStop?,
-            );
-            if first(self.key.ptr, above, f64::INFINITY, 1, 0) != raw::REDISMODULE_OK as c_int {
-                return Some(0);
+            let (Some(last), Some(current), Some(prev), Some(stop)) = (
+                raw::RedisModule_ZsetLastInScoreRange,
+                raw::RedisModule_ZsetRangeCurrentElement,
+                raw::RedisModule_ZsetRangePrev,
+                raw::RedisModule_ZsetRangeStop,
+            ) else {
+                return (0, true);
+            };
+            // An empty range is an error here; after it, ZsetRangePrev says when it ends.
+            if last(self.key.ptr, above, f64::INFINITY, 1, 0) != raw::REDISMODULE_OK as c_int {
+                return (0, true);
             }
-            let mut n = 0u64;
-            let mut out = Some(0);
-            while end(self.key.ptr) == 0 {
-                if n >= bound {
-                    out = None;
+            let mut all = true;
+            loop {
+                if n >= limit {
+                    all = false;
                     break;
                 }
+                let mut score = 0.0;
+                let e = current(self.key.ptr, &mut score);
+                if e.is_null() {
+                    break;
+                }
+                let m = Member(e);
+                f(m.bytes());
                 n = n.saturating_add(1);
-                out = Some(n);
-                if next(self.key.ptr) == 0 {
+                if prev(self.key.ptr) == 0 {
                     break;
                 }
             }
             stop(self.key.ptr);
-            out
+            (n, all)
         }
     }
 }

@@ -16,7 +16,7 @@ use crate::host::value::{Made, Word};
 use std::os::raw::c_int;
 
 /// The registered type.
-pub(crate) static TYPE: TypeSlot<SeqMap> = TypeSlot::new();
+pub(crate) static TYPE: TypeSlot<SeqMap> = TypeSlot::new("an imid sequence map");
 
 /// The type's RDB encoding version (stored by Redis with every key). Version 1, in order:
 /// - the field count (unsigned);

@@ -85,6 +85,11 @@ impl<'a> SeqKey<'a> {
         self.put_boxed(BoxedSeq { seq: s, window })
     }
 
+    /// Sets the key's absolute expiry (Unix ms; the key must exist, opened for writing).
+    pub(crate) fn expire_at(&mut self, at: i64) {
+        self.0.expire_at(at);
+    }
+
     #[inline(never)]
     fn put_boxed(&mut self, t: BoxedSeq) -> Result<(), Error> {
         self.0.put(Made::Boxed(t))

@@ -21,7 +21,7 @@ use std::os::raw::c_int;
 use value::{BoxedSeq, Value};
 
 /// The registered type.
-pub(crate) static TYPE: TypeSlot<BoxedSeq> = TypeSlot::new();
+pub(crate) static TYPE: TypeSlot<BoxedSeq> = TypeSlot::new("an imid sequence");
 
 /// The type's RDB encoding version, which Redis stores with every key and with the aux data.
 ///

@@ -264,7 +264,7 @@ fn check_values(got: &Received, what: &str, tokens_too: bool) {
     );
     assert!(got.misplaced.is_empty(), "{what}: {:?}", got.misplaced);
     assert!(
-        n > 1000 && !got.tokens.is_empty(),
+        n > 100 && !got.tokens.is_empty(),
         "{what}: the load ran ({n} values)"
     );
     assert!(
@@ -332,7 +332,7 @@ fn replicas_report_fsynced(s: &Server) -> bool {
 
 /// The fence's settings of docs/durability.md: one replica required (counted by what it
 /// fsynced: `imid.fence-ack fsynced`, the default), with the AOF everysec everywhere.
-const FENCED: [&str; 8] = [
+const FENCED: [&str; 10] = [
     "--appendonly",
     "yes",
     "--appendfsync",
@@ -341,6 +341,9 @@ const FENCED: [&str; 8] = [
     "1",
     "--imid.fence-timeout",
     "2000",
+    // A replica full-syncs at once to a restarted primary (Redis waits 5 s by default).
+    "--repl-diskless-sync-delay",
+    "0",
 ];
 
 /// Fault 2 of issue 42: a primary with a replica and the fence on, on a slow disk, killed while
@@ -355,17 +358,78 @@ fn a_fenced_primary_killed_on_a_slow_disk_and_restarted_from_its_files_takes_not
     let _r = p.replica(&FENCED);
     p.wait_until("the fence is on", 10, || p.imid_stat("fence_replicas") == 1);
     let port = p.port;
+    let mut issued_after = 0;
     let mut got = under_load(port, || {
-        std::thread::sleep(Duration::from_millis(800));
+        // Long enough for the gap to follow the load's rate: where a replica's fsynced offset
+        // moves once a second (Redis 7.2+ with everysec), a fresh node's budget grows by rounds.
+        std::thread::sleep(Duration::from_millis(2_500));
         disk.set_ms(3_000);
         wait_postponed(&p, Duration::from_millis(300));
         p.kill();
         disk.set_ms(0);
         p.restart();
+        // The replica full-syncs to the restarted primary; until then the fence refuses.
+        p.wait_until("the replica is back", 30, || {
+            p.imid_stat("fence_term_replicas_online") >= 1
+        });
         std::thread::sleep(Duration::from_millis(1_000));
+        issued_after = p.imid_stat("seq_issued");
     });
     ask_tokens_again(&p, &mut got);
     check(&got, "fenced primary restarted from its files");
+    assert!(
+        issued_after > 0,
+        "the restarted primary handed values out (else the run proves nothing)"
+    );
+}
+
+/// Fault 3 of issue 42: the primary and its replica (the fence on, both on the slow disk) killed
+/// at once while the primary's AOF write is postponed, then restarted from their files, the
+/// replica following the primary again. With `cut`, each node's AOF is first cut back to its
+/// last completed fsync (a power loss of both hosts): values must survive it, IDMP answers need
+/// `always` for that (docs/durability.md), so they are counted, not asserted, there.
+fn all_nodes_killed(cut: bool, what: &str) {
+    let disk = SlowDisk::new();
+    let mut p = Server::build().args(&FENCED).slow_disk(&disk).start();
+    let mut r = p.replica_of(Server::build().slow_disk(&disk), &FENCED);
+    p.wait_until("the fence is on", 10, || p.imid_stat("fence_replicas") == 1);
+    let port = p.port;
+    let mut issued_after = 0;
+    let mut got = under_load(port, || {
+        std::thread::sleep(Duration::from_millis(2_500));
+        disk.set_ms(3_000);
+        wait_postponed(&p, Duration::from_millis(300));
+        p.kill();
+        r.kill();
+        if cut {
+            let n = disk.power_loss(&p.dir) + disk.power_loss(&r.dir);
+            eprintln!("{what}: {n} bytes of AOF cut");
+        }
+        disk.set_ms(0);
+        p.restart();
+        r.restart();
+        p.wait_until("the replica is back", 30, || {
+            p.imid_stat("fence_term_replicas_online") >= 1
+        });
+        std::thread::sleep(Duration::from_millis(1_000));
+        issued_after = p.imid_stat("seq_issued");
+    });
+    ask_tokens_again(&p, &mut got);
+    check_values(&got, what, !cut);
+    assert!(
+        issued_after > 0,
+        "{what}: nothing handed out after the restart"
+    );
+}
+
+#[test]
+fn all_nodes_killed_at_once_and_restarted_from_their_files_take_nothing_back() {
+    all_nodes_killed(false, "all nodes killed at once");
+}
+
+#[test]
+fn a_power_loss_of_all_nodes_takes_no_value_back() {
+    all_nodes_killed(true, "power loss of all nodes");
 }
 
 /// Fault 4 of issue 42: the replica killed while its own AOF write is postponed (its disk is

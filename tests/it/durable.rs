@@ -346,6 +346,17 @@ const FENCED: [&str; 10] = [
     "0",
 ];
 
+/// A restarted primary under load: waits until its replica is back (it full-syncs to it; until
+/// then the fence refuses), lets the load run a second more, and returns how many sequence
+/// values the new process handed out.
+fn served_once_the_replica_is_back(p: &Server) -> i64 {
+    p.wait_until("the replica is back", 30, || {
+        p.imid_stat("fence_term_replicas_online") >= 1
+    });
+    std::thread::sleep(Duration::from_millis(1_000));
+    p.imid_stat("seq_issued")
+}
+
 /// Fault 2 of issue 42: a primary with a replica and the fence on, on a slow disk, killed while
 /// Redis postpones its AOF write and restarted from its own files before any failover (as
 /// systemd does). The replica full-syncs to it (a new replication ID) and drops what it held
@@ -368,12 +379,7 @@ fn a_fenced_primary_killed_on_a_slow_disk_and_restarted_from_its_files_takes_not
         p.kill();
         disk.set_ms(0);
         p.restart();
-        // The replica full-syncs to the restarted primary; until then the fence refuses.
-        p.wait_until("the replica is back", 30, || {
-            p.imid_stat("fence_term_replicas_online") >= 1
-        });
-        std::thread::sleep(Duration::from_millis(1_000));
-        issued_after = p.imid_stat("seq_issued");
+        issued_after = served_once_the_replica_is_back(&p);
     });
     ask_tokens_again(&p, &mut got);
     check(&got, "fenced primary restarted from its files");
@@ -408,11 +414,7 @@ fn all_nodes_killed(cut: bool, what: &str) {
         disk.set_ms(0);
         p.restart();
         r.restart();
-        p.wait_until("the replica is back", 30, || {
-            p.imid_stat("fence_term_replicas_online") >= 1
-        });
-        std::thread::sleep(Duration::from_millis(1_000));
-        issued_after = p.imid_stat("seq_issued");
+        issued_after = served_once_the_replica_is_back(&p);
     });
     ask_tokens_again(&p, &mut got);
     check_values(&got, what, !cut);

@@ -224,26 +224,27 @@ fn wait_postponed(s: &Server, hold: Duration) {
 /// The load of a run: plain clients and IDMP clients on `port`'s server, while `fault` runs;
 /// then every token asked again on `s`.
 fn under_load(port: u16, fault: impl FnOnce()) -> Received {
-    static STOP: AtomicBool = AtomicBool::new(false);
-    STOP.store(false, Ordering::Relaxed);
+    // One flag per run: a `static` here would be one for every test running at once, and one
+    // test's end would stop another's load.
+    let stop = AtomicBool::new(false);
     let got = Mutex::new(Received::default());
     std::thread::scope(|sc| {
         for c in 0..2 {
-            let got = &got;
+            let (got, stop) = (&got, &stop);
             sc.spawn(move || {
-                let r = plain_client(port, 60 + c * 3, &STOP);
+                let r = plain_client(port, 60 + c * 3, stop);
                 got.lock().unwrap().merge(r);
             });
         }
         for c in 0..2 {
-            let got = &got;
+            let (got, stop) = (&got, &stop);
             sc.spawn(move || {
-                let r = idmp_client(port, c, &STOP);
+                let r = idmp_client(port, c, stop);
                 got.lock().unwrap().merge(r);
             });
         }
         fault();
-        STOP.store(true, Ordering::Relaxed);
+        stop.store(true, Ordering::Relaxed);
     });
     got.into_inner().unwrap()
 }

@@ -6,7 +6,8 @@
 # worst single call while a map grows to 2,000,000 fields, widens and shrinks), a SEQ.HSET of 2,000
 # new fields against HSET on Redis 7.0 and Valkey 9.1 (server-bench/bulk.py), then IM.SEND against
 # send.lua and its parts (server-bench/send.py), then throughput with one replica attached, the
-# fence off against on (server-bench/fence.py), then the results page (server-bench/report.py).
+# fence off against on (server-bench/fence.py), then the results page (server-bench/report.py),
+# then durable before use on a healthy and a slow disk (server-bench/durable.py).
 #
 #   server-bench/run.sh          full run, writes server-bench/RESULTS.md (minutes; run on a quiet machine)
 #   server-bench/run.sh --smoke  tiny run that only proves every command works and the table is built;
@@ -58,6 +59,8 @@ if [ "$mode" = smoke ]; then
   python3 server-bench/send.py --module "$module" --smoke --json "$tmp/send.json" >"$tmp/send.md"
   # The fence off against on with a replica: one round, a few hundred calls per load.
   python3 server-bench/fence.py --module "$module" --smoke --json "$tmp/fence.json" >/dev/null
+  # Durable before use: one round of small loads on a healthy disk, 2 s of a slow one.
+  python3 server-bench/durable.py --module "$module" --smoke >"$tmp/durable.md"
 else
   out=server-bench/RESULTS.md
   cargo bench --features system-alloc --bench core
@@ -68,6 +71,10 @@ else
   python3 server-bench/bulk.py --module "$module" --json "$tmp/bulk.json" >/dev/null
   python3 server-bench/send.py --module "$module" --json "$tmp/send.json" >"$tmp/send.md"
   python3 server-bench/fence.py --module "$module" --json "$tmp/fence.json" >/dev/null
+  # Against 0.3.0 where IMID_BASELINE names its .so (git worktree add ../base 7c25f73 and
+  # cargo build --release there); this build alone otherwise.
+  python3 server-bench/durable.py --module "$module" ${IMID_BASELINE:+--baseline "$IMID_BASELINE"} \
+    >"$tmp/durable.md"
 fi
 
 python3 server-bench/report.py --server-json "$tmp/server.json" --criterion target/criterion \
@@ -75,6 +82,7 @@ python3 server-bench/report.py --server-json "$tmp/server.json" --criterion targ
   --bulk-json "$tmp/bulk.json" \
   --fence-json "$tmp/fence.json" --out "$out"
 { echo; echo "## IM.SEND against send.lua (server-bench/send.py)"; echo; cat "$tmp/send.md"; } >>"$out"
+{ echo; echo "## Durable before use (server-bench/durable.py)"; echo; cat "$tmp/durable.md"; } >>"$out"
 # The smoke check proper: a table row for every command (server.py and instructions.py already
 # failed on any error reply, missing throughput or instruction count, or a reply unlike the
 # floor's), a floor-table row for each of the 19 MSGID, SEQ, OPENID and UID command lines and
@@ -99,4 +107,6 @@ bulk_rows=$(grep -cE '^\| Redis server v=[0-9.]+ \| [0-9,]+ \| [0-9]+ \| [0-9,]+
 [ "$bulk_rows" -ge 2 ] || { echo "bulk-write table incomplete ($bulk_rows rows) in $out" >&2; exit 1; }
 pause_rows=$(grep -cE '^\| Redis server v=[0-9.]+ \| (grow|widen|bulk|shrink) \|' "$out")
 [ "$pause_rows" -ge 4 ] || { echo "worst-call table incomplete ($pause_rows rows) in $out" >&2; exit 1; }
+grep -qE '^\| idmp c16 P1 \| [0-9,]+ \|' "$out" || { echo "no durable healthy-disk row in $out" >&2; exit 1; }
+grep -qE '^\| idmp P1 \| [0-9,]+ \| [0-9,]+ \|' "$out" || { echo "no durable slow-disk row in $out" >&2; exit 1; }
 echo "wrote $out"

@@ -42,6 +42,10 @@ for t in $skip; do skip_args+=(--skip "$t"); done
 logs=target/test-matrix
 mkdir -p "$logs"
 summary=()
+# What each failing test printed (its panic message), shown after the table: a CI log keeps
+# only its tail, and the runner's own tail is the examples' empty runs.
+excerpts=$(mktemp)
+trap 'rm -f "$excerpts"' EXIT
 failed=0
 ran=0
 
@@ -79,6 +83,11 @@ for s in $servers; do
     failed=1
     echo "--- $s failed; the end of $log:"
     tail -60 "$log"
+    {
+      echo "--- $s: what the failing tests printed ($log)"
+      # libtest's first "failures:" block holds each failing test's captured output.
+      sed -n '/^failures:$/,/^test result:/p' "$log" | grep -vE '^ +[0-9]+: |^ +at ' | head -80
+    } >>"$excerpts"
   fi
   passed=$(grep -oE '[0-9]+ passed' "$log" | awk '{n += $1} END {print n + 0}')
   summary+=("$(printf '%-8s %-28s %-7s %s tests passed in %ss' "$s" "$version" "$result" "$passed" "$took")")
@@ -87,4 +96,5 @@ done
 echo
 echo "=== test matrix"
 printf '%s\n' "${summary[@]}"
+cat "$excerpts"
 exit $failed

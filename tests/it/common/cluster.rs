@@ -91,20 +91,42 @@ impl Cluster {
         c
     }
 
-    /// Adds a replica of primary `of` (same server, `extra` arguments) by
-    /// `redis-cli --cluster add-node`, waits until it has synced; returns its index.
+    /// Adds a replica of primary `of` (same server, `extra` arguments): CLUSTER MEET, then
+    /// CLUSTER REPLICATE once the new node knows the primary (retried: until gossip reaches it
+    /// the answer is "Unknown node", which `redis-cli --cluster add-node` does not wait out on
+    /// a loaded machine); waits until it has synced; returns its index. It never migrates by
+    /// itself (`cluster-allow-replica-migration no`): once its primary has two replicas and
+    /// another primary none, Cluster moves one of them there at the next cron, whichever has
+    /// the lower node ID (seen on Redis 7.0), so a test's replica would vanish
+    /// from under it at random.
     pub fn add_replica(&mut self, of: usize, extra: &[&str]) -> usize {
-        let r = start_node(self.bin.as_deref(), extra);
-        cli(&[
-            "--cluster",
-            "add-node",
-            &format!("127.0.0.1:{}", r.port),
-            &format!("127.0.0.1:{}", self.nodes[of].port),
-            "--cluster-slave",
-            "--cluster-master-id",
-            &self.ids[of],
-        ]);
-        let id: String = cmd(&mut r.client(), &["CLUSTER", "MYID"]).unwrap();
+        let mut args = vec!["--cluster-allow-replica-migration", "no"];
+        args.extend_from_slice(extra);
+        let r = start_node(self.bin.as_deref(), &args);
+        let mut rc = r.client();
+        let primary = &self.nodes[of];
+        let _: () = cmd(
+            &mut rc,
+            &["CLUSTER", "MEET", "127.0.0.1", &primary.port.to_string()],
+        )
+        .unwrap();
+        let master = self.ids[of].clone();
+        let mut last = String::new();
+        let replicating = poll_until(60, || {
+            match cmd::<()>(&mut rc, &["CLUSTER", "REPLICATE", &master]) {
+                Ok(()) => true,
+                Err(e) => {
+                    last = e.to_string();
+                    false
+                }
+            }
+        });
+        assert!(
+            replicating,
+            "CLUSTER REPLICATE {master}: {last}\n{}",
+            r.log_tail()
+        );
+        let id: String = cmd(&mut rc, &["CLUSTER", "MYID"]).unwrap();
         self.nodes.push(r);
         self.ids.push(id);
         let last = self.nodes.len() - 1;

@@ -906,8 +906,10 @@ fn a_cluster_replica_moved_to_another_primary_leaves_the_term() {
     // refused. (Retried: on a loaded machine the one left may acknowledge late once.)
     let mut con = p.client();
     let key = format!("{{{}}}:k", common::cluster::tags_in(0..1, 1)[0]);
-    p.wait_until("an IDMP call answered with one replica left", 20, || {
-        match cmd::<Vec<i64>>(&mut con, &["SEQ.NEXT", &key, "IDMP", "t"]) {
+    p.wait_until(
+        "an IDMP call answered with one replica left",
+        20,
+        || match cmd::<Vec<i64>>(&mut con, &["SEQ.NEXT", &key, "IDMP", "t"]) {
             Ok(v) => {
                 assert_eq!(v.get(1), Some(&0), "{v:?}");
                 true
@@ -916,8 +918,8 @@ fn a_cluster_replica_moved_to_another_primary_leaves_the_term() {
                 step(&format!("{e} (term {:?})", term(p)));
                 false
             }
-        }
-    });
+        },
+    );
     step("IDMP call answered");
     // The other replica stopped (not moved): still counted, offline.
     c.nodes[a].kill();

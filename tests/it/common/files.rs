@@ -75,18 +75,27 @@ pub fn unescape(s: &str) -> Vec<u8> {
     out
 }
 
-/// The base file of Redis 7's multi-part AOF: its name and bytes.
+/// The base file of Redis 7's multi-part AOF: its name and bytes: the one the manifest names
+/// (`file <name> seq <n> type b`), not whichever `.base.` file the directory lists first (an
+/// old one is there until the rewrite's end removes it).
 pub fn aof_base(s: &Server) -> (String, Vec<u8>) {
     let dir = s.dir.join("appendonlydir");
-    let entry = std::fs::read_dir(&dir)
+    let manifest = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().contains(".base."))
-        .expect("an AOF base file");
-    (
-        entry.file_name().unwrap().to_string_lossy().into_owned(),
-        std::fs::read(&entry).unwrap(),
-    )
+        .find(|p| p.to_string_lossy().ends_with(".manifest"))
+        .expect("an AOF manifest");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let name = text
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f.len() >= 6 && f[0] == "file" && f[4] == "type" && f[5] == "b").then(|| f[1])
+        })
+        .unwrap_or_else(|| panic!("no base file in {}:\n{text}", manifest.display()))
+        .to_owned();
+    let bytes = std::fs::read(dir.join(&name)).unwrap();
+    (name, bytes)
 }
 
 /// The incremental files of Redis 7's multi-part AOF, concatenated in name order.

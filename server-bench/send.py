@@ -243,8 +243,11 @@ def throughput(workdir, module, requests, rounds):
         c = ins.Client(port)
         sha = c("SCRIPT", "LOAD", SEND_LUA)
         c.close()
-        keys = ["{c:__rand_int__}", "{c:__rand_int__}:seq", "{c:__rand_int__}:inbox",
-                "{c:__rand_int__}:trimmed"]
+        # One conversation, a random client_msg_id per send: redis-benchmark draws every
+        # __rand_int__ on its own, so random keys paired an ID with another conversation's
+        # inbox, which IM.SEND refuses as a retry that is not one. An ID drawn twice is a
+        # true retry (same conversation, same message) and answers the first send.
+        keys = ["{c:1}", "{c:1}:seq", "{c:1}:inbox", "{c:1}:trimmed"]
         args = ["1", "alice", "id:__rand_int__", BODY, str(CAP)]
         ways = {"IM.SEND": ["IM.SEND", *keys, *args],
                 "send.lua": ["EVALSHA", sha, "4", *keys, *args]}
@@ -253,7 +256,7 @@ def throughput(workdir, module, requests, rounds):
             for pipeline in (1, 16):
                 for name, argv in ways.items():
                     bench = ["redis-benchmark", "-h", ins.HOST, "-p", str(port), "-c", "50",
-                             "-P", str(pipeline), "-n", str(requests), "-r", "1000", "--csv"]
+                             "-P", str(pipeline), "-n", str(requests), "-r", "100000000", "--csv"]
                     res = subprocess.run(bench + argv, capture_output=True, text=True,
                                          timeout=600)
                     if res.returncode != 0 or "ERR" in res.stdout + res.stderr:

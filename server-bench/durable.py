@@ -283,6 +283,10 @@ def main():
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--json")
     args = ap.parse_args()
+    # The server changes into its own --dir before it loads modules: a relative path would not resolve.
+    args.module = os.path.abspath(args.module)
+    if args.baseline:
+        args.baseline = os.path.abspath(args.baseline)
     if args.smoke:
         args.rounds = 1
     workdir = tempfile.mkdtemp(prefix="imid-durable-")

@@ -101,7 +101,7 @@ dist: build
 
 # rust-version: Cargo.toml's must be what the locked dependencies need (scripts/rust-version.sh).
 # The layer order of docs/architecture.md: no import circle, no arrow running up.
-LAYERS := error,core,host,config,node,types,commands,entry,lib
+LAYERS := error,core,host,config,node,types,handout,commands,entry,lib
 
 lint:
 	bash scripts/rust-version.sh

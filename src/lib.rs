@@ -33,6 +33,7 @@ mod config;
 pub mod core;
 mod entry;
 mod error;
+mod handout;
 mod host;
 mod node;
 mod types;

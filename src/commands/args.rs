@@ -1,11 +1,15 @@
-//! Arguments the sequence commands share (SEQ.* and SEQ.H*): a value, NEXT's options, a token
-//! record, an ADVANCE's target and its LIMIT key. Each is checked whole before any key changes.
+//! Arguments several command files share: the sequence commands' (SEQ.* and SEQ.H*: a value, a
+//! field name, NEXT's options, a token record, an ADVANCE's target and its LIMIT key) and a
+//! message ID's (MSGID.DECODE, OPENID.ENC). Each is checked whole before any key changes. With
+//! `floor` (the FLOOR commands' rules), the only file the command files import from each other.
 
 use crate::core::idmp::{check_token, Entry, FieldRequest, Request};
+use crate::core::msgid::{MsgId, MAX_TYPE};
 use crate::core::seq::{Seq, MAX_BLOCK, MAX_VALUE};
-use crate::core::seqmap::{check_name, MAX_NAME};
+use crate::core::seqmap::check_name;
 use crate::error::{err, Error, SYNTAX};
 use crate::host::{Arg, Ctx};
+use crate::types::map::key::field_error;
 use crate::types::seq::key::SeqKey;
 
 /// A sequence value, 0..2^63-1.
@@ -13,6 +17,24 @@ pub(crate) fn value_arg(arg: &Arg) -> Result<u64, Error> {
     // The range starts at 0, so the conversion keeps the value.
     arg.int_in("value", 0, MAX_VALUE as i64)
         .map(|v| v.unsigned_abs())
+}
+
+/// A map's field name, 1..MAX_NAME bytes (SEQ.H*).
+pub(crate) fn field_arg(a: &Arg) -> Result<&[u8], Error> {
+    let b = a.bytes();
+    check_name(b).map_err(|_| field_error())?;
+    Ok(b)
+}
+
+/// A message ID's channel type, 0..MAX_TYPE (MSGID.GEN, MSGID.ENCODE, IM.SEND).
+pub(crate) fn channel_type_arg(arg: &Arg) -> Result<u64, Error> {
+    arg.int_in("channel_type", 0, i64::from(MAX_TYPE))
+        .map(i64::unsigned_abs)
+}
+
+/// A message ID under the strict rules (MSGID.DECODE, OPENID.ENC).
+pub(crate) fn msgid_arg(arg: &Arg) -> Result<MsgId, Error> {
+    MsgId::parse(arg.bytes()).map_err(err)
 }
 
 /// `[COUNT n] [IDMP token]` of SEQ.NEXT and SEQ.HNEXT: the block size (1 without COUNT) and the
@@ -116,8 +138,7 @@ pub(crate) fn map_token_record(args: &[Arg]) -> Result<MapRecord<'_>, Error> {
             let dropped = dropped_arg(dropped)?;
             let count = n.int_in("COUNT", 1, MAX_BLOCK as i64)?.unsigned_abs();
             let field = field.bytes();
-            check_name(field)
-                .map_err(|_| err(format_args!("field name must be 1..{MAX_NAME} bytes")))?;
+            check_name(field).map_err(|_| field_error())?;
             let e = entry(token, last, expires, FieldRequest::new(field, count))?;
             Ok(MapRecord {
                 entry: e,
@@ -133,8 +154,7 @@ pub(crate) fn map_token_record(args: &[Arg]) -> Result<MapRecord<'_>, Error> {
             let dropped = dropped_arg(dropped)?;
             let field = match field {
                 [f] => {
-                    check_name(f.bytes())
-                        .map_err(|_| err(format_args!("field name must be 1..{MAX_NAME} bytes")))?;
+                    check_name(f.bytes()).map_err(|_| field_error())?;
                     Some(f.bytes())
                 }
                 _ => None,

@@ -5,7 +5,7 @@
 //!
 //! In the script's order and with its rules (`core::send`): a message ID (MSGID.GEN's, for the
 //! tag), a UID (UID.GEN's), then the next value of the conversation's sequence at most once per
-//! IDMP token `sha1hex(sender|client_msg_id)` (the reserve protocol, `commands::reserve`); a
+//! IDMP token `sha1hex(sender|client_msg_id)` (the reserve protocol, `handout::reserve`); a
 //! retry writes nothing and replies the first send's seq with its IDs read back from the first
 //! inbox still holding the message, after checking that it repeats the first send (the same
 //! body in every inbox named that still holds it, no inbox named that never got it). Otherwise `msgid|uid|sender|body` goes into each inbox at
@@ -26,19 +26,19 @@
 //! replicates as called. Nothing is replicated for a retry. The leases (MSGID.FLOOR, UID.FLOOR) and
 //! the IDMP clock (SEQ.IDMPCLOCK) go out as for MSGID.GEN, UID.GEN and SEQ.NEXT ... IDMP.
 
-use super::msgid::new_id;
-use super::reserve::{signal_and_count, store, Block, IdmpCall, Reserved, Target};
-use super::seq::{advance_key, set_with_token};
-use super::uid::new_uid;
+use super::args::channel_type_arg;
 use crate::core::idmp::Entry;
 use crate::core::msgid::MsgId;
 use crate::core::send;
 use crate::core::seq::Seq;
 use crate::core::{decimal, to_i64};
 use crate::error::{err, Error, WRONGTYPE};
+use crate::handout::gate;
+use crate::handout::ids::{self, MsgIdText};
+use crate::handout::inbox::add_and_trim;
+use crate::handout::reserve::{self, signal_and_count, Block, IdmpCall, Planned, Target};
 use crate::host::zset::{Member, ZsetKey};
 use crate::host::{Answer, Arg, Ctx, Reply};
-use crate::node::fence::{self, Need};
 use crate::types::seq::key::SeqKey;
 
 /// IM.SENDSET's argument before IM.SEND's arguments (`core::send::Ids`).
@@ -105,69 +105,62 @@ pub(crate) fn send(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     };
     let s = parse(rest)?;
     send::check_recipients(s.pairs.len() / 2)?;
-    // The IDs first, as the script takes them (MSGID.GEN checks the channel type and the tag).
-    let (msgid, msgid_ms) = new_id(ctx, s.channel_type, s.tag)?;
-    let (uid, uid_ms) = new_uid(ctx, s.tag)?;
+    // The IDs first, as the script takes them (MSGID.GEN's checks: the channel type, the tag).
+    let channel_type = channel_type_arg(s.channel_type)?;
+    let (msgid, msgid_ms) = ids::msgid(ctx, channel_type, s.tag.bytes())?;
+    let (uid, uid_ms) = ids::uid(ctx, s.tag.bytes())?;
     let token = send::token(s.sender, s.client_msg_id);
     let idmp = IdmpCall::new(ctx, &token, 1)?;
     let seqkey = SeqKey::open_write(ctx, s.seq)?;
-    // The fence checks the sequence value, the token's record and both IDs once the inboxes
+    let r = match reserve::plan(ctx, seqkey, (s.seq, None), 1, Some(idmp))? {
+        Planned::Retry(seq) => return gate::retry(ctx, &retry(ctx, &s, seq)?),
+        Planned::Reserve(r) => r,
+    };
+    // The gate checks the sequence value, the token's record and both IDs once the inboxes
     // are open (a refusal changes nothing).
-    let check = |need: Need| {
-        let keys = open_pairs(ctx, &s)?;
-        let need = need.with_ids(Some(msgid_ms), Some(uid_ms));
-        Ok((keys, fence::check(ctx, need)?))
-    };
-    let (block, keys, verdict) = match store(ctx, seqkey, (s.seq, None), 1, Some(idmp), check)? {
-        Reserved::Retry(seq) => {
-            let reply = retry(ctx, &s, seq)?;
-            return fence::check(ctx, Need::RETRY)?.answer(ctx, &reply);
-        }
-        Reserved::Stored(block, keys, verdict) => (block, keys, verdict),
-    };
-    signal_and_count::<SeqKey>(ctx, s.seq, &block, 1);
-    let seq = block.last;
-    let mut digits = [0u8; 20];
-    let uid_text = decimal(uid, &mut digits);
-    deliver(ctx, &s, keys, seq, &msgid, uid_text)?;
-    let (expires_ms, dropped) = token_effect(&block);
-    let ids = send::Ids {
-        seq,
-        msgid: &msgid,
-        uid,
-        expires_ms,
-        dropped,
-    };
-    ctx.replicate_send(c"IM.SENDSET", ids.text(&mut [0; send::IDS_MAX]), rest);
-    let reply = SendReply {
-        seq,
-        msgid: &msgid,
-        uid: uid_text,
-    };
-    verdict.answer(ctx, &reply)
+    let keys = open_pairs(ctx, &s)?;
+    let need = r.need().with_ids(Some(msgid_ms), Some(uid_ms));
+    gate::run(ctx, need, || {
+        let block = r.store(ctx)?;
+        signal_and_count::<SeqKey>(ctx, s.seq, &block, 1);
+        let seq = block.last;
+        let mut digits = [0u8; 20];
+        let uid_text = decimal(uid, &mut digits);
+        deliver(ctx, &s, keys, seq, &msgid, uid_text)?;
+        let (expires_ms, dropped) = token_effect(&block);
+        let ids = send::Ids {
+            seq,
+            msgid: &msgid,
+            uid,
+            expires_ms,
+            dropped,
+        };
+        ctx.replicate_send(c"IM.SENDSET", ids.text(&mut [0; send::IDS_MAX]), rest);
+        Ok(SendReply { seq, msgid, uid })
+    })
 }
 
 /// A first send's reply: `[seq, msgid, 0, uid]`.
-struct SendReply<'a> {
+struct SendReply {
     seq: u64,
-    msgid: &'a [u8],
-    uid: &'a [u8],
+    msgid: MsgIdText,
+    uid: u64,
 }
 
-impl Answer for SendReply<'_> {
+impl Answer for SendReply {
     fn write(&self, ctx: &Ctx) {
         ctx.reply_array(4);
         ctx.reply_int(to_i64(self.seq));
-        ctx.reply_bulk(self.msgid);
+        ctx.reply_bulk(&self.msgid);
         ctx.reply_int(0);
-        ctx.reply_bulk(self.uid);
+        ctx.reply_bulk(decimal(self.uid, &mut [0u8; 20]));
     }
     fn keep(&self) -> Reply {
         Reply::Array(vec![
             Reply::Int(to_i64(self.seq)),
             Reply::Bulk(self.msgid.to_vec()),
             Reply::Int(0),
-            Reply::Bulk(self.uid.to_vec()),
+            Reply::Bulk(decimal(self.uid, &mut [0u8; 20]).to_vec()),
         ])
     }
 }
@@ -274,38 +267,10 @@ fn deliver(
     Ok(())
 }
 
-/// ZADD inbox score member, then ZPOPMIN of what exceeds the cap, each signalled and notified as
-/// those commands do; the highest score dropped, if any.
-pub(crate) fn add_and_trim(
-    ctx: &Ctx,
-    z: &mut ZsetKey,
-    inbox: &Arg,
-    score: f64,
-    member: &Member,
-    cap: u64,
-) -> Result<Option<f64>, Error> {
-    let added = z.add(score, member)?;
-    let excess = (z.len() as u64).saturating_sub(cap);
-    let mut top = None;
-    for _ in 0..excess {
-        match z.pop_min() {
-            Some(dropped) => top = Some(dropped),
-            None => break,
-        }
-    }
-    if added {
-        ctx.zset_changed(c"zadd", inbox);
-    }
-    if top.is_some() {
-        ctx.zset_changed(c"zpopmin", inbox);
-    }
-    Ok(top)
-}
-
-/// SEQ.ADVANCE trimmed value on the open key `k` (named `key`), as that command writes it (the
-/// raise counted for the fence); signalled only when it moved.
+/// SEQ.ADVANCE trimmed value on the open key `k` (named `key`), as that command writes it;
+/// signalled only when it moved.
 fn advance(ctx: &Ctx, k: &mut SeqKey, key: &Arg, value: u64) -> Result<(), Error> {
-    if advance_key(k, value)?.1 {
+    if k.raise(value)?.1 {
         ctx.changed(c"seq.advance", key);
     }
     Ok(())
@@ -379,7 +344,7 @@ pub(crate) fn sendset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let new = Seq::new(seq, ctx.is_replay()).ok_or_else(|| err("seq out of range"))?;
     let mut seqkey = SeqKey::open_write(ctx, s.seq)?;
     let keys = open_pairs(ctx, &s)?;
-    set_with_token(&mut seqkey, new, dropped, entry)?;
+    seqkey.set_with_token(new, dropped, entry)?;
     drop(seqkey);
     ctx.changed(<SeqKey as Target>::NAMES.event, s.seq);
     let mut digits = [0u8; 20];

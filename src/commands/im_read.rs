@@ -25,7 +25,7 @@
 //!
 //! The fence (docs/durability.md): on a primary with `imid.fence-replicas` above 0, IM.SYNC and
 //! IM.PULL reply only once the replicas of the term hold every sequence increase this node made
-//! (`node::fence::check_read`): they wait for them as IM.SEND does, so no reader is shown a
+//! (`handout::gate::read`): they wait for them as IM.SEND does, so no reader is shown a
 //! message, a seq or a change that a failover could take back. IM.CHANGE hands out a seq and
 //! waits as SEQ.HNEXT does (the reserve protocol). IM.READ waits for nothing (a read cursor is
 //! the client's own, clamped to the conversation's seq).
@@ -35,17 +35,17 @@
 //! reservation does (`core::reserve`), else `IM.CHANGESET seq <its arguments>`, which sets the
 //! kind's seq and writes the log and the trimmed marker as IM.CHANGE did.
 
-use super::im::add_and_trim;
-use super::reserve::{signal_and_count, store, Reserved};
-use super::seqmap::{advance_field, current, Field};
+use super::args::value_arg;
 use crate::core::read;
 use crate::core::send;
 use crate::core::seq::Seq;
 use crate::core::{decimal, to_i64};
 use crate::error::{err, Error, INTERNAL, WRONGTYPE};
+use crate::handout::gate;
+use crate::handout::inbox::add_and_trim;
+use crate::handout::reserve::{self, signal_and_count, Field, Planned};
 use crate::host::zset::{Member, ZsetKey};
 use crate::host::{Answer, Arg, Ctx, Reply};
-use crate::node::fence;
 use crate::types::map::key::MapKey;
 use crate::types::seq::key::SeqKey;
 
@@ -88,7 +88,7 @@ pub(crate) fn sync(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         trimmed,
         page,
     };
-    fence::check_read(ctx)?.answer(ctx, &reply)
+    gate::read(ctx, &reply)
 }
 
 struct SyncReply {
@@ -158,7 +158,15 @@ pub(crate) fn read(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     if inbox_missing && inbox.bytes() == map.bytes() {
         return Err(WRONGTYPE);
     }
-    let cursor = advance_field(ctx, map, user, to)?.value();
+    // SEQ.HADVANCE ... LIMIT's write: replicated as called when it moved the cursor.
+    let mut k = MapKey::open_write(ctx, map)?;
+    let (cursor, moved) = k.raise_field(user, to)?;
+    drop(k);
+    if moved {
+        ctx.replicate_verbatim();
+        ctx.changed(c"seq.hadvance", map);
+    }
+    let cursor = cursor.value();
     let unread = count_unread(ctx, inbox, cursor, user)?;
     ctx.reply_array(2);
     ctx.reply_int(to_i64(cursor));
@@ -199,12 +207,9 @@ pub(crate) fn unread(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         return Err(read::layout("unread", "read inbox user"));
     };
     let user = read::name_arg(user.bytes(), "user")?;
-    let cursor = {
-        let k = MapKey::open_read(ctx, map)?;
-        current(k.get(), user).value()
-    };
+    let cursor = MapKey::open_read(ctx, map)?.field(user).value();
     let n = count_unread(ctx, inbox, cursor, user)?;
-    fence::check_read(ctx)?.answer(ctx, &to_i64(n))
+    gate::read(ctx, &to_i64(n))
 }
 
 /// IM.READBY read seq member [member ...] -> `[read, lowest]`: how many of the members named
@@ -299,7 +304,7 @@ pub(crate) fn pull(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
             page,
         });
     }
-    fence::check_read(ctx)?.answer(ctx, &PullReply(out))
+    gate::read(ctx, &PullReply(out))
 }
 
 /// The values of the kinds' fields in the map `key` (0 when missing), as SEQ.HMGET.
@@ -439,22 +444,24 @@ pub(crate) fn change(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let c = parse_change(rest)?;
     let target = Field::open(ctx, c.seqs, c.kind)?;
     let keys = open_change_keys(ctx, &c)?;
-    let check = |need| Ok(((), fence::check(ctx, need)?));
-    let (block, verdict) = match store(ctx, target, (c.seqs, Some(c.kind_arg)), 1, None, check)? {
-        Reserved::Stored(block, (), verdict) => (block, verdict),
+    let r = match reserve::plan(ctx, target, (c.seqs, Some(c.kind_arg)), 1, None)? {
+        Planned::Reserve(r) => r,
         // No IDMP, so no retry.
-        Reserved::Retry(_) => return Err(INTERNAL),
+        Planned::Retry(_) => return Err(INTERNAL),
     };
-    signal_and_count::<Field>(ctx, c.seqs, &block, 1);
-    let seq = block.last;
-    log_change(ctx, &c, keys, seq)?;
-    if block.as_called {
-        ctx.replicate_verbatim();
-    } else {
-        let mut digits = [0u8; 20];
-        ctx.replicate_send(c"IM.CHANGESET", decimal(seq, &mut digits), rest);
-    }
-    verdict.answer(ctx, &to_i64(seq))
+    gate::run(ctx, r.need(), || {
+        let block = r.store(ctx)?;
+        signal_and_count::<Field>(ctx, c.seqs, &block, 1);
+        let seq = block.last;
+        log_change(ctx, &c, keys, seq)?;
+        if block.as_called {
+            ctx.replicate_verbatim();
+        } else {
+            let mut digits = [0u8; 20];
+            ctx.replicate_send(c"IM.CHANGESET", decimal(seq, &mut digits), rest);
+        }
+        Ok(to_i64(seq))
+    })
 }
 
 /// What IM.CHANGE and IM.CHANGESET write after the kind's seq, in change.lua's order: ZADD
@@ -487,14 +494,8 @@ fn log_change<'a>(
         Some(t) => t,
         None => MapKey::open_write(ctx, c.trimmed)?,
     };
-    let old = current(t.get(), c.kind);
-    let new = old
-        .advance(send::marker(top))
-        .ok_or_else(|| err("value out of range"))?;
-    if new.value() != old.value() {
-        t.set_field(c.kind, new)?;
+    if t.raise_field(c.kind, send::marker(top))?.1 {
         drop(t);
-        fence::advanced(new.value().saturating_sub(old.value()));
         ctx.changed(c"seq.hadvance", c.trimmed);
     }
     Ok(())
@@ -514,15 +515,13 @@ pub(crate) fn changeset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, seq, rest @ ..] = args else {
         return Err(Error::WrongArity);
     };
-    let seq = super::args::value_arg(seq)?;
+    let seq = value_arg(seq)?;
     let c = parse_change(rest)?;
     let new = Seq::new(seq, ctx.is_replay()).ok_or_else(|| err("seq out of range"))?;
     let mut k = MapKey::open_write(ctx, c.seqs)?;
     let keys = open_change_keys(ctx, &c)?;
-    let old = current(k.get(), c.kind).value();
     k.set_field(c.kind, new)?;
     drop(k);
-    fence::advanced(seq.saturating_sub(old));
     ctx.changed(c"seq.hset", c.seqs);
     log_change(ctx, &c, keys, seq)?;
     ctx.replicate_verbatim();

@@ -10,7 +10,6 @@ pub(crate) mod im;
 pub(crate) mod im_read;
 pub(crate) mod msgid;
 pub(crate) mod openid;
-pub(crate) mod reserve;
 pub(crate) mod seq;
 pub(crate) mod seqmap;
 #[cfg(feature = "test-hooks")]

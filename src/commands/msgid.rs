@@ -2,18 +2,16 @@
 //! `commands::floor`), and MSGID.PROMISE (a slot migration's source's promise, carried inside
 //! the migration).
 
-use crate::config::{effective_hash_mode, HashMode, CLUSTER_MODE};
-use crate::core::javahash::java_hash22;
-use crate::core::msgid::{Fields, MsgId, MAX_HASH, MAX_SEQ, MAX_TIME, MAX_TYPE};
-use crate::core::slot::{key_slot, slot_hash22, slot_of_hash22};
+use super::args::{channel_type_arg, msgid_arg};
+use crate::config::effective_hash_mode;
+use crate::core::msgid::{Fields, MAX_HASH, MAX_SEQ, MAX_TIME};
 use crate::core::to_i64;
 use crate::error::{err, Error};
+use crate::handout::{self, ids::target_hash};
 use crate::host::cluster::NODE_ID_LEN;
 use crate::host::{Arg, Ctx, FieldValue};
-use crate::node::fence::{self, Need};
 use crate::node::promises::Leases;
 use crate::node::{cluster, ids};
-use std::sync::atomic::Ordering;
 
 /// The `INFO imid` fields of this family, in order.
 pub(crate) fn info_fields() -> [(&'static str, u64); 5] {
@@ -27,59 +25,12 @@ pub(crate) fn info_fields() -> [(&'static str, u64); 5] {
     ]
 }
 
-/// The target hash under `mode` (the effective `imid.msgid-hash`).
-fn target_hash(mode: &HashMode, target: &[u8]) -> Result<u32, Error> {
-    match mode {
-        HashMode::slot => Ok(slot_hash22(target)),
-        _ => java_hash22(target).ok_or_else(|| {
-            err("target must be valid UTF-8 in java hash mode (imid.msgid-hash java)")
-        }),
-    }
-}
-
-fn channel_type_arg(arg: &Arg) -> Result<u64, Error> {
-    arg.int_in("channel_type", 0, i64::from(MAX_TYPE))
-        .map(i64::unsigned_abs)
-}
-
 /// MSGID.GEN channel_type target
 pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, channel_type, target] = args else {
         return Err(Error::WrongArity);
     };
-    let (text, time) = new_id(ctx, channel_type, target)?;
-    // At once while the ID's time lies inside the lease the replicas acknowledged.
-    let need = Need::default().with_ids(Some(time), None);
-    fence::check(ctx, need)?.answer(ctx, &text[..])
-}
-
-/// What MSGID.GEN does, for IM.SEND too: checks both arguments, then issues the ID, as text,
-/// with its time (for the fence).
-#[inline(always)]
-pub(crate) fn new_id(
-    ctx: &Ctx,
-    channel_type: &Arg,
-    target: &Arg,
-) -> Result<([u8; crate::core::msgid::TEXT_LEN], u64), Error> {
-    let channel_type = channel_type_arg(channel_type)?;
-    let mode = effective_hash_mode();
-    let hash = target_hash(&mode, target.bytes())?;
-    // In cluster mode the target's slot, for slot adoption (node::cluster); in slot mode the
-    // hash already carries it.
-    let slot = CLUSTER_MODE.load(Ordering::Relaxed).then(|| match mode {
-        HashMode::slot => slot_of_hash22(hash),
-        _ => key_slot(target.bytes()),
-    });
-    let issued = ids::issue_msgid(ctx, slot)
-        .map_err(|_| err("message id time field exhausted (2^42-1 ms)"))?;
-    let fields = Fields::new(
-        issued.time,
-        u64::from(issued.seq),
-        channel_type,
-        u64::from(hash),
-    )
-    .map_err(err)?;
-    Ok((fields.to_id().to_text(), issued.time))
+    handout::ids::gen_msgid(ctx, channel_type_arg(channel_type)?, target.bytes())
 }
 
 /// MSGID.ENCODE time_ms seq channel_type hash
@@ -96,17 +47,12 @@ pub(crate) fn encode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     Ok(())
 }
 
-/// Parses a message ID argument under the strict rules (shared with OPENID.ENC).
-pub(crate) fn parse_msgid(arg: &Arg) -> Result<MsgId, Error> {
-    MsgId::parse(arg.bytes()).map_err(err)
-}
-
 /// MSGID.DECODE msgid
 pub(crate) fn decode(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, msgid] = args else {
         return Err(Error::WrongArity);
     };
-    let f = parse_msgid(msgid)?.fields();
+    let f = msgid_arg(msgid)?.fields();
     ctx.reply_fields(&[
         ("time", FieldValue::Int(to_i64(f.time))),
         ("seq", FieldValue::Int(i64::from(f.seq))),

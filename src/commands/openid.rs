@@ -1,6 +1,6 @@
 //! OPENID.ENC / OPENID.DEC: public message IDs, plain or keyed per `imid.openid-keys`.
 
-use super::msgid::parse_msgid;
+use super::args::msgid_arg;
 use crate::config::OPENID_KEYS;
 use crate::core::openid::OpenId;
 use crate::core::to_i64;
@@ -30,7 +30,7 @@ pub(crate) fn enc(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         return Err(Error::WrongArity);
     };
     let id = OpenId {
-        msgid: parse_msgid(msgid)?,
+        msgid: msgid_arg(msgid)?,
         msg_type: byte_arg(msg_type, "msg_type")?,
         direction: byte_arg(direction, "direction")?,
     };

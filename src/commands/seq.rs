@@ -4,7 +4,7 @@
 //! Replication (to replicas and the AOF) follows one rule: a write goes as called when replaying
 //! it reproduces the primary's effect exactly, else as its explicit effect. SEQ.SET and
 //! SEQ.ADVANCE are deterministic given the key's value; SEQ.NEXT is too except for the gap and
-//! its IDMP clock (see `commands::reserve`, which SEQ.NEXT shares with SEQ.HNEXT). Nothing is
+//! its IDMP clock (see `handout::reserve`, which SEQ.NEXT shares with SEQ.HNEXT). Nothing is
 //! replicated when nothing changed.
 //!
 //! Every write opens its key once, for writing, and signals it only when it changed it
@@ -12,15 +12,13 @@
 //! WATCH alone.
 
 use super::args::{advance_target, limit_key_positions, next_options, seq_token_record, value_arg};
-use super::reserve::{reserve, IdmpCall, Names, Target};
-use crate::core::idmp::{Entry, SeqTokens};
-use crate::core::reserve::{Record, Store};
 use crate::core::seq::{counter_value, Seq};
 use crate::core::to_i64;
 use crate::error::{err, Error};
+use crate::handout::reserve::{self, IdmpCall};
 use crate::host::key::StringKey;
 use crate::host::{Arg, Ctx};
-use crate::node::{self, fence, SEQ_GAP_SKIPS, SEQ_ISSUED};
+use crate::node::{self, SEQ_GAP_SKIPS, SEQ_ISSUED};
 use crate::types::seq::key::SeqKey;
 
 /// The `INFO imid` fields of this family, in order.
@@ -36,29 +34,6 @@ pub(crate) fn info_fields() -> [(&'static str, u64); 6] {
     ]
 }
 
-/// A sequence key as the target of SEQ.NEXT: its tokens remember the COUNT.
-impl Store for SeqKey<'_> {
-    type Request = u64;
-    #[inline(always)]
-    fn state(&self) -> Option<Seq> {
-        self.get()
-    }
-    fn tokens(&self) -> Option<&SeqTokens> {
-        self.window()
-    }
-}
-
-impl Target for SeqKey<'_> {
-    const NAMES: Names = Names::new(c"seq.next", c"SEQ.SET", c"seq.set", c"SEQ.IDMPSET");
-    #[inline(always)]
-    fn commit(&mut self, s: Seq, record: Option<Record<u64>>) -> Result<(), Error> {
-        match record {
-            None => self.set(s),
-            Some(r) => self.set_with_token(s, r.dropped, r.entry),
-        }
-    }
-}
-
 /// SEQ.NEXT key [COUNT n] [IDMP token]
 pub(crate) fn next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, key, opts @ ..] = args else {
@@ -66,7 +41,7 @@ pub(crate) fn next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     };
     let (count, token) = next_options(opts)?;
     match token {
-        None => reserve(ctx, key, None, SeqKey::open_write(ctx, key)?, count, None),
+        None => reserve::next(ctx, key, None, SeqKey::open_write(ctx, key)?, count, None),
         Some(token) => next_idmp(ctx, key, count, token),
     }
 }
@@ -77,7 +52,7 @@ pub(crate) fn next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 fn next_idmp(ctx: &Ctx, key: &Arg, count: u64, token: &Arg) -> Result<(), Error> {
     let call = IdmpCall::new(ctx, token.bytes(), count)?;
     let k = SeqKey::open_write(ctx, key)?;
-    reserve(ctx, key, None, k, count, Some((token, call)))
+    reserve::next(ctx, key, None, k, count, Some((token, call)))
 }
 
 /// SEQ.IDMPCLOCK ms ttl-ms max
@@ -150,7 +125,7 @@ pub(crate) fn idmpset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let (entry, dropped) = seq_token_record(record)?;
     let new = Seq::new(entry.last, ctx.is_replay()).ok_or_else(|| err("last out of range"))?;
     let mut k = SeqKey::open_write(ctx, key)?;
-    set_with_token(&mut k, new, dropped, entry)?;
+    k.set_with_token(new, dropped, entry)?;
     drop(k);
     ctx.replicate_verbatim();
     ctx.changed(c"seq.idmpset", key);
@@ -206,7 +181,6 @@ pub(crate) fn set(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     if old != Some(new) {
         k.set(new)?;
         drop(k);
-        fence::advanced(new.value().saturating_sub(old.map_or(0, Seq::value)));
         ctx.replicate_verbatim();
         ctx.changed(c"seq.set", key);
     }
@@ -253,7 +227,6 @@ pub(crate) fn convert(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         k.expire_at(at);
     }
     drop(k);
-    fence::advanced(value);
     ctx.replicate_verbatim();
     ctx.changed(c"seq.convert", key);
     ctx.reply_int(to_i64(value));
@@ -276,43 +249,12 @@ pub(crate) fn advance(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     // An older acknowledgement changes nothing, so it neither signals the key (a client's
     // WATCH) nor replicates (see the module comment).
     let mut k = SeqKey::open_write(ctx, key)?;
-    let (now, moved) = advance_key(&mut k, value)?;
+    let (now, moved) = k.raise(value)?;
     drop(k);
     if moved {
         ctx.replicate_verbatim();
         ctx.changed(c"seq.advance", key);
     }
     ctx.reply_int(to_i64(now));
-    Ok(())
-}
-
-/// SEQ.ADVANCE's write, IM.SEND's on a trimmed marker too: the open key `k` raised to `value`,
-/// never lowered, its gap mark kept. The raise counts for the fence: a replica that missed it
-/// would, promoted, hand out again the values above the old one. The value now, and whether it
-/// moved.
-pub(crate) fn advance_key(k: &mut SeqKey, value: u64) -> Result<(u64, bool), Error> {
-    let old = k.get().unwrap_or_else(node::missing);
-    let new = old
-        .advance(value)
-        .ok_or_else(|| err("value out of range"))?;
-    let raised = new.value().saturating_sub(old.value());
-    if raised > 0 {
-        k.set(new)?;
-        fence::advanced(raised);
-    }
-    Ok((new.value(), raised > 0))
-}
-
-/// SEQ.IDMPSET's write, IM.SENDSET's too: the open key `k` set to `new` and the token recorded
-/// after the `dropped` oldest go; a raise counts for the fence, as [`advance_key`]'s does.
-pub(crate) fn set_with_token(
-    k: &mut SeqKey,
-    new: Seq,
-    dropped: usize,
-    entry: Entry<u64>,
-) -> Result<(), Error> {
-    let old = k.get().map_or(0, Seq::value);
-    k.set_with_token(new, dropped, entry)?;
-    fence::advanced(new.value().saturating_sub(old));
     Ok(())
 }

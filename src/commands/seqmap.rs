@@ -6,118 +6,32 @@
 //!
 //! Replication follows the SEQ rule: as called when replay reproduces the effect exactly, else
 //! the explicit effect; nothing when nothing changed. SEQ.HNEXT shares the reserve protocol with
-//! SEQ.NEXT (`commands::reserve`). Every write opens its key once, for writing, and signals it
+//! SEQ.NEXT (`handout::reserve`). Every write opens its key once, for writing, and signals it
 //! only when it changed it (`Ctx::changed`), so a no-op leaves a client's WATCH alone.
 
 use super::args::{
-    advance_target, limit_key_positions, map_token_record, next_options, value_arg, MapRecord,
+    advance_target, field_arg, limit_key_positions, map_token_record, next_options, value_arg,
+    MapRecord,
 };
-use super::reserve::{reserve, IdmpCall, Names, Target};
-use crate::core::idmp::{FieldRequest, MapTokens};
-use crate::core::reserve::{Record, Store};
 use crate::core::seq::Seq;
-use crate::core::seqmap::{check_name, Batch, Located, MapError, SeqMap, Written, MAX_NAME};
+use crate::core::seqmap::{Batch, Written};
 use crate::core::to_i64;
 use crate::error::{err, Error, SYNTAX};
+use crate::handout::reserve::{self, Field, IdmpCall};
 use crate::host::{Arg, Ctx};
-use crate::node::{self, fence};
-use crate::types::map::key::{MapKey, WriteError};
+use crate::types::map::key::MapKey;
 
-pub(crate) fn field_arg(a: &Arg) -> Result<&[u8], Error> {
-    let b = a.bytes();
-    check_name(b).map_err(|_| field_error())?;
-    Ok(b)
-}
-
-fn field_error() -> Error {
-    err(format_args!("field name must be 1..{MAX_NAME} bytes"))
-}
-
-fn map_error(e: MapError) -> Error {
-    match e {
-        MapError::Name => field_error(),
-        MapError::Full => err("sequence map full (its fields would pass 4 GiB)"),
-    }
-}
-
-impl From<WriteError> for Error {
-    fn from(e: WriteError) -> Error {
-        match e {
-            WriteError::Map(e) => map_error(e),
-            WriteError::Host(e) => e,
-        }
-    }
-}
-
-/// A field's state before a write: missing is [`node::missing`].
-pub(crate) fn current(m: Option<&SeqMap>, field: &[u8]) -> Seq {
-    m.and_then(|m| m.get(field)).unwrap_or_else(node::missing)
-}
-
-/// SEQ.HADVANCE's write (IM.READ's too): the field raised to `to`, never lowered; a raise is
-/// counted for the fence, the call replicated as called and the keyspace event sent. Returns
-/// the field's value after it.
-pub(crate) fn advance_field(ctx: &Ctx, key: &Arg, field: &[u8], to: u64) -> Result<Seq, Error> {
+/// SEQ.HADVANCE's write: the field raised to `to`, never lowered, the call replicated as
+/// called and the keyspace event sent when it moved. Returns the field's value after it.
+fn advance_field(ctx: &Ctx, key: &Arg, field: &[u8], to: u64) -> Result<Seq, Error> {
     let mut k = MapKey::open_write(ctx, key)?;
-    let old = current(k.get(), field);
-    let new = old.advance(to).ok_or_else(|| err("value out of range"))?;
-    if new.value() != old.value() {
-        k.set_field(field, new)?;
-        drop(k);
-        fence::advanced(new.value().saturating_sub(old.value()));
+    let (new, moved) = k.raise_field(field, to)?;
+    drop(k);
+    if moved {
         ctx.replicate_verbatim();
         ctx.changed(c"seq.hadvance", key);
     }
     Ok(new)
-}
-
-/// One field of a map key, as the target of SEQ.HNEXT: located once (one hash and one probe for
-/// the read and the write).
-pub(crate) struct Field<'k, 'a> {
-    key: MapKey<'a>,
-    name: &'k [u8],
-    at: Option<Located>,
-}
-
-impl<'k, 'a> Field<'k, 'a> {
-    /// Opens `key` for writing and locates the field `name` in it.
-    #[inline(always)]
-    pub(crate) fn open(ctx: &'a Ctx, key: &'a Arg, name: &'k [u8]) -> Result<Field<'k, 'a>, Error> {
-        let key = MapKey::open_write(ctx, key)?;
-        let at = key.get().map(|m| m.locate(name));
-        Ok(Field { key, name, at })
-    }
-}
-
-/// Its tokens remember the field and the COUNT.
-impl Store for Field<'_, '_> {
-    type Request = FieldRequest;
-    #[inline(always)]
-    fn state(&self) -> Option<Seq> {
-        self.key
-            .get()
-            .zip(self.at.as_ref())
-            .and_then(|(m, at)| m.state(at))
-    }
-    fn tokens(&self) -> Option<&MapTokens> {
-        self.key.get().and_then(|m| m.tokens.as_deref())
-    }
-}
-
-impl Target for Field<'_, '_> {
-    const NAMES: Names = Names::new(c"seq.hnext", c"SEQ.HSET", c"seq.hset", c"SEQ.HIDMPSET");
-    #[inline(always)]
-    fn commit(&mut self, s: Seq, record: Option<Record<FieldRequest>>) -> Result<(), Error> {
-        let (name, at) = (self.name, self.at.take());
-        self.key.update(|m| match at {
-            Some(at) => m.store(name, at, s),
-            None => m.set(name, s),
-        })?;
-        if let Some(r) = record {
-            self.key.record_token(r.dropped, r.entry)?;
-        }
-        Ok(())
-    }
 }
 
 /// SEQ.HNEXT key field [COUNT n] [IDMP token]
@@ -130,7 +44,7 @@ pub(crate) fn hnext(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     match token {
         None => {
             let target = Field::open(ctx, key, field)?;
-            reserve(ctx, key, Some(field_a), target, count, None)
+            reserve::next(ctx, key, Some(field_a), target, count, None)
         }
         Some(token) => hnext_idmp(ctx, key, field_a, count, token),
     }
@@ -143,7 +57,7 @@ fn hnext_idmp(ctx: &Ctx, key: &Arg, field_a: &Arg, count: u64, token: &Arg) -> R
     let field = field_a.bytes();
     let call = IdmpCall::new(ctx, token.bytes(), (field, count))?;
     let target = Field::open(ctx, key, field)?;
-    reserve(ctx, key, Some(field_a), target, count, Some((token, call)))
+    reserve::next(ctx, key, Some(field_a), target, count, Some((token, call)))
 }
 
 /// SEQ.HIDMPSET key token last expires dropped COUNT n FIELD field [SET]
@@ -169,9 +83,7 @@ pub(crate) fn hidmpset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         return Err(err("no such key (a token without a field needs the map)"));
     }
     if let Some(field) = field {
-        let old = current(k.get(), field).value();
         k.set_field(field, new)?;
-        fence::advanced(new.value().saturating_sub(old));
     }
     k.record_token(dropped, entry)?;
     drop(k);
@@ -319,13 +231,8 @@ pub(crate) fn hset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     }
     let batch = Batch::new(parsed.into_iter());
     let mut k = MapKey::open_write(ctx, key)?;
-    let Written {
-        added,
-        changed,
-        raised,
-    } = k.set_batch(&batch)?;
+    let Written { added, changed, .. } = k.set_batch(&batch)?;
     if changed {
-        fence::advanced(raised);
         drop(k);
         ctx.replicate_verbatim();
         ctx.changed(c"seq.hset", key);

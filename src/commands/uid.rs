@@ -7,12 +7,11 @@
 //! renewals: the IDs are not state.
 
 use crate::config::CLUSTER_MODE;
-use crate::core::slot::key_slot;
 use crate::core::uid::{Field, Layout, LayoutSpec, Run, TimeUnit, MAX_BATCH};
 use crate::core::{decimal, to_i64};
 use crate::error::{err, Error, SYNTAX};
+use crate::handout;
 use crate::host::{Answer, Arg, Ctx, FieldValue, Reply};
-use crate::node::fence::{self, Need};
 use crate::node::ids;
 use std::sync::atomic::Ordering;
 
@@ -54,16 +53,8 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, target, opts @ ..] = args else {
         return Err(Error::WrongArity);
     };
-    // In cluster mode the target's slot: the node field in slot mode, and slot adoption.
-    let slot = || {
-        CLUSTER_MODE
-            .load(Ordering::Relaxed)
-            .then(|| key_slot(target.bytes()))
-    };
     if opts.is_empty() {
-        let (id, time_ms) = new_uid(ctx, target)?;
-        let need = Need::default().with_ids(None, Some(time_ms));
-        return fence::check(ctx, need)?.answer(ctx, &to_i64(id));
+        return handout::ids::gen_uid(ctx, target.bytes());
     }
     let mut count = None;
     let mut text = false;
@@ -84,25 +75,19 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     }
     // COUNT is in 1..10000, so the conversion keeps it.
     let n = count.map_or(1, |c| u32::try_from(c).unwrap_or(1));
-    let run = ids::issue_uid(ctx, slot(), n)?;
-    let reply = Uids {
-        run: &run,
-        text,
-        array: count.is_some(),
-    };
-    let need = Need::default().with_ids(None, Some(run.time_ms));
-    fence::check(ctx, need)?.answer(ctx, &reply)
+    let array = count.is_some();
+    handout::ids::gen_uids(ctx, target.bytes(), n, |run| Uids { run, text, array })
 }
 
 /// UID.GEN's reply with options: the run (with COUNT an array of it, else its first UID), each
 /// an integer or (STRING) its decimal text.
-struct Uids<'a> {
-    run: &'a Run,
+struct Uids {
+    run: Run,
     text: bool,
     array: bool,
 }
 
-impl Uids<'_> {
+impl Uids {
     fn one(&self, uid: u64) -> Reply {
         if self.text {
             Reply::Bulk(uid.to_string().into_bytes())
@@ -112,7 +97,7 @@ impl Uids<'_> {
     }
 }
 
-impl Answer for Uids<'_> {
+impl Answer for Uids {
     /// Written straight into the reply, with no intermediate vector.
     fn write(&self, ctx: &Ctx) {
         if !self.array {
@@ -129,20 +114,6 @@ impl Answer for Uids<'_> {
         } else {
             self.one(self.run.first())
         }
-    }
-}
-
-/// One UID for `target`, as `UID.GEN target` issues it (IM.SEND's too), with its time (for the
-/// fence): the common call, on a path of its own, with the run's length a constant the
-/// compiler folds through the inlined generator.
-#[inline(always)]
-pub(crate) fn new_uid(ctx: &Ctx, target: &Arg) -> Result<(u64, u64), Error> {
-    let slot = CLUSTER_MODE
-        .load(Ordering::Relaxed)
-        .then(|| key_slot(target.bytes()));
-    match slot {
-        None => ids::issue_one_uid(ctx),
-        slot => ids::issue_uid(ctx, slot, 1).map(|run| (run.first(), run.time_ms)),
     }
 }
 

@@ -4,7 +4,7 @@
 //! the node through another ([`Node`]: the gap, whether the call is a replay, what a missing
 //! target starts from), and returns a [`Plan`]: answer a retry, or reserve `count` values and
 //! say how the call must replicate. The command stores, replicates and replies as the plan says
-//! (`commands::reserve`).
+//! (`handout::reserve`).
 //!
 //! The rules (docs/commands.md, docs/durability.md):
 //! - a target this process did not write itself (loaded, replicated, or missing on a node that

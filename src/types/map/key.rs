@@ -4,11 +4,12 @@
 use super::TYPE;
 use crate::core::idmp::{Entry, FieldRequest};
 use crate::core::seq::Seq;
-use crate::core::seqmap::{Batch, MapError, SeqMap, Written};
-use crate::error::Error;
+use crate::core::seqmap::{Batch, MapError, SeqMap, Written, MAX_NAME};
+use crate::error::{err, Error};
 use crate::host::key::TypedKey;
 use crate::host::value::{Made, Word};
 use crate::host::{Arg, Ctx};
+use crate::node::{self, fence};
 
 /// A map key, open for reading or writing; it borrows the call's context and the key's name
 /// (`'a`) like the [`TypedKey`] it wraps. Dropped after a write, it queues a map the write left
@@ -34,6 +35,23 @@ pub(crate) enum WriteError {
     /// The map refused the field (nothing changed).
     Map(MapError),
     Host(Error),
+}
+
+/// A refused field name's error.
+pub(crate) fn field_error() -> Error {
+    err(format_args!("field name must be 1..{MAX_NAME} bytes"))
+}
+
+impl From<WriteError> for Error {
+    fn from(e: WriteError) -> Error {
+        match e {
+            WriteError::Map(MapError::Name) => field_error(),
+            WriteError::Map(MapError::Full) => {
+                err("sequence map full (its fields would pass 4 GiB)")
+            }
+            WriteError::Host(e) => e,
+        }
+    }
 }
 
 impl From<Error> for WriteError {
@@ -81,23 +99,52 @@ impl<'a> MapKey<'a> {
             .ok_or(Error::Static(c"ERR internal error: no map"))
     }
 
-    /// Sets `field` to `s`, creating the map when the key is missing. A refused field changes
-    /// nothing, and a map that this call created (so is empty) is deleted again.
+    /// A field's state: missing (no key, no field) is [`node::missing`].
+    pub(crate) fn field(&self, field: &[u8]) -> Seq {
+        self.get()
+            .and_then(|m| m.get(field))
+            .unwrap_or_else(node::missing)
+    }
+
+    /// Sets `field` to `s`, creating the map when the key is missing; a raise is charged to the
+    /// gate (`node::fence::advanced`), as every write that is not a reservation is. A refused
+    /// field changes nothing, and a map that this call created (so is empty) is deleted again.
     #[inline]
     pub(crate) fn set_field(&mut self, field: &[u8], s: Seq) -> Result<(), WriteError> {
-        self.update(|m| m.set(field, s).map(drop))
+        let old = self.field(field).value();
+        self.update(|m| m.set(field, s).map(drop))?;
+        fence::advanced(s.value().saturating_sub(old));
+        Ok(())
+    }
+
+    /// Raises `field` to `to` (SEQ.HADVANCE, IM.READ's cursor, IM.CHANGE's trimmed marker),
+    /// never lowers it, its gap mark kept; a raise is charged as [`MapKey::set_field`]'s. The
+    /// field now, and whether it moved.
+    pub(crate) fn raise_field(&mut self, field: &[u8], to: u64) -> Result<(Seq, bool), Error> {
+        let old = self.field(field);
+        let new = old.advance(to).ok_or_else(|| err("value out of range"))?;
+        let moved = new.value() != old.value();
+        if moved {
+            self.set_field(field, new).map_err(Error::from)?;
+        }
+        Ok((new, moved))
     }
 
     /// Writes `batch` (SEQ.HSET), all or nothing: into a missing key, a map built at once (as an
     /// RDB load builds one, instead of growing it through every resize of its index); else
-    /// field by field.
+    /// field by field. What it raised is charged as [`MapKey::set_field`]'s.
     pub(crate) fn set_batch(&mut self, batch: &Batch) -> Result<Written, WriteError> {
-        if self.key.word().is_none() {
+        let written = if self.key.word().is_none() {
             let (m, w) = SeqMap::from_batch(batch).map_err(WriteError::Map)?;
             self.key.put(Made::Boxed(m))?;
-            return Ok(w);
+            w
+        } else {
+            self.update(|m| m.set_batch(batch))?
+        };
+        if written.changed {
+            fence::advanced(written.raised);
         }
-        self.update(|m| m.set_batch(batch))
+        Ok(written)
     }
 
     /// Runs `f` on the map (created when missing); when it fails and the map is left empty, the

@@ -5,10 +5,11 @@ use super::value::{BoxedSeq, Value};
 use super::TYPE;
 use crate::core::idmp::{Entry, SeqTokens};
 use crate::core::seq::Seq;
-use crate::error::Error;
+use crate::error::{err, Error};
 use crate::host::key::TypedKey;
 use crate::host::value::Made;
 use crate::host::{Arg, Ctx};
+use crate::node::{self, fence};
 
 /// A sequence key, open for reading or writing; like the [`TypedKey`] it wraps, it borrows the
 /// call's context (`'a`) and cannot outlive the call.
@@ -50,11 +51,52 @@ impl<'a> SeqKey<'a> {
         }
     }
 
-    /// Stores `s` (the key must have been opened for writing), keeping its TTL and tokens.
-    /// The hot path (a key without tokens, a value that fits the word) is one word stored, as
-    /// before tokens existed.
-    #[inline(always)]
+    /// Sets the sequence to `s` (SEQ.SET, SEQ.CONVERT): a raise is charged to the gate
+    /// (`node::fence::advanced`), as every write that is not a reservation is: a replica that
+    /// missed it would, promoted, hand out again the values above the old one.
     pub(crate) fn set(&mut self, s: Seq) -> Result<(), Error> {
+        let old = self.get().map_or(0, Seq::value);
+        self.store(s)?;
+        fence::advanced(s.value().saturating_sub(old));
+        Ok(())
+    }
+
+    /// Raises the sequence to `value` (SEQ.ADVANCE, IM.SEND's trimmed marker), never lowers it,
+    /// its gap mark kept; a raise is charged to the gate, as [`SeqKey::set`]'s. The value now,
+    /// and whether it moved.
+    pub(crate) fn raise(&mut self, value: u64) -> Result<(u64, bool), Error> {
+        let old = self.get().unwrap_or_else(node::missing);
+        let new = old
+            .advance(value)
+            .ok_or_else(|| err("value out of range"))?;
+        let raised = new.value().saturating_sub(old.value());
+        if raised > 0 {
+            self.store(new)?;
+            fence::advanced(raised);
+        }
+        Ok((new.value(), raised > 0))
+    }
+
+    /// Sets the sequence to `s` and records a token (SEQ.IDMPSET, IM.SENDSET): the `drop`
+    /// oldest tokens go, `e` is appended; a raise is charged to the gate, as [`SeqKey::set`]'s.
+    pub(crate) fn set_with_token(
+        &mut self,
+        s: Seq,
+        drop: usize,
+        e: Entry<u64>,
+    ) -> Result<(), Error> {
+        let old = self.get().map_or(0, Seq::value);
+        self.store_with_token(s, drop, e)?;
+        fence::advanced(s.value().saturating_sub(old));
+        Ok(())
+    }
+
+    /// Stores `s` (the key must have been opened for writing), keeping its TTL and tokens,
+    /// without charging the gate: a reservation's write, whose values the call's `Need`
+    /// charges (`handout::reserve`). The hot path (a key without tokens, a value that fits the
+    /// word) is one word stored, as before tokens existed.
+    #[inline(always)]
+    pub(crate) fn store(&mut self, s: Seq) -> Result<(), Error> {
         if let Some(t) = self.0.value_mut() {
             t.seq = s;
             return Ok(());
@@ -68,8 +110,9 @@ impl<'a> SeqKey<'a> {
         }
     }
 
-    /// Stores `s` and records a token: the `drop` oldest tokens go, `e` is appended.
-    pub(crate) fn set_with_token(
+    /// Stores `s` and records a token: the `drop` oldest tokens go, `e` is appended. Not
+    /// charged, as [`SeqKey::store`].
+    pub(crate) fn store_with_token(
         &mut self,
         s: Seq,
         drop: usize,

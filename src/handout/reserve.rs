@@ -1,7 +1,9 @@
-//! The reserve protocol's Redis side, for every command that hands out sequence values:
-//! `core::reserve::plan` decides, this stores, replicates, signals, counts and replies as it
-//! says. SEQ.NEXT and SEQ.HNEXT run it whole ([`reserve`]); IM.SEND takes [`store`],
-//! [`signal_and_count`] and the fence's answer, and writes and replicates the rest itself.
+//! Reserve sequence values, with an IDMP token: the reserve protocol's Redis side, for every
+//! command that hands out sequence values. `core::reserve::plan` decides; [`plan`] asks it and
+//! says what the call needs from the gate; [`Reservation::store`] stores the block; [`next`] is
+//! SEQ.NEXT and SEQ.HNEXT whole (through the runner). IM.SEND and IM.CHANGE take [`plan`] and
+//! [`Reservation::store`] and write and replicate the rest themselves. The two data types'
+//! adapters ([`Target`] for a sequence key and for a map's [`Field`]) are here too.
 //!
 //! Replication: as called when replaying the call reproduces its effect exactly (a replay never
 //! applies the gap; an IDMP call decides by the IDMP clock replicas replay, `node::idmp_clock`),
@@ -10,22 +12,27 @@
 //! dropped COUNT count FIELD field SET` for an IDMP one. A retry changes and replicates nothing,
 //! and leaves a client's WATCH alone: the key is signalled only when it changed.
 
-use crate::core::idmp::Request;
+use super::gate;
+use crate::core::idmp::{FieldRequest, MapTokens, Request, SeqTokens};
 use crate::core::reserve::{self, Idmp, Node, Plan, Record, Refusal, Store};
 use crate::core::seq::Seq;
+use crate::core::seqmap::Located;
 use crate::core::to_i64;
 use crate::error::{err, Error, INTERNAL};
 use crate::host::{Answer, Arg, Ctx, Reply};
-use crate::node::fence::{self, Need, Verdict};
+use crate::node::fence::{self, Need};
 use crate::node::idmp_clock::{self, CallClock};
 use crate::node::{self, SEQ_GAP_SKIPS, SEQ_ISSUED};
+use crate::types::map::key::MapKey;
+use crate::types::seq::key::SeqKey;
 use std::ffi::CStr;
 
 /// The write side of a reservation's target (a sequence key, a field of a map).
 pub(crate) trait Target: Store {
     /// The names its writes go by.
     const NAMES: Names;
-    /// Stores the new state and, with IDMP, records the token.
+    /// Stores the new state and, with IDMP, records the token (not charged: the call's
+    /// [`Need`] charges the gate).
     fn commit(&mut self, s: Seq, record: Option<Record<Self::Request>>) -> Result<(), Error>;
 }
 
@@ -39,20 +46,85 @@ pub(crate) struct Names {
     idmpset: &'static CStr,
 }
 
-impl Names {
-    /// `event`, `set`, `set_event`, `idmpset`, in that order.
-    pub(crate) const fn new(
-        event: &'static CStr,
-        set: &'static CStr,
-        set_event: &'static CStr,
-        idmpset: &'static CStr,
-    ) -> Names {
-        Names {
-            event,
-            set,
-            set_event,
-            idmpset,
+/// A sequence key as the target of SEQ.NEXT (IM.SEND's seq): its tokens remember the COUNT.
+impl Store for SeqKey<'_> {
+    type Request = u64;
+    #[inline(always)]
+    fn state(&self) -> Option<Seq> {
+        self.get()
+    }
+    fn tokens(&self) -> Option<&SeqTokens> {
+        self.window()
+    }
+}
+
+impl Target for SeqKey<'_> {
+    const NAMES: Names = Names {
+        event: c"seq.next",
+        set: c"SEQ.SET",
+        set_event: c"seq.set",
+        idmpset: c"SEQ.IDMPSET",
+    };
+    #[inline(always)]
+    fn commit(&mut self, s: Seq, record: Option<Record<u64>>) -> Result<(), Error> {
+        match record {
+            None => self.store(s),
+            Some(r) => self.store_with_token(s, r.dropped, r.entry),
         }
+    }
+}
+
+/// One field of a map key, as the target of SEQ.HNEXT (IM.CHANGE's kind): located once (one
+/// hash and one probe for the read and the write).
+pub(crate) struct Field<'k, 'a> {
+    key: MapKey<'a>,
+    name: &'k [u8],
+    at: Option<Located>,
+}
+
+impl<'k, 'a> Field<'k, 'a> {
+    /// Opens `key` for writing and locates the field `name` in it.
+    #[inline(always)]
+    pub(crate) fn open(ctx: &'a Ctx, key: &'a Arg, name: &'k [u8]) -> Result<Field<'k, 'a>, Error> {
+        let key = MapKey::open_write(ctx, key)?;
+        let at = key.get().map(|m| m.locate(name));
+        Ok(Field { key, name, at })
+    }
+}
+
+/// Its tokens remember the field and the COUNT.
+impl Store for Field<'_, '_> {
+    type Request = FieldRequest;
+    #[inline(always)]
+    fn state(&self) -> Option<Seq> {
+        self.key
+            .get()
+            .zip(self.at.as_ref())
+            .and_then(|(m, at)| m.state(at))
+    }
+    fn tokens(&self) -> Option<&MapTokens> {
+        self.key.get().and_then(|m| m.tokens.as_deref())
+    }
+}
+
+impl Target for Field<'_, '_> {
+    const NAMES: Names = Names {
+        event: c"seq.hnext",
+        set: c"SEQ.HSET",
+        set_event: c"seq.hset",
+        idmpset: c"SEQ.HIDMPSET",
+    };
+    #[inline(always)]
+    fn commit(&mut self, s: Seq, record: Option<Record<FieldRequest>>) -> Result<(), Error> {
+        let (name, at) = (self.name, self.at.take());
+        self.key.update(|m| match at {
+            Some(at) => m.store(name, at, s),
+            None => m.set(name, s),
+        })?;
+        if let Some(r) = record {
+            self.key.record_token(r.dropped, r.entry)?;
+        }
+        Ok(())
     }
 }
 
@@ -97,7 +169,7 @@ impl<'a, R: Request> IdmpCall<'a, R> {
 /// `idmp` (the token argument and its call) when given; replies the last value, or `[last,
 /// duplicate]` with IDMP.
 #[inline(always)]
-pub(crate) fn reserve<T: Target>(
+pub(crate) fn next<T: Target>(
     ctx: &Ctx,
     key: &Arg,
     field: Option<&Arg>,
@@ -106,29 +178,38 @@ pub(crate) fn reserve<T: Target>(
     idmp: Option<(&Arg, IdmpCall<'_, T::Request>)>,
 ) -> Result<(), Error> {
     let (token, call) = idmp.unzip();
-    let check = |need| Ok(((), fence::check(ctx, need)?));
-    let (block, verdict) = match store(ctx, target, (key, field), count, call, check)? {
-        Reserved::Retry(last) => {
-            return fence::check(ctx, Need::RETRY)?.answer(ctx, &IdmpReply(last, true))
-        }
-        Reserved::Stored(block, (), verdict) => (block, verdict),
+    let r = match plan(ctx, target, (key, field), count, call)? {
+        Planned::Retry(last) => return gate::retry(ctx, &IdmpReply(last, true)),
+        Planned::Reserve(r) => r,
     };
-    replicate::<T>(ctx, (key, field), token, &block, count);
-    signal_and_count::<T>(ctx, key, &block, count);
-    match block.effect {
-        Some(_) => verdict.answer(ctx, &IdmpReply(block.last, false)),
-        None => verdict.answer(ctx, &to_i64(block.last)),
-    }
+    gate::run(ctx, r.need(), || {
+        let block = r.store(ctx)?;
+        replicate::<T>(ctx, (key, field), token, &block, count);
+        signal_and_count::<T>(ctx, key, &block, count);
+        Ok(match block.effect {
+            Some(_) => NextReply::Idmp(IdmpReply(block.last, false)),
+            None => NextReply::Last(to_i64(block.last)),
+        })
+    })
 }
 
-/// What [`store`] did.
-pub(crate) enum Reserved<C> {
-    /// A retry: the token's first call replied this; nothing changed. Its answer waits for the
-    /// record as a first one does (`Need::RETRY`): the first call may have waited in vain.
+/// What [`plan`] found. Returned once per call, on the stack: boxing the big variant would cost
+/// every call an allocation.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Planned<T: Target> {
+    /// A retry: the token's first call replied this; nothing changes. Its answer waits for the
+    /// record as a first one does (`gate::retry`): the first call may have waited in vain.
     Retry(u64),
-    /// Values reserved and stored: the block, what the caller's check found, and the fence's
-    /// verdict for the reply.
-    Stored(Block, C, Verdict),
+    /// Values to reserve, once the gate lets the call through.
+    Reserve(Reservation<T>),
+}
+
+/// A planned reservation, not stored yet: what the gate must allow, and the write.
+pub(crate) struct Reservation<T: Target> {
+    target: T,
+    plan: reserve::Reservation<T::Request>,
+    idmp: Option<CallClock>,
+    need: Need,
 }
 
 /// A stored reservation: what to replicate, count and reply.
@@ -143,28 +224,25 @@ pub(crate) struct Block {
     replay: bool,
 }
 
-/// The protocol's decision and its store, for every command that reserves: plans `count` values
-/// on `target` (at `key`, a map's `field`); when it reserves, runs `check` with what the fence
-/// must allow (the caller opens what else it writes there, then asks `fence::check`: an error
-/// refuses the call with nothing changed), then stores the block. The target is closed before
-/// this returns. On a store, the IDMP clock becomes the node's and reaches the streams, ahead of
-/// whatever the caller replicates; a call that can only store its gap skip is refused here.
+/// The protocol's decision for every command that reserves: plans `count` values on `target`
+/// (at `key`, a map's `field`), and what the gate must allow for them. Nothing changes here,
+/// but for one case: a call that skips the gap and cannot wait for the replicas (inside MULTI,
+/// a script or a function) stores and replicates only its gap skip and is refused.
 #[inline(always)]
-pub(crate) fn store<T: Target, C>(
+pub(crate) fn plan<'a, T: Target>(
     ctx: &Ctx,
     mut target: T,
     at: (&Arg, Option<&Arg>),
     count: u64,
-    idmp: Option<IdmpCall<'_, T::Request>>,
-    check: impl FnOnce(Need) -> Result<(C, Verdict), Error>,
-) -> Result<Reserved<C>, Error> {
+    idmp: Option<IdmpCall<'a, T::Request>>,
+) -> Result<Planned<T>, Error> {
     let request = idmp.as_ref().map(|i| &i.request);
-    let plan = reserve::plan(&target, &ThisNode(ctx), count, request).map_err(refusal::<T>)?;
-    let r = match plan {
-        Plan::Duplicate(last) => return Ok(Reserved::Retry(last)),
+    let p = reserve::plan(&target, &ThisNode(ctx), count, request).map_err(refusal::<T>)?;
+    let r = match p {
+        Plan::Duplicate(last) => return Ok(Planned::Retry(last)),
         Plan::Reserve(r) => r,
     };
-    // The fence's part, before anything changes; a replay hands nothing out (the primary did).
+    // The gate's part, before anything changes; a replay hands nothing out (the primary did).
     let need = if r.replay {
         Need::default()
     } else {
@@ -186,23 +264,48 @@ pub(crate) fn store<T: Target, C>(
             ..Need::default()
         }
     };
-    let (found, verdict) = check(need)?;
-    let block = Block {
-        last: r.next.last,
-        effect: r.record.as_ref().map(|rec| {
-            let dropped = to_i64(rec.dropped as u64);
-            [to_i64(r.next.last), to_i64(rec.entry.expires_ms), dropped]
-        }),
-        as_called: r.as_called,
-        skipped_gap: r.next.skipped_gap,
-        replay: r.replay,
-    };
-    target.commit(r.next.state, r.record)?;
-    drop(target);
-    if let Some(i) = idmp {
-        i.clock.commit(ctx);
+    Ok(Planned::Reserve(Reservation {
+        target,
+        plan: r,
+        idmp: idmp.map(|i| i.clock),
+        need,
+    }))
+}
+
+impl<T: Target> Reservation<T> {
+    /// What the gate must allow for it ([`gate::run`]).
+    #[inline(always)]
+    pub(crate) fn need(&self) -> Need {
+        self.need
     }
-    Ok(Reserved::Stored(block, found, verdict))
+
+    /// Stores the block; the target is closed before this returns. The IDMP clock becomes the
+    /// node's and reaches the streams, ahead of whatever the caller replicates.
+    #[inline(always)]
+    pub(crate) fn store(self, ctx: &Ctx) -> Result<Block, Error> {
+        let Reservation {
+            mut target,
+            plan: r,
+            idmp,
+            ..
+        } = self;
+        let block = Block {
+            last: r.next.last,
+            effect: r.record.as_ref().map(|rec| {
+                let dropped = to_i64(rec.dropped as u64);
+                [to_i64(r.next.last), to_i64(rec.entry.expires_ms), dropped]
+            }),
+            as_called: r.as_called,
+            skipped_gap: r.next.skipped_gap,
+            replay: r.replay,
+        };
+        target.commit(r.next.state, r.record)?;
+        drop(target);
+        if let Some(clock) = idmp {
+            clock.commit(ctx);
+        }
+        Ok(block)
+    }
 }
 
 /// A stored block replicated: as called when that reproduces it, else its explicit effect.
@@ -274,6 +377,28 @@ fn refusal<T: Target>(r: Refusal) -> Error {
             T::Request::NAME
         )),
         Refusal::Token => err("IDMP token must be 1..64 bytes"),
+    }
+}
+
+/// SEQ.NEXT's and SEQ.HNEXT's reply: the last value, or with IDMP `[last, duplicate]`.
+enum NextReply {
+    Last(i64),
+    Idmp(IdmpReply),
+}
+
+impl Answer for NextReply {
+    #[inline(always)]
+    fn write(&self, ctx: &Ctx) {
+        match self {
+            NextReply::Last(v) => ctx.reply_int(*v),
+            NextReply::Idmp(r) => r.write(ctx),
+        }
+    }
+    fn keep(&self) -> Reply {
+        match self {
+            NextReply::Last(v) => Reply::Int(*v),
+            NextReply::Idmp(r) => r.keep(),
+        }
     }
 }
 

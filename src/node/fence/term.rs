@@ -1,0 +1,255 @@
+//! The term's upkeep: the replicas of the primary's term followed through role changes, loads,
+//! slot migrations and config changes ([`follow`], [`role_changed`], [`load`]), what each
+//! replica reported (`REPLCONF ACK ... FACK`), and the operator's view and FENCE.FORGET
+//! ([`term_replicas`], [`forget`]).
+
+use super::state::{
+    arm_tick, fsync_failed, mono_ms, publish, release, release_ready, state, Unblocked, HOT,
+};
+use crate::config::{FenceReplicas, FENCE_REPLICAS};
+use crate::core::fence::{replicating_elsewhere, ForgetError, Member};
+use crate::error::Error;
+use crate::host::Ctx;
+use crate::node::durable;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// In Cluster: members offline now that the cluster shows replicating another primary leave
+/// the term (they cannot take over here); else a replica that Cluster moved to an orphaned
+/// primary would hold this one to its budget until an operator's `FENCE.FORGET`.
+pub(super) fn drop_migrated(ctx: &Ctx) {
+    let offline: Vec<String> = state()
+        .book
+        .members
+        .offline()
+        .iter()
+        .map(|m| m.addr.clone())
+        .collect();
+    let Some(nodes) = ctx.call_text(c"CLUSTER", c"NODES") else {
+        return;
+    };
+    let addrs: Vec<&str> = offline.iter().map(String::as_str).collect();
+    let moved = replicating_elsewhere(&nodes, &addrs);
+    if moved.is_empty() {
+        return;
+    }
+    {
+        let mut st = state();
+        for a in &moved {
+            let _ = st.book.members.forget(a);
+        }
+        publish(&st);
+    }
+    ctx.log_notice(&format!(
+        "imid: the fence no longer counts {}: the cluster shows it replicating another primary",
+        moved.join(", ")
+    ));
+    arm_tick(ctx);
+}
+
+/// Reads `min-replicas-to-write` for `auto` (needs a context with a client: the cron, OnLoad,
+/// a role change).
+pub(super) fn read_min_replicas(ctx: &Ctx) {
+    if matches!(FENCE_REPLICAS.with(|v| *v), FenceReplicas::Auto) {
+        if let Some(v) = ctx.config_u64(c"min-replicas-to-write") {
+            state().min_replicas = v;
+        }
+    }
+}
+
+/// Turns the fence and the AOF's part on or off as `imid.fence-replicas` (`auto`: the last
+/// `min-replicas-to-write` read), the AOF's mode (`node::durable`) and the node's role say.
+/// Calls nothing in Redis, so that a config's apply callback, whose context has no client, may
+/// run it. What a call waited for from an acknowledger turned off is no longer needed: it goes
+/// at the next round.
+pub(super) fn follow() {
+    let mut st = state();
+    let required = match FENCE_REPLICAS.with(|v| *v) {
+        FenceReplicas::Count(n) => n,
+        FenceReplicas::Auto => st.min_replicas,
+    };
+    st.required = required;
+    let fence = required > 0 && st.primary;
+    if HOT.fence.swap(fence, Relaxed) != fence {
+        // On: a new term, nothing acknowledged yet. Off: the calls still waiting for the
+        // replicas get their replies at the next round.
+        st.book.reset();
+        st.fence_acked = None;
+    }
+    let aof = durable::gated() && st.primary;
+    if HOT.aof.swap(aof, Relaxed) != aof {
+        // On: nothing is known fsynced yet, but where everything before was (`always` until
+        // now, or nothing handed out since the load's fsync). Off: nothing more to wait for
+        // from the AOF.
+        st.local.reset();
+        if aof && st.durable_until == Some(HOT.advanced.load(Relaxed)) {
+            st.local
+                .start_durable(HOT.advanced.load(Relaxed), mono_ms());
+        }
+    }
+    st.durable_until = match durable::mode() {
+        durable::Mode::Always => Some(HOT.advanced.load(Relaxed)),
+        _ => None,
+    };
+    HOT.active.store(fence || aof, Relaxed);
+    publish(&st);
+    release_ready(&mut st);
+}
+
+/// `imid.fence-replicas` was set (its apply callback: nothing here calls into Redis). The
+/// fence follows at once, so that calls right after the `CONFIG SET` see the new count.
+pub(crate) fn config_applied() {
+    let loaded = state().loaded;
+    if loaded {
+        follow();
+    }
+}
+
+/// A config changed (`CONFIG SET`; the event's context has a client): the AOF's settings are
+/// read again and the gate follows them.
+pub(crate) fn config_changed(ctx: &Ctx) {
+    if durable::refresh(ctx) && state().loaded {
+        follow();
+    }
+}
+
+/// A forked child was born or exited: the AOF's mode may change with it (`always` with
+/// `no-appendfsync-on-rewrite yes`). Calls nothing in Redis.
+pub(crate) fn child_changed(alive: bool) {
+    if durable::child(alive) && state().loaded {
+        follow();
+    }
+}
+
+/// A load starts (an RDB or AOF at startup, a full sync, DEBUG RELOAD): what is loaded is not
+/// known to be on disk until the load's end fsyncs it ([`load_ended`]).
+pub(crate) fn load_started() {
+    let mut st = state();
+    st.durable_until = None;
+    st.local.reset();
+    publish(&st);
+}
+
+/// A load ended: with the AOF gate's mode, the AOF files fsynced at once (the server is still
+/// loading, serving nobody), so that everything loaded counts as on disk and the first calls
+/// need not wait for a round (a call inside MULTI or a script could not).
+pub(crate) fn load_ended(ctx: &Ctx) {
+    if !durable::gated() {
+        return;
+    }
+    let synced = match durable::files() {
+        Some((dir, manifest)) => crate::host::aof::fsync_now(&dir, &manifest),
+        None => Err("the AOF's directory and manifest are unknown".to_owned()),
+    };
+    let advanced = HOT.advanced.load(Relaxed);
+    let mut st = state();
+    match synced {
+        Ok(()) => {
+            st.durable_until = Some(advanced);
+            if HOT.aof() {
+                st.local.start_durable(advanced, mono_ms());
+            }
+            publish(&st);
+        }
+        Err(e) => {
+            drop(st);
+            fsync_failed(ctx, e);
+        }
+    }
+}
+
+/// At load: this node's role and the configs, on at once when they say so (a primary
+/// restarted under load must not answer unguarded until the first cron tick). No timer is
+/// armed in OnLoad (`entry::load`).
+pub(crate) fn load(ctx: &Ctx) {
+    state().primary = ctx.is_primary();
+    read_min_replicas(ctx);
+    durable::load(ctx);
+    follow();
+    state().loaded = true;
+}
+
+/// This node was promoted (`primary`) or became a replica: what was acknowledged, and by whom,
+/// belongs to the old term. A demoted node's waiting calls get the error (Redis disconnects
+/// blocked clients of a primary that becomes a replica too).
+pub(crate) fn role_changed(ctx: &Ctx, primary: bool) {
+    let demoted = {
+        let mut st = state();
+        st.primary = primary;
+        HOT.fence.store(false, Relaxed);
+        HOT.aof.store(false, Relaxed);
+        HOT.active.store(false, Relaxed);
+        st.book.reset();
+        st.local.reset();
+        st.fence_acked = None;
+        publish(&st);
+        if primary {
+            Vec::new()
+        } else {
+            st.queue.drain()
+        }
+    };
+    for (bc, _) in demoted {
+        release(bc, Unblocked::Demoted);
+    }
+    read_min_replicas(ctx);
+    durable::refresh(ctx);
+    follow();
+    arm_tick(ctx);
+}
+
+/// A replica's client (`client`) sent `REPLCONF ACK ack FACK fsynced` (the command filter):
+/// kept for the next round.
+pub(crate) fn replica_acked(client: u64, ack: u64, fsynced: u64) {
+    let now = mono_ms();
+    let mut st = state();
+    if let Some(e) = st.facks.iter_mut().find(|e| e.0 == client) {
+        *e = (client, ack, fsynced, now);
+    } else if st.facks.len() < crate::core::fence::MEMBERS {
+        st.facks.push((client, ack, fsynced, now));
+    }
+}
+
+/// Reports older than a minute belong to replicas gone since (the cron).
+pub(super) fn prune_facks() {
+    let now = mono_ms();
+    state()
+        .facks
+        .retain(|&(.., at)| now.saturating_sub(at) < 60_000);
+}
+
+/// The replicas of this primary's term, for `FENCE.REPLICAS`: each member with its state, and
+/// the ms since it joined or went offline.
+pub(crate) fn term_replicas() -> Vec<(Member, u64)> {
+    let now = mono_ms();
+    state()
+        .book
+        .members
+        .list()
+        .iter()
+        .map(|m| (m.clone(), now.saturating_sub(m.since_ms)))
+        .collect()
+}
+
+/// `FENCE.FORGET addr`: the member at `addr` stops counting (an operator says it is gone for
+/// good). `Ok(false)`: no such member.
+pub(crate) fn forget(ctx: &Ctx, addr: &str) -> Result<bool, Error> {
+    let mut st = state();
+    let forgotten = st
+        .book
+        .members
+        .forget(addr)
+        .map_err(|ForgetError::Online| {
+            Error::Text(format!(
+                "ERR replica {addr} is connected to this primary: it counts again at the next \
+             reading, so it cannot be forgotten (stop it, or make it replicate another node, \
+             first)"
+            ))
+        })?;
+    if forgotten {
+        publish(&st);
+        drop(st);
+        // What the others acknowledged may now release waiting calls.
+        arm_tick(ctx);
+    }
+    Ok(forgotten)
+}

@@ -108,7 +108,7 @@ pub(crate) fn send(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     // The IDs first, as the script takes them (MSGID.GEN's checks: the channel type, the tag).
     let channel_type = channel_type_arg(s.channel_type)?;
     let (msgid, msgid_ms) = ids::msgid(ctx, channel_type, s.tag.bytes())?;
-    let (uid, uid_ms) = ids::uid(ctx, s.tag.bytes())?;
+    let (uid, uid_ms) = ids::uid(ctx, s.tag)?;
     let token = send::token(s.sender, s.client_msg_id);
     let idmp = IdmpCall::new(ctx, &token, 1)?;
     let seqkey = SeqKey::open_write(ctx, s.seq)?;
@@ -125,8 +125,14 @@ pub(crate) fn send(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         signal_and_count::<SeqKey>(ctx, s.seq, &block, 1);
         let seq = block.last;
         let mut digits = [0u8; 20];
-        let uid_text = decimal(uid, &mut digits);
-        deliver(ctx, &s, keys, seq, &msgid, uid_text)?;
+        let uid_len = decimal(uid, &mut digits).len();
+        let reply = SendReply {
+            seq,
+            msgid,
+            digits,
+            uid_len,
+        };
+        deliver(ctx, &s, keys, seq, &msgid, reply.uid())?;
         let (expires_ms, dropped) = token_effect(&block);
         let ids = send::Ids {
             seq,
@@ -136,7 +142,7 @@ pub(crate) fn send(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
             dropped,
         };
         ctx.replicate_send(c"IM.SENDSET", ids.text(&mut [0; send::IDS_MAX]), rest);
-        Ok(SendReply { seq, msgid, uid })
+        Ok(reply)
     })
 }
 
@@ -144,7 +150,16 @@ pub(crate) fn send(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 struct SendReply {
     seq: u64,
     msgid: MsgIdText,
-    uid: u64,
+    /// The UID's decimal text: the last `uid_len` bytes of `digits` (`core::decimal`).
+    digits: [u8; 20],
+    uid_len: usize,
+}
+
+impl SendReply {
+    fn uid(&self) -> &[u8] {
+        let start = self.digits.len().saturating_sub(self.uid_len);
+        self.digits.get(start..).unwrap_or_default()
+    }
 }
 
 impl Answer for SendReply {
@@ -153,14 +168,14 @@ impl Answer for SendReply {
         ctx.reply_int(to_i64(self.seq));
         ctx.reply_bulk(&self.msgid);
         ctx.reply_int(0);
-        ctx.reply_bulk(decimal(self.uid, &mut [0u8; 20]));
+        ctx.reply_bulk(self.uid());
     }
     fn keep(&self) -> Reply {
         Reply::Array(vec![
             Reply::Int(to_i64(self.seq)),
             Reply::Bulk(self.msgid.to_vec()),
             Reply::Int(0),
-            Reply::Bulk(decimal(self.uid, &mut [0u8; 20]).to_vec()),
+            Reply::Bulk(self.uid().to_vec()),
         ])
     }
 }

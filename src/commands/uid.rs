@@ -54,7 +54,7 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
         return Err(Error::WrongArity);
     };
     if opts.is_empty() {
-        return handout::ids::gen_uid(ctx, target.bytes());
+        return handout::ids::gen_uid(ctx, target);
     }
     let mut count = None;
     let mut text = false;
@@ -76,7 +76,7 @@ pub(crate) fn gen(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     // COUNT is in 1..10000, so the conversion keeps it.
     let n = count.map_or(1, |c| u32::try_from(c).unwrap_or(1));
     let array = count.is_some();
-    handout::ids::gen_uids(ctx, target.bytes(), n, |run| Uids { run, text, array })
+    handout::ids::gen_uids(ctx, target, n, |run| Uids { run, text, array })
 }
 
 /// UID.GEN's reply with options: the run (with COUNT an array of it, else its first UID), each

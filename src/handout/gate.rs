@@ -5,7 +5,7 @@
 
 use crate::error::Error;
 use crate::host::{Answer, Ctx};
-use crate::node::fence::{self, Need};
+use crate::node::fence::{self, Need, Verdict};
 
 /// Hands out what `need` says: the gate refuses the call (nothing changed), or lets it through;
 /// then `write` makes the call's writes and returns its reply, which goes out now or once the
@@ -17,9 +17,27 @@ pub(crate) fn run<R: Answer>(
     need: Need,
     write: impl FnOnce() -> Result<R, Error>,
 ) -> Result<(), Error> {
-    let verdict = fence::check(ctx, need)?;
+    let verdict = enter(ctx, need)?;
     let reply = write()?;
-    verdict.answer(ctx, &reply)
+    leave(ctx, verdict, &reply)
+}
+
+/// [`run`] in two steps, for the hand-out layer's own hot paths (SEQ.NEXT, MSGID.GEN, UID.GEN),
+/// where a closure the compiler declines to inline costs every call: the gate's verdict, before
+/// anything changes ...
+#[inline(always)]
+pub(super) fn enter(ctx: &Ctx, need: Need) -> Result<Verdict, Error> {
+    fence::check(ctx, need)
+}
+
+/// ... and the answer, after the writes: now, or once what the call handed out is held.
+#[inline(always)]
+pub(super) fn leave(
+    ctx: &Ctx,
+    verdict: Verdict,
+    reply: &(impl Answer + ?Sized),
+) -> Result<(), Error> {
+    verdict.answer(ctx, reply)
 }
 
 /// An IDMP retry's reply (nothing written): it waits for the token's record as the first call

@@ -10,7 +10,7 @@ use crate::core::slot::{key_slot, slot_hash22, slot_of_hash22};
 use crate::core::to_i64;
 use crate::core::uid::Run;
 use crate::error::{err, Error};
-use crate::host::{Answer, Ctx};
+use crate::host::{Answer, Arg, Ctx};
 use crate::node::fence::Need;
 use crate::node::ids;
 use std::sync::atomic::Ordering;
@@ -60,20 +60,22 @@ pub(crate) fn msgid(
 #[inline(always)]
 pub(crate) fn gen_msgid(ctx: &Ctx, channel_type: u64, target: &[u8]) -> Result<(), Error> {
     let (text, time) = msgid(ctx, channel_type, target)?;
-    gate::run(ctx, Need::default().with_ids(Some(time), None), || Ok(text))
+    let verdict = gate::enter(ctx, Need::default().with_ids(Some(time), None))?;
+    gate::leave(ctx, verdict, &text[..])
 }
 
-/// In cluster mode the slot of `target`: the node field in slot mode, and slot adoption.
-fn uid_slot(target: &[u8]) -> Option<u16> {
+/// In cluster mode the slot of `target`: the node field in slot mode, and slot adoption. Its
+/// bytes are read only then.
+fn uid_slot(target: &Arg) -> Option<u16> {
     CLUSTER_MODE
         .load(Ordering::Relaxed)
-        .then(|| key_slot(target))
+        .then(|| key_slot(target.bytes()))
 }
 
 /// Issues one UID for `target`, with its time: the common call, on a path of its own, with the
 /// run's length a constant the compiler folds through the inlined generator.
 #[inline(always)]
-pub(crate) fn uid(ctx: &Ctx, target: &[u8]) -> Result<(u64, u64), Error> {
+pub(crate) fn uid(ctx: &Ctx, target: &Arg) -> Result<(u64, u64), Error> {
     match uid_slot(target) {
         None => ids::issue_one_uid(ctx),
         slot => ids::issue_uid(ctx, slot, 1).map(|run| (run.first(), run.time_ms)),
@@ -82,7 +84,7 @@ pub(crate) fn uid(ctx: &Ctx, target: &[u8]) -> Result<(u64, u64), Error> {
 
 /// UID.GEN target: one UID, answered as MSGID.GEN's ID is.
 #[inline(always)]
-pub(crate) fn gen_uid(ctx: &Ctx, target: &[u8]) -> Result<(), Error> {
+pub(crate) fn gen_uid(ctx: &Ctx, target: &Arg) -> Result<(), Error> {
     let (id, time) = uid(ctx, target)?;
     gate::run(ctx, Need::default().with_ids(None, Some(time)), || {
         Ok(to_i64(id))
@@ -92,7 +94,7 @@ pub(crate) fn gen_uid(ctx: &Ctx, target: &[u8]) -> Result<(), Error> {
 /// UID.GEN target COUNT n / STRING: a run of `n` UIDs, answered as `reply` makes it of them.
 pub(crate) fn gen_uids<R: Answer>(
     ctx: &Ctx,
-    target: &[u8],
+    target: &Arg,
     n: u32,
     reply: impl FnOnce(Run) -> R,
 ) -> Result<(), Error> {

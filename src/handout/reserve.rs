@@ -182,15 +182,14 @@ pub(crate) fn next<T: Target>(
         Planned::Retry(last) => return gate::retry(ctx, &IdmpReply(last, true)),
         Planned::Reserve(r) => r,
     };
-    gate::run(ctx, r.need(), || {
-        let block = r.store(ctx)?;
-        replicate::<T>(ctx, (key, field), token, &block, count);
-        signal_and_count::<T>(ctx, key, &block, count);
-        Ok(match block.effect {
-            Some(_) => NextReply::Idmp(IdmpReply(block.last, false)),
-            None => NextReply::Last(to_i64(block.last)),
-        })
-    })
+    let verdict = gate::enter(ctx, r.need())?;
+    let block = r.store(ctx)?;
+    replicate::<T>(ctx, (key, field), token, &block, count);
+    signal_and_count::<T>(ctx, key, &block, count);
+    match block.effect {
+        Some(_) => gate::leave(ctx, verdict, &IdmpReply(block.last, false)),
+        None => gate::leave(ctx, verdict, &to_i64(block.last)),
+    }
 }
 
 /// What [`plan`] found. Returned once per call, on the stack: boxing the big variant would cost
@@ -377,28 +376,6 @@ fn refusal<T: Target>(r: Refusal) -> Error {
             T::Request::NAME
         )),
         Refusal::Token => err("IDMP token must be 1..64 bytes"),
-    }
-}
-
-/// SEQ.NEXT's and SEQ.HNEXT's reply: the last value, or with IDMP `[last, duplicate]`.
-enum NextReply {
-    Last(i64),
-    Idmp(IdmpReply),
-}
-
-impl Answer for NextReply {
-    #[inline(always)]
-    fn write(&self, ctx: &Ctx) {
-        match self {
-            NextReply::Last(v) => ctx.reply_int(*v),
-            NextReply::Idmp(r) => r.write(ctx),
-        }
-    }
-    fn keep(&self) -> Reply {
-        match self {
-            NextReply::Last(v) => Reply::Int(*v),
-            NextReply::Idmp(r) => r.keep(),
-        }
     }
 }
 

@@ -38,7 +38,7 @@ pub(crate) use crate::core::fence::Lease;
 pub(crate) use errors::skip_refused;
 pub(crate) use gate::{
     advanced, appeared, charge_stored_skip, check, check_read, renewed, skips_pending,
-    store_skip_alone, target_id, Need,
+    store_skip_alone, target_id, Need, Verdict,
 };
 pub(crate) use info::info_fields;
 pub(crate) use rounds::{

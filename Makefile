@@ -46,6 +46,17 @@ test: deps-test build build-test-hooks servers
 	IMID_NEWER_SERVERS=require cargo test --release --all-targets
 	$(MAKE) --no-print-directory soak
 
+# The two halves of `make test` without the soak runs. `unit`: the unit tests of the library
+# (the Redis-free core; no server started). `integration`: the tests against real redis-server
+# processes (tests/it/), with what they need from `make test`'s set (the test-hooks build, the
+# newer servers, the examples).
+unit: deps
+	cargo test --release --lib
+
+integration: deps-test build build-test-hooks servers
+	cargo build --release --examples
+	IMID_NEWER_SERVERS=require cargo test --release --test it
+
 # The whole suite against every server imid supports, each fetched by scripts/servers.sh:
 # Redis 7.0 (Debian), Redis 8.2, Redis 8.6 (built from Debian's source package), Valkey 8.0
 # (Debian backports, if reachable), Valkey 9.1.

@@ -12,9 +12,9 @@ import os
 import statistics
 import sys
 
-sys.dont_write_bytecode = True  # no __pycache__ in server-bench/ from the import below
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from instructions import render as render_floor  # noqa: E402  (the script's own directory)
+sys.dont_write_bytecode = True  # no __pycache__ in server-bench/ from the imports below
+# Each script's own table of its JSON, so that the page shows what the script prints.
+from instructions import render as render_floor  # noqa: E402  (server-bench/, beside this one)
 from maps import render as render_maps  # noqa: E402
 from bulk import render as render_bulk  # noqa: E402
 from pauses import render as render_pauses  # noqa: E402

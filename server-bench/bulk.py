@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Bulk writes: one SEQ.HSET of 2,000 new fields against one HSET of the same pairs (issue 37).
+"""Bulk writes: one SEQ.HSET of 2,000 new fields against one HSET of the same pairs (since 0.3.0).
 
 For each server and each size N of --sizes: a fresh server gets a sequence map of N fields
 (`SEQ.HSET m`, 1,000 pairs per call, as a map grows) or a Redis hash of the same fields (`HSET
@@ -17,7 +17,7 @@ call, each from its own fresh servers:
   order flips every round). Reported: the median per kind, and the median (and range) of the
   per-round ratios. Times move with the machine; instructions do not.
 
-Target (issue 37): SEQ.HSET at most 1.25 x HSET, in instructions or in server time, at 0,
+Target (since 0.3.0): SEQ.HSET at most 1.25 x HSET, in instructions or in server time, at 0,
 100,000 and 2,000,000 fields, on Redis 7.0 and Valkey 9.1.
 
 Standard library only; servers from server-bench/lib.py.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Throughput with one replica attached, imid's fence off against on (issue 27's targets).
+"""Throughput with one replica attached, imid's fence off against on (its targets since 0.3.0).
 
 Every figure comes from a fresh pair: a primary (`imid.fence-replicas` 0 = off, 1 = on) and one
 plain replica, both with the module, each in a fresh directory (a replica's full sync writes an

@@ -45,13 +45,13 @@ TARGETS = [
     ("MSGID.GEN", "floor.msgid.gen", 1.10),
     ("MSGID.HASH", "floor.noop", 1.10),
     ("UID.GEN", "floor.uid.gen", 1.10),
-    # issue 19: a map field costs at most 1.25 x Redis's own hash field; IDMP at most 1.5 x
-    # the plain call.
+    # Since 0.2.0 (maps, IDMP): a map field costs at most 1.25 x Redis's own hash field; IDMP
+    # at most 1.5 x the plain call.
     ("SEQ.HNEXT (map, random fields)", "HINCRBY (hash, random fields)", 1.25),
     ("SEQ.NEXT IDMP (new token)", "SEQ.NEXT", 1.50),
 ]
 
-# Issue 27: the same commands with one plain replica attached, imid's fence off
+# Since 0.3.0 (the fence): the same commands with one plain replica attached, imid's fence off
 # (`imid.fence-replicas 0`) and on (`1`), against their floor commands measured with the same
 # replica attached. (row name above, warm-up argv run before counting, most imid may cost.)
 REPLICA_ROWS = [
@@ -69,8 +69,8 @@ def row(command, imid, floor, keys=None, seeded=False, keyed=False, same="reply"
     drawn per placeholder, keyspace `keys`). seeded: the server loads SEED_KEYS sequences of each
     kind and the MAP_FIELDS-field map and hash first (reads, map rows). keyed: imid runs with
     `imid.openid-keys` = lib.BENCH_KEY. same: what the check requires of the two replies: "reply"
-    equal, "shape" the same type and length. new: a syntax the module may not have yet (issue
-    19: IDMP, maps); an error reply from imid skips the row, and the skip is printed. warm:
+    equal, "shape" the same type and length. new: a syntax the module may not have (before 0.2.0:
+    IDMP, maps); an error reply from imid skips the row, and the skip is printed. warm:
     (imid argv, floor argv) run before counting, their instructions not counted. why: with
     same="warn", why the replies may differ."""
     return {"command": command, "imid": imid, "floor": floor, "keys": keys, "seeded": seeded,
@@ -147,7 +147,7 @@ def rows(plain_openid, keyed_openid, uid, map_fields):
         row("UID.DECODE", ["UID.DECODE", uid], ["floor.uid.decode", uid], same="warn"),
         row("UID.ENCODE", ["UID.ENCODE", "1767225600123", "3", "7"],
             ["floor.uid.encode", "1767225600123", "3", "7"], same="warn"),
-        # Under another layout (issue 20): the LAYOUT option's parsing and a named layout's
+        # Under another layout (since 0.2.0): the LAYOUT option's parsing and a named layout's
         # shifts, against the same floor commands (which know the default layout only).
         row("UID.DECODE (LAYOUT discord)", ["UID.DECODE", uid, "LAYOUT", "discord"],
             ["floor.uid.decode", uid], same="warn"),
@@ -187,7 +187,8 @@ def extra_checks(plain_openid):
         (["SEQ.NEXT", "{p}:max"], "errors"),
         (["SEQ.GET", "{p}:max"], "equal"),
     ]
-    # issue 19, checked when imid has them: (argv, want, the row whose skip skips them too)
+    # maps and IDMP (since 0.2.0), checked when imid has them: (argv, want, the row whose skip
+    # skips them too)
     new = [
         (["SEQ.HNEXT", "{p}:m", "a", "COUNT", "5"], "equal", "SEQ.HNEXT (map, random fields)"),
         (["SEQ.HNEXT", "{p}:m", ""], "errors", "SEQ.HNEXT (map, random fields)"),
@@ -465,13 +466,13 @@ def render(data):
 
 
 def render_replica(data):
-    """The rows with one replica attached, fence off and on (issue 27), as markdown lines."""
+    """The rows with one replica attached, fence off and on (since 0.3.0), as markdown lines."""
     rows = data.get("replica") or []
     if not rows:
         return []
     alone = {r["command"]: ratio(r["imid"], r["floor"]) for r in data["rows"]}
-    out = ["", "With one replica attached (issue 27): a plain replica (both modules loaded, not "
-           "under valgrind), the primary's `imid.fence-replicas` 0 (off) or 1 (on), both servers "
+    out = ["", "With one replica attached (the fence, since 0.3.0): a plain replica (both modules "
+           "loaded, not under valgrind), the primary's `imid.fence-replicas` 0 (off) or 1 (on), both servers "
            "in fresh directories; the floor command measured on its own fresh pair the same way. "
            "One warm-up call first (its instructions not counted: the fence's first "
            "acknowledgement, the leases). Counted inside `call()`, which includes the fence's "

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""IM.SYNC, IM.READ, IM.PULL and IM.CHANGE against their scripts (issue 35), and IM.UNREAD and
-IM.READBY (issue 46, no script) against the Redis commands a script would use for them:
+"""IM.SYNC, IM.READ, IM.PULL and IM.CHANGE against their scripts (0.3.0), and IM.UNREAD and
+IM.READBY (since 0.3.0, no script) against the Redis commands a script would use for them:
 instructions per call inside Redis's call() (callgrind, as server-bench/send.py counts them),
 each native command against EVALSHA (EVALSHA_RO for the read-only two) of
 examples/lua/{sync,read,pull,change}.lua and against the Redis commands it is made of called
@@ -39,7 +39,7 @@ BODY = "b" * 40
 USERS = 200
 KINDS = ("friend", "group", "conv")
 TARGET = 0.25
-# Issue 46's read commands, which have no script: at most this many times their parts.
+# The read commands since 0.3.0, which have no script: at most this many times their parts.
 NEW = ("unread", "readby")
 NEW_TARGET = 1.10
 MEMBERS = [f"u{i}" for i in range(20)]
@@ -119,7 +119,7 @@ def parts(which, cs):
                          ["ZRANGE", keys[1], f"({argv[0]}", "+inf", "BYSCORE", "LIMIT", "0",
                           str(int(argv[1]) + 1), "WITHSCORES"]]
             elif which == "read":
-                # read.lua's calls since issue 46: the newest members, whose senders it reads
+                # read.lua's calls since 0.3.0: the newest members, whose senders it reads
                 cmds += [["SEQ.HADVANCE", keys[0], argv[0], argv[1], "LIMIT", keys[2]],
                          ["ZRANGE", keys[1], "+inf", f"({argv[1]}", "BYSCORE", "REV", "LIMIT", "0",
                           "1000"]]

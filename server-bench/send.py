@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""IM.SEND against examples/lua/send.lua and against its parts called alone (issue 29).
+"""IM.SEND against examples/lua/send.lua and against its parts called alone (since 0.3.0).
 
 Four measurements, each on its own fresh redis-server with the module loaded:
 
@@ -44,7 +44,7 @@ CONVS = 200
 CAP = 10
 BODY = "b" * 40
 PIPELINE = 16
-# Targets of issue 29, per recipient count: native / send.lua, native / parts.
+# IM.SEND's targets (since 0.3.0), per recipient count: native / send.lua, native / parts.
 MAX_VS_LUA = 0.25
 MAX_VS_PARTS = 1.2
 

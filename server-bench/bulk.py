@@ -144,13 +144,7 @@ def main():
     servers = []
     with tempfile.TemporaryDirectory(prefix="imid-bulk-") as workdir:
         try:
-            for name in args.servers.split(","):
-                bin, why = lib.find_server(name)
-                if not bin:
-                    print(f"{name}: skipped ({why})", file=sys.stderr)
-                    servers.append({"name": name, "skipped": why})
-                    continue
-                version = lib.version(bin)
+            for name, bin, version in lib.each_server(args.servers, servers):
                 rows = []
                 for n in sizes:
                     calls = args.calls or max(10, n // 4000)

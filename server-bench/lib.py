@@ -12,7 +12,7 @@
   (`callgrind`, `callgrind_control`, `callgrind_dump`, `callgrind_total` underneath); `count`:
   what a client's calls cost on one;
   `build_floor`: server-bench/floor.c compiled, the floor the counts are held against.
-- `find_server`, `MATRIX`: the servers of the test matrix (scripts/servers.sh).
+- `find_server`, `each_server`, `MATRIX`: the servers of the test matrix (scripts/servers.sh).
 - `module_path`, `need`, `version`, `realtime`, `free_port`, `encode`, `parse_info`, `counters`.
 
 Standard library only. Scripts import it as `import lib` (their own directory is on sys.path).
@@ -77,6 +77,18 @@ def find_server(name):
     if res.returncode != 0:
         return None, (res.stderr.strip().splitlines() or ["unavailable"])[-1]
     return res.stdout.strip().splitlines()[-1], None
+
+
+def each_server(names, skipped):
+    """(name, binary, version) for each comma-separated name scripts/servers.sh can give; one it
+    cannot is said on stderr and appended to `skipped` as {"name": ..., "skipped": why}."""
+    for name in names.split(","):
+        bin, why = find_server(name)
+        if not bin:
+            print(f"{name}: skipped ({why})", file=sys.stderr)
+            skipped.append({"name": name, "skipped": why})
+            continue
+        yield name, bin, version(bin)
 
 
 def realtime(priority):

@@ -180,13 +180,7 @@ def main():
     servers = []
     with tempfile.TemporaryDirectory(prefix="imid-pauses-") as workdir:
         try:
-            for name in args.servers.split(","):
-                bin, why = lib.find_server(name)
-                if not bin:
-                    print(f"{name}: skipped ({why})", file=sys.stderr)
-                    servers.append({"name": name, "skipped": why})
-                    continue
-                version = lib.version(bin)
+            for name, bin, version in lib.each_server(args.servers, servers):
                 print(f"  {version}:", file=sys.stderr, flush=True)
                 s = {"name": name, "version": version}
                 for kind in args.kinds.split(","):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Bulk writes: one SEQ.HSET of 2,000 new fields against one HSET of the same pairs (issue 37).
+"""Bulk writes: one SEQ.HSET of 2,000 new fields against one HSET of the same pairs (since 0.3.0).
 
 For each server and each size N of --sizes: a fresh server gets a sequence map of N fields
 (`SEQ.HSET m`, 1,000 pairs per call, as a map grows) or a Redis hash of the same fields (`HSET
@@ -17,10 +17,10 @@ call, each from its own fresh servers:
   order flips every round). Reported: the median per kind, and the median (and range) of the
   per-round ratios. Times move with the machine; instructions do not.
 
-Target (issue 37): SEQ.HSET at most 1.25 x HSET, in instructions or in server time, at 0,
+Target (since 0.3.0): SEQ.HSET at most 1.25 x HSET, in instructions or in server time, at 0,
 100,000 and 2,000,000 fields, on Redis 7.0 and Valkey 9.1.
 
-Standard library only; uses server-bench/server.py's server handling.
+Standard library only; servers from server-bench/lib.py.
 
     server-bench/bulk.py --module target/release/libimid.so [--servers redis7,valkey9]
                   [--sizes 0,100000,2000000] [--rounds 3] [--calls K] --json out.json
@@ -29,33 +29,18 @@ Standard library only; uses server-bench/server.py's server handling.
 import argparse
 import json
 import os
-import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-sys.dont_write_bytecode = True  # no __pycache__ in server-bench/ from the imports below
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from maps import server_path  # noqa: E402  (the script's own directory)
-from server import start_server, stop_all  # noqa: E402
+sys.dont_write_bytecode = True  # no __pycache__ in server-bench/ from the import below
+import lib  # noqa: E402  (server-bench/lib.py)
 
 PAIRS = 2000  # new field/value pairs per measured call
 LOAD_BATCH = 1000  # pairs per loading call
 TARGET = 1.25
 KINDS = [("map", "SEQ.HSET"), ("hash", "HSET")]
-
-
-def resp(argv):
-    return f"*{len(argv)}\r\n" + "".join(f"${len(a)}\r\n{a}\r\n" for a in argv)
-
-
-def pipe(srv, calls):
-    out = srv.cli("--pipe", stdin="".join(resp(a) for a in calls).encode())
-    if "errors: 0," not in out:
-        raise RuntimeError(f"redis-cli --pipe: {out[-500:]}")
 
 
 def load(srv, command, n):
@@ -67,7 +52,7 @@ def load(srv, command, n):
             argv += [f"f:{i:08d}", str(3_000_000_000 + i)]
         calls.append(argv)
     if calls:
-        pipe(srv, calls)
+        srv.pipe(calls)
 
 
 def bulk_calls(command, n, calls):
@@ -81,61 +66,30 @@ def bulk_calls(command, n, calls):
     return out
 
 
-def stop(srv):
-    """SHUTDOWN NOSAVE and wait: under callgrind the process writes its counts on the way out."""
-    try:
-        srv.cli("SHUTDOWN", "NOSAVE")
-    except subprocess.CalledProcessError:
-        pass
-    try:
-        srv.proc.wait(300)
-    except subprocess.TimeoutExpired:
-        srv.stop()
-
-
 def instructions(module, workdir, bin, command, n, calls):
     """Instructions per call inside call(), the loading not counted."""
-    out = os.path.join(workdir, f"cg-{command}-{n}-{time.monotonic_ns()}.out")
-    prefix = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
-              "--toggle-collect=call", f"--callgrind-out-file={out}"]
-    srv = start_server(module, workdir, bin=bin, prefix=prefix)
-    load(srv, command, n)
-    pid = str(srv.proc.pid)
-    for state in ("on",):
-        r = subprocess.run(["callgrind_control", "-i", state, pid], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise RuntimeError(f"callgrind_control -i {state}: {r.stdout} {r.stderr}")
-    pipe(srv, bulk_calls(command, n, calls))
-    subprocess.run(["callgrind_control", "-i", "off", pid], capture_output=True)
-    stop(srv)
-    total = None
-    with open(out) as f:
-        for line in f:
-            if line.startswith("totals:"):
-                total = int(line.split()[1])
-    if total is None:
-        raise RuntimeError(f"no totals in {out}")
-    os.remove(out)
-    return total / calls
-
-
-def rt_prefix():
-    """`chrt -f 10` when this process may use it, else nothing."""
+    srv = lib.Callgrind(f"cg-{command}-{n}-{time.monotonic_ns()}", workdir, module, bin=bin,
+                        instrument=False)
     try:
-        ok = subprocess.run(["chrt", "-f", "10", "true"], capture_output=True).returncode == 0
-    except FileNotFoundError:
-        ok = False
-    return ["chrt", "-f", "10"] if ok else []
+        load(srv, command, n)
+        srv.instrument("on")
+        srv.pipe(bulk_calls(command, n, calls))
+        srv.instrument("off")
+    finally:
+        srv.stop(300)
+    total = srv.total()
+    os.remove(srv.out)
+    return total / calls
 
 
 def server_time(module, workdir, bin, command, n, calls, prefix):
     """µs per call from INFO commandstats, reset once the key is loaded."""
-    srv = start_server(module, workdir, bin=bin, prefix=prefix)
+    srv = lib.Server(module, workdir=workdir, bin=bin, prefix=prefix)
     load(srv, command, n)
     srv.cli("CONFIG", "RESETSTAT")
-    pipe(srv, bulk_calls(command, n, calls))
+    srv.pipe(bulk_calls(command, n, calls))
     stats = srv.info("commandstats")
-    stop(srv)
+    srv.stop()
     row = stats.get(f"cmdstat_{command.lower()}", "")
     fields = dict(kv.split("=", 1) for kv in row.split(",") if "=" in kv)
     if int(fields.get("calls", -1)) != calls:
@@ -182,32 +136,15 @@ def main():
     ap.add_argument("--no-rt", action="store_true", help="no real-time priority")
     ap.add_argument("--json", required=True)
     args = ap.parse_args()
-    module = os.path.abspath(args.module)
-    if not os.path.exists(module):
-        sys.exit(f"{module} missing: run `make build` first")
-    for tool in ("valgrind", "callgrind_control", "redis-cli"):
-        if not shutil.which(tool):
-            sys.exit(f"{tool} not found (scripts/deps.sh installs it)")
+    module = lib.module_path(args.module)
+    lib.need("valgrind", "callgrind_control", "redis-cli")
     sizes = [int(x) for x in args.sizes.split(",")]
-    prefix = [] if args.no_rt else rt_prefix()
-
-    def on_signal(signum, _frame):
-        stop_all()
-        sys.exit(128 + signum)
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    prefix = [] if args.no_rt else lib.realtime(10)
+    lib.stop_on_signal()
     servers = []
     with tempfile.TemporaryDirectory(prefix="imid-bulk-") as workdir:
         try:
-            for name in args.servers.split(","):
-                bin, why = server_path(name)
-                if not bin:
-                    print(f"{name}: skipped ({why})", file=sys.stderr)
-                    servers.append({"name": name, "skipped": why})
-                    continue
-                version = subprocess.run([bin, "--version"], capture_output=True,
-                                         text=True).stdout.split(" sha=")[0].strip()
+            for name, bin, version in lib.each_server(args.servers, servers):
                 rows = []
                 for n in sizes:
                     calls = args.calls or max(10, n // 4000)
@@ -233,7 +170,7 @@ def main():
                           file=sys.stderr, flush=True)
                 servers.append({"name": name, "version": version, "rows": rows})
         finally:
-            stop_all()
+            lib.stop_all()
     data = {"sizes": sizes, "pairs": PAIRS, "target": TARGET, "rounds": args.rounds,
             "realtime": bool(prefix), "servers": servers}
     print("\n".join(render(data)))

@@ -33,16 +33,15 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-HOST = "127.0.0.1"
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+sys.dont_write_bytecode = True  # no __pycache__ in server-bench/ from the import below
+import lib  # noqa: E402  (server-bench/lib.py)
+
 RUN_TIMEOUT_S = 120
 IDMP = ["SEQ.NEXT", "k:__rand_int__", "IDMP", "t__rand_int__"]
 SEND = ["IM.SEND", "{c}", "{c}:seq", "{c}:inbox:u1", "{c}:trimmed:u1", "1", "u0",
@@ -58,77 +57,25 @@ LOADS = [
 ]
 
 
-def server_bin():
-    return os.environ.get("REDIS_SERVER", "redis-server")
+def server(module, workdir, env=None):
+    """A fresh server with the AOF on, `appendfsync everysec`."""
+    return lib.Server(module, workdir=workdir, env=env, timeout=30,
+                      config={"appendonly": "yes", "appendfsync": "everysec"})
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    def __init__(self, module, workdir, env=None):
-        self.dir = tempfile.mkdtemp(prefix="durable-", dir=workdir)
-        self.port = free_port()
-        cmd = [server_bin(), "--port", str(self.port), "--bind", HOST, "--dir", self.dir,
-               "--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
-               "--logfile", os.path.join(self.dir, "redis.log"), "--loadmodule", module]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     env={**os.environ, **(env or {})})
-        deadline = time.monotonic() + 30
-        while True:
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                log = open(os.path.join(self.dir, "redis.log")).read()[-2000:]
-                raise RuntimeError(f"the server did not start:\n{log}")
-            try:
-                if self.cli("PING") == "PONG":
-                    return
-            except subprocess.CalledProcessError:
-                pass
-            time.sleep(0.05)
-
-    def cli(self, *args):
-        return subprocess.run(["redis-cli", "-h", HOST, "-p", str(self.port), *args],
-                              capture_output=True, check=True, timeout=30).stdout.decode().strip()
-
-    def stat(self, name):
-        for line in self.cli("INFO", "imid").splitlines():
-            if line.startswith(f"imid_{name}:"):
-                return int(line.split(":", 1)[1])
-        return None
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+def stat(srv, name):
+    """`imid_<name>` of INFO imid, or None."""
+    v = srv.info("imid").get(f"imid_{name}")
+    return None if v is None else int(v)
 
 
 def bench(srv, argv, clients, pipeline, n):
     """requests/s of one redis-benchmark run; fails on an error reply or no figure."""
-    res = subprocess.run(
-        ["redis-benchmark", "-h", HOST, "-p", str(srv.port), "-c", str(clients), "-n", str(n),
-         "-P", str(pipeline), "-r", "1000000000", "--csv", *argv],
-        capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
-    errors = int(dict(l.split(":", 1) for l in srv.cli("INFO", "stats").splitlines()
-                      if ":" in l).get("total_error_replies", "0").strip())
-    rps = None
-    for line in res.stdout.splitlines():
-        cells = [c.strip('"') for c in line.split('","')]
-        if len(cells) >= 2 and cells[0] != "test":
-            try:
-                rps = float(cells[1])
-            except ValueError:
-                pass
-    if res.returncode != 0 or rps is None or errors:
-        raise RuntimeError(f"{argv[0]}: exit {res.returncode}, {errors} errors, rps {rps}\n"
-                           f"{(res.stdout + res.stderr)[-1500:]}")
+    rps, _, text = lib.benchmark(srv.port, argv, clients, pipeline, n, 1_000_000_000,
+                                 timeout=RUN_TIMEOUT_S)
+    errors = int(srv.info("stats").get("total_error_replies", "0"))
+    if errors:
+        raise RuntimeError(f"{argv[0]}: {errors} errors, rps {rps}\n{text[-1500:]}")
     return rps
 
 
@@ -141,12 +88,12 @@ def healthy(args, workdir):
             n = smoke if args.smoke else full
             got = {}
             for label, so in order:
-                srv = Server(so, workdir)
+                srv = server(so, workdir)
                 try:
                     srv.cli("SEQ.NEXT", "warm")
-                    before = srv.stat("durable_waits")
+                    before = stat(srv, "durable_waits")
                     got[label] = bench(srv, argv, clients, pipeline, n)
-                    after = srv.stat("durable_waits")
+                    after = stat(srv, "durable_waits")
                     if label == "new" and before is not None and after is not None:
                         rows[name]["waits_per_m"].append((after - before) * 1_000_000 / n)
                 finally:
@@ -158,66 +105,40 @@ def healthy(args, workdir):
     return rows
 
 
-class Resp:
-    """A minimal RESP client: enough for integers, arrays and errors."""
-
-    def __init__(self, port):
-        self.s = socket.create_connection((HOST, port), timeout=30)
-        self.f = self.s.makefile("rb")
-
-    def send(self, cmds):
-        out = b""
-        for c in cmds:
-            out += b"*%d\r\n" % len(c) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a.encode())
-                                                     for a in c)
-        self.s.sendall(out)
-        # Each reply with the time since the one before it (or since the send): in a pipeline a
-        # call waits behind the one before it, so this is the wait that call itself added.
-        got, last = [], time.monotonic()
-        for _ in cmds:
-            r = self.read()
-            now = time.monotonic()
-            got.append((r, (now - last) * 1000))
-            last = now
-        return got
-
-    def read(self):
-        line = self.f.readline().rstrip(b"\r\n")
-        kind, rest = line[:1], line[1:]
-        if kind == b":":
-            return int(rest)
-        if kind == b"-":
-            return Exception(rest.decode())
-        if kind == b"$":
-            n = int(rest)
-            return None if n < 0 else self.f.read(n + 2)[:-2].decode()
-        if kind == b"*":
-            return [self.read() for _ in range(int(rest))]
-        if kind == b"+":
-            return rest.decode()
-        raise RuntimeError(f"unexpected reply {line!r}")
+def timed(c, cmds):
+    """Sends the commands at once; each reply with the time since the one before it (or since
+    the send): in a pipeline a call waits behind the one before it, so this is the wait that
+    call itself added."""
+    c.send(*cmds)
+    got, last = [], time.monotonic()
+    for _ in cmds:
+        r = c.reply()
+        now = time.monotonic()
+        got.append((r, (now - last) * 1000))
+        last = now
+    return got
 
 
 def slow(args, workdir):
     so = os.path.join(workdir, "slowdisk.so")
     subprocess.run(["gcc", "-O2", "-fPIC", "-shared", "-o", so,
-                    os.path.join(ROOT, "tests/modules/slowdisk.c"), "-ldl"], check=True)
+                    os.path.join(lib.ROOT, "tests/modules/slowdisk.c"), "-ldl"], check=True)
     ctl = os.path.join(workdir, "ctl")
     open(ctl, "w").write("0")
-    srv = Server(args.module, workdir, env={"LD_PRELOAD": so, "SLOWDISK_CTL": ctl,
+    srv = server(args.module, workdir, env={"LD_PRELOAD": so, "SLOWDISK_CTL": ctl,
                                             "SLOWDISK_LOG": os.path.join(workdir, "log")})
     out = {}
     try:
-        hot, idmp = Resp(srv.port), Resp(srv.port)
+        hot, idmp = srv.client(), srv.client()
         seconds = 2 if args.smoke else args.slow_s
 
         def load(until, record):
             token = 0
             while time.monotonic() < until:
-                for r, ms in hot.send([["SEQ.NEXT", "hot"]] * 16):
+                for r, ms in timed(hot, [["SEQ.NEXT", "hot"]] * 16):
                     record("hot P16", ms, r)
                 token += 1
-                for r, ms in idmp.send([["SEQ.NEXT", f"k{token % 100}", "IDMP", f"t{token}"]]):
+                for r, ms in timed(idmp, [["SEQ.NEXT", f"k{token % 100}", "IDMP", f"t{token}"]]):
                     record("idmp P1", ms, r)
 
         stats = {}
@@ -227,7 +148,7 @@ def slow(args, workdir):
                                         "errors": {}})
             s["calls"] += 1
             s["longest_ms"] = max(s["longest_ms"], ms)
-            if isinstance(r, Exception):
+            if isinstance(r, lib.Error):
                 code = str(r).split(" ", 1)[0]
                 s["errors"][code] = s["errors"].get(code, 0) + 1
             else:
@@ -238,7 +159,7 @@ def slow(args, workdir):
         load(time.monotonic() + seconds, record)
         open(ctl, "w").write("0")
         out = stats
-        out["info"] = {k: srv.stat(k) for k in ("durable_waits", "durable_timeouts",
+        out["info"] = {k: stat(srv, k) for k in ("durable_waits", "durable_timeouts",
                                                   "durable_fsync_ms")}
     finally:
         srv.stop()
@@ -275,7 +196,7 @@ def markdown(rows, slowdisk, args):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--module", default=os.path.join(ROOT, "target/release/libimid.so"))
+    ap.add_argument("--module", default=lib.DEFAULT_MODULE)
     ap.add_argument("--baseline")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--slow-ms", type=int, default=3000)
@@ -283,10 +204,10 @@ def main():
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--json")
     args = ap.parse_args()
-    # The server changes into its own --dir before it loads modules: a relative path would not resolve.
-    args.module = os.path.abspath(args.module)
+    args.module = lib.module_path(args.module)
     if args.baseline:
-        args.baseline = os.path.abspath(args.baseline)
+        args.baseline = lib.module_path(args.baseline)
+    lib.stop_on_signal()
     if args.smoke:
         args.rounds = 1
     workdir = tempfile.mkdtemp(prefix="imid-durable-")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Throughput with one replica attached, imid's fence off against on (issue 27's targets).
+"""Throughput with one replica attached, imid's fence off against on (its targets since 0.3.0).
 
 Every figure comes from a fresh pair: a primary (`imid.fence-replicas` 0 = off, 1 = on) and one
 plain replica, both with the module, each in a fresh directory (a replica's full sync writes an
@@ -34,21 +34,14 @@ import os
 import random
 import re
 import shutil
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in server-bench/ from the import below
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from instructions import start, stop, stop_all  # noqa: E402  (the script's own directory)
+import lib  # noqa: E402  (server-bench/lib.py)
 
-HOST = "127.0.0.1"
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 IDMP = ["SEQ.NEXT", "k:__rand_int__", "IDMP", "t__rand_int__"]
 KEYSPACE = 1_000_000_000
 RUN_TIMEOUT_S = 120  # the most any one load may take
@@ -66,71 +59,6 @@ LOADS = [
 ]
 
 
-class Error(str):
-    pass
-
-
-class Client:
-    """A minimal RESP client: send many commands, then read as many replies."""
-
-    def __init__(self, port, timeout=30):
-        self.sock = socket.create_connection((HOST, port), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buf = b""
-
-    def close(self):
-        self.sock.close()
-
-    def _fill(self):
-        chunk = self.sock.recv(65536)
-        if not chunk:
-            raise ConnectionError("server closed the connection")
-        self.buf += chunk
-
-    def _line(self):
-        while b"\r\n" not in self.buf:
-            self._fill()
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        return line
-
-    def reply(self):
-        line = self._line()
-        kind, rest = line[:1], line[1:]
-        if kind == b"+":
-            return rest.decode()
-        if kind == b"-":
-            return Error(rest.decode())
-        if kind == b":":
-            return int(rest)
-        if kind == b"$":
-            n = int(rest)
-            if n < 0:
-                return None
-            while len(self.buf) < n + 2:
-                self._fill()
-            data, self.buf = self.buf[:n], self.buf[n + 2:]
-            return data.decode("utf-8", "replace")
-        if kind == b"*":
-            n = int(rest)
-            return None if n < 0 else [self.reply() for _ in range(n)]
-        raise ValueError(f"unexpected reply {line!r}")
-
-    def send(self, *commands):
-        self.sock.sendall(b"".join(enc(*c) for c in commands))
-
-    def __call__(self, *args):
-        self.send(args)
-        return self.reply()
-
-
-def enc(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        b = a.encode() if isinstance(a, str) else a
-        out.append(b"$%d\r\n%s\r\n" % (len(b), b))
-    return b"".join(out)
-
-
 def info_int(text, field):
     m = re.search(rf"^{field}:(\d+)", text, re.M)
     if not m:
@@ -140,7 +68,7 @@ def info_int(text, field):
 
 def flat_errors(reply):
     """Error replies in a reply (an EXEC's array holds its commands' replies)."""
-    if isinstance(reply, Error):
+    if isinstance(reply, lib.Error):
         return [reply]
     if isinstance(reply, list):
         return [e for r in reply for e in flat_errors(r)]
@@ -150,20 +78,13 @@ def flat_errors(reply):
 # ---------------------------------------------------------------------------------------------
 # Servers
 
-# Starting and stopping servers: instructions.py's (a free port, retried when taken; SIGTERM).
-
-
-def server_argv(server, module, d, fence=None, primary=None):
-    def argv(port):
-        a = [server, "--port", str(port), "--bind", HOST, "--save", "", "--appendonly", "no",
-             "--dir", d, "--dbfilename", "dump.rdb", "--logfile", os.path.join(d, "log"),
-             "--repl-diskless-sync-delay", "0", "--loadmodule", module]
-        if fence is not None:
-            a += ["--imid.fence-replicas", fence]
-        if primary is not None:
-            a += ["--replicaof", HOST, str(primary)]
-        return a
-    return argv
+def server_kw(server, module, d, fence=None):
+    """lib.Server's arguments: in directory d, imid.fence-replicas = fence if given."""
+    args = ["--repl-diskless-sync-delay", "0"]
+    if fence is not None:
+        args += ["--imid.fence-replicas", fence]
+    return {"bin": server, "modules": [module], "dir": d, "dbfilename": "dump.rdb", "log": "log",
+            "args": args, "timeout": 60}
 
 
 class Pair:
@@ -172,17 +93,11 @@ class Pair:
     def __init__(self, server, module, workdir, fence):
         self.pdir = tempfile.mkdtemp(dir=workdir, prefix="p-")
         self.rdir = tempfile.mkdtemp(dir=workdir, prefix="r-")
-        self.primary, self.port = start(server_argv(server, module, self.pdir, fence),
-                                        os.path.join(self.pdir, "log"), 60)
-        self.replica, self.rport = start(server_argv(server, module, self.rdir,
-                                                     primary=self.port),
-                                         os.path.join(self.rdir, "log"), 60)
-        c = Client(self.port)
-        deadline = time.monotonic() + 60
-        while "state=online" not in c("INFO", "replication"):
-            if time.monotonic() > deadline:
-                raise RuntimeError("the replica did not come online within 60 s")
-            time.sleep(0.05)
+        self.primary = lib.Server(**server_kw(server, module, self.pdir, fence))
+        self.replica = lib.start_replica(self.primary, online_timeout=60,
+                                         **server_kw(server, module, self.rdir))
+        self.port, self.rport = self.primary.port, self.replica.port
+        c = lib.Client(self.port)
         if c("CONFIG", "GET", "imid.fence-replicas")[1] != fence:
             raise RuntimeError("imid.fence-replicas not as asked")
         # The fence's first acknowledgement (blocks until it comes, fence on). A refusal (no
@@ -191,7 +106,7 @@ class Pair:
         self.warmup_refusals = 0
         while True:
             r = c("SEQ.NEXT", "warm", "IDMP", "warm")
-            if not isinstance(r, Error):
+            if not isinstance(r, lib.Error):
                 break
             self.warmup_refusals += 1
             if self.warmup_refusals == 3:
@@ -212,7 +127,7 @@ class Pair:
         """Waits until the replica has applied everything the primary propagated so far; the
         seconds it took (None: not within 60 s)."""
         t0 = time.perf_counter()
-        c, r = Client(self.port), Client(self.rport)
+        c, r = lib.Client(self.port), lib.Client(self.rport)
         try:
             want = info_int(c("INFO", "replication"), "master_repl_offset")
             deadline = time.monotonic() + 60
@@ -226,34 +141,27 @@ class Pair:
             r.close()
 
     def stats(self):
-        c = Client(self.port)
-        text = c("INFO", "imid") + c("INFO", "stats") + c("INFO", "commandstats")
-        c.close()
-        out = {}
-        for line in text.splitlines():
-            k, _, v = line.partition(":")
-            if k.startswith("imid_fence_") or k == "total_error_replies":
-                try:
-                    out[k.removeprefix("imid_")] = int(v)
-                except ValueError:
-                    pass
-            elif k in ("cmdstat_role", "cmdstat_replconf"):
-                m = re.search(r"calls=(\d+)", v)
-                out[k.removeprefix("cmdstat_")] = int(m.group(1)) if m else 0
+        """The fence's counters (INFO imid), error replies, ROLE and REPLCONF calls."""
+        with lib.Client(self.port) as c:
+            got = lib.counters(c, "imid", "stats", "commandstats")
+        out = {k.removeprefix("imid_"): v for k, v in got.items()
+               if k.startswith("imid_fence_") or k == "total_error_replies"}
+        out.update({k.removeprefix("cmdstat_"): got[k] for k in ("cmdstat_role",
+                                                                 "cmdstat_replconf") if k in got})
         return out
 
     def cpu(self):
         """CPU time (user + system, in clock ticks) of the primary and of the replica."""
         out = []
-        for proc in (self.primary, self.replica):
-            with open(f"/proc/{proc.pid}/stat") as f:
+        for srv in (self.primary, self.replica):
+            with open(f"/proc/{srv.proc.pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
             out.append(int(fields[11]) + int(fields[12]))  # utime, stime (fields 14, 15)
         return out
 
     def close(self):
-        stop(self.primary)
-        stop(self.replica)
+        self.primary.stop(120)
+        self.replica.stop(120)
         shutil.rmtree(self.pdir, ignore_errors=True)
         shutil.rmtree(self.rdir, ignore_errors=True)
 
@@ -263,23 +171,16 @@ class Pair:
 
 def bench(port, clients, pipeline, calls, argv):
     """redis-benchmark: (calls/s, p50 ms or None, first error line or None)."""
-    cmd = ["redis-benchmark", "-h", HOST, "-p", str(port), "-c", str(clients), "-P",
-           str(pipeline), "-n", str(calls), "-r", str(KEYSPACE), "-q"] + argv
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
-    text = (res.stdout + res.stderr).replace("\r", "\n")
-    m = re.findall(r": ([0-9.]+) requests per second(?:, p50=([0-9.]+) msec)?", text)
-    if res.returncode != 0 or not m:
-        raise RuntimeError(f"redis-benchmark {' '.join(argv)}: exit {res.returncode}\n"
-                           f"{text[-1500:]}")
-    err = next((ln for ln in text.splitlines() if "rror" in ln), None)
-    rate, p50 = m[-1]
-    return float(rate), (float(p50) if p50 else None), err
+    rate, p50, text = lib.benchmark(port, argv, clients, pipeline, calls, KEYSPACE,
+                                    timeout=RUN_TIMEOUT_S)
+    err = next((ln for ln in text.replace("\r", "\n").splitlines() if "rror" in ln), None)
+    return rate, p50, err
 
 
 def batches(port, mode, calls):
     """16 IDMP calls per batch, plain pipelined or MULTI ... EXEC + WAIT 1 1000: (calls/s,
     error replies, the first error, calls answered before the first error or None)."""
-    c = Client(port, timeout=RUN_TIMEOUT_S)
+    c = lib.Client(port, timeout=RUN_TIMEOUT_S)
     run = f"{os.getpid()}:{random.randrange(10**9)}"
     errors, first, clean = 0, None, None
     deadline = time.monotonic() + RUN_TIMEOUT_S
@@ -294,8 +195,8 @@ def batches(port, mode, calls):
             cmds = [("MULTI",)] + cmds + [("EXEC",), ("WAIT", "1", "1000")]
         c.send(*cmds)
         replies = [c.reply() for _ in cmds]
-        if mode == "multi" and replies[-1] != 1 and not isinstance(replies[-1], Error):
-            replies.append(Error(f"WAIT 1 1000 replied {replies[-1]} (no replica acknowledged)"))
+        if mode == "multi" and replies[-1] != 1 and not isinstance(replies[-1], lib.Error):
+            replies.append(lib.Error(f"WAIT 1 1000 replied {replies[-1]} (no replica acknowledged)"))
         for e in flat_errors(replies):
             errors += 1
             if first is None:
@@ -473,7 +374,7 @@ def render(data):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--module", default=os.path.join(ROOT, "target/release/libimid.so"))
+    ap.add_argument("--module", default=lib.DEFAULT_MODULE)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--smoke", action="store_true", help="1 round, a few hundred calls per load")
     ap.add_argument("--only", help="only the loads whose name contains one of these "
@@ -486,20 +387,10 @@ def main():
         for i, ld in enumerate(LOADS):
             if ld[2] != "bench":
                 LOADS[i] = ld[:5] + (args.batch_calls, args.batch_calls) + ld[7:]
-    module = os.path.abspath(args.module)
-    if not os.path.exists(module):
-        sys.exit(f"{module} missing: run `make build` first")
-    server = os.environ.get("REDIS_SERVER", "redis-server")
-    for tool in ("redis-benchmark", server):
-        if not shutil.which(tool):
-            sys.exit(f"{tool} not found (scripts/deps.sh installs it)")
-
-    def on_signal(signum, _frame):
-        stop_all()
-        sys.exit(128 + signum)
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    module = lib.module_path(args.module)
+    server = lib.server_bin()
+    lib.need("redis-benchmark", server)
+    lib.stop_on_signal()
     rounds = 1 if args.smoke else args.rounds
     loads = [ld for ld in LOADS
              if not args.only or any(t in ld[0] for t in args.only.split(","))]
@@ -523,9 +414,8 @@ def main():
                           file=sys.stderr, flush=True)
                 data["rounds"].append(rd)
         finally:
-            stop_all()
-    data["server"] = subprocess.run([server, "--version"], capture_output=True,
-                                    text=True).stdout.strip().split(" sha=")[0]
+            lib.stop_all()
+    data["server"] = lib.version(server)
     data["loadavg_after"] = open("/proc/loadavg").read().split()[0]
     data["summary"] = summarize(data)
     print("\n".join(render(data)))

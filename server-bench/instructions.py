@@ -22,27 +22,14 @@ project (for the redis-module crate's redismodule.h). Standard library only.
 """
 
 import argparse
-import glob
 import json
 import os
-import re
-import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in server-bench/ from the import below
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from server import free_port  # noqa: E402  (the script's own directory)
+import lib  # noqa: E402  (server-bench/lib.py)
 
-HOST = "127.0.0.1"
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-MSGID = "D1VO-8H8O-0006-D3E6"
-BENCH_KEY = "000102030405060708090a0b0c0d0e0f"
 PIPELINE = 16
 WRITE_KEYS = 100_000  # random keys for writes (-r): nearly every call creates its key
 SEED_KEYS = 1_000  # sequence keys loaded from an RDB file for the reads, imid's and the floor's
@@ -58,13 +45,13 @@ TARGETS = [
     ("MSGID.GEN", "floor.msgid.gen", 1.10),
     ("MSGID.HASH", "floor.noop", 1.10),
     ("UID.GEN", "floor.uid.gen", 1.10),
-    # issue 19: a map field costs at most 1.25 x Redis's own hash field; IDMP at most 1.5 x
-    # the plain call.
+    # Since 0.2.0 (maps, IDMP): a map field costs at most 1.25 x Redis's own hash field; IDMP
+    # at most 1.5 x the plain call.
     ("SEQ.HNEXT (map, random fields)", "HINCRBY (hash, random fields)", 1.25),
     ("SEQ.NEXT IDMP (new token)", "SEQ.NEXT", 1.50),
 ]
 
-# Issue 27: the same commands with one plain replica attached, imid's fence off
+# Since 0.3.0 (the fence): the same commands with one plain replica attached, imid's fence off
 # (`imid.fence-replicas 0`) and on (`1`), against their floor commands measured with the same
 # replica attached. (row name above, warm-up argv run before counting, most imid may cost.)
 REPLICA_ROWS = [
@@ -81,9 +68,9 @@ def row(command, imid, floor, keys=None, seeded=False, keyed=False, same="reply"
     """One table row. imid / floor: argv (`__rand_int__` is redis-benchmark's random number,
     drawn per placeholder, keyspace `keys`). seeded: the server loads SEED_KEYS sequences of each
     kind and the MAP_FIELDS-field map and hash first (reads, map rows). keyed: imid runs with
-    `imid.openid-keys` = BENCH_KEY. same: what the check requires of the two replies: "reply"
-    equal, "shape" the same type and length. new: a syntax the module may not have yet (issue
-    19: IDMP, maps); an error reply from imid skips the row, and the skip is printed. warm:
+    `imid.openid-keys` = lib.BENCH_KEY. same: what the check requires of the two replies: "reply"
+    equal, "shape" the same type and length. new: a syntax the module may not have (before 0.2.0:
+    IDMP, maps); an error reply from imid skips the row, and the skip is printed. warm:
     (imid argv, floor argv) run before counting, their instructions not counted. why: with
     same="warn", why the replies may differ."""
     return {"command": command, "imid": imid, "floor": floor, "keys": keys, "seeded": seeded,
@@ -99,7 +86,7 @@ def rows(plain_openid, keyed_openid, uid, map_fields):
             ["floor.msgid.gen", "1", "conv:__rand_int__"], keys=WRITE_KEYS, same="shape"),
         row("MSGID.ENCODE", ["MSGID.ENCODE", "1700000000000", "6", "1", "2526662"],
             ["floor.msgid.encode", "1700000000000", "6", "1", "2526662"]),
-        row("MSGID.DECODE", ["MSGID.DECODE", MSGID], ["floor.msgid.decode", MSGID]),
+        row("MSGID.DECODE", ["MSGID.DECODE", lib.MSGID], ["floor.msgid.decode", lib.MSGID]),
         row("MSGID.HASH", ["MSGID.HASH", "conv:12345"], ["floor.msgid.hash", "conv:12345"]),
         row("MSGID.FLOOR", ["MSGID.FLOOR", "1700000000000"],
             ["floor.msgid.floor", "1700000000000"]),
@@ -145,12 +132,12 @@ def rows(plain_openid, keyed_openid, uid, map_fields):
         # which skips the gap and replicates `SEQ.HSET key field last` (a one-time cost).
         row("SEQ.HNEXT (map, first call per field after a load)", ["SEQ.HNEXT", "sm", field],
             ["floor.seq.hnext", "fm", field], keys=map_fields, seeded=True),
-        row("OPENID.ENC (plain)", ["OPENID.ENC", MSGID, "1", "1"],
-            ["floor.openid.enc", MSGID, "1", "1"]),
+        row("OPENID.ENC (plain)", ["OPENID.ENC", lib.MSGID, "1", "1"],
+            ["floor.openid.enc", lib.MSGID, "1", "1"]),
         row("OPENID.DEC (plain)", ["OPENID.DEC", plain_openid],
             ["floor.openid.dec", plain_openid]),
-        row("OPENID.ENC (keyed)", ["OPENID.ENC", MSGID, "1", "1"],
-            ["floor.openid.enck", MSGID, "1", "1"], keyed=True),
+        row("OPENID.ENC (keyed)", ["OPENID.ENC", lib.MSGID, "1", "1"],
+            ["floor.openid.enck", lib.MSGID, "1", "1"], keyed=True),
         row("OPENID.DEC (keyed)", ["OPENID.DEC", keyed_openid],
             ["floor.openid.deck", keyed_openid], keyed=True),
         row("UID.GEN", ["UID.GEN", "conv:__rand_int__"], ["floor.uid.gen", "conv:__rand_int__"],
@@ -160,7 +147,7 @@ def rows(plain_openid, keyed_openid, uid, map_fields):
         row("UID.DECODE", ["UID.DECODE", uid], ["floor.uid.decode", uid], same="warn"),
         row("UID.ENCODE", ["UID.ENCODE", "1767225600123", "3", "7"],
             ["floor.uid.encode", "1767225600123", "3", "7"], same="warn"),
-        # Under another layout (issue 20): the LAYOUT option's parsing and a named layout's
+        # Under another layout (since 0.2.0): the LAYOUT option's parsing and a named layout's
         # shifts, against the same floor commands (which know the default layout only).
         row("UID.DECODE (LAYOUT discord)", ["UID.DECODE", uid, "LAYOUT", "discord"],
             ["floor.uid.decode", uid], same="warn"),
@@ -185,7 +172,7 @@ def extra_checks(plain_openid):
         (["MSGID.ENCODE", "4398046511104", "0", "0", "0"], "errors"),
         (["MSGID.ENCODE", "4398046511103", "4095", "15", "4194303"], "equal"),
         (["MSGID.GEN", "16", "x"], "errors"),
-        (["OPENID.ENC", MSGID, "256", "1"], "errors"),
+        (["OPENID.ENC", lib.MSGID, "256", "1"], "errors"),
         (["OPENID.ENC", "0000-0000-0000-0000", "255", "0"], "equal"),
         (["OPENID.DEC", tampered], "errors"),
         (["OPENID.DEC", spare_bits], "errors"),
@@ -200,7 +187,8 @@ def extra_checks(plain_openid):
         (["SEQ.NEXT", "{p}:max"], "errors"),
         (["SEQ.GET", "{p}:max"], "equal"),
     ]
-    # issue 19, checked when imid has them: (argv, want, the row whose skip skips them too)
+    # maps and IDMP (since 0.2.0), checked when imid has them: (argv, want, the row whose skip
+    # skips them too)
     new = [
         (["SEQ.HNEXT", "{p}:m", "a", "COUNT", "5"], "equal", "SEQ.HNEXT (map, random fields)"),
         (["SEQ.HNEXT", "{p}:m", ""], "errors", "SEQ.HNEXT (map, random fields)"),
@@ -236,7 +224,7 @@ def references(map_fields):
     warm = warm_up(map_fields, "HINCRBY", "h", "1")  # as the map rows' warm-up
     return [
         ("PING", ["PING"], None, False, None),
-        ("ECHO (19-byte bulk reply)", ["ECHO", MSGID], None, False, None),
+        ("ECHO (19-byte bulk reply)", ["ECHO", lib.MSGID], None, False, None),
         ("INCR (random keys)", ["INCR", "i:__rand_int__"], WRITE_KEYS, False, None),
         ("floor.noop (a module command that only replies)", ["floor.noop"], None, False, None),
         # The Redis hash `h` with the map's fields and values (a hashtable at this size).
@@ -246,169 +234,26 @@ def references(map_fields):
     ]
 
 
-# ---------------------------------------------------------------------------------------------
-# A minimal RESP client, for the checks (no redis-py needed).
-
-class Error(str):
-    pass
-
-
-class Client:
-    def __init__(self, port):
-        self.sock = socket.create_connection((HOST, port), timeout=30)
-        self.buf = b""
-
-    def close(self):
-        self.sock.close()
-
-    def _line(self):
-        while b"\r\n" not in self.buf:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise ConnectionError("server closed the connection")
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        return line
-
-    def _exact(self, n):
-        while len(self.buf) < n + 2:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise ConnectionError("server closed the connection")
-            self.buf += chunk
-        data, self.buf = self.buf[:n], self.buf[n + 2:]
-        return data
-
-    def _reply(self):
-        line = self._line()
-        kind, rest = line[:1], line[1:]
-        if kind == b"+":
-            return rest.decode()
-        if kind == b"-":
-            return Error(rest.decode())
-        if kind == b":":
-            return int(rest)
-        if kind == b"$":
-            n = int(rest)
-            return None if n < 0 else self._exact(n).decode("utf-8", "replace")
-        if kind == b"*":
-            n = int(rest)
-            return None if n < 0 else [self._reply() for _ in range(n)]
-        raise ValueError(f"unexpected reply {line!r}")
-
-    def __call__(self, *args):
-        out = [f"*{len(args)}\r\n".encode()]
-        for a in args:
-            b = a.encode() if isinstance(a, str) else a
-            out.append(f"${len(b)}\r\n".encode() + b + b"\r\n")
-        self.sock.sendall(b"".join(out))
-        return self._reply()
-
-
-# ---------------------------------------------------------------------------------------------
-# Servers
-
-PROCS = []
-
-
-def start(cmd_for_port, log, deadline_s):
-    """Starts a server (cmd_for_port(port) gives its command line) and waits until its log says
-    it is ready. Retries on another port if it exits at once (the port was taken)."""
-    for attempt in range(5):
-        port = free_port()
-        if os.path.exists(log):
-            os.remove(log)
-        proc = subprocess.Popen(cmd_for_port(port), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
-        PROCS.append(proc)
-        deadline = time.monotonic() + deadline_s
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                with open(log) as f:
-                    if "Ready to accept connections" in f.read():
-                        return proc, port
-            except FileNotFoundError:
-                pass
-            time.sleep(0.05)
-        stop(proc)
-        if attempt == 4 or proc.returncode not in (0, 1):
-            break
-    tail = open(log).read()[-2000:] if os.path.exists(log) else "(no log)"
-    raise RuntimeError(f"redis-server did not start:\n{tail}")
-
-
-def stop(proc, timeout=120):
-    """SIGTERM: Redis shuts down from its cron, outside call(), and callgrind writes its file."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    if proc in PROCS:
-        PROCS.remove(proc)
-
-
-def stop_all():
-    for p in list(PROCS):
-        stop(p, timeout=10)
-
-
-def server_cmd(server, workdir, log, dbfile, module, floor, keyed, fence=None):
-    """fence: None, or imid.fence-replicas for a primary with a replica (repl-diskless-sync-delay
+def server_kw(server, dbfile, module, floor, keyed, fence=None):
+    """lib.Server's arguments: imid (keyed: `imid.openid-keys` = BENCH_KEY) and the floor.
+    fence: None, or `imid.fence-replicas` for a primary with a replica (repl-diskless-sync-delay
     0: the replica's full sync starts at once instead of after 5 s)."""
-    imid = ["--loadmodule", module] + (["--imid.openid-keys", BENCH_KEY] if keyed else [])
+    args = ["--imid.openid-keys", lib.BENCH_KEY] if keyed else []
     if fence is not None:
-        imid += ["--imid.fence-replicas", fence]
-    extra = [] if fence is None else ["--repl-diskless-sync-delay", "0"]
-    return lambda port: [
-        server, "--port", str(port), "--bind", HOST, "--save", "", "--appendonly", "no",
-        "--dir", workdir, "--dbfilename", dbfile, "--logfile", log, *extra,
-        *imid, "--loadmodule", floor, BENCH_KEY,
-    ]
+        args += ["--imid.fence-replicas", fence, "--repl-diskless-sync-delay", "0"]
+    return {"bin": server, "dbfilename": dbfile, "args": args,
+            "modules": [module, (floor, lib.BENCH_KEY)]}
 
 
-def attach_replica(server, workdir, label, module, floor, primary_port):
+def attach_replica(server, workdir, label, module, floor, primary):
     """A plain replica of the primary (no valgrind), with both modules, in a directory of its
     own: its full sync writes an RDB file even with `--save ''`, and a primary later started in
     a directory holding one would load it and be "inherited" (every new sequence's first call
-    then waits for the fence). Returns the replica's process once the primary lists it online."""
+    then waits for the fence). Returns it once the primary lists it online."""
     rdir = os.path.join(workdir, f"{label}-replica")
     os.makedirs(rdir, exist_ok=True)
-    log = os.path.join(rdir, "replica.log")
-    base = server_cmd(server, rdir, log, "replica.rdb", module, floor, False)
-    proc, _ = start(lambda port: base(port) + ["--replicaof", HOST, str(primary_port)], log, 60)
-    c = Client(primary_port)
-    deadline = time.monotonic() + 120
-    while "state=online" not in c("INFO", "replication"):
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{label}: the replica did not come online")
-        time.sleep(0.1)
-    c.close()
-    return proc
-
-
-# ---------------------------------------------------------------------------------------------
-
-def build_floor(workdir):
-    """Compiles floor.c against the redismodule.h of the redis-module version in Cargo.lock."""
-    lock = open(os.path.join(ROOT, "Cargo.lock")).read()
-    m = re.search(r'name = "redis-module"\nversion = "([^"]+)"', lock)
-    if not m:
-        sys.exit("redis-module not found in Cargo.lock")
-    cargo_home = os.environ.get("CARGO_HOME", os.path.expanduser("~/.cargo"))
-    headers = glob.glob(os.path.join(cargo_home, "registry", "src", "*",
-                                     f"redis-module-{m.group(1)}", "src", "include",
-                                     "redismodule.h"))
-    if not headers:
-        sys.exit(f"redismodule.h of redis-module {m.group(1)} not found: build the project "
-                 "once (cargo build) first")
-    out = os.path.join(workdir, "floor.so")
-    subprocess.run(["gcc", "-O2", "-Wall", "-fPIC", "-shared",
-                    "-I", os.path.dirname(headers[0]), "-o", out,
-                    os.path.join(HERE, "floor.c")], check=True)
-    return out
+    return lib.start_replica(primary, dir=rdir, log="replica.log", timeout=60,
+                             **server_kw(server, "replica.rdb", module, floor, False))
 
 
 def sample(argv):
@@ -428,17 +273,17 @@ def check_and_prepare(server, workdir, module, floor, map_fields):
     """Seeds the RDB for the reads, checks every command line on an ordinary server, and returns
     (rows to measure, lines saying what was skipped or differs, floor commands present)."""
     notes = []
-    log = os.path.join(workdir, "check.log")
-    proc, port = start(server_cmd(server, workdir, log, "seed.rdb", module, floor, False), log, 30)
+    srv = lib.Server(dir=workdir, log="check.log", timeout=30,
+                     **server_kw(server, "seed.rdb", module, floor, False))
     try:
-        c = Client(port)
+        c = srv.client()
         # Seed sequences s:<12 digits> (imid) and f:<12 digits> (floor) = i + 1, then save them:
         # the read rows' servers load this file, so no seeding runs inside their call() counts.
         seed = ("for i = 0, tonumber(ARGV[1]) - 1 do "
                 "redis.call(ARGV[2], string.format(ARGV[3] .. ':%012d', i), i + 1) end")
         for cmd, prefix in (("SEQ.SET", "s"), ("floor.seq.set", "f")):
             r = c("EVAL", seed, "0", str(SEED_KEYS), cmd, prefix)
-            if isinstance(r, Error):
+            if isinstance(r, lib.Error):
                 raise RuntimeError(f"seeding with {cmd}: {r}")
 
         def has(name):
@@ -454,22 +299,22 @@ def check_and_prepare(server, workdir, module, floor, map_fields):
             maps.insert(0, ("SEQ.HSET", "sm"))
         for cmd, key in maps:
             r = c("EVAL", fill, "0", str(map_fields), cmd, key)
-            if isinstance(r, Error):
+            if isinstance(r, lib.Error):
                 raise RuntimeError(f"seeding {key} with {cmd}: {r}")
         for cmd, key in (("SEQ.SET", "sl"), ("floor.seq.set", "fl")):
             c(cmd, key, str(LIMIT_VALUE))
         if c("SAVE") != "OK":
             raise RuntimeError("SAVE failed")
 
-        plain_openid = c("OPENID.ENC", MSGID, "1", "1")
+        plain_openid = c("OPENID.ENC", lib.MSGID, "1", "1")
         uid = c("UID.ENCODE", "1767225600123", "3", "7") if has("uid.encode") else None
         if not isinstance(uid, int):
             uid = c("floor.uid.encode", "1767225600123", "3", "7")
-        c("CONFIG", "SET", "imid.openid-keys", BENCH_KEY)
-        keyed_openid = c("OPENID.ENC", MSGID, "1", "1")
+        c("CONFIG", "SET", "imid.openid-keys", lib.BENCH_KEY)
+        keyed_openid = c("OPENID.ENC", lib.MSGID, "1", "1")
         c("CONFIG", "SET", "imid.openid-keys", "")
         for v in (plain_openid, keyed_openid):
-            if not isinstance(v, str) or isinstance(v, Error):
+            if not isinstance(v, str) or isinstance(v, lib.Error):
                 raise RuntimeError(f"OPENID.ENC replied {v!r}")
 
         todo = []
@@ -482,16 +327,16 @@ def check_and_prepare(server, workdir, module, floor, map_fields):
                              "which this CPU lacks)")
                 r = dict(r, floor=None)
             if r["keyed"]:
-                c("CONFIG", "SET", "imid.openid-keys", BENCH_KEY)
+                c("CONFIG", "SET", "imid.openid-keys", lib.BENCH_KEY)
             a = c(*sample(r["imid"]))
             b = c(*sample(r["floor"])) if r["floor"] else None
             if r["keyed"]:
                 c("CONFIG", "SET", "imid.openid-keys", "")
-            if r["new"] and isinstance(a, Error):
+            if r["new"] and isinstance(a, lib.Error):
                 notes.append(f"skipped {r['command']}: imid replied {a}")
                 continue
             for who, reply in (("imid", a), ("floor", b)):
-                if isinstance(reply, Error):
+                if isinstance(reply, lib.Error):
                     raise RuntimeError(f"{r['command']}: {who} replied an error: {reply}")
             if b is not None:
                 if r["same"] == "shape":
@@ -511,17 +356,17 @@ def check_and_prepare(server, workdir, module, floor, map_fields):
             if not has(floor_argv[0]) or (needs and needs not in measured):
                 continue
             if keyed:
-                c("CONFIG", "SET", "imid.openid-keys", BENCH_KEY)
+                c("CONFIG", "SET", "imid.openid-keys", lib.BENCH_KEY)
             a, b = c(*imid), c(*floor_argv)
             if keyed:
                 c("CONFIG", "SET", "imid.openid-keys", "")
-            ok = (isinstance(a, Error) and isinstance(b, Error) if want == "errors"
-                  else a == b and not isinstance(a, Error))
+            ok = (isinstance(a, lib.Error) and isinstance(b, lib.Error) if want == "errors"
+                  else a == b and not isinstance(a, lib.Error))
             if not ok:
                 raise RuntimeError(f"{imid!r}: imid replied {a!r}, {floor_argv[0]} {b!r}")
         c.close()
     finally:
-        stop(proc)
+        srv.stop()
     return todo, notes
 
 
@@ -544,76 +389,36 @@ def count(server, workdir, module, floor, argv, n, keys, seeded, keyed, label, w
     replica first and run with imid.fence-replicas = fence, both servers in fresh directories.
     info: a dict that gets the primary's `INFO imid` fence counters after the run (read with
     callgrind's instrumentation off, so not counted)."""
-    out = os.path.join(workdir, f"{label}.cg")
-    log = os.path.join(workdir, f"{label}.log")
     pdir = workdir
     if fence is not None:
         pdir = os.path.join(workdir, f"{label}-primary")
         os.makedirs(pdir, exist_ok=True)
-    base = server_cmd(server, pdir, log, "seed.rdb" if seeded else "empty.rdb", module,
-                      floor, keyed, fence)
-    cmd = lambda port: ["valgrind", "--tool=callgrind", "--collect-atstart=no",
-                        "--toggle-collect=call", f"--callgrind-out-file={out}", *base(port)]
-    proc, port = start(cmd, log, 180)
+    srv = lib.Callgrind(label, workdir, dir=pdir, log=os.path.join(workdir, f"{label}.log"),
+                        timeout=180, **server_kw(server, "seed.rdb" if seeded else "empty.rdb",
+                                                 module, floor, keyed, fence))
     replica = None
     try:
         if fence is not None:
-            replica = attach_replica(server, workdir, label, module, floor, port)
+            replica = attach_replica(server, workdir, label, module, floor, srv)
         if warm or info is not None:
-            c = Client(port)
-            c.sock.settimeout(600)  # every field of a map, under valgrind
-            if warm:
-                r = c(*warm)
-                if isinstance(r, Error):
-                    raise RuntimeError(f"warm-up {warm[:2]}: {r}")
-            before = fence_counters(c) if info is not None else None
-            c.close()
-            callgrind_control("-z", proc)
-        bench = ["redis-benchmark", "-h", HOST, "-p", str(port), "-c", "1", "-P", str(PIPELINE),
-                 "-n", str(n), "-q"]
-        if keys:
-            bench += ["-r", str(keys)]
-        res = subprocess.run(bench + argv, capture_output=True, text=True, timeout=600)
-        if res.returncode != 0:
-            raise RuntimeError(f"redis-benchmark {' '.join(argv)}: exit {res.returncode}\n"
-                               f"{(res.stdout + res.stderr)[-1500:]}")
+            with srv.client(timeout=600) as c:  # every field of a map, under valgrind
+                if warm:
+                    r = c(*warm)
+                    if isinstance(r, lib.Error):
+                        raise RuntimeError(f"warm-up {warm[:2]}: {r}")
+                before = fence_counters(c) if info is not None else None
+            srv.zero()
+        lib.benchmark(srv.port, argv, 1, PIPELINE, n, keys)
         if info is not None:
-            # Dump the counts now (to <out>.1), so that reading INFO is not counted.
-            callgrind_control("-d", proc)
-            out = first_dump(out)
-            c = Client(port)
-            after = fence_counters(c)
-            c.close()
+            srv.dump()  # so that reading INFO is not counted
+            with srv.client() as c:
+                after = fence_counters(c)
             info.update({k: v - before.get(k, 0) for k, v in after.items()})
     finally:
-        stop(proc)
+        srv.stop()
         if replica is not None:
-            stop(replica)
-    with open(out) as f:
-        for line in f:
-            if line.startswith(("summary:", "totals:")):
-                return int(line.split()[1]) / n
-    raise RuntimeError(f"no totals in {out}")
-
-
-def callgrind_control(flag, proc):
-    res = subprocess.run(["callgrind_control", flag, str(proc.pid)],
-                         capture_output=True, text=True, timeout=120)
-    if res.returncode != 0 or "OK" not in res.stdout:
-        raise RuntimeError(f"callgrind_control {flag}: {res.stdout}{res.stderr}")
-
-
-def first_dump(out):
-    """The file of callgrind's first requested dump (callgrind_control -d): <out>.1."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        for path in (out + ".1", out):
-            if os.path.exists(path):
-                with open(path) as f:
-                    if any(ln.startswith(("summary:", "totals:")) for ln in f):
-                        return path
-        time.sleep(0.1)
-    raise RuntimeError(f"no callgrind dump at {out}.1")
+            replica.stop(120)
+    return srv.total() / n
 
 
 # The fence's counters (INFO imid) and Redis's error replies (INFO stats); gauges left out.
@@ -622,16 +427,11 @@ COUNTERS = ("imid_fence_waits", "imid_fence_timeouts", "imid_fence_refused",
 
 
 def fence_counters(c):
-    """The primary's fence counters (INFO imid) and error replies (INFO stats)."""
-    out = {}
-    text = c("INFO", "imid") + c("INFO", "stats") + c("INFO", "commandstats")
-    for line in text.splitlines():
-        k, _, v = line.partition(":")
-        if k in COUNTERS and v.strip().isdigit():
-            out[k.removeprefix("imid_")] = int(v)
-        elif k == "cmdstat_role":
-            m = re.search(r"calls=(\d+)", v)
-            out["role"] = int(m.group(1)) if m else 0
+    """The primary's fence counters (INFO imid), error replies (INFO stats) and ROLE calls."""
+    got = lib.counters(c, "imid", "stats", "commandstats")
+    out = {k.removeprefix("imid_"): got[k] for k in COUNTERS if k in got}
+    if "cmdstat_role" in got:
+        out["role"] = got["cmdstat_role"]
     return out
 
 
@@ -666,13 +466,13 @@ def render(data):
 
 
 def render_replica(data):
-    """The rows with one replica attached, fence off and on (issue 27), as markdown lines."""
+    """The rows with one replica attached, fence off and on (since 0.3.0), as markdown lines."""
     rows = data.get("replica") or []
     if not rows:
         return []
     alone = {r["command"]: ratio(r["imid"], r["floor"]) for r in data["rows"]}
-    out = ["", "With one replica attached (issue 27): a plain replica (both modules loaded, not "
-           "under valgrind), the primary's `imid.fence-replicas` 0 (off) or 1 (on), both servers "
+    out = ["", "With one replica attached (the fence, since 0.3.0): a plain replica (both modules "
+           "loaded, not under valgrind), the primary's `imid.fence-replicas` 0 (off) or 1 (on), both servers "
            "in fresh directories; the floor command measured on its own fresh pair the same way. "
            "One warm-up call first (its instructions not counted: the fence's first "
            "acknowledgement, the leases). Counted inside `call()`, which includes the fence's "
@@ -702,7 +502,7 @@ def render_replica(data):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--module", default=os.path.join(ROOT, "target/release/libimid.so"))
+    ap.add_argument("--module", default=lib.DEFAULT_MODULE)
     ap.add_argument("--requests", type=int, default=20_000,
                     help="commands per measurement (default 20000)")
     ap.add_argument("--map-fields", type=int, default=MAP_FIELDS,
@@ -716,24 +516,14 @@ def main():
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
 
-    module = os.path.abspath(args.module)
-    if not os.path.exists(module):
-        sys.exit(f"{module} missing: run `make build` first")
-    server = os.environ.get("REDIS_SERVER", "redis-server")
-    for tool in ("valgrind", "callgrind_control", "gcc", "redis-benchmark", server):
-        if not shutil.which(tool):
-            sys.exit(f"{tool} not found (scripts/deps.sh installs it)")
-
-    def on_signal(signum, _frame):
-        stop_all()
-        sys.exit(128 + signum)
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    module = lib.module_path(args.module)
+    server = lib.server_bin()
+    lib.need("valgrind", "callgrind_control", "gcc", "redis-benchmark", server)
+    lib.stop_on_signal()
     n = args.requests
     with tempfile.TemporaryDirectory(prefix="imid-floor-") as workdir:
         try:
-            floor = build_floor(workdir)
+            floor = lib.build_floor(workdir)
             todo, notes = check_and_prepare(server, workdir, module, floor, args.map_fields)
             for line in notes:
                 print(line, file=sys.stderr)
@@ -789,7 +579,7 @@ def main():
                 refs.append({"command": name, "argv": argv, "instructions": v})
                 print(f"  {name:<42} {v:>8,.0f}", file=sys.stderr, flush=True)
         finally:
-            stop_all()
+            lib.stop_all()
 
     by_command = {r["command"]: r for r in results}
     floor_of = {}
@@ -806,7 +596,7 @@ def main():
         imid = by_command.get(cmd, {}).get("imid")
         targets.append({"imid": cmd, "floor": fcmd, "max": mx,
                         "ratio": ratio(imid, base_of.get(fcmd))})
-    version = subprocess.run([server, "--version"], capture_output=True, text=True).stdout
+    version = lib.version(server, full=True)
     data = {
         "requests": n,
         "pipeline": PIPELINE,

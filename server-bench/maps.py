@@ -17,7 +17,7 @@ RDB: with --rdb-fields N (one of --sizes), the server holding the N-counter key 
 time as the server logs it: "DB loaded from disk: <s> seconds"); --rdb-rounds times each, the
 median reported. Timings move with the machine's load; memory figures do not.
 
-Standard library only; uses server-bench/server.py's server handling.
+Standard library only; servers from server-bench/lib.py.
 
     server-bench/maps.py --module target/release/libimid.so [--servers redis7,valkey9]
                   [--sizes 100,10000,1000000] [--rdb-fields 1000000] --json out.json
@@ -27,45 +27,29 @@ import argparse
 import json
 import os
 import re
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in server-bench/ from the import below
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from server import start_server, stop_all  # noqa: E402  (the script's own directory)
+import lib  # noqa: E402  (server-bench/lib.py)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MATRIX = ["redis7", "redis8", "redis8.6", "valkey8", "valkey9"]
 VALUE_BASE = 3_000_000_000
 BATCH = 1000  # field/value pairs per SEQ.HSET / HSET command
 KINDS = [("map", "SEQ.HSET", "SEQ.HLEN"), ("hash", "HSET", "HLEN")]
 
 
-def server_path(name):
-    """The binary scripts/servers.sh gives for `name`, or None (and why) when it cannot."""
-    res = subprocess.run(["bash", os.path.join(ROOT, "scripts", "servers.sh"), name],
-                         capture_output=True, text=True)
-    if res.returncode != 0:
-        return None, (res.stderr.strip().splitlines() or ["unavailable"])[-1]
-    return res.stdout.strip().splitlines()[-1], None
-
-
 def fill(srv, command, n, keys):
     """`keys` keys k:<i> of n fields f:<8 digits> = VALUE_BASE + i, BATCH pairs per command."""
-    chunks = []
-    for k in range(keys):
-        for start in range(0, n, BATCH):
-            argv = [command, f"k:{k}"]
-            for i in range(start, min(n, start + BATCH)):
-                argv += [f"f:{i:08d}", str(VALUE_BASE + i)]
-            chunks.append(f"*{len(argv)}\r\n" + "".join(f"${len(a)}\r\n{a}\r\n" for a in argv))
-    out = srv.cli("--pipe", stdin="".join(chunks).encode())
-    if "errors: 0" not in out:
-        raise RuntimeError(f"loading with {command}: {out}")
+    def calls():
+        for k in range(keys):
+            for start in range(0, n, BATCH):
+                argv = [command, f"k:{k}"]
+                for i in range(start, min(n, start + BATCH)):
+                    argv += [f"f:{i:08d}", str(VALUE_BASE + i)]
+                yield argv
+    srv.pipe(calls())
 
 
 def used_memory(srv):
@@ -91,7 +75,7 @@ def measure(module, workdir, bin, n, counters, kind, command, length, rdb_rounds
     """One fresh server: memory per counter in keys of n counters of `kind`; with rdb_rounds,
     SAVE and load times."""
     keys = max(1, counters // n)
-    srv = start_server(module, workdir, bin=bin)
+    srv = lib.Server(module, workdir=workdir, bin=bin)
     # The command's first call allocates its statistics entry: not part of the counters.
     fill(srv, command, 1, 1)
     srv.cli("DEL", "k:0")
@@ -114,10 +98,10 @@ def measure(module, workdir, bin, n, counters, kind, command, length, rdb_rounds
         row["rdb_bytes"] = os.path.getsize(os.path.join(srv.dir, "dump.rdb"))
         srv.stop()
         for _ in range(rdb_rounds):
-            srv = start_server(module, workdir, bin=bin, data_dir=srv.dir)
+            srv = lib.Server(module, dir=srv.dir, bin=bin)
             if int(srv.cli(length, "k:0")) != n:
                 raise RuntimeError(f"{kind}: {n} counters saved, {srv.cli(length, 'k:0')} loaded")
-            loads.append(load_seconds(os.path.join(srv.dir, "redis.log")))
+            loads.append(load_seconds(srv.log))
             srv.stop()
         row["save_s"] = statistics.median(saves)
         row["load_s"] = statistics.median(loads)
@@ -167,7 +151,7 @@ def render(data):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--module", required=True)
-    ap.add_argument("--servers", default=",".join(MATRIX),
+    ap.add_argument("--servers", default=",".join(lib.MATRIX),
                     help="names for scripts/servers.sh (default: the whole matrix)")
     ap.add_argument("--sizes", default="100,10000,1000000")
     ap.add_argument("--counters", type=int, default=1_000_000,
@@ -177,28 +161,13 @@ def main():
     ap.add_argument("--rdb-rounds", type=int, default=3)
     ap.add_argument("--json", required=True)
     args = ap.parse_args()
-    module = os.path.abspath(args.module)
-    if not os.path.exists(module):
-        sys.exit(f"{module} missing: run `make build` first")
+    module = lib.module_path(args.module)
     sizes = [int(x) for x in args.sizes.split(",")]
-
-    def on_signal(signum, _frame):
-        stop_all()
-        sys.exit(128 + signum)
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    lib.stop_on_signal()
     servers = []
     with tempfile.TemporaryDirectory(prefix="imid-maps-") as workdir:
         try:
-            for name in args.servers.split(","):
-                bin, why = server_path(name)
-                if not bin:
-                    print(f"{name}: skipped ({why})", file=sys.stderr)
-                    servers.append({"name": name, "skipped": why})
-                    continue
-                version = subprocess.run([bin, "--version"], capture_output=True,
-                                         text=True).stdout.split(" sha=")[0].strip()
+            for name, bin, version in lib.each_server(args.servers, servers):
                 rows = []
                 for n in sizes:
                     for kind, command, length in KINDS:
@@ -213,7 +182,7 @@ def main():
                               f"{extra}", file=sys.stderr, flush=True)
                 servers.append({"name": name, "version": version, "rows": rows})
         finally:
-            stop_all()
+            lib.stop_all()
     data = {"sizes": sizes, "counters": args.counters, "value_base": VALUE_BASE, "target": 24,
             "servers": servers}
     print("\n".join(render(data)))

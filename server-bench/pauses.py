@@ -23,7 +23,7 @@ So the server runs at real-time priority (`chrt -f 1`; the kernel still leaves 5
 everything else, and it holds one CPU at most) where chrt is allowed, else at normal priority,
 and the report says which (--no-rt forces normal priority).
 
-Standard library only; uses server-bench/server.py's server handling.
+Standard library only; servers from server-bench/lib.py.
 
     server-bench/pauses.py --module target/release/libimid.so [--servers redis7,valkey9]
                   [--fields 2000000] [--bulk 100] --json out.json
@@ -31,18 +31,12 @@ Standard library only; uses server-bench/server.py's server handling.
 
 import argparse
 import json
-import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 
-sys.dont_write_bytecode = True  # no __pycache__ in server-bench/ from the imports below
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from instructions import Client  # noqa: E402  (the script's own directory)
-from maps import MATRIX, server_path  # noqa: E402
-from server import start_server, stop_all  # noqa: E402
+sys.dont_write_bytecode = True  # no __pycache__ in server-bench/ from the import below
+import lib  # noqa: E402  (server-bench/lib.py)
 
 SLOWER_THAN_US = 100
 BULK_PAIRS = 2000
@@ -69,30 +63,6 @@ KINDS = {
 }
 
 
-def resp(argv):
-    return f"*{len(argv)}\r\n" + "".join(f"${len(a)}\r\n{a}\r\n" for a in argv)
-
-
-def pipe(srv, calls):
-    """Streams the calls (an iterator of argv) through redis-cli --pipe; the number sent."""
-    p = subprocess.Popen(["redis-cli", "-h", "127.0.0.1", "-p", str(srv.port), "--pipe"],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    n = 0
-    chunk = []
-    for argv in calls:
-        chunk.append(resp(argv))
-        n += 1
-        if len(chunk) >= 10_000:
-            p.stdin.write("".join(chunk).encode())
-            chunk = []
-    p.stdin.write("".join(chunk).encode())
-    p.stdin.close()
-    out = p.stdout.read().decode()
-    if p.wait() != 0 or "errors: 0," not in out:
-        raise RuntimeError(f"redis-cli --pipe: {out.strip()[-500:]}")
-    return n
-
-
 def fields(n, prefix="f:"):
     return (f"{prefix}{i:08d}" for i in range(n))
 
@@ -115,12 +85,12 @@ def run_phase(srv, c, kind, phase, n, bulk):
                 for i in range(b * BULK_PAIRS, (b + 1) * BULK_PAIRS):
                     argv += [f"b:{i:08d}", str(i)]
                 yield argv
-        sent = pipe(srv, calls())
+        sent = srv.pipe(calls())
     elif phase == "shrink":
-        sent = pipe(srv, (k["shrink"](f) for f in
-                          list(fields(n)) + list(fields(bulk * BULK_PAIRS, "b:"))))
+        sent = srv.pipe(k["shrink"](f) for f in
+                        list(fields(n)) + list(fields(bulk * BULK_PAIRS, "b:")))
     else:
-        sent = pipe(srv, (k[phase](f) for f in fields(n)))
+        sent = srv.pipe(k[phase](f) for f in fields(n))
     seconds = time.monotonic() - t
     log = slowlog(c)
     durations = [d for d, _ in log]
@@ -136,21 +106,12 @@ def run_phase(srv, c, kind, phase, n, bulk):
     }
 
 
-def rt_prefix():
-    """`chrt -f 1` when this process may use it, else nothing."""
-    try:
-        ok = subprocess.run(["chrt", "-f", "1", "true"], capture_output=True).returncode == 0
-    except FileNotFoundError:
-        ok = False
-    return ["chrt", "-f", "1"] if ok else []
-
-
 def measure(module, workdir, bin, kind, n, bulk, prefix):
-    srv = start_server(module, workdir, bin=bin, prefix=prefix, extra=[
+    srv = lib.Server(module, workdir=workdir, bin=bin, prefix=prefix, args=[
         "--slowlog-log-slower-than", str(SLOWER_THAN_US), "--slowlog-max-len", "1000000",
         # Deletes free in the foreground as a map's own deletes do (Valkey's default is lazy).
         "--lazyfree-lazy-user-del", "no"])
-    c = Client(srv.port)
+    c = srv.client()
     k = KINDS[kind]
     rows = []
     try:
@@ -185,7 +146,7 @@ def worst(r):
 def render(data):
     """The results as markdown lines (also used by server-bench/report.py)."""
     out = [
-        f"| server | phase | calls | sequence map: worst (ms) | ≥ 1 ms | ≥ 5 ms | Redis hash: "
+        "| server | phase | calls | sequence map: worst (ms) | ≥ 1 ms | ≥ 5 ms | Redis hash: "
         "worst (ms) | ≥ 1 ms | ≥ 5 ms |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
@@ -203,7 +164,7 @@ def render(data):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--module", required=True)
-    ap.add_argument("--servers", default=",".join(MATRIX),
+    ap.add_argument("--servers", default=",".join(lib.MATRIX),
                     help="names for scripts/servers.sh (default: the whole matrix)")
     ap.add_argument("--fields", type=int, default=2_000_000)
     ap.add_argument("--bulk", type=int, default=100, help="SEQ.HSET calls of 2,000 new pairs")
@@ -211,30 +172,15 @@ def main():
     ap.add_argument("--no-rt", action="store_true", help="run the servers at normal priority")
     ap.add_argument("--json", required=True)
     args = ap.parse_args()
-    module = os.path.abspath(args.module)
-    if not os.path.exists(module):
-        sys.exit(f"{module} missing: run `make build` first")
-
-    def on_signal(signum, _frame):
-        stop_all()
-        sys.exit(128 + signum)
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    prefix = [] if args.no_rt else rt_prefix()
+    module = lib.module_path(args.module)
+    lib.stop_on_signal()
+    prefix = [] if args.no_rt else lib.realtime(1)
     print(f"servers at {'real-time priority (chrt -f 1)' if prefix else 'normal priority'}",
           file=sys.stderr)
     servers = []
     with tempfile.TemporaryDirectory(prefix="imid-pauses-") as workdir:
         try:
-            for name in args.servers.split(","):
-                bin, why = server_path(name)
-                if not bin:
-                    print(f"{name}: skipped ({why})", file=sys.stderr)
-                    servers.append({"name": name, "skipped": why})
-                    continue
-                version = subprocess.run([bin, "--version"], capture_output=True,
-                                         text=True).stdout.split(" sha=")[0].strip()
+            for name, bin, version in lib.each_server(args.servers, servers):
                 print(f"  {version}:", file=sys.stderr, flush=True)
                 s = {"name": name, "version": version}
                 for kind in args.kinds.split(","):
@@ -242,7 +188,7 @@ def main():
                                       prefix)
                 servers.append(s)
         finally:
-            stop_all()
+            lib.stop_all()
     data = {"fields": args.fields, "bulk": args.bulk, "bulk_pairs": BULK_PAIRS,
             "slower_than_us": SLOWER_THAN_US, "realtime": bool(prefix), "servers": servers}
     if all(k in s for s in servers if not s.get("skipped") for k in ("map", "hash")):

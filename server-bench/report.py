@@ -12,9 +12,9 @@ import os
 import statistics
 import sys
 
-sys.dont_write_bytecode = True  # no __pycache__ in server-bench/ from the import below
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from instructions import render as render_floor  # noqa: E402  (the script's own directory)
+sys.dont_write_bytecode = True  # no __pycache__ in server-bench/ from the imports below
+# Each script's own table of its JSON, so that the page shows what the script prints.
+from instructions import render as render_floor  # noqa: E402  (server-bench/, beside this one)
 from maps import render as render_maps  # noqa: E402
 from bulk import render as render_bulk  # noqa: E402
 from pauses import render as render_pauses  # noqa: E402
@@ -140,7 +140,7 @@ def bulk_section(path):
         return out + ["Skipped in this run.", ""]
     d = json.load(open(path))
     out += [
-        "`server-bench/bulk.py` (issue 37): a fresh server gets a sequence map (`SEQ.HSET`, "
+        "`server-bench/bulk.py` (since 0.3.0): a fresh server gets a sequence map (`SEQ.HSET`, "
         "1,000 pairs per call) or a Redis hash (`HSET`) of N fields `f:<8 digits>`, then the "
         f"measured calls each set {d['pairs']:,} new fields `b:<8 digits>` (at N = 0 each call "
         "creates its own key); at 2,000,000 fields the calls add a million, a whole growth of "
@@ -184,7 +184,7 @@ def fence_section(path):
         return out + ["Skipped in this run.", ""]
     d = json.load(open(path))
     out += [
-        "`server-bench/fence.py` (issue 27): a fresh primary and one plain replica per figure, "
+        "`server-bench/fence.py` (since 0.3.0): a fresh primary and one plain replica per figure, "
         "each in a fresh directory, `imid.fence-replicas` 0 (off) against 1 (on); "
         "redis-benchmark on loopback, not pinned, or raw RESP for the batches. IDMP: "
         "`SEQ.NEXT k:__rand_int__ IDMP t__rand_int__`, a new key and token per call. With the "

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""IM.SEND against examples/lua/send.lua and against its parts called alone (issue 29).
+"""IM.SEND against examples/lua/send.lua and against its parts called alone (since 0.3.0).
 
 Four measurements, each on its own fresh redis-server with the module loaded:
 
@@ -32,46 +32,21 @@ import hashlib
 import json
 import os
 import random
-import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 
-sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import instructions as ins  # noqa: E402  (the script's own directory)
+sys.dont_write_bytecode = True  # no __pycache__ in server-bench/ from the import below
+import lib  # noqa: E402  (server-bench/lib.py)
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-SEND_LUA = open(os.path.join(ROOT, "examples", "lua", "send.lua")).read()
+SEND_LUA = open(os.path.join(lib.ROOT, "examples", "lua", "send.lua")).read()
 CONVS = 200
 CAP = 10
 BODY = "b" * 40
 PIPELINE = 16
-# Targets of issue 29, per recipient count: native / send.lua, native / parts.
+# IM.SEND's targets (since 0.3.0), per recipient count: native / send.lua, native / parts.
 MAX_VS_LUA = 0.25
 MAX_VS_PARTS = 1.2
-
-
-def encode(args):
-    out = [f"*{len(args)}\r\n".encode()]
-    for a in args:
-        b = a.encode() if isinstance(a, str) else a
-        out.append(f"${len(b)}\r\n".encode() + b + b"\r\n")
-    return b"".join(out)
-
-
-def run_pipelined(c, commands):
-    """Sends the commands PIPELINE at a time; every reply must not be an error."""
-    for i in range(0, len(commands), PIPELINE):
-        batch = commands[i:i + PIPELINE]
-        c.sock.sendall(b"".join(encode(a) for a in batch))
-        for a in batch:
-            r = c._reply()
-            if isinstance(r, ins.Error):
-                raise RuntimeError(f"{a[:3]}...: {r}")
 
 
 class Stream:
@@ -111,8 +86,8 @@ def run_parts(c, stream, sizes):
         token = hashlib.sha1(f"{sender}|{cid}".encode()).hexdigest()
         first = [["MSGID.GEN", "1", tag], ["UID.GEN", tag, "STRING"],
                  ["SEQ.NEXT", f"{tag}:seq", "IDMP", token]]
-        c.sock.sendall(b"".join(encode(a) for a in first))
-        msgid, uid, (seq, _dup) = c._reply(), c._reply(), c._reply()
+        c.send(*first)
+        msgid, uid, (seq, _) = c.reply(), c.reply(), c.reply()
         member = f"{msgid}|{uid}|{sender}|{BODY}"
         writes, trims = [], []
         for u in range(stream.recipients):
@@ -124,27 +99,20 @@ def run_parts(c, stream, sizes):
                 n = CAP
             sizes[inbox] = n
         writes += [["ZPOPMIN", inbox, str(k)] for inbox, _, k in trims]
-        c.sock.sendall(b"".join(encode(a) for a in writes))
-        replies = [c._reply() for _ in writes]
+        c.send(*writes)
+        replies = [c.reply() for _ in writes]
         popped = replies[len(writes) - len(trims):]
         advances = [["SEQ.ADVANCE", t, p[-1]] for (_, t, _), p in zip(trims, popped)]
-        if advances:
-            c.sock.sendall(b"".join(encode(a) for a in advances))
-            for a in advances:
-                r = c._reply()
-                if isinstance(r, ins.Error):
-                    raise RuntimeError(f"{a}: {r}")
+        c.pipelined(advances, PIPELINE)
         for r in replies:
-            if isinstance(r, ins.Error):
+            if isinstance(r, lib.Error):
                 raise RuntimeError(r)
 
 
-def server_args(workdir, log, dbfile, module):
-    return lambda port: [
-        SERVER, "--port", str(port), "--bind", ins.HOST, "--save", "", "--appendonly", "no",
-        "--dir", workdir, "--dbfilename", dbfile, "--logfile", log,
-        "--loadmodule", module, "--imid.seq-gap", "0",
-    ]
+def server_kw(workdir, log, dbfile, module):
+    """lib.Server's arguments: in workdir, loading dbfile, no gap skipped after a load."""
+    return {"bin": SERVER, "dir": workdir, "dbfilename": dbfile, "log": log, "modules": [module],
+            "args": ["--imid.seq-gap", "0"]}
 
 
 def prefill(workdir, module, recipients):
@@ -153,21 +121,20 @@ def prefill(workdir, module, recipients):
     name = f"full{recipients}.rdb"
     if os.path.exists(os.path.join(workdir, name)):
         os.remove(os.path.join(workdir, name))
-    log = os.path.join(workdir, f"prefill{recipients}.log")
-    proc, port = ins.start(server_args(workdir, log, name, module), log, 30)
+    srv = lib.Server(timeout=30, **server_kw(workdir, f"prefill{recipients}.log", name, module))
     try:
-        c = ins.Client(port)
+        c = srv.client()
         cmds = []
         for conv in range(CONVS):
             keys = Stream.keys(conv, recipients)
             for i in range(CAP + 1):  # every inbox full, every trimmed marker there
                 cmds.append(["IM.SEND", *keys, "1", "u0", f"pre-{i}", BODY, str(CAP)])
-        run_pipelined(c, cmds)
+        c.pipelined(cmds, PIPELINE)
         if c("SAVE") != "OK":
             raise RuntimeError("SAVE failed")
         c.close()
     finally:
-        ins.stop(proc)
+        srv.stop()
     sizes = {f"{{conv:{conv}}}:inbox:u{u}": CAP for conv in range(CONVS)
              for u in range(recipients)}
     return name, sizes
@@ -177,29 +144,8 @@ def count(workdir, module, dbfile, label, warm, drive):
     """Instructions inside call() while `drive(client)` runs, on a fresh server under callgrind
     that loaded `dbfile`, after `warm(client)` (not counted: the script's load, and the one-time
     work of a server's first sends, the leases' and the IDMP clock's first write)."""
-    out = os.path.join(workdir, f"{label}.cg")
-    log = os.path.join(workdir, f"{label}.log")
-    base = server_args(workdir, log, dbfile, module)
-    cmd = lambda port: ["valgrind", "--tool=callgrind", "--collect-atstart=no",
-                        "--toggle-collect=call", f"--callgrind-out-file={out}", *base(port)]
-    proc, port = ins.start(cmd, log, 300)
-    try:
-        c = ins.Client(port)
-        c.sock.settimeout(1200)
-        warm(c)
-        res = subprocess.run(["callgrind_control", "-z", str(proc.pid)],
-                             capture_output=True, text=True, timeout=120)
-        if res.returncode != 0 or "OK" not in res.stdout:
-            raise RuntimeError(f"callgrind_control -z: {res.stdout}{res.stderr}")
-        drive(c)
-        c.close()
-    finally:
-        ins.stop(proc)
-    with open(out) as f:
-        for line in f:
-            if line.startswith(("summary:", "totals:")):
-                return int(line.split()[1])
-    raise RuntimeError(f"no totals in {out}")
+    return lib.count(label, workdir, warm, drive, timeout=300,
+                     **server_kw(workdir, f"{label}.log", dbfile, module))
 
 
 def instructions(workdir, module, counts):
@@ -210,16 +156,16 @@ def instructions(workdir, module, counts):
         warm = Stream(recipients, 20, seed=1000 + recipients)
         got = {}
         got["native"] = count(workdir, module, dbfile, f"native{recipients}",
-                              lambda c: run_pipelined(c, warm.native()),
-                              lambda c: run_pipelined(c, stream.native()))
+                              lambda c: c.pipelined(warm.native()),
+                              lambda c: c.pipelined(stream.native()))
         sha = hashlib.sha1(SEND_LUA.encode()).hexdigest()
 
         def lua_warm(c):
             if c("SCRIPT", "LOAD", SEND_LUA) != sha:
                 raise RuntimeError("SCRIPT LOAD")
-            run_pipelined(c, warm.lua(sha))
+            c.pipelined(warm.lua(sha))
         got["lua"] = count(workdir, module, dbfile, f"lua{recipients}", lua_warm,
-                           lambda c: run_pipelined(c, stream.lua(sha)))
+                           lambda c: c.pipelined(stream.lua(sha)))
         part_sizes = dict(sizes)
         got["parts"] = count(workdir, module, dbfile, f"parts{recipients}",
                              lambda c: run_parts(c, warm, part_sizes),
@@ -237,12 +183,9 @@ def instructions(workdir, module, counts):
 
 
 def throughput(workdir, module, requests, rounds):
-    log = os.path.join(workdir, "tput.log")
-    proc, port = ins.start(server_args(workdir, log, "none.rdb", module), log, 30)
+    srv = lib.Server(timeout=30, **server_kw(workdir, "tput.log", "none.rdb", module))
     try:
-        c = ins.Client(port)
-        sha = c("SCRIPT", "LOAD", SEND_LUA)
-        c.close()
+        sha = srv.call("SCRIPT", "LOAD", SEND_LUA)
         # One conversation, a random client_msg_id per send: redis-benchmark draws every
         # __rand_int__ on its own, so random keys paired an ID with another conversation's
         # inbox, which IM.SEND refuses as a retry that is not one. An ID drawn twice is a
@@ -255,17 +198,13 @@ def throughput(workdir, module, requests, rounds):
         for r in range(rounds):
             for pipeline in (1, 16):
                 for name, argv in ways.items():
-                    bench = ["redis-benchmark", "-h", ins.HOST, "-p", str(port), "-c", "50",
-                             "-P", str(pipeline), "-n", str(requests), "-r", "100000000", "--csv"]
-                    res = subprocess.run(bench + argv, capture_output=True, text=True,
-                                         timeout=600)
-                    if res.returncode != 0 or "ERR" in res.stdout + res.stderr:
-                        raise RuntimeError(f"redis-benchmark {name}: {res.stdout}{res.stderr}")
-                    line = [x for x in res.stdout.splitlines() if x.startswith('"')][-1]
-                    rps = float(line.split(",")[1].strip('"'))
+                    rps, _, text = lib.benchmark(srv.port, argv, 50, pipeline, requests,
+                                                 100_000_000)
+                    if "ERR" in text:
+                        raise RuntimeError(f"redis-benchmark {name}: {text}")
                     runs.setdefault((name, pipeline), []).append(rps)
     finally:
-        ins.stop(proc)
+        srv.stop()
     out = []
     for pipeline in (1, 16):
         a = statistics.median(runs[("IM.SEND", pipeline)])
@@ -279,12 +218,10 @@ def throughput(workdir, module, requests, rounds):
 
 
 def latency(workdir, module, sizes, calls):
-    log = os.path.join(workdir, "latency.log")
-    proc, port = ins.start(server_args(workdir, log, "none.rdb", module), log, 30)
+    srv = lib.Server(timeout=30, **server_kw(workdir, "latency.log", "none.rdb", module))
     rows = []
     try:
-        c = ins.Client(port)
-        c.sock.settimeout(600)
+        c = srv.client(timeout=600)
         sha = c("SCRIPT", "LOAD", SEND_LUA)
         for recipients in sizes:
             for name in ("IM.SEND", "send.lua"):
@@ -295,7 +232,7 @@ def latency(workdir, module, sizes, calls):
                     argv = (["IM.SEND", *keys, *args] if name == "IM.SEND"
                             else ["EVALSHA", sha, str(len(keys)), *keys, *args])
                     r = c(*argv)
-                    if isinstance(r, ins.Error):
+                    if isinstance(r, lib.Error):
                         raise RuntimeError(f"{name} to {recipients}: {r}")
                 for i in range(CAP + 1):  # every inbox full
                     send(i)
@@ -315,24 +252,31 @@ def latency(workdir, module, sizes, calls):
                       "call", file=sys.stderr, flush=True)
         c.close()
     finally:
-        ins.stop(proc)
+        srv.stop()
     return rows
 
 
 def zadd_paths(workdir, module, n):
-    """One inbox write three ways, instructions per call inside call() (instructions.py's
-    count): the key API as IM.SEND writes (floor.zadd.api), RedisModule_Call of ZADD
-    (floor.zadd.call), and ZADD itself. Random keys out of 1,000, members of 80 bytes (sorted
-    sets past the listpack, as inboxes are)."""
-    floor = ins.build_floor(workdir)
+    """One inbox write three ways, instructions per call inside call() (as instructions.py
+    counts them: n calls from redis-benchmark, one client at pipeline 16, a fresh server each with
+    imid and the floor loaded): the key API as IM.SEND writes (floor.zadd.api),
+    RedisModule_Call of ZADD (floor.zadd.call), and ZADD itself. Random keys out of 1,000,
+    members of 80 bytes (sorted sets past the listpack, as inboxes are)."""
+    floor = lib.build_floor(workdir)
     member = "m:__rand_int__:" + "x" * 65
     rows = []
     for name, argv in (("key API (RedisModule_ZsetAdd)", ["floor.zadd.api"]),
                        ("RedisModule_Call of ZADD", ["floor.zadd.call"]),
                        ("ZADD, the command", ["ZADD"])):
-        v = ins.count(SERVER, workdir, module, floor,
-                      argv + ["z:__rand_int__", "__rand_int__", member], n, 1000, False, False,
-                      f"zadd{len(rows)}")
+        label = f"zadd{len(rows)}"
+        srv = lib.Callgrind(label, workdir, bin=SERVER, dir=workdir, dbfilename="empty.rdb",
+                            log=f"{label}.log", modules=[module, (floor, lib.BENCH_KEY)], timeout=180)
+        try:
+            lib.benchmark(srv.port, argv + ["z:__rand_int__", "__rand_int__", member], 1,
+                          PIPELINE, n, 1000)
+        finally:
+            srv.stop()
+        v = srv.total() / n
         rows.append({"path": name, "instructions": v})
         print(f"  {name:<32} {v:>8,.0f}", file=sys.stderr, flush=True)
     return rows
@@ -366,36 +310,25 @@ def render(data):
     return out
 
 
-SERVER = os.environ.get("REDIS_SERVER", "redis-server")
+SERVER = lib.server_bin()
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--module", default=os.path.join(ROOT, "target/release/libimid.so"))
+    ap.add_argument("--module", default=lib.DEFAULT_MODULE)
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks that it all runs")
     ap.add_argument("--only", default="instructions,zadd,throughput,latency")
     ap.add_argument("--json")
     args = ap.parse_args()
-    module = os.path.abspath(args.module)
-    if not os.path.exists(module):
-        sys.exit(f"{module} missing: run `make build` first")
-    for tool in ("valgrind", "callgrind_control", "redis-benchmark", SERVER):
-        if not shutil.which(tool):
-            sys.exit(f"{tool} not found (scripts/deps.sh installs it)")
-
-    def on_signal(signum, _frame):
-        ins.stop_all()
-        sys.exit(128 + signum)
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    module = lib.module_path(args.module)
+    lib.need("valgrind", "callgrind_control", "redis-benchmark", SERVER)
+    lib.stop_on_signal()
     only = args.only.split(",")
     if args.smoke:
         counts, requests, rounds, calls = [(1, 40), (5, 20), (50, 4)], 2000, 1, 3
     else:
         counts, requests, rounds, calls = [(1, 4000), (5, 2000), (50, 400)], 100_000, 3, 50
-    version = subprocess.run([SERVER, "--version"], capture_output=True, text=True).stdout
-    data = {"server": version.strip(), "rounds": rounds, "instructions": [], "throughput": [],
+    data = {"server": lib.version(SERVER, full=True), "rounds": rounds, "instructions": [], "throughput": [],
             "latency": [], "zadd": []}
     with tempfile.TemporaryDirectory(prefix="imid-send-") as workdir:
         try:
@@ -408,7 +341,7 @@ def main():
             if "latency" in only:
                 data["latency"] = latency(workdir, module, [1, 100, 1000], calls)
         finally:
-            ins.stop_all()
+            lib.stop_all()
     print("\n".join(render(data)))
     if args.json:
         with open(args.json, "w") as f:

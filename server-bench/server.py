@@ -19,19 +19,14 @@ No timing is asserted anywhere: a run fails only when a command errors or prints
 import argparse
 import json
 import os
-import random
-import signal
-import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-HOST = "127.0.0.1"
-# A fixed message ID (from the README) and a fixed 128-bit key for the keyed OPENID rows.
-MSGID = "D1VO-8H8O-0006-D3E6"
-BENCH_KEY = "000102030405060708090a0b0c0d0e0f"
+sys.dont_write_bytecode = True  # no __pycache__ in server-bench/ from the import below
+import lib  # noqa: E402  (server-bench/lib.py)
+
 CAP = 100  # offline-inbox cap in the send-flow scripts
 
 # The send flow as an IM backend would write it. KEYS[1] = the conversation's sequence key,
@@ -68,141 +63,22 @@ return {seq, tostring(seq)}
 """
 
 
-class Server:
-    """One redis-server with the module, persistence off, pinned to `cpu` if given. `bin`: another
-    server binary (server-bench/maps.py runs the matrix); `data_dir`: start on the files of an earlier
-    server (its dump.rdb is loaded); `prefix`: words to start it under (server-bench/pauses.py
-    runs it with real-time priority, `chrt -f 1`)."""
-
-    def __init__(self, module, workdir, cpu=None, extra=(), bin="redis-server", data_dir=None,
-                 prefix=()):
-        self.bin = bin
-        self.prefix = list(prefix)
-        self.dir = data_dir or tempfile.mkdtemp(prefix="srv-", dir=workdir)
-        # A port picked free can still be taken before redis-server binds it: then the server
-        # exits at once, and another port is tried.
-        for attempt in range(5):
-            self.port = free_port()
-            if self._spawn(module, cpu, extra, last=attempt == 4):
-                return
-
-    def _spawn(self, module, cpu, extra, last):
-        cmd = [
-            self.bin,
-            "--port", str(self.port),
-            "--bind", HOST,
-            "--dir", self.dir,
-            "--save", "",
-            "--appendonly", "no",
-            "--logfile", os.path.join(self.dir, "redis.log"),
-            "--loadmodule", module,
-            *extra,
-        ]
-        if cpu is not None:
-            cmd = ["taskset", "-c", str(cpu)] + cmd
-        cmd = self.prefix + cmd
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        # Loading a big RDB file takes a while (PING answers LOADING until it is done).
-        deadline = time.monotonic() + 120
-        while True:
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                if not last:
-                    return False
-                log = open(os.path.join(self.dir, "redis.log")).read()[-2000:]
-                raise RuntimeError(f"redis-server did not start:\n{log}")
-            try:
-                if self.cli("PING") == "PONG":
-                    return True
-            except subprocess.CalledProcessError:
-                pass
-            time.sleep(0.05)
-
-    def cli(self, *args, stdin=None):
-        out = subprocess.run(
-            ["redis-cli", "-h", HOST, "-p", str(self.port), *args],
-            input=stdin, capture_output=True, check=True,
-        ).stdout.decode()
-        return out.strip()
-
-    def info(self, section):
-        fields = {}
-        for line in self.cli("INFO", section).splitlines():
-            if ":" in line and not line.startswith("#"):
-                k, v = line.split(":", 1)
-                fields[k] = v.strip()
-        return fields
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-SERVERS = []
-
-
-def start_server(*args, **kw):
-    s = Server(*args, **kw)
-    SERVERS.append(s)
-    return s
-
-
-def stop_all():
-    while SERVERS:
-        SERVERS.pop().stop()
-
-
-def free_port():
-    """A free loopback port below the kernel's ephemeral range (32768+), where no outgoing
-    connection can be handed it between this check and redis-server's bind."""
-    for _ in range(1000):
-        port = random.randrange(10000, 30000)
-        with socket.socket() as s:
-            try:
-                s.bind((HOST, port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free loopback port in 10000..30000")
+def error_replies(srv):
+    return int(srv.info("stats").get("total_error_replies", "0"))
 
 
 def pin(cpu):
     return ["taskset", "-c", str(cpu)] if cpu is not None else []
 
 
-def error_replies(srv):
-    return int(srv.info("stats").get("total_error_replies", "0"))
-
-
 def bench_one(srv, client_cpu, name, argv, requests, pipeline, keyspace):
     """Runs one redis-benchmark; returns requests/s. Fails on an error reply or no result."""
     before = error_replies(srv)
-    cmd = pin(client_cpu) + [
-        "redis-benchmark", "-h", HOST, "-p", str(srv.port),
-        "-c", "50", "-n", str(requests), "-P", str(pipeline),
-        "-r", str(keyspace), "--csv", *argv,
-    ]
-    res = subprocess.run(cmd, capture_output=True, text=True)
+    rps, _, text = lib.benchmark(srv.port, argv, 50, pipeline, requests, keyspace,
+                                 prefix=pin(client_cpu))
     errors = error_replies(srv) - before
-    rps = None
-    for line in res.stdout.splitlines():
-        cells = [c.strip('"') for c in line.split('","')]
-        if len(cells) >= 2 and cells[0] != "test":
-            try:
-                rps = float(cells[1])
-            except ValueError:
-                pass
-    if res.returncode != 0 or rps is None or errors != 0:
-        tail = (res.stdout + res.stderr)[-1500:]
-        raise RuntimeError(
-            f"{name} at -P {pipeline}: exit {res.returncode}, {errors} error replies, "
-            f"throughput {'missing' if rps is None else rps}\n{tail}"
-        )
+    if errors != 0:
+        raise RuntimeError(f"{name} at -P {pipeline}: {errors} error replies\n{text[-1500:]}")
     return rps
 
 
@@ -216,11 +92,11 @@ def commands(srv):
         return lambda: srv.cli("CONFIG", "SET", "imid.openid-keys", mode)
 
     plain = keys("")
-    keyed = keys(BENCH_KEY)
+    keyed = keys(lib.BENCH_KEY)
     plain()
-    open_plain = srv.cli("OPENID.ENC", MSGID, "1", "1")
+    open_plain = srv.cli("OPENID.ENC", lib.MSGID, "1", "1")
     keyed()
-    open_keyed = srv.cli("OPENID.ENC", MSGID, "1", "1")
+    open_keyed = srv.cli("OPENID.ENC", lib.MSGID, "1", "1")
     plain()
     srv.cli("HSET", "ref:fields4", "time", "1700000000000", "seq", "6", "channel_type", "1",
             "hash", "2526662")
@@ -232,11 +108,11 @@ def commands(srv):
         ("PING", ["PING"], plain),
         # Reference, not imid: one argument and a 19-byte bulk reply, the shape of MSGID.GEN
         # and OPENID.ENC, with no module in the way.
-        ("ECHO (reference: 19-byte bulk reply)", ["ECHO", MSGID], plain),
+        ("ECHO (reference: 19-byte bulk reply)", ["ECHO", lib.MSGID], plain),
         ("INCR (random keys)", ["INCR", "incr:__rand_int__"], plain),
         ("SEQ.NEXT (random keys)", ["SEQ.NEXT", "seq:__rand_int__"], plain),
         ("MSGID.GEN", ["MSGID.GEN", "1", "conv:__rand_int__"], plain),
-        ("MSGID.DECODE", ["MSGID.DECODE", MSGID], plain),
+        ("MSGID.DECODE", ["MSGID.DECODE", lib.MSGID], plain),
         ("UID.GEN", ["UID.GEN", "conv:__rand_int__"], plain),
         # 100 UIDs a call can outrun the layout (41,10,12: 4,096 UIDs per ms, 4.1 M/s); UID.GEN
         # then borrows up to 10 s ahead of the clock and refuses beyond. So each run starts
@@ -247,9 +123,9 @@ def commands(srv):
         # Reference, not imid: a built-in command whose reply has MSGID.DECODE's shape (4
         # name/integer pairs), to tell the cost of the reply apart from the module's.
         ("HGETALL (reference: 4-field reply)", ["HGETALL", "ref:fields4"], plain),
-        ("OPENID.ENC (plain)", ["OPENID.ENC", MSGID, "1", "1"], plain),
+        ("OPENID.ENC (plain)", ["OPENID.ENC", lib.MSGID, "1", "1"], plain),
         ("OPENID.DEC (plain)", ["OPENID.DEC", open_plain], plain),
-        ("OPENID.ENC (keyed)", ["OPENID.ENC", MSGID, "1", "1"], keyed),
+        ("OPENID.ENC (keyed)", ["OPENID.ENC", lib.MSGID, "1", "1"], keyed),
         ("OPENID.DEC (keyed)", ["OPENID.DEC", open_keyed], keyed),
         ("flow: imid (SEQ.NEXT+MSGID.GEN+ZADD+cap)",
          ["EVALSHA", sha_imid, flow[0], flow[1] + "seq", flow[2] + "imid", *flow[3:]], plain),
@@ -276,7 +152,7 @@ def uid_caught_up(srv, limit_s=15.0):
 
 
 def throughput(module, workdir, rounds, requests, keyspace, server_cpu, client_cpu):
-    srv = start_server(module, workdir, cpu=server_cpu)
+    srv = lib.Server(module, workdir=workdir, prefix=pin(server_cpu))
     cmds = commands(srv)
     results = {}  # (name, pipeline) -> [rps per round]
     for rnd in range(1, rounds + 1):
@@ -299,17 +175,7 @@ def throughput(module, workdir, rounds, requests, keyspace, server_cpu, client_c
 
 def load_keys(srv, command, n, value_base):
     """Loads n keys `k:<i>` = value_base+i with `command` through redis-cli --pipe."""
-    chunks = []
-    for i in range(n):
-        key = f"k:{i:08d}"
-        val = str(value_base + i)
-        chunks.append(
-            f"*3\r\n${len(command)}\r\n{command}\r\n${len(key)}\r\n{key}\r\n"
-            f"${len(val)}\r\n{val}\r\n"
-        )
-    out = srv.cli("--pipe", stdin="".join(chunks).encode())
-    if "errors: 0" not in out or f"replies: {n}" not in out:
-        raise RuntimeError(f"loading {command}: {out}")
+    srv.pipe([command, f"k:{i:08d}", str(value_base + i)] for i in range(n))
 
 
 def memory(module, workdir, n, server_cpu):
@@ -319,7 +185,7 @@ def memory(module, workdir, n, server_cpu):
     value_base = 3_000_000_000
     rows = []
     for label, command in (("sequence (SEQ.SET)", "SEQ.SET"), ("string (INCRBY)", "INCRBY")):
-        srv = start_server(module, workdir, cpu=server_cpu)
+        srv = lib.Server(module, workdir=workdir, prefix=pin(server_cpu))
         before = int(srv.info("memory")["used_memory"])
         load_keys(srv, command, n, value_base)
         after = int(srv.info("memory")["used_memory"])
@@ -372,20 +238,13 @@ def main():
     ap.add_argument("--json", required=True, help="write raw results here")
     args = ap.parse_args()
 
-    module = os.path.abspath(args.module)
-    if not os.path.exists(module):
-        sys.exit(f"{module} missing: run `make build` first")
+    module = lib.module_path(args.module)
     # Server and client on different cores when there are at least two and taskset exists.
     can_pin = (os.cpu_count() or 1) >= 2 and subprocess.run(
         ["sh", "-c", "command -v taskset"], capture_output=True).returncode == 0
     server_cpu, client_cpu = (0, 1) if can_pin else (None, None)
 
-    def on_signal(signum, _frame):
-        stop_all()
-        sys.exit(128 + signum)
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    lib.stop_on_signal()
     with tempfile.TemporaryDirectory(prefix="imid-bench-") as workdir:
         try:
             info = machine()
@@ -396,7 +255,7 @@ def main():
             mem = memory(module, workdir, args.memory_keys, server_cpu)
             info["load_after"] = open("/proc/loadavg").read().split()[:3]
         finally:
-            stop_all()
+            lib.stop_all()
 
     out = {
         "machine": info,

@@ -7,7 +7,6 @@
 //! the fence: a fenced primary shows no reader a message or a change its replicas have not
 //! acknowledged, and what a read on a replica guarantees.
 use crate::common;
-use crate::im_send::state;
 use common::*;
 use std::sync::mpsc::{channel, Receiver};
 use std::time::Duration;
@@ -231,7 +230,7 @@ impl Pair {
     }
 
     fn assert_same_state(&mut self) {
-        assert_eq!(state(&mut self.cn), state(&mut self.cl));
+        assert_eq!(keyspace(&mut self.cn), keyspace(&mut self.cl));
         assert_eq!(digest(&self.native), digest(&self.lua), "DEBUG DIGEST");
     }
 }

@@ -85,35 +85,6 @@ fn frozen(at: u64, extra: &[&str]) -> Server {
     s
 }
 
-/// Every key, sorted, with its type and contents: inboxes and logs with their scores,
-/// sequences with their values, maps with their fields (IM.SEND's and the read side's
-/// comparisons, tests/it/im_read.rs).
-pub(crate) fn state(con: &mut Connection) -> Vec<String> {
-    let mut keys: Vec<String> = cmd(con, &["KEYS", "*"]).unwrap();
-    keys.sort();
-    keys.into_iter()
-        .map(|k| {
-            let t: String = cmd(con, &["TYPE", &k]).unwrap();
-            let v = match t.as_str() {
-                "zset" => {
-                    let m: Vec<(String, String)> =
-                        cmd(con, &["ZRANGE", &k, "0", "-1", "WITHSCORES"]).unwrap();
-                    format!("{m:?}")
-                }
-                "imidseq01" => int_reply(con, &["SEQ.GET", &k]).to_string(),
-                "imidsmap1" => {
-                    // Fields in name order: a map's own order follows its layout.
-                    let mut v: Vec<(String, String)> = cmd(con, &["SEQ.HGETALL", &k]).unwrap();
-                    v.sort();
-                    format!("{v:?}")
-                }
-                _ => String::new(),
-            };
-            format!("{k} {t} {v}")
-        })
-        .collect()
-}
-
 /// The keyspace events published since `ps` subscribed, up to the marker key `mark` (which the
 /// caller then writes).
 fn events(ps: &mut redis::PubSub, s: &Server, mark: &str) -> Vec<String> {
@@ -176,7 +147,7 @@ impl Pair {
 
     /// Same keys, same contents, same digest (which covers every token window too).
     fn assert_same_state(&mut self) {
-        assert_eq!(state(&mut self.cn), state(&mut self.cl));
+        assert_eq!(keyspace(&mut self.cn), keyspace(&mut self.cl));
         assert_eq!(digest(&self.native), digest(&self.lua), "DEBUG DIGEST");
     }
 }
@@ -459,9 +430,9 @@ fn replicas_and_the_aof_reach_the_primarys_state_whatever_their_clocks() {
     }
     primary.wait_replica(&replica);
     let want = digest(&primary);
-    let want_state = state(&mut con);
+    let want_state = keyspace(&mut con);
     assert_eq!(digest(&replica), want, "the replica");
-    assert_eq!(state(&mut replica.client()), want_state);
+    assert_eq!(keyspace(&mut replica.client()), want_state);
     // What went to the stream: one IM.SENDSET per send, no sorted-set command.
     let aof = aof_incr(&primary);
     assert!(contains(&aof, b"IM.SENDSET"), "no IM.SENDSET in the AOF");
@@ -478,7 +449,7 @@ fn replicas_and_the_aof_reach_the_primarys_state_whatever_their_clocks() {
     primary.rewrite_aof();
     primary.restart();
     assert_eq!(digest(&primary), want, "after an AOF rewrite and a restart");
-    assert_eq!(state(&mut primary.client()), want_state);
+    assert_eq!(keyspace(&mut primary.client()), want_state);
 }
 
 /// The script's errors, each with IM.SEND's counterpart; where they differ it is documented

@@ -16,7 +16,8 @@
 //! - `ids`: key slots, message-ID and UID fields, the leases; many IDs at once, the IM load.
 //! - `disk`: a slow disk and a power loss ([`SlowDisk`], an LD_PRELOAD library wrapping
 //!   fsync and fdatasync).
-//! - `files`: temp directories, the reference vectors, a server's AOF files.
+//! - `files`: temp directories, the reference vectors, a server's AOF files, docs/guide.md's
+//!   program.
 //! - `pipeline`: a pipeline whose every reply is checked against its own command
 //!   ([`Checked`]), for the tests of lost and misplaced replies.
 //!

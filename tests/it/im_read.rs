@@ -9,7 +9,6 @@
 use crate::common;
 use common::scripts::*;
 use common::*;
-use std::sync::mpsc::{channel, Receiver};
 use std::time::Duration;
 
 const USERS: [&str; 4] = ["ann", "ben", "cat", "dan"];
@@ -127,24 +126,9 @@ fn fenced(timeout: &str) -> (Server, Server) {
     ]);
     let r = p.replica(&[]);
     wait_until("the fence is on", 10, || p.imid_stat("fence_replicas") == 1);
-    let mut con = p.client();
-    p.wait_until("the replica online", 30, || {
-        let role: Vec<Value> = cmd(&mut con, &["ROLE"]).unwrap();
-        matches!(role.get(2), Some(Value::Array(r)) if r.len() == 1)
-    });
-    let _: i64 = cmd(&mut con, &["SEQ.NEXT", "warm"]).unwrap();
+    p.wait_replicas_online(1);
+    let _: i64 = cmd(&mut p.client(), &["SEQ.NEXT", "warm"]).unwrap();
     (p, r)
-}
-
-/// `args` on a client of its own, its reply to come on the channel.
-fn call(s: &Server, args: &[String]) -> Receiver<Reply> {
-    let mut con = s.client();
-    let args = args.to_vec();
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(reply(cmd(&mut con, &args)));
-    });
-    rx
 }
 
 fn page_of(r: &Reply) -> Vec<Value> {
@@ -200,12 +184,14 @@ fn a_fenced_primary_shows_no_reader_what_its_replicas_have_not_acknowledged() {
     );
     // A read that waits is answered once the replica acknowledges, with everything.
     config_set(&mut con, "imid.fence-timeout", "30000");
-    let waiting = call(&p, &sync.native_argv());
+    let waiting = call_in_background(&p, &sync.native_argv());
     p.wait_until("the sync waits", 20, || p.imid_stat("fence_waiting") >= 1);
     drop(paused);
-    let got = waiting
-        .recv_timeout(Duration::from_secs(30))
-        .expect("no answer within 30 s");
+    let got = reply(
+        waiting
+            .recv_timeout(Duration::from_secs(30))
+            .expect("no answer within 30 s"),
+    );
     assert_eq!(page_of(&got).len(), 2 * (1 + sent), "{got:?}");
     let pulled = native(&mut con, &pull).unwrap();
     let added = texts(&pulled)

@@ -167,6 +167,21 @@ pub fn keyspace_events(ps: &mut redis::PubSub, key: &str, marker: &str) -> Vec<S
     }
 }
 
+/// `args` sent on a client of its own, on a thread of its own: its reply to come on the
+/// channel (a call that blocks, while the test goes on).
+pub fn call_in_background(
+    s: &Server,
+    args: &[impl AsRef<[u8]>],
+) -> std::sync::mpsc::Receiver<redis::RedisResult<Value>> {
+    let mut con = s.client();
+    let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_ref().to_vec()).collect();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(cmd(&mut con, &args));
+    });
+    rx
+}
+
 /// Runs WATCH key on one client, `change` on another, then MULTI/EXEC on the first: whether
 /// EXEC ran (a change to the key aborts it).
 pub fn exec_survives(s: &Server, key: &str, change: &[&str]) -> bool {

@@ -554,7 +554,7 @@ fn keyless_commands_and_the_example_programs_on_a_cluster() {
     if let Some(py) = python_with_redis() {
         let dir = temp_dir("guide-cluster");
         let stdout = run(Command::new(&py)
-            .arg(crate::examples::guide_program(&dir))
+            .arg(guide_program(&dir))
             .args(["--cluster", &addresses(&cluster)]));
         let _ = std::fs::remove_dir_all(&dir);
         assert!(stdout.trim_end().ends_with("ok"), "{stdout}");

@@ -1070,32 +1070,6 @@ fn python_example_runs() {
     );
 }
 
-/// docs/guide.md's Python blocks, in order, as one program (issue 46: the guide's code is what
-/// runs), written to `dir`.
-pub(crate) fn guide_program(dir: &Path) -> PathBuf {
-    let text = std::fs::read_to_string(root().join("docs/guide.md")).unwrap();
-    let mut program = String::new();
-    let mut inside = false;
-    for line in text.lines() {
-        match (inside, line.trim_end()) {
-            (false, "```python") => inside = true,
-            (true, "```") => inside = false,
-            (true, l) => {
-                program.push_str(l);
-                program.push('\n');
-            }
-            _ => {}
-        }
-    }
-    assert!(
-        program.contains("IM.SEND") && program.len() > 2000,
-        "{program}"
-    );
-    let path = dir.join("guide.py");
-    std::fs::write(&path, program).unwrap();
-    path
-}
-
 #[test]
 fn the_guides_program_runs() {
     let Some(py) = python_with_redis() else {

@@ -7,7 +7,7 @@
 //! `imid_fence_waiting` (INFO), never through timing.
 use crate::common;
 use common::*;
-use std::sync::mpsc::{channel, Receiver, TryRecvError};
+use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::Duration;
 
 /// A primary with the fence on (one replica required, `timeout` ms) and its replica, the budget
@@ -35,37 +35,13 @@ fn pair(hooked: bool, timeout: &str, extra: &[&str]) -> (Server, Server) {
     wait_until("the fence is on", 10, || p.imid_stat("fence_replicas") == 1);
     // The replica's link is up before the primary counts it online (ROLE lists it): until
     // then the fence refuses at once (fewer replicas online than required).
-    wait_online(&p, 1);
+    p.wait_replicas_online(1);
     // The first ID renews the leases, the first call of the budget waits for its first
     // acknowledgement: both answer once the replica acknowledges.
     let _: String = cmd(&mut con, &["MSGID.GEN", "1", "warm"]).unwrap();
     let _: i64 = cmd(&mut con, &["UID.GEN", "warm"]).unwrap();
     let _: i64 = cmd(&mut con, &["SEQ.NEXT", "warm"]).unwrap();
     (p, r)
-}
-
-/// Waits until the primary's `ROLE` lists `n` replicas (those online).
-fn wait_online(p: &Server, n: usize) {
-    let mut con = p.client();
-    p.wait_until(&format!("{n} replica(s) online"), 30, || {
-        let role: Vec<Value> = cmd(&mut con, &["ROLE"]).unwrap();
-        matches!(role.get(2), Some(Value::Array(r)) if r.len() == n)
-    });
-}
-
-/// `args` sent on a client of its own, its reply to come on the channel.
-fn call(s: &Server, args: &[&str]) -> Receiver<redis::RedisResult<Value>> {
-    let mut con = s.client();
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        let mut c = redis::cmd(&args[0]);
-        for a in &args[1..] {
-            c.arg(a);
-        }
-        let _ = tx.send(c.query::<Value>(&mut con));
-    });
-    rx
 }
 
 fn waiting(s: &Server) -> i64 {
@@ -110,16 +86,16 @@ fn calls_wait_for_a_paused_replica_and_answer_once_it_acknowledges() {
     let waits = p.imid_stat("fence_waits");
     let paused = Paused::of(&r);
     // An IDMP answer never goes out before its record is on the replica.
-    let idmp = call(&p, &["SEQ.NEXT", "i", "IDMP", "t1"]);
+    let idmp = call_in_background(&p, &["SEQ.NEXT", "i", "IDMP", "t1"]);
     wait_for_waiters(&p, 1, &[&idmp]);
     // Sequence values beyond the budget (imid.seq-gap, 1000 by default, above what the
     // replica acknowledged) wait too.
-    let seq = call(&p, &["SEQ.NEXT", "s", "COUNT", "1001"]);
+    let seq = call_in_background(&p, &["SEQ.NEXT", "s", "COUNT", "1001"]);
     wait_for_waiters(&p, 2, &[&idmp, &seq]);
     // A message ID and a UID past the acknowledged lease: the clock a minute ahead.
     set_clock(&mut con, &["OFFSET", "60000"]);
-    let msgid = call(&p, &["MSGID.GEN", "1", "m"]);
-    let uid = call(&p, &["UID.GEN", "u", "COUNT", "2"]);
+    let msgid = call_in_background(&p, &["MSGID.GEN", "1", "m"]);
+    let uid = call_in_background(&p, &["UID.GEN", "u", "COUNT", "2"]);
     wait_for_waiters(&p, 4, &[&idmp, &seq, &msgid, &uid]);
     paused.resume();
     assert_eq!(ints(&answer(&idmp).unwrap()), [1, 0]);
@@ -195,7 +171,7 @@ fn within_the_acknowledged_budget_and_leases_calls_answer_at_once() {
     assert_eq!(p.imid_stat("fence_waits"), waits, "nothing waited");
     // A raise counts as values handed out: the next value waits for the replica.
     ok(&mut con, &["SEQ.SET", "raised", "5000"]);
-    let next = call(&p, &["SEQ.NEXT", "k", "COUNT", "1"]);
+    let next = call_in_background(&p, &["SEQ.NEXT", "k", "COUNT", "1"]);
     wait_for_waiters(&p, 1, &[&next]);
     paused.resume();
     assert_eq!(ints(&answer(&next).unwrap()), [100]);
@@ -369,7 +345,7 @@ fn auto_follows_min_replicas_to_write() {
 fn a_waiting_call_is_answered_when_the_fence_is_turned_off_and_refused_when_demoted() {
     let (p, r) = pair(false, "60000", &[]);
     let paused = Paused::of(&r);
-    let first = call(&p, &["SEQ.NEXT", "i", "IDMP", "t1"]);
+    let first = call_in_background(&p, &["SEQ.NEXT", "i", "IDMP", "t1"]);
     wait_for_waiters(&p, 1, &[&first]);
     // Off: the waiting call gets its value, as without the fence.
     let mut con = p.client();
@@ -377,7 +353,7 @@ fn a_waiting_call_is_answered_when_the_fence_is_turned_off_and_refused_when_demo
     assert_eq!(ints(&answer(&first).unwrap()), [1, 0]);
     config_set(&mut con, "imid.fence-replicas", "1");
     p.wait_until("the fence on", 10, || p.imid_stat("fence_replicas") == 1);
-    let second = call(&p, &["SEQ.NEXT", "i", "IDMP", "t2"]);
+    let second = call_in_background(&p, &["SEQ.NEXT", "i", "IDMP", "t2"]);
     wait_for_waiters(&p, 1, &[&second]);
     // Demoted before the acknowledgement: an error, never the value.
     let other = Server::start();
@@ -400,7 +376,7 @@ fn im_send_waits_for_its_value_record_and_ids_and_its_retry_for_the_record() {
     let send = [
         "IM.SEND", "tag", "seq", "inbox", "trimmed", "1", "alice", "c1", "hello", "100",
     ];
-    let first = call(&p, &send);
+    let first = call_in_background(&p, &send);
     wait_for_waiters(&p, 1, &[&first]);
     paused.resume();
     let Value::Array(a) = answer(&first).unwrap() else {
@@ -465,9 +441,9 @@ fn im_send_s_marker_raise_and_im_sendset_count_against_the_budget() {
     let _: Value = cmd(&mut con, &send("c1")).unwrap();
     let paused = Paused::of(&r);
     // Its cap 1 drops c1's message: the marker rises to 5001. (IM.SEND waits for its record.)
-    let second = call(&p, &send("c2"));
+    let second = call_in_background(&p, &send("c2"));
     wait_for_waiters(&p, 1, &[&second]);
-    let next = call(&p, &["SEQ.NEXT", "trimmed"]);
+    let next = call_in_background(&p, &["SEQ.NEXT", "trimmed"]);
     wait_for_waiters(&p, 2, &[&second, &next]);
     paused.resume();
     assert_eq!(ints(&answer(&next).unwrap()), [5002]);
@@ -479,7 +455,7 @@ fn im_send_s_marker_raise_and_im_sendset_count_against_the_budget() {
         "tag", "seq2", "inbox2", "trimmed2", "1", "bob", "c3", "x", "1",
     ];
     ok(&mut con, &[&["IM.SENDSET", &ids][..], &args].concat());
-    let next = call(&p, &["SEQ.NEXT", "k"]);
+    let next = call_in_background(&p, &["SEQ.NEXT", "k"]);
     wait_for_waiters(&p, 1, &[&next]);
     paused.resume();
     assert_eq!(ints(&answer(&next).unwrap()), [2]);
@@ -648,13 +624,13 @@ fn a_gap_skip_waits_for_its_own_sequence_only() {
     assert_eq!(int_reply(&mut con, &["SEQ.NEXT", "hot"]), 1002);
     let paused = Paused::of(&r);
     let waits = p.imid_stat("fence_waits");
-    let new1 = call(&p, &["SEQ.NEXT", "new"]);
+    let new1 = call_in_background(&p, &["SEQ.NEXT", "new"]);
     wait_for_waiters(&p, 1, &[&new1]);
     // The same new sequence again: waits behind its skip.
-    let new2 = call(&p, &["SEQ.NEXT", "new"]);
+    let new2 = call_in_background(&p, &["SEQ.NEXT", "new"]);
     wait_for_waiters(&p, 2, &[&new1, &new2]);
     // Another sequence, and a map's field already written here: at once, replica paused.
-    let hot = call(&p, &["SEQ.NEXT", "hot"]);
+    let hot = call_in_background(&p, &["SEQ.NEXT", "hot"]);
     let v = hot
         .recv_timeout(Duration::from_secs(20))
         .expect("the hot key waited behind another sequence's skip");
@@ -737,7 +713,7 @@ fn trio(timeout: &str) -> (Server, Server, Server) {
     let a = p.replica(&[]);
     let b = p.replica(&[]);
     wait_until("the fence is on", 10, || p.imid_stat("fence_replicas") == 1);
-    wait_online(&p, 2);
+    p.wait_replicas_online(2);
     let mut con = p.client();
     wait_until("both replicas counted", 10, || {
         p.imid_stat("fence_term_replicas") == 2
@@ -773,7 +749,7 @@ fn every_replica_of_the_term_must_acknowledge_not_the_first_one() {
     want.sort();
     assert_eq!(members, want);
     let paused = Paused::of(&b);
-    let first = call(&p, &["SEQ.NEXT", "i", "IDMP", "t1"]);
+    let first = call_in_background(&p, &["SEQ.NEXT", "i", "IDMP", "t1"]);
     wait_for_waiters(&p, 1, &[&first]);
     // The other replica acknowledges meanwhile (its offset moves); the call still waits.
     let mut ac = _a.client();
@@ -853,7 +829,7 @@ fn a_new_primary_answers_once_its_first_replica_attached() {
     let port = a.port.to_string();
     ok(&mut bc, &["REPLICAOF", "127.0.0.1", &port]);
     b.wait_link_up();
-    wait_online(&a, 1);
+    a.wait_replicas_online(1);
     config_set(&mut ac, "min-replicas-to-write", "1");
     a.wait_until("the fence on the new primary", 10, || {
         a.imid_stat("fence_replicas") == 1

@@ -7,234 +7,9 @@
 //! the fence: a fenced primary shows no reader a message or a change its replicas have not
 //! acknowledged, and what a read on a replica guarantees.
 use crate::common;
-use crate::im_send::state;
+use common::scripts::*;
 use common::*;
-use std::sync::mpsc::{channel, Receiver};
 use std::time::Duration;
-
-const SEND_LUA: &str = include_str!("../../examples/lua/send.lua");
-const SYNC_LUA: &str = include_str!("../../examples/lua/sync.lua");
-const READ_LUA: &str = include_str!("../../examples/lua/read.lua");
-const PULL_LUA: &str = include_str!("../../examples/lua/pull.lua");
-const CHANGE_LUA: &str = include_str!("../../examples/lua/change.lua");
-/// The instant both servers' clocks are frozen at (2026-09-21).
-const T0: u64 = 1_790_000_000_000;
-
-/// A reply, or the error text without the suffix (" script: <sha>, on @user_script:<line>.")
-/// that errors raised inside redis.call carry.
-type Reply = Result<Value, String>;
-
-fn reply(r: redis::RedisResult<Value>) -> Reply {
-    r.map_err(|e| {
-        let t = err_text(&e);
-        t.split(" script:").next().unwrap_or_default().to_owned()
-    })
-}
-
-/// One call in script terms: the script, its KEYS and its ARGV; the native command takes the
-/// same without numkeys.
-#[derive(Clone, Debug)]
-struct Call {
-    script: Script,
-    keys: Vec<String>,
-    args: Vec<String>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Script {
-    Send,
-    Sync,
-    Read,
-    Pull,
-    Change,
-}
-
-impl Script {
-    fn command(self) -> &'static str {
-        match self {
-            Script::Send => "IM.SEND",
-            Script::Sync => "IM.SYNC",
-            Script::Read => "IM.READ",
-            Script::Pull => "IM.PULL",
-            Script::Change => "IM.CHANGE",
-        }
-    }
-    fn source(self) -> &'static str {
-        match self {
-            Script::Send => SEND_LUA,
-            Script::Sync => SYNC_LUA,
-            Script::Read => READ_LUA,
-            Script::Pull => PULL_LUA,
-            Script::Change => CHANGE_LUA,
-        }
-    }
-    const ALL: [Script; 5] = [
-        Script::Send,
-        Script::Sync,
-        Script::Read,
-        Script::Pull,
-        Script::Change,
-    ];
-}
-
-fn strs(v: &[&str]) -> Vec<String> {
-    v.iter().map(|s| s.to_string()).collect()
-}
-
-impl Call {
-    fn send(conv: &str, to: &[&str], sender: &str, cid: &str, body: &str, cap: &str) -> Call {
-        let tag = format!("{{conv:{conv}}}");
-        let mut keys = vec![tag.clone(), format!("{tag}:seq")];
-        for u in to {
-            keys.push(format!("{tag}:inbox:{u}"));
-            keys.push(format!("{tag}:trimmed:{u}"));
-        }
-        Call {
-            script: Script::Send,
-            keys,
-            args: strs(&["1", sender, cid, body, cap]),
-        }
-    }
-
-    fn sync(conv: &str, user: &str, last: &str, limit: &str) -> Call {
-        let tag = format!("{{conv:{conv}}}");
-        Call {
-            script: Script::Sync,
-            keys: vec![
-                format!("{tag}:seq"),
-                format!("{tag}:inbox:{user}"),
-                format!("{tag}:trimmed:{user}"),
-            ],
-            args: strs(&[last, limit]),
-        }
-    }
-
-    fn read(conv: &str, user: &str, upto: &str) -> Call {
-        let tag = format!("{{conv:{conv}}}");
-        Call {
-            script: Script::Read,
-            keys: vec![
-                format!("{tag}:read"),
-                format!("{tag}:inbox:{user}"),
-                format!("{tag}:seq"),
-            ],
-            args: strs(&[user, upto]),
-        }
-    }
-
-    fn change(user: &str, kind: &str, change: &str, cap: &str) -> Call {
-        Call {
-            script: Script::Change,
-            keys: vec![
-                format!("app:seq:{{{user}}}"),
-                format!("app:trimmed:{{{user}}}"),
-                format!("app:log:{{{user}}}:{kind}"),
-            ],
-            args: strs(&[kind, change, cap]),
-        }
-    }
-
-    fn pull(user: &str, held: &[(&str, &str)]) -> Call {
-        let mut keys = vec![
-            format!("app:seq:{{{user}}}"),
-            format!("app:trimmed:{{{user}}}"),
-        ];
-        let mut args = Vec::new();
-        for (kind, seq) in held {
-            keys.push(format!("app:log:{{{user}}}:{kind}"));
-            args.push(kind.to_string());
-            args.push(seq.to_string());
-        }
-        Call {
-            script: Script::Pull,
-            keys,
-            args,
-        }
-    }
-
-    fn native_argv(&self) -> Vec<String> {
-        let mut v = vec![self.script.command().to_owned()];
-        v.extend(self.keys.iter().cloned());
-        v.extend(self.args.iter().cloned());
-        v
-    }
-}
-
-fn native(con: &mut Connection, c: &Call) -> Reply {
-    reply(cmd(con, &c.native_argv()))
-}
-
-/// The script's way: EVALSHA, or EVALSHA_RO for the read-only two (as their headers say).
-fn lua(con: &mut Connection, shas: &[String], c: &Call) -> Reply {
-    let i = Script::ALL.iter().position(|s| *s == c.script).unwrap();
-    let n = c.keys.len().to_string();
-    let ro = matches!(c.script, Script::Sync | Script::Pull);
-    let mut argv = vec![
-        if ro { "EVALSHA_RO" } else { "EVALSHA" },
-        &shas[i],
-        n.as_str(),
-    ];
-    argv.extend(c.keys.iter().map(String::as_str));
-    argv.extend(c.args.iter().map(String::as_str));
-    reply(cmd(con, &argv))
-}
-
-fn load_scripts(con: &mut Connection) -> Vec<String> {
-    Script::ALL
-        .iter()
-        .map(|s| cmd(con, &["SCRIPT", "LOAD", s.source()]).unwrap())
-        .collect()
-}
-
-/// A test-hooks server with its clock frozen at `at`.
-fn frozen(at: u64, extra: &[&str]) -> Server {
-    let s = Server::build().hooked().args(extra).start();
-    freeze(&mut s.client(), at);
-    s
-}
-
-/// The two servers of a comparison: `lua` runs the scripts, `native` the commands.
-struct Pair {
-    lua: Server,
-    native: Server,
-    shas: Vec<String>,
-    cl: Connection,
-    cn: Connection,
-}
-
-impl Pair {
-    fn new(extra: &[&str]) -> Pair {
-        let lua = frozen(T0, extra);
-        let native = frozen(T0, extra);
-        let mut cl = lua.client();
-        let shas = load_scripts(&mut cl);
-        let cn = native.client();
-        Pair {
-            lua,
-            native,
-            shas,
-            cl,
-            cn,
-        }
-    }
-
-    fn run(&mut self, c: &Call) -> Reply {
-        let a = lua(&mut self.cl, &self.shas, c);
-        let b = native(&mut self.cn, c);
-        assert_eq!(
-            b,
-            a,
-            "{} and its script differ on {c:?}",
-            c.script.command()
-        );
-        b
-    }
-
-    fn assert_same_state(&mut self) {
-        assert_eq!(state(&mut self.cn), state(&mut self.cl));
-        assert_eq!(digest(&self.native), digest(&self.lua), "DEBUG DIGEST");
-    }
-}
 
 const USERS: [&str; 4] = ["ann", "ben", "cat", "dan"];
 const KINDS: [&str; 3] = ["friend", "group", "conv"];
@@ -262,7 +37,8 @@ fn random_call(rng: &mut Rng, n: usize) -> Call {
             let to: Vec<&str> = (0..=rng.below(3)).map(|_| pick(rng, &USERS)).collect();
             let cap = pick(rng, &["2", "3", "5", "100"]);
             let body = format!("b{n}{}", pick(rng, &["", "|", " x"]));
-            Call::send(&conv, &to, pick(rng, &USERS), &format!("id{n}"), &body, cap)
+            let sender = pick(rng, &USERS);
+            Call::send(&conv, &to, 1, sender, &format!("id{n}"), &body, cap)
         }
         1 => {
             let limit = pick(rng, &["1", "2", "3", "10", "0", "x", "999999999999999"]);
@@ -305,7 +81,7 @@ fn random_call(rng: &mut Rng, n: usize) -> Call {
 
 #[test]
 fn random_sends_reads_syncs_changes_and_pulls_match_the_scripts() {
-    let mut p = Pair::new(&[]);
+    let mut p = Pair::new(&Script::ALL, &[]);
     let mut rng = Rng(0x5EED_0035_0001);
     let mut counts = [0usize; 5];
     let mut errors = 0;
@@ -350,24 +126,9 @@ fn fenced(timeout: &str) -> (Server, Server) {
     ]);
     let r = p.replica(&[]);
     wait_until("the fence is on", 10, || p.imid_stat("fence_replicas") == 1);
-    let mut con = p.client();
-    p.wait_until("the replica online", 30, || {
-        let role: Vec<Value> = cmd(&mut con, &["ROLE"]).unwrap();
-        matches!(role.get(2), Some(Value::Array(r)) if r.len() == 1)
-    });
-    let _: i64 = cmd(&mut con, &["SEQ.NEXT", "warm"]).unwrap();
+    p.wait_replicas_online(1);
+    let _: i64 = cmd(&mut p.client(), &["SEQ.NEXT", "warm"]).unwrap();
     (p, r)
-}
-
-/// `args` on a client of its own, its reply to come on the channel.
-fn call(s: &Server, args: &[String]) -> Receiver<Reply> {
-    let mut con = s.client();
-    let args = args.to_vec();
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(reply(cmd(&mut con, &args)));
-    });
-    rx
 }
 
 fn page_of(r: &Reply) -> Vec<Value> {
@@ -389,7 +150,7 @@ fn a_fenced_primary_shows_no_reader_what_its_replicas_have_not_acknowledged() {
     let (p, r) = fenced("300");
     let mut con = p.client();
     // Acknowledged before the pause: shown at once.
-    let first = Call::send("f", &["bob"], "alice", "c0", "before", "100");
+    let first = Call::send("f", &["bob"], 1, "alice", "c0", "before", "100");
     native(&mut con, &first).unwrap();
     let ch = Call::change("bob", "friend", "added carol", "100");
     native(&mut con, &ch).unwrap();
@@ -398,7 +159,7 @@ fn a_fenced_primary_shows_no_reader_what_its_replicas_have_not_acknowledged() {
     let paused = Paused::of(&r);
     let mut sent = 0;
     for i in 1..=3 {
-        let c = Call::send("f", &["bob"], "alice", &format!("c{i}"), "lost?", "100");
+        let c = Call::send("f", &["bob"], 1, "alice", &format!("c{i}"), "lost?", "100");
         let e = native(&mut con, &c).unwrap_err();
         assert!(e.starts_with("NOREPLICAS"), "{e}");
         sent += 1;
@@ -423,12 +184,14 @@ fn a_fenced_primary_shows_no_reader_what_its_replicas_have_not_acknowledged() {
     );
     // A read that waits is answered once the replica acknowledges, with everything.
     config_set(&mut con, "imid.fence-timeout", "30000");
-    let waiting = call(&p, &sync.native_argv());
+    let waiting = call_in_background(&p, &sync.native_argv());
     p.wait_until("the sync waits", 20, || p.imid_stat("fence_waiting") >= 1);
     drop(paused);
-    let got = waiting
-        .recv_timeout(Duration::from_secs(30))
-        .expect("no answer within 30 s");
+    let got = reply(
+        waiting
+            .recv_timeout(Duration::from_secs(30))
+            .expect("no answer within 30 s"),
+    );
     assert_eq!(page_of(&got).len(), 2 * (1 + sent), "{got:?}");
     let pulled = native(&mut con, &pull).unwrap();
     let added = texts(&pulled)
@@ -448,7 +211,7 @@ fn a_read_on_a_replica_shows_every_answered_send() {
     let mut con = p.client();
     let mut rc = r.client();
     for i in 0..20 {
-        let c = Call::send("g", &["bob"], "alice", &format!("c{i}"), "hi", "100");
+        let c = Call::send("g", &["bob"], 1, "alice", &format!("c{i}"), "hi", "100");
         native(&mut con, &c).unwrap();
         let k = native(
             &mut con,
@@ -590,7 +353,7 @@ fn replicas_and_the_aof_reach_the_primarys_state() {
 fn a_refused_read_or_change_writes_nothing() {
     let s = Server::start();
     let mut con = s.client();
-    let shas = load_scripts(&mut con);
+    let shas = load_scripts(&mut con, &Script::ALL);
     ok(&mut con, &["SET", "{conv:w}:inbox:bob", "not a zset"]);
     ok(&mut con, &["SET", "app:log:{bob}:friend", "not a zset"]);
     ok(&mut con, &["SEQ.SET", "{conv:w}:seq", "9"]);
@@ -623,11 +386,12 @@ fn a_refused_read_or_change_writes_nothing() {
 /// IM.READ counts a few unread by walking them and many by ZCOUNT: both agree with read.lua.
 #[test]
 fn unread_counts_agree_with_the_script_few_or_many() {
-    let mut p = Pair::new(&[]);
+    let mut p = Pair::new(&Script::ALL, &[]);
     for i in 0..150 {
         p.run(&Call::send(
             "u",
             &["bob"],
+            1,
             "alice",
             &format!("c{i}"),
             "hi",

@@ -7,111 +7,22 @@
 //! cluster, the recipient limit.
 use crate::common;
 use common::cluster::{key_of_another_slot, tags_in, Cluster};
+use common::scripts::*;
 use common::*;
 
-const SEND_LUA: &str = include_str!("../../examples/lua/send.lua");
-/// The instant both servers' clocks are frozen at (2026-09-21).
-const T0: u64 = 1_790_000_000_000;
-
-/// One send, in send.lua's terms: KEYS (tag, seq, then inbox/trimmed pairs) and ARGV
-/// (channel_type sender client_msg_id body cap). IM.SEND takes the same, without numkeys.
-#[derive(Clone, Debug)]
-struct Call {
-    keys: Vec<String>,
-    args: Vec<String>,
-}
-
-impl Call {
-    fn new(
-        conv: &str,
-        to: &[&str],
-        ct: u8,
-        sender: &str,
-        cid: &str,
-        body: &str,
-        cap: &str,
-    ) -> Call {
-        let tag = format!("{{conv:{conv}}}");
-        let mut keys = vec![tag.clone(), format!("{tag}:seq")];
-        for u in to {
-            keys.push(format!("{tag}:inbox:{u}"));
-            keys.push(format!("{tag}:trimmed:{u}"));
-        }
-        Call {
-            keys,
-            args: [&ct.to_string(), sender, cid, body, cap]
-                .map(str::to_owned)
-                .to_vec(),
-        }
-    }
-
-    fn native_argv(&self) -> Vec<String> {
-        let mut v = vec!["IM.SEND".to_owned()];
-        v.extend(self.keys.iter().cloned());
-        v.extend(self.args.iter().cloned());
-        v
-    }
-}
-
-/// A reply, or the error text as a client sees it, without the script's suffix (" script:
-/// <sha>, on @user_script:<line>.") that errors raised inside redis.call carry.
-type Reply = Result<Value, String>;
-
-fn reply(r: redis::RedisResult<Value>) -> Reply {
-    r.map_err(|e| {
-        let t = err_text(&e);
-        t.split(" script:").next().unwrap_or_default().to_owned()
-    })
-}
-
-fn native(con: &mut Connection, c: &Call) -> Reply {
-    reply(cmd(con, &c.native_argv()))
-}
-
-fn lua(con: &mut Connection, sha: &str, c: &Call) -> Reply {
-    let n = c.keys.len().to_string();
-    let mut argv = vec!["EVALSHA", sha, n.as_str()];
-    argv.extend(c.keys.iter().map(String::as_str));
-    argv.extend(c.args.iter().map(String::as_str));
-    reply(cmd(con, &argv))
-}
-
 /// A test-hooks server with its clock frozen at `at`, keyspace events on.
-fn frozen(at: u64, extra: &[&str]) -> Server {
-    let s = Server::build().hooked().args(extra).start();
-    let mut con = s.client();
-    freeze(&mut con, at);
-    config_set(&mut con, "notify-keyspace-events", "KEA");
+fn frozen_with_events(at: u64, extra: &[&str]) -> Server {
+    let s = frozen(at, extra);
+    config_set(&mut s.client(), "notify-keyspace-events", "KEA");
     s
 }
 
-/// Every key, sorted, with its type and contents: inboxes and logs with their scores,
-/// sequences with their values, maps with their fields (IM.SEND's and the read side's
-/// comparisons, tests/it/im_read.rs).
-pub(crate) fn state(con: &mut Connection) -> Vec<String> {
-    let mut keys: Vec<String> = cmd(con, &["KEYS", "*"]).unwrap();
-    keys.sort();
-    keys.into_iter()
-        .map(|k| {
-            let t: String = cmd(con, &["TYPE", &k]).unwrap();
-            let v = match t.as_str() {
-                "zset" => {
-                    let m: Vec<(String, String)> =
-                        cmd(con, &["ZRANGE", &k, "0", "-1", "WITHSCORES"]).unwrap();
-                    format!("{m:?}")
-                }
-                "imidseq01" => int_reply(con, &["SEQ.GET", &k]).to_string(),
-                "imidsmap1" => {
-                    // Fields in name order: a map's own order follows its layout.
-                    let mut v: Vec<(String, String)> = cmd(con, &["SEQ.HGETALL", &k]).unwrap();
-                    v.sort();
-                    format!("{v:?}")
-                }
-                _ => String::new(),
-            };
-            format!("{k} {t} {v}")
-        })
-        .collect()
+/// The two servers of a comparison: `lua` runs send.lua, `native` IM.SEND, both frozen at T0,
+/// keyspace events on.
+fn send_pair(extra: &[&str]) -> Pair {
+    let mut p = Pair::new(&[Script::Send], extra);
+    p.both(&["CONFIG", "SET", "notify-keyspace-events", "KEA"]);
+    p
 }
 
 /// The keyspace events published since `ps` subscribed, up to the marker key `mark` (which the
@@ -127,57 +38,6 @@ fn events(ps: &mut redis::PubSub, s: &Server, mark: &str) -> Vec<String> {
         }
         let event: String = msg.get_payload().unwrap();
         out.push(format!("{channel} {event}"));
-    }
-}
-
-/// The two servers of a comparison: `lua` runs send.lua, `native` IM.SEND, both frozen at T0.
-struct Pair {
-    lua: Server,
-    native: Server,
-    sha: String,
-    cl: Connection,
-    cn: Connection,
-}
-
-impl Pair {
-    fn new(extra: &[&str]) -> Pair {
-        let lua = frozen(T0, extra);
-        let native = frozen(T0, extra);
-        let mut cl = lua.client();
-        let sha: String = cmd(&mut cl, &["SCRIPT", "LOAD", SEND_LUA]).unwrap();
-        let cn = native.client();
-        Pair {
-            lua,
-            native,
-            sha,
-            cl,
-            cn,
-        }
-    }
-
-    /// Runs `c` both ways; the replies must be equal; returns the native one.
-    fn send(&mut self, c: &Call) -> Reply {
-        let a = lua(&mut self.cl, &self.sha, c);
-        let b = native(&mut self.cn, c);
-        assert_eq!(b, a, "IM.SEND and send.lua differ on {c:?}");
-        b
-    }
-
-    /// Runs `args` on both servers.
-    fn both(&mut self, args: &[&str]) {
-        let _: Value = cmd(&mut self.cl, args).unwrap();
-        let _: Value = cmd(&mut self.cn, args).unwrap();
-    }
-
-    fn clock(&mut self, at: u64) {
-        let t = at.to_string();
-        self.both(&["IMID.TEST-CLOCK", "FREEZE", &t]);
-    }
-
-    /// Same keys, same contents, same digest (which covers every token window too).
-    fn assert_same_state(&mut self) {
-        assert_eq!(state(&mut self.cn), state(&mut self.cl));
-        assert_eq!(digest(&self.native), digest(&self.lua), "DEBUG DIGEST");
     }
 }
 
@@ -204,17 +64,17 @@ fn ids_of(r: &Reply) -> (Value, Value) {
 
 #[test]
 fn the_command_and_the_script_agree_on_a_frozen_clock() {
-    let mut p = Pair::new(&[]);
+    let mut p = send_pair(&[]);
     let (mut sl, mut sn) = (p.lua.client(), p.native.client());
     let mut pl = sl.as_pubsub();
     let mut pn = sn.as_pubsub();
     pl.psubscribe("__keyspace@0__:*").unwrap();
     pn.psubscribe("__keyspace@0__:*").unwrap();
     let to = ["bob", "carol"];
-    let first = p.send(&Call::new("a", &to, 1, "alice", "c1", "hi|there", "3"));
+    let first = p.run(&Call::send("a", &to, 1, "alice", "c1", "hi|there", "3"));
     assert!(!duplicate(&first));
     // a retry: the first reply, read back from bob's inbox
-    let again = p.send(&Call::new("a", &to, 1, "alice", "c1", "hi|there", "3"));
+    let again = p.run(&Call::send("a", &to, 1, "alice", "c1", "hi|there", "3"));
     assert!(duplicate(&again));
     assert_eq!(
         (seq_of(&again), ids_of(&again)),
@@ -222,12 +82,12 @@ fn the_command_and_the_script_agree_on_a_frozen_clock() {
     );
     // the client message id reused for another body, or naming another recipient: refused
     // alike by both, nothing written
-    let edited = p.send(&Call::new("a", &to, 1, "alice", "c1", "edited", "3"));
+    let edited = p.run(&Call::send("a", &to, 1, "alice", "c1", "edited", "3"));
     assert!(
         matches!(&edited, Err(e) if e.starts_with("ERR send: client_msg_id already used for seq 1 with another body")),
         "{edited:?}"
     );
-    let other = p.send(&Call::new(
+    let other = p.run(&Call::send(
         "a",
         &["dave"],
         1,
@@ -242,7 +102,7 @@ fn the_command_and_the_script_agree_on_a_frozen_clock() {
     );
     // more than the cap: each inbox keeps the newest 3, the markers say what went
     for i in 2..=7 {
-        p.send(&Call::new(
+        p.run(&Call::send(
             "a",
             &to,
             1,
@@ -254,10 +114,10 @@ fn the_command_and_the_script_agree_on_a_frozen_clock() {
         .unwrap();
     }
     // a retry of a message the cap dropped: nothing to read back
-    let dropped = p.send(&Call::new("a", &to, 1, "alice", "c2", "m2", "3"));
+    let dropped = p.run(&Call::send("a", &to, 1, "alice", "c2", "m2", "3"));
     assert!(duplicate(&dropped) && ids_of(&dropped) == (Value::Nil, Value::Nil));
     // read back from the first inbox named that holds it (carol's, named first here)
-    let from_carol = p.send(&Call::new(
+    let from_carol = p.run(&Call::send(
         "a",
         &["carol", "bob"],
         1,
@@ -269,11 +129,19 @@ fn the_command_and_the_script_agree_on_a_frozen_clock() {
     assert!(duplicate(&from_carol) && ids_of(&from_carol).0 != Value::Nil);
     // the same recipient twice, the sender among the recipients, an empty sender and body,
     // the highest channel type, a cap of 1, leading zeros in a cap
-    p.send(&Call::new("a", &["bob", "bob"], 15, "alice", "c8", "", "2"))
+    p.run(&Call::send(
+        "a",
+        &["bob", "bob"],
+        15,
+        "alice",
+        "c8",
+        "",
+        "2",
+    ))
+    .unwrap();
+    p.run(&Call::send("a", &["alice", "bob"], 0, "", "c9", "x", "1"))
         .unwrap();
-    p.send(&Call::new("a", &["alice", "bob"], 0, "", "c9", "x", "1"))
-        .unwrap();
-    p.send(&Call::new(
+    p.run(&Call::send(
         "a",
         &["bob"],
         2,
@@ -284,32 +152,32 @@ fn the_command_and_the_script_agree_on_a_frozen_clock() {
     ))
     .unwrap();
     // client message ids are per sender: alice's c1 and bob's c1 are two messages
-    let bobs = p.send(&Call::new("a", &to, 1, "bob", "c1", "y", "3"));
+    let bobs = p.run(&Call::send("a", &to, 1, "bob", "c1", "y", "3"));
     assert!(!duplicate(&bobs));
     // 301 s later (imid.seq-idmp-ttl 300): the token expired, the retry is a new message
     p.clock(T0 + 301_000);
-    let late = p.send(&Call::new("a", &to, 1, "alice", "c7", "m7", "3"));
+    let late = p.run(&Call::send("a", &to, 1, "alice", "c7", "m7", "3"));
     assert!(!duplicate(&late));
     // errors, in the script's order of checks
     for (c, want) in [
         (
-            Call::new("a", &to, 1, "alice", "c", "x", "0"),
+            Call::send("a", &to, 1, "alice", "c", "x", "0"),
             "ERR inbox cap must be at least 1",
         ),
         (
-            Call::new("a", &to, 1, "a|b", "c", "x", "3"),
+            Call::send("a", &to, 1, "a|b", "c", "x", "3"),
             "ERR sender must not contain '|'",
         ),
         (
-            Call::new("a", &to, 1, "alice", "", "x", "3"),
+            Call::send("a", &to, 1, "alice", "", "x", "3"),
             "ERR client message id must not be empty",
         ),
         (
-            Call::new("a", &to, 16, "alice", "c", "x", "3"),
+            Call::send("a", &to, 16, "alice", "c", "x", "3"),
             "ERR channel_type must be an integer in 0..15",
         ),
     ] {
-        assert_eq!(p.send(&c), Err(want.to_owned()));
+        assert_eq!(p.run(&c), Err(want.to_owned()));
     }
     p.assert_same_state();
     let el = events(&mut pl, &p.lua, "zz-mark");
@@ -338,7 +206,7 @@ fn random_call(rng: &mut Rng, sent: &mut Vec<Call>, n: usize) -> Call {
         match rng.below(8) {
             0 => c.args[3] = format!("other body {n}"),
             1 => {
-                let again = Call::new("x", &to, 1, "s", "c", "b", "1");
+                let again = Call::send("x", &to, 1, "s", "c", "b", "1");
                 let tag = c.keys[0].clone();
                 c.keys.truncate(2);
                 c.keys
@@ -355,7 +223,7 @@ fn random_call(rng: &mut Rng, sent: &mut Vec<Call>, n: usize) -> Call {
     let cap = ["1", "2", "3", "5", "100", "2"][rng.below(6) as usize];
     let body = format!("b{n}{}", ["", "|", "||x", " "][rng.below(4) as usize]);
     let ct = rng.below(16) as u8;
-    let mut c = Call::new(&conv, &to, ct, sender, &cid, &body, cap);
+    let mut c = Call::send(&conv, &to, ct, sender, &cid, &body, cap);
     match rng.below(40) {
         0 => c.args[4] = "0".into(),
         1 => c.args[1] = "x|y".into(),
@@ -368,7 +236,7 @@ fn random_call(rng: &mut Rng, sent: &mut Vec<Call>, n: usize) -> Call {
 #[test]
 fn random_sends_retries_caps_and_recipients_match_the_script() {
     // A small IDMP window, so that windows fill and drop their oldest tokens.
-    let mut p = Pair::new(&["--imid.seq-idmp-max", "6"]);
+    let mut p = send_pair(&["--imid.seq-idmp-max", "6"]);
     let mut rng = Rng(0x5EED_1234_ABCD_0001);
     let mut sent = Vec::new();
     let mut now = T0;
@@ -380,7 +248,7 @@ fn random_sends_retries_caps_and_recipients_match_the_script() {
             p.clock(now);
         }
         let c = random_call(&mut rng, &mut sent, n);
-        match p.send(&c) {
+        match p.run(&c) {
             Err(_) => errors += 1,
             r if duplicate(&r) => {
                 dups += 1;
@@ -410,8 +278,8 @@ fn random_sends_retries_caps_and_recipients_match_the_script() {
 fn a_retry_is_recognised_across_the_script_and_the_command() {
     let s = Server::start();
     let mut con = s.client();
-    let sha: String = cmd(&mut con, &["SCRIPT", "LOAD", SEND_LUA]).unwrap();
-    let by_lua = Call::new("x", &["bob"], 1, "alice", "c1", "hi", "10");
+    let sha = load_scripts(&mut con, &[Script::Send]);
+    let by_lua = Call::send("x", &["bob"], 1, "alice", "c1", "hi", "10");
     let first = lua(&mut con, &sha, &by_lua);
     let before = digest(&s);
     let again = native(&mut con, &by_lua);
@@ -420,7 +288,7 @@ fn a_retry_is_recognised_across_the_script_and_the_command() {
         (seq_of(&again), ids_of(&again)),
         (seq_of(&first), ids_of(&first))
     );
-    let by_native = Call::new("x", &["bob"], 1, "alice", "c2", "there", "10");
+    let by_native = Call::send("x", &["bob"], 1, "alice", "c2", "there", "10");
     let second = native(&mut con, &by_native);
     assert_eq!(seq_of(&second), seq_of(&first) + 1);
     let again = lua(&mut con, &sha, &by_native);
@@ -442,7 +310,7 @@ fn a_retry_is_recognised_across_the_script_and_the_command() {
 /// the replica, the primary's AOF after a restart, and after a rewrite, all hold its state.
 #[test]
 fn replicas_and_the_aof_reach_the_primarys_state_whatever_their_clocks() {
-    let primary = frozen(T0, &aof_always("no"));
+    let primary = frozen_with_events(T0, &aof_always("no"));
     let replica = primary.hooked_replica(&[]);
     freeze(&mut replica.client(), T0 + 10 * 86_400_000);
     let mut con = primary.client();
@@ -459,9 +327,9 @@ fn replicas_and_the_aof_reach_the_primarys_state_whatever_their_clocks() {
     }
     primary.wait_replica(&replica);
     let want = digest(&primary);
-    let want_state = state(&mut con);
+    let want_state = keyspace(&mut con);
     assert_eq!(digest(&replica), want, "the replica");
-    assert_eq!(state(&mut replica.client()), want_state);
+    assert_eq!(keyspace(&mut replica.client()), want_state);
     // What went to the stream: one IM.SENDSET per send, no sorted-set command.
     let aof = aof_incr(&primary);
     assert!(contains(&aof, b"IM.SENDSET"), "no IM.SENDSET in the AOF");
@@ -478,7 +346,7 @@ fn replicas_and_the_aof_reach_the_primarys_state_whatever_their_clocks() {
     primary.rewrite_aof();
     primary.restart();
     assert_eq!(digest(&primary), want, "after an AOF rewrite and a restart");
-    assert_eq!(state(&mut primary.client()), want_state);
+    assert_eq!(keyspace(&mut primary.client()), want_state);
 }
 
 /// The script's errors, each with IM.SEND's counterpart; where they differ it is documented
@@ -488,9 +356,9 @@ fn replicas_and_the_aof_reach_the_primarys_state_whatever_their_clocks() {
 fn errors_match_the_script_and_a_refused_send_writes_nothing() {
     let s = Server::start();
     let mut con = s.client();
-    let sha: String = cmd(&mut con, &["SCRIPT", "LOAD", SEND_LUA]).unwrap();
+    let sha = load_scripts(&mut con, &[Script::Send]);
     let to = ["bob", "carol"];
-    let ok_call = |conv: &str| Call::new(conv, &to, 1, "alice", "c1", "hi", "1");
+    let ok_call = |conv: &str| Call::send(conv, &to, 1, "alice", "c1", "hi", "1");
     // (argument: channel_type 0, sender 1, client message id 2, body 3, cap 4; values refused
     // there; the error, the same from IM.SEND and send.lua)
     let bad_args: &[(usize, &[&str], &str)] = &[
@@ -576,7 +444,7 @@ fn errors_match_the_script_and_a_refused_send_writes_nothing() {
             // cap 1: the script trims (and so reaches carol's marker) only from her second
             // message on; IM.SEND refuses the marker at once
             assert!(lua(&mut con, &sha, &c).is_ok());
-            let c2 = Call::new(conv, &to, 1, "alice", "c2", "hi", "1");
+            let c2 = Call::send(conv, &to, 1, "alice", "c2", "hi", "1");
             assert!(lua(&mut con, &sha, &c2).unwrap_err().starts_with(WRONGTYPE));
         } else {
             let e = lua(&mut con, &sha, &c).unwrap_err();
@@ -694,7 +562,7 @@ fn a_send_to_more_than_1000_recipients_is_refused() {
     let all: Vec<&str> = users.iter().map(String::as_str).collect();
     let r = native(
         &mut con,
-        &Call::new("big", &all[..1000], 1, "a", "c1", "x", "10"),
+        &Call::send("big", &all[..1000], 1, "a", "c1", "x", "10"),
     )
     .unwrap();
     assert!(matches!(r, Value::Array(_)));
@@ -705,7 +573,7 @@ fn a_send_to_more_than_1000_recipients_is_refused() {
     );
     let before = digest(&s);
     assert_eq!(
-        native(&mut con, &Call::new("big", &all, 1, "a", "c2", "x", "10")),
+        native(&mut con, &Call::send("big", &all, 1, "a", "c2", "x", "10")),
         Err(
             "ERR send: at most 1000 recipients (inbox/trimmed pairs) per call, got 1001".to_owned()
         )
@@ -717,7 +585,7 @@ fn a_send_to_more_than_1000_recipients_is_refused() {
 fn key_specs_and_getkeys_name_every_key() {
     let s = Server::start();
     let mut con = s.client();
-    let c = Call::new("k", &["bob", "carol"], 1, "a", "c", "b", "5");
+    let c = Call::send("k", &["bob", "carol"], 1, "a", "c", "b", "5");
     let mut args = vec!["COMMAND".to_owned(), "GETKEYS".to_owned()];
     args.extend(c.native_argv());
     let mut got: Vec<String> = cmd(&mut con, &args).unwrap();
@@ -794,7 +662,7 @@ fn acl_key_patterns_apply_to_every_key() {
         c
     };
     let mut app = login("app");
-    let good = Call::new("1", &["bob"], 1, "a", "c1", "x", "5");
+    let good = Call::send("1", &["bob"], 1, "a", "c1", "x", "5");
     native(&mut app, &good).unwrap();
     // an inbox, or a marker, outside the user's keys
     let mut other_inbox = good.clone();
@@ -806,7 +674,7 @@ fn acl_key_patterns_apply_to_every_key() {
         assert!(e.starts_with("NOPERM"), "{e}");
     }
     for user in ["ro_markers", "ro"] {
-        let c = Call::new("1", &["bob"], 1, "a", "c2", "x", "5");
+        let c = Call::send("1", &["bob"], 1, "a", "c2", "x", "5");
         let e = native(&mut login(user), &c).unwrap_err();
         assert!(e.starts_with("NOPERM"), "{user}: {e}");
     }
@@ -826,6 +694,7 @@ fn keys_of_another_slot_are_crossslot(bin: Option<std::path::PathBuf>) {
     let node = cluster.owner_of(&t);
     let mut con = node.client();
     let good = Call {
+        script: Script::Send,
         keys: vec![
             format!("{{{t}}}"),
             format!("{{{t}}}:seq"),

@@ -37,6 +37,34 @@ pub fn digest(s: &Server) -> String {
     cmd(&mut s.client(), &["DEBUG", "DIGEST"]).unwrap()
 }
 
+/// Every key, sorted, with its type and contents: sorted sets (inboxes, logs) with their
+/// scores, sequences with their values, maps with their fields; other types by name only.
+pub fn keyspace(con: &mut Connection) -> Vec<String> {
+    let mut keys: Vec<String> = cmd(con, &["KEYS", "*"]).unwrap();
+    keys.sort();
+    keys.into_iter()
+        .map(|k| {
+            let t: String = cmd(con, &["TYPE", &k]).unwrap();
+            let v = match t.as_str() {
+                "zset" => {
+                    let m: Vec<(String, String)> =
+                        cmd(con, &["ZRANGE", &k, "0", "-1", "WITHSCORES"]).unwrap();
+                    format!("{m:?}")
+                }
+                "imidseq01" => int_reply(con, &["SEQ.GET", &k]).to_string(),
+                "imidsmap1" => {
+                    // Fields in name order: a map's own order follows its layout.
+                    let mut v: Vec<(String, String)> = cmd(con, &["SEQ.HGETALL", &k]).unwrap();
+                    v.sort();
+                    format!("{v:?}")
+                }
+                _ => String::new(),
+            };
+            format!("{k} {t} {v}")
+        })
+        .collect()
+}
+
 /// SEQ.MGET of `keys`.
 pub fn mget(con: &mut Connection, keys: &[String]) -> Vec<i64> {
     let mut c = redis::cmd("SEQ.MGET");
@@ -137,6 +165,21 @@ pub fn keyspace_events(ps: &mut redis::PubSub, key: &str, marker: &str) -> Vec<S
         assert_eq!(channel, format!("__keyspace@0__:{key}"));
         events.push(msg.get_payload::<String>().unwrap());
     }
+}
+
+/// `args` sent on a client of its own, on a thread of its own: its reply to come on the
+/// channel (a call that blocks, while the test goes on).
+pub fn call_in_background(
+    s: &Server,
+    args: &[impl AsRef<[u8]>],
+) -> std::sync::mpsc::Receiver<redis::RedisResult<Value>> {
+    let mut con = s.client();
+    let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_ref().to_vec()).collect();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(cmd(&mut con, &args));
+    });
+    rx
 }
 
 /// Runs WATCH key on one client, `change` on another, then MULTI/EXEC on the first: whether

@@ -1,8 +1,9 @@
 //! Files: a directory of its own for each server, the reference vectors under tests/vectors/,
-//! and what a server wrote in its AOF directory.
+//! what a server wrote in its AOF directory, and docs/guide.md's program ([`guide_program`],
+//! run by examples.rs and, against a cluster, by cluster.rs).
 
 use super::*;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A fresh directory under the system temp dir (a server removes its own when it drops).
@@ -115,4 +116,30 @@ pub fn aof_incr(s: &Server) -> Vec<u8> {
 /// Whether `needle` occurs in `hay`.
 pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// docs/guide.md's Python blocks, in order, as one program (issue 46: the guide's code is what
+/// runs), written to `dir`.
+pub fn guide_program(dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(root().join("docs/guide.md")).unwrap();
+    let mut program = String::new();
+    let mut inside = false;
+    for line in text.lines() {
+        match (inside, line.trim_end()) {
+            (false, "```python") => inside = true,
+            (true, "```") => inside = false,
+            (true, l) => {
+                program.push_str(l);
+                program.push('\n');
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        program.contains("IM.SEND") && program.len() > 2000,
+        "{program}"
+    );
+    let path = dir.join("guide.py");
+    std::fs::write(&path, program).unwrap();
+    path
 }

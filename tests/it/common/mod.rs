@@ -10,18 +10,20 @@
 //!   rewrites), [`Launch`] (how to start one, or to watch it refuse to start) and [`Paused`] (a
 //!   server stopped with SIGSTOP).
 //! - `commands`: calling a server: [`cmd`], [`int_reply`], [`ok`], CONFIG, MODULE, RESP3 maps,
-//!   keyspace events, WATCH, many clients at once.
+//!   keyspace events, WATCH, many clients at once, every key with its contents ([`keyspace`]).
 //! - `assertions`: [`expect_err`] and the error texts, error tables, increasing IDs.
 //! - `clock`: the server's clock, the test-hooks clock, [`wait_until`] with a deadline.
 //! - `ids`: key slots, message-ID and UID fields, the leases; many IDs at once, the IM load.
 //! - `disk`: a slow disk and a power loss ([`SlowDisk`], an LD_PRELOAD library wrapping
 //!   fsync and fdatasync).
-//! - `files`: temp directories, the reference vectors, a server's AOF files.
+//! - `files`: temp directories, the reference vectors, a server's AOF files, docs/guide.md's
+//!   program.
 //! - `pipeline`: a pipeline whose every reply is checked against its own command
 //!   ([`Checked`]), for the tests of lost and misplaced replies.
 //!
-//! By path: `common::cluster` (real Redis Cluster nodes, slot moves, a load across them) and
-//! `common::rdb` (RDB data and DUMP payloads crafted by hand).
+//! By path: `common::cluster` (real Redis Cluster nodes, slot moves, a load across them),
+//! `common::rdb` (RDB data and DUMP payloads crafted by hand) and `common::scripts` (a command
+//! against its reference script in examples/lua/: the two frozen servers of a comparison).
 
 #[macro_use]
 mod binaries;
@@ -36,6 +38,7 @@ mod pipeline;
 mod ports;
 pub mod rdb;
 mod rng;
+pub mod scripts;
 mod server;
 
 pub use assertions::*;

@@ -389,6 +389,16 @@ impl Server {
         });
     }
 
+    /// Waits until this primary's `ROLE` lists `n` replicas (those online: a replica's link is
+    /// up before the primary counts it).
+    pub fn wait_replicas_online(&self, n: usize) {
+        let mut con = self.client();
+        self.wait_until(&format!("{n} replica(s) online"), 30, || {
+            let role: Vec<Value> = cmd(&mut con, &["ROLE"]).unwrap();
+            matches!(role.get(2), Some(Value::Array(r)) if r.len() == n)
+        });
+    }
+
     /// BGREWRITEAOF, then [`Server::wait_for_aof_rewrite`].
     pub fn rewrite_aof(&self) {
         let _: String = cmd(&mut self.client(), &["BGREWRITEAOF"]).unwrap();

@@ -45,7 +45,7 @@ use crate::types::seq::key::SeqKey;
 const SENDSET_PREFIX: usize = 1;
 
 /// IM.SEND's arguments, checked (the channel type and the tag are MSGID.GEN's to check).
-struct Send<'a> {
+struct SendArgs<'a> {
     tag: &'a Arg,
     seq: &'a Arg,
     /// inbox, trimmed, inbox, trimmed, ...
@@ -59,7 +59,7 @@ struct Send<'a> {
 
 /// `tag seq (inbox trimmed)... channel_type sender client_msg_id body cap`, checked in the
 /// script's order: the keys' count, the cap, the sender, the client message id.
-fn parse(args: &[Arg]) -> Result<Send<'_>, Error> {
+fn parse(args: &[Arg]) -> Result<SendArgs<'_>, Error> {
     let n = send::pairs(args.len())?;
     let (tag, seq, pairs, tail) = match args {
         [tag, seq, rest @ ..] => match rest.split_at_checked(2 * n) {
@@ -73,7 +73,7 @@ fn parse(args: &[Arg]) -> Result<Send<'_>, Error> {
     };
     let cap = send::cap(cap.bytes())?;
     send::check_sender(sender.bytes(), client_msg_id.bytes())?;
-    Ok(Send {
+    Ok(SendArgs {
         tag,
         seq,
         pairs,
@@ -201,7 +201,7 @@ enum Pairs<'a> {
     OneByOne,
 }
 
-fn open_pairs<'a>(ctx: &'a Ctx, s: &Send) -> Result<Pairs<'a>, Error> {
+fn open_pairs<'a>(ctx: &'a Ctx, s: &SendArgs) -> Result<Pairs<'a>, Error> {
     let names = std::iter::once(s.seq.bytes()).chain(s.pairs.iter().map(Arg::bytes));
     if !send::distinct(names) {
         check_keys(ctx, s)?;
@@ -221,7 +221,7 @@ fn open_pairs<'a>(ctx: &'a Ctx, s: &Send) -> Result<Pairs<'a>, Error> {
 /// The checks of [`Pairs::OneByOne`]. A missing inbox that is also the sequence or a trimmed key
 /// would have to hold two types: WRONGTYPE too, as the script would find once it had written
 /// the other.
-fn check_keys(ctx: &Ctx, s: &Send) -> Result<(), Error> {
+fn check_keys(ctx: &Ctx, s: &SendArgs) -> Result<(), Error> {
     for pair in s.pairs.chunks_exact(2) {
         let [inbox, trimmed] = pair else { continue };
         let missing = ZsetKey::open_read(ctx, inbox)?.len() == 0;
@@ -234,7 +234,7 @@ fn check_keys(ctx: &Ctx, s: &Send) -> Result<(), Error> {
 }
 
 /// Whether `inbox` is also the sequence or a trimmed key of the call.
-fn aliased(inbox: &[u8], s: &Send) -> bool {
+fn aliased(inbox: &[u8], s: &SendArgs) -> bool {
     inbox == s.seq.bytes()
         || s.pairs
             .chunks_exact(2)
@@ -246,7 +246,7 @@ fn aliased(inbox: &[u8], s: &Send) -> bool {
 /// the excess, SEQ.ADVANCE of the marker), with the script's keyspace events.
 fn deliver(
     ctx: &Ctx,
-    s: &Send,
+    s: &SendArgs,
     keys: Pairs,
     seq: u64,
     msgid: &[u8],
@@ -262,7 +262,7 @@ fn deliver(
             for (pair, (mut z, mut t)) in names.zip(held) {
                 let [inbox, trimmed] = pair else { continue };
                 if let Some(top) = add_and_trim(ctx, &mut z, inbox, score, &member, s.cap)? {
-                    advance(ctx, &mut t, trimmed, send::marker(top))?;
+                    raise_marker(ctx, &mut t, trimmed, send::marker(top))?;
                 }
             }
         }
@@ -274,7 +274,7 @@ fn deliver(
                 drop(z);
                 if let Some(top) = top {
                     let mut t = SeqKey::open_write(ctx, trimmed)?;
-                    advance(ctx, &mut t, trimmed, send::marker(top))?;
+                    raise_marker(ctx, &mut t, trimmed, send::marker(top))?;
                 }
             }
         }
@@ -284,7 +284,7 @@ fn deliver(
 
 /// SEQ.ADVANCE trimmed value on the open key `k` (named `key`), as that command writes it;
 /// signalled only when it moved.
-fn advance(ctx: &Ctx, k: &mut SeqKey, key: &Arg, value: u64) -> Result<(), Error> {
+fn raise_marker(ctx: &Ctx, k: &mut SeqKey, key: &Arg, value: u64) -> Result<(), Error> {
     if k.raise(value)?.1 {
         ctx.changed(c"seq.advance", key);
     }
@@ -297,7 +297,7 @@ fn advance(ctx: &Ctx, k: &mut SeqKey, key: &Arg, value: u64) -> Result<(), Error
 /// sender's body there, and every other one must have had it dropped by its cap (its trimmed
 /// marker at or past `seq`), else the client message id was used for another message, or the
 /// retry names an inbox the first send did not (a subset of the first send's is a retry).
-fn retry(ctx: &Ctx, s: &Send, seq: u64) -> Result<Reply, Error> {
+fn retry(ctx: &Ctx, s: &SendArgs, seq: u64) -> Result<Reply, Error> {
     let score = send::score(seq);
     let mut found: Option<(Vec<u8>, Vec<u8>)> = None;
     for pair in s.pairs.chunks_exact(2) {

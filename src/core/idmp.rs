@@ -13,7 +13,7 @@
 //! ([`Window::plan`]: the expired entries at the front, then the oldest while more than the
 //! per-key maximum would remain) and replicates it as a number, so a replica or an AOF replay
 //! reaches the same window without reading its own clock or configs (see
-//! `src/commands/seq.rs`). Lookups ignore entries expired by the caller's clock; expired
+//! `src/handout/reserve.rs`). Lookups ignore entries expired by the caller's clock; expired
 //! entries further back than the first live one stay until they reach the front.
 
 use std::collections::VecDeque;

@@ -189,7 +189,7 @@ impl SeqMap {
         match pos {
             Some(p) => {
                 self.update(p, name, s)?;
-                self.settle(SWEEP_STEP);
+                self.finish_write(SWEEP_STEP);
                 Ok(false)
             }
             None => self.add(name, h, None, s).map(|()| true),
@@ -201,7 +201,7 @@ impl SeqMap {
     fn add(&mut self, name: &[u8], h: u64, at: Option<Pos>, s: Seq) -> Result<(), MapError> {
         self.insert(name, h, at, s)?;
         let rate = self.index.sweep_rate(self.len, SWEEP_STEP);
-        self.settle(rate);
+        self.finish_write(rate);
         Ok(())
     }
 
@@ -345,7 +345,7 @@ impl SeqMap {
             {
                 self.work.at_once += _at_once;
             }
-            self.settle(SWEEP_STEP);
+            self.finish_write(SWEEP_STEP);
         }
         true
     }
@@ -353,7 +353,7 @@ impl SeqMap {
     /// The bounded step every write ends with: `sweep` index slots while the index resizes,
     /// [`COMPACT_STEP`] units of compaction while it is due.
     #[inline]
-    fn settle(&mut self, sweep: usize) {
+    fn finish_write(&mut self, sweep: usize) {
         if self.index.resizing() || self.arena.compaction_due() {
             self.step_parts(sweep, COMPACT_STEP);
         }

@@ -184,7 +184,7 @@ unsafe extern "C" fn copy<T: DataType>(
     unsafe {
         with_value::<T, *mut c_void>("copy", p, std::ptr::null_mut, |v| {
             // The fence counts the copy's values (`node::fence::appeared`).
-            crate::node::fence::appeared();
+            crate::node::fence::key_appeared();
             into_ptr(T::copy(v))
         })
     }
@@ -203,7 +203,7 @@ unsafe extern "C" fn unlink<T: DataType>(_key: *mut raw::RedisModuleString, _v: 
         std::ptr::null_mut(),
         entry::<T>("unlink"),
         || (),
-        crate::node::fence::appeared,
+        crate::node::fence::key_appeared,
     );
 }
 

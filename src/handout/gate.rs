@@ -5,7 +5,7 @@
 
 use crate::error::Error;
 use crate::host::{Answer, Ctx};
-use crate::node::fence::{self, Need, Verdict};
+use crate::node::fence::{self, Outgoing, Verdict};
 
 /// Hands out what `need` says: the gate refuses the call (nothing changed), or lets it through;
 /// then `write` makes the call's writes and returns its reply, which goes out now or once the
@@ -14,7 +14,7 @@ use crate::node::fence::{self, Need, Verdict};
 #[inline(always)]
 pub(crate) fn run<R: Answer>(
     ctx: &Ctx,
-    need: Need,
+    need: Outgoing,
     write: impl FnOnce() -> Result<R, Error>,
 ) -> Result<(), Error> {
     let verdict = enter(ctx, need)?;
@@ -26,7 +26,7 @@ pub(crate) fn run<R: Answer>(
 /// where a closure the compiler declines to inline costs every call: the gate's verdict, before
 /// anything changes ...
 #[inline(always)]
-pub(super) fn enter(ctx: &Ctx, need: Need) -> Result<Verdict, Error> {
+pub(super) fn enter(ctx: &Ctx, need: Outgoing) -> Result<Verdict, Error> {
     fence::check(ctx, need)
 }
 
@@ -44,7 +44,7 @@ pub(super) fn leave(
 /// does, which may have waited in vain.
 #[inline]
 pub(crate) fn retry(ctx: &Ctx, reply: &(impl Answer + ?Sized)) -> Result<(), Error> {
-    fence::check(ctx, Need::RETRY)?.answer(ctx, reply)
+    fence::check(ctx, Outgoing::RETRY)?.answer(ctx, reply)
 }
 
 /// A read of what the gate protects (IM.SYNC's messages and seqs, IM.UNREAD's count, IM.PULL's

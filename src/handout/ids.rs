@@ -11,7 +11,7 @@ use crate::core::to_i64;
 use crate::core::uid::Run;
 use crate::error::{err, Error};
 use crate::host::{Answer, Arg, Ctx};
-use crate::node::fence::Need;
+use crate::node::fence::Outgoing;
 use crate::node::ids;
 use std::sync::atomic::Ordering;
 
@@ -60,7 +60,7 @@ pub(crate) fn msgid(
 #[inline(always)]
 pub(crate) fn gen_msgid(ctx: &Ctx, channel_type: u64, target: &[u8]) -> Result<(), Error> {
     let (text, time) = msgid(ctx, channel_type, target)?;
-    let verdict = gate::enter(ctx, Need::default().with_ids(Some(time), None))?;
+    let verdict = gate::enter(ctx, Outgoing::default().with_ids(Some(time), None))?;
     gate::leave(ctx, verdict, &text[..])
 }
 
@@ -86,7 +86,7 @@ pub(crate) fn uid(ctx: &Ctx, target: &Arg) -> Result<(u64, u64), Error> {
 #[inline(always)]
 pub(crate) fn gen_uid(ctx: &Ctx, target: &Arg) -> Result<(), Error> {
     let (id, time) = uid(ctx, target)?;
-    gate::run(ctx, Need::default().with_ids(None, Some(time)), || {
+    gate::run(ctx, Outgoing::default().with_ids(None, Some(time)), || {
         Ok(to_i64(id))
     })
 }
@@ -99,6 +99,6 @@ pub(crate) fn gen_uids<R: Answer>(
     reply: impl FnOnce(Run) -> R,
 ) -> Result<(), Error> {
     let run = ids::issue_uid(ctx, uid_slot(target), n)?;
-    let need = Need::default().with_ids(None, Some(run.time_ms));
+    let need = Outgoing::default().with_ids(None, Some(run.time_ms));
     gate::run(ctx, need, || Ok(reply(run)))
 }

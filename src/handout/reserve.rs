@@ -20,7 +20,7 @@ use crate::core::seqmap::Located;
 use crate::core::to_i64;
 use crate::error::{err, Error, INTERNAL};
 use crate::host::{Answer, Arg, Ctx, Reply};
-use crate::node::fence::{self, Need};
+use crate::node::fence::{self, Outgoing};
 use crate::node::idmp_clock::{self, CallClock};
 use crate::node::{self, SEQ_GAP_SKIPS, SEQ_ISSUED};
 use crate::types::map::key::MapKey;
@@ -32,7 +32,7 @@ pub(crate) trait Target: Store {
     /// The names its writes go by.
     const NAMES: Names;
     /// Stores the new state and, with IDMP, records the token (not charged: the call's
-    /// [`Need`] charges the gate).
+    /// [`Outgoing`] charges the gate).
     fn commit(&mut self, s: Seq, record: Option<Record<Self::Request>>) -> Result<(), Error>;
 }
 
@@ -208,7 +208,7 @@ pub(crate) struct Reservation<T: Target> {
     target: T,
     plan: reserve::Reservation<T::Request>,
     idmp: Option<CallClock>,
-    need: Need,
+    need: Outgoing,
 }
 
 /// A stored reservation: what to replicate, count and reply.
@@ -243,7 +243,7 @@ pub(crate) fn plan<'a, T: Target>(
     };
     // The gate's part, before anything changes; a replay hands nothing out (the primary did).
     let need = if r.replay {
-        Need::default()
+        Outgoing::default()
     } else {
         let skip = r.next.skipped_gap;
         let target_id = (skip || fence::skips_pending())
@@ -255,12 +255,12 @@ pub(crate) fn plan<'a, T: Target>(
             fence::charge_stored_skip(ctx, target_id.unwrap_or_default());
             return Err(refuse_skip::<T>(ctx, at, raised));
         }
-        Need {
-            advance: count,
+        Outgoing {
+            values: count,
             skip,
             target: target_id,
             record: idmp.is_some(),
-            ..Need::default()
+            ..Outgoing::default()
         }
     };
     Ok(Planned::Reserve(Reservation {
@@ -274,7 +274,7 @@ pub(crate) fn plan<'a, T: Target>(
 impl<T: Target> Reservation<T> {
     /// What the gate must allow for it ([`gate::run`]).
     #[inline(always)]
-    pub(crate) fn need(&self) -> Need {
+    pub(crate) fn need(&self) -> Outgoing {
         self.need
     }
 

@@ -78,7 +78,7 @@ pub(crate) fn fsync_pending() -> bool {
 #[cold]
 fn info_fsync_pending() -> Option<bool> {
     ServerInfo::read(c"persistence")?
-        .int(c"aof_pending_bio_fsync")
+        .int_field(c"aof_pending_bio_fsync")
         .map(|n| n != 0)
 }
 

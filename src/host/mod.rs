@@ -7,7 +7,7 @@
 //! It imports nothing of imid but the error type, and it is one of the two places with unsafe
 //! code; the other is the top floor, `entry`, where every callback from Redis comes in (behind
 //! one panic guard) and which hands these handles to the rest. Everything between the two
-//! floors is safe Rust.
+//! floors is safe Rust but one block: the CPU prefetch hint of `core/seqmap/arena.rs`.
 //!
 //! Why not the crate's `Context`/`RedisString`/`RedisValue` path: it copies the argument vector
 //! into a `Vec`, retains and releases every argument, and builds a `RedisValue` per reply; on

@@ -26,7 +26,7 @@ impl ServerInfo {
     }
 
     /// An integer field, `None` when it is missing or not an integer.
-    pub(crate) fn int(&self, field: &CStr) -> Option<i64> {
+    pub(crate) fn int_field(&self, field: &CStr) -> Option<i64> {
         let mut rc: c_int = 0;
         // SAFETY: see the module comment; the data lives until drop, the field name is
         // NUL-terminated, and `rc` receives the status.

@@ -135,17 +135,18 @@ pub(crate) fn refresh(ctx: &Ctx) -> bool {
     if let Some(s) = &read {
         *settings() = Some(s.clone());
     }
-    follow(aof_on)
+    set_mode(aof_on)
 }
 
 /// A child process was born or died: `always` with `no-appendfsync-on-rewrite yes` changes what
 /// Redis fsyncs. Calls nothing in Redis.
 pub(crate) fn child(alive: bool) -> bool {
     CHILD.store(alive, Relaxed);
-    follow(mode() != Mode::Off)
+    set_mode(mode() != Mode::Off)
 }
 
-fn follow(aof_on: bool) -> bool {
+/// The mode the AOF's settings and a child's life make, set; whether it changed.
+fn set_mode(aof_on: bool) -> bool {
     let new = if !aof_on {
         Mode::Off
     } else {

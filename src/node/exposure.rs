@@ -189,9 +189,9 @@ pub(crate) fn on_fork_born() {
     let Some(info) = ServerInfo::read(c"persistence") else {
         return;
     };
-    let rdb_child = info.int(c"rdb_bgsave_in_progress") == Some(1);
-    let saves = info.int(c"rdb_saves").unwrap_or(0);
-    let last_save = info.int(c"rdb_last_save_time").unwrap_or(0);
+    let rdb_child = info.int_field(c"rdb_bgsave_in_progress") == Some(1);
+    let saves = info.int_field(c"rdb_saves").unwrap_or(0);
+    let last_save = info.int_field(c"rdb_last_save_time").unwrap_or(0);
     drop(info);
     with(|s| s.forked(at, rdb_child, saves, last_save));
 }
@@ -202,7 +202,7 @@ pub(crate) fn on_fork_died() {
         return;
     };
     let ok = info.text_is(c"rdb_last_bgsave_status", "ok");
-    let last_save = info.int(c"rdb_last_save_time").unwrap_or(0);
+    let last_save = info.int_field(c"rdb_last_save_time").unwrap_or(0);
     drop(info);
     with(|s| s.child_exited(ok, last_save));
 }
@@ -211,7 +211,7 @@ pub(crate) fn on_fork_died() {
 pub(crate) fn on_sync_save_start() {
     let at = now();
     let saves = ServerInfo::read(c"persistence")
-        .and_then(|i| i.int(c"rdb_saves"))
+        .and_then(|i| i.int_field(c"rdb_saves"))
         .unwrap_or(0);
     with(|s| s.sync_started(at, saves));
 }

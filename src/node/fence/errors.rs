@@ -1,6 +1,6 @@
 //! The gate's error texts: each names the rule broken and what the client can do.
 
-use super::state::{mono_ms, state, HOT, NONE};
+use super::state::{mono_ms, state, NONE, PUBLISHED};
 use crate::config::{fence_timeout_ms, FENCE_ACK};
 use crate::core::durable::Level;
 use crate::core::fence::{gone_at, Member, Members};
@@ -82,7 +82,7 @@ pub(super) fn too_few(online: usize, required: u64) -> Error {
 /// A member has been offline for at least `imid.fence-timeout`: a call that would wait for it
 /// is refused at once instead (it would only time out), naming it and what to do.
 pub(super) fn gone_too_long() -> Option<Error> {
-    let since = HOT.gone_since.load(Relaxed);
+    let since = PUBLISHED.gone_since.load(Relaxed);
     let now = mono_ms();
     if since == NONE || now.saturating_sub(since) < fence_timeout_ms() {
         return None;

@@ -1,10 +1,12 @@
-//! The call gate: what a call hands out ([`Need`]), whether it answers now, waits or is refused
+//! The call gate: what a call hands out ([`Outgoing`]), whether it answers now, waits or is refused
 //! ([`check`], [`check_read`]), and its answer ([`Verdict::answer`]: written now, or kept while
 //! its client waits). The sequence increases a write made without handing them out
-//! ([`advanced`], [`appeared`]).
+//! ([`charge_raise`], [`key_appeared`]).
 
 use super::errors::{aof_cannot_wait, cannot_wait, gone_too_long};
-use super::state::{arm_deadline, arm_tick, mono_ms, publish, state, subscribe, COUNTS, HOT, LOOP};
+use super::state::{
+    arm_deadline, arm_tick, mono_ms, publish, state, subscribe, COUNTS, LOOP, PUBLISHED,
+};
 use crate::config::{fence_timeout_ms, seq_gap};
 use crate::core::durable::Level;
 use crate::core::fence::{Lease, Wait};
@@ -15,9 +17,9 @@ use std::sync::atomic::Ordering::Relaxed;
 
 /// What a call hands out, for [`check`].
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Need {
+pub(crate) struct Outgoing {
     /// How many sequence values the call reserves (a gap skip is charged to its target).
-    pub(crate) advance: u64,
+    pub(crate) values: u64,
     /// The call skipped the gap on its target: it waits for its own write, and so does every
     /// later call on that target until the acknowledgers hold it (a promoted replica, or a
     /// restart, without the skip would hand out the same values).
@@ -32,10 +34,10 @@ pub(crate) struct Need {
     pub(crate) uid_ms: Option<u64>,
 }
 
-impl Need {
+impl Outgoing {
     /// An IDMP answer alone (a retry's): its record must be held.
-    pub(crate) const RETRY: Need = Need {
-        advance: 0,
+    pub(crate) const RETRY: Outgoing = Outgoing {
+        values: 0,
         skip: false,
         target: None,
         record: true,
@@ -45,8 +47,8 @@ impl Need {
 
     /// This need and the IDs the call hands out: a message ID of time `msgid_ms`, UIDs up to
     /// time `uid_ms`.
-    pub(crate) fn with_ids(self, msgid_ms: Option<u64>, uid_ms: Option<u64>) -> Need {
-        Need {
+    pub(crate) fn with_ids(self, msgid_ms: Option<u64>, uid_ms: Option<u64>) -> Outgoing {
+        Outgoing {
             msgid_ms,
             uid_ms,
             ..self
@@ -80,8 +82,8 @@ impl Verdict {
 /// its sequence increase is counted, and the caller makes its writes, then answers. One load
 /// when the gate is off; the rest out of line, so that what the callers inline stays that load.
 #[inline(always)]
-pub(crate) fn check(ctx: &Ctx, need: Need) -> Result<Verdict, Error> {
-    if !HOT.active() {
+pub(crate) fn check(ctx: &Ctx, need: Outgoing) -> Result<Verdict, Error> {
+    if !PUBLISHED.active() {
         return Ok(Verdict::Now);
     }
     // The common case, inlined (the caller's constant fields fold away): values within the
@@ -90,11 +92,11 @@ pub(crate) fn check(ctx: &Ctx, need: Need) -> Result<Verdict, Error> {
         && !need.skip
         && need.msgid_ms.is_none()
         && need.uid_ms.is_none()
-        && HOT.skips.load(Relaxed) == 0
+        && PUBLISHED.skips.load(Relaxed) == 0
     {
-        let now = HOT.advanced.load(Relaxed).saturating_add(need.advance);
-        if now <= HOT.limit.load(Relaxed) {
-            HOT.advanced.store(now, Relaxed);
+        let now = PUBLISHED.advanced.load(Relaxed).saturating_add(need.values);
+        if now <= PUBLISHED.limit.load(Relaxed) {
+            PUBLISHED.advanced.store(now, Relaxed);
             renew_past_half(ctx, now);
             return Ok(Verdict::Now);
         }
@@ -104,21 +106,23 @@ pub(crate) fn check(ctx: &Ctx, need: Need) -> Result<Verdict, Error> {
 
 /// [`check`] with the gate on.
 #[inline(never)]
-pub(super) fn check_on(ctx: &Ctx, need: Need) -> Result<Verdict, Error> {
-    let adv = HOT.advanced.load(Relaxed);
-    let limit = HOT.limit.load(Relaxed);
-    let seq_ok = need.advance == 0 || adv.saturating_add(need.advance) <= limit;
+pub(super) fn check_on(ctx: &Ctx, need: Outgoing) -> Result<Verdict, Error> {
+    let adv = PUBLISHED.advanced.load(Relaxed);
+    let limit = PUBLISHED.limit.load(Relaxed);
+    let seq_ok = need.values == 0 || adv.saturating_add(need.values) <= limit;
     let ids_ok = need
         .msgid_ms
-        .is_none_or(|t| t < HOT.msgid_acked.load(Relaxed))
-        && need.uid_ms.is_none_or(|t| t < HOT.uid_acked.load(Relaxed));
+        .is_none_or(|t| t < PUBLISHED.msgid_acked.load(Relaxed))
+        && need
+            .uid_ms
+            .is_none_or(|t| t < PUBLISHED.uid_acked.load(Relaxed));
     // Its target's gap skip (this call's, or an earlier one not yet held).
     let skip = need.skip || need.target.is_some_and(skip_pending);
     // A record: the replicas must acknowledge its write; the AOF must not postpone it.
-    let record_ok = !need.record || (!HOT.fence() && durable::record_now());
+    let record_ok = !need.record || (!PUBLISHED.fence() && durable::record_now());
     if seq_ok && ids_ok && !skip && record_ok {
-        let now = adv.saturating_add(need.advance);
-        HOT.advanced.store(now, Relaxed);
+        let now = adv.saturating_add(need.values);
+        PUBLISHED.advanced.store(now, Relaxed);
         renew_past_half(ctx, now);
         return Ok(Verdict::Now);
     }
@@ -135,7 +139,7 @@ pub(super) fn check_on(ctx: &Ctx, need: Need) -> Result<Verdict, Error> {
 /// function), or at once when a replica of the term is gone. Off, or on a replica: now.
 #[inline(always)]
 pub(crate) fn check_read(ctx: &Ctx) -> Result<Verdict, Error> {
-    if !HOT.active() || ctx.is_replay() {
+    if !PUBLISHED.active() || ctx.is_replay() {
         return Ok(Verdict::Now);
     }
     read_check(ctx)
@@ -143,8 +147,9 @@ pub(crate) fn check_read(ctx: &Ctx) -> Result<Verdict, Error> {
 
 #[inline(never)]
 pub(super) fn read_check(ctx: &Ctx) -> Result<Verdict, Error> {
-    let replicas = HOT.fence() && !state().fence_acked_count_covers(HOT.advanced.load(Relaxed));
-    let aof = HOT.aof() && !durable::written_now();
+    let replicas =
+        PUBLISHED.fence() && !state().fence_acked_count_covers(PUBLISHED.advanced.load(Relaxed));
+    let aof = PUBLISHED.aof() && !durable::written_now();
     if !replicas && !aof {
         return Ok(Verdict::Now);
     }
@@ -169,10 +174,10 @@ pub(super) fn read_check(ctx: &Ctx) -> Result<Verdict, Error> {
     Ok(Verdict::Wait(wait))
 }
 
-/// Whether calls must look their target up ([`Need::target`]): gap skips are pending.
+/// Whether calls must look their target up ([`Outgoing::target`]): gap skips are pending.
 #[inline(always)]
 pub(crate) fn skips_pending() -> bool {
-    HOT.skips.load(Relaxed) > 0
+    PUBLISHED.skips.load(Relaxed) > 0
 }
 
 /// The id a target's skip is recorded under: a hash of the key's name and the map's field
@@ -192,15 +197,15 @@ pub(super) fn skip_pending(id: u64) -> bool {
         return false;
     }
     let st = state();
-    (HOT.fence() && st.book.channel.skip_pending(id))
-        || (HOT.aof() && st.local.channel.skip_pending(id))
+    (PUBLISHED.fence() && st.book.channel.skip_pending(id))
+        || (PUBLISHED.aof() && st.local.channel.skip_pending(id))
 }
 
 /// Half the budget used (the node's count `now` past the acknowledgers' renewal point):
 /// refresh it before a call has to wait.
 #[inline(always)]
 pub(super) fn renew_past_half(ctx: &Ctx, now: u64) {
-    if now > HOT.renew_at.load(Relaxed) {
+    if now > PUBLISHED.renew_at.load(Relaxed) {
         arm_tick(ctx);
     }
 }
@@ -209,14 +214,17 @@ pub(super) fn renew_past_half(ctx: &Ctx, now: u64) {
 /// `advance` values: counted at least once, so that a sample (and its acknowledgement) covers
 /// the skip; charged to the target with each acknowledger on.
 pub(super) fn count_skip(id: Option<u64>, advance: u64) -> u64 {
-    let count = HOT.advanced.load(Relaxed).saturating_add(advance.max(1));
+    let count = PUBLISHED
+        .advanced
+        .load(Relaxed)
+        .saturating_add(advance.max(1));
     let gap = seq_gap();
     let mut st = state();
     let mut now = count;
-    if HOT.fence() {
+    if PUBLISHED.fence() {
         now = now.max(st.book.channel.charge_skip(id, count, gap));
     }
-    if HOT.aof() {
+    if PUBLISHED.aof() {
         now = now.max(st.local.channel.charge_skip(id, count, gap));
     }
     publish(&st);
@@ -229,36 +237,36 @@ pub(super) fn count_skip(id: Option<u64>, advance: u64) -> u64 {
 /// Refused with nothing changed, such a target could never advance from a script. (The AOF's
 /// part of a skip goes once written, as any value inside a script: [`check`].)
 pub(crate) fn store_skip_alone(ctx: &Ctx) -> bool {
-    HOT.fence() && !ctx.is_replay() && !ctx.can_block()
+    PUBLISHED.fence() && !ctx.is_replay() && !ctx.can_block()
 }
 
 /// [`store_skip_alone`]'s skip was stored and replicated: charged to its target (`id`).
 pub(crate) fn charge_stored_skip(ctx: &Ctx, id: u64) {
     COUNTS.refused.add(1);
-    HOT.advanced.store(count_skip(Some(id), 0), Relaxed);
+    PUBLISHED.advanced.store(count_skip(Some(id), 0), Relaxed);
     arm_tick(ctx);
 }
 
 /// What a call that cannot answer at once waits for, from each acknowledger on: the replicas
 /// when their budget, lease, a skip or a record needs them; the AOF, fsynced for a value (the
 /// budget, a lease, a skip), written (or, unsynced under `always`, fsynced) for a record.
-pub(super) fn what_to_wait_for(need: Need) -> Wait {
-    let adv = HOT.advanced.load(Relaxed);
+pub(super) fn what_to_wait_for(need: Outgoing) -> Wait {
+    let adv = PUBLISHED.advanced.load(Relaxed);
     let gap = seq_gap();
     let st = state();
     let beyond = |limit: u64, (m, u): (u64, u64), skip: bool| {
-        (need.advance > 0 && adv.saturating_add(need.advance) > limit)
+        (need.values > 0 && adv.saturating_add(need.values) > limit)
             || need.msgid_ms.is_some_and(|t| t >= m)
             || need.uid_ms.is_some_and(|t| t >= u)
             || skip
     };
     let skip_of = |pending: bool| need.skip || need.target.is_some() && pending;
-    let replicas = HOT.fence() && {
+    let replicas = PUBLISHED.fence() && {
         let c = &st.book.channel;
         let skip = skip_of(need.target.is_some_and(|t| c.skip_pending(t)));
         need.record || beyond(c.limit(gap), c.ids_acked(), skip)
     };
-    let aof = HOT.aof().then(|| {
+    let aof = PUBLISHED.aof().then(|| {
         let c = &st.local.channel;
         let skip = skip_of(need.target.is_some_and(|t| c.skip_pending(t)));
         if beyond(c.limit(gap), c.ids_acked(), skip) {
@@ -280,7 +288,7 @@ pub(super) fn what_to_wait_for(need: Need) -> Wait {
 /// replicas hold inside MULTI or a script, answer now.
 #[cold]
 #[inline(never)]
-pub(super) fn wait_or_refuse(ctx: &Ctx, need: Need) -> Result<Verdict, Error> {
+pub(super) fn wait_or_refuse(ctx: &Ctx, need: Outgoing) -> Result<Verdict, Error> {
     let wait = if ctx.is_replay() {
         // The AOF at load on a primary: it hands nothing out.
         Wait::default()
@@ -327,11 +335,11 @@ pub(super) fn wait_or_refuse(ctx: &Ctx, need: Need) -> Result<Verdict, Error> {
     };
     let waits = matches!(verdict, Verdict::Wait(_));
     let now = if need.skip && waits {
-        count_skip(need.target, need.advance)
+        count_skip(need.target, need.values)
     } else {
-        HOT.advanced.load(Relaxed).saturating_add(need.advance)
+        PUBLISHED.advanced.load(Relaxed).saturating_add(need.values)
     };
-    HOT.advanced.store(now, Relaxed);
+    PUBLISHED.advanced.store(now, Relaxed);
     // As on the fast path: IDMP answers inside MULTI or a script come only here, and without
     // this got the budget back only from the cron.
     renew_past_half(ctx, now);
@@ -368,12 +376,12 @@ pub(super) fn wait(ctx: &Ctx, w: Wait, reply: Reply) -> Result<(), Error> {
 
 /// A lease renewal to `until` was propagated in the running call (`node::ids`).
 pub(crate) fn renewed(ctx: &Ctx, lease: Lease, until: u64) {
-    if HOT.active() {
+    if PUBLISHED.active() {
         let mut st = state();
-        if HOT.fence() {
+        if PUBLISHED.fence() {
             st.book.channel.renewed(lease, until);
         }
-        if HOT.aof() {
+        if PUBLISHED.aof() {
             st.local.channel.renewed(lease, until);
         }
         drop(st);
@@ -386,10 +394,10 @@ pub(crate) fn renewed(ctx: &Ctx, lease: Lease, until: u64) {
 /// out values waits for an acknowledgement covering it (a promoted replica or a restart that
 /// never saw the raise would otherwise hand out values above the old ones only by the gap).
 #[inline]
-pub(crate) fn advanced(n: u64) {
-    if n > 0 && HOT.active() {
-        let now = HOT.advanced.load(Relaxed).saturating_add(n);
-        HOT.advanced.store(now, Relaxed);
+pub(crate) fn charge_raise(n: u64) {
+    if n > 0 && PUBLISHED.active() {
+        let now = PUBLISHED.advanced.load(Relaxed).saturating_add(n);
+        PUBLISHED.advanced.store(now, Relaxed);
     }
 }
 
@@ -397,8 +405,8 @@ pub(crate) fn advanced(n: u64) {
 /// not seen the command lacks it there (and would start it at the gap, below the values it
 /// holds), so it counts as a whole budget: the next sequence call waits until the
 /// acknowledgers hold the command.
-pub(crate) fn appeared() {
-    advanced(
+pub(crate) fn key_appeared() {
+    charge_raise(
         durable::skip_gap()
             .max(durable::stream_gap())
             .saturating_add(1),

@@ -1,6 +1,6 @@
 //! The gate's `INFO imid` fields.
 
-use super::state::{state, COUNTS, HOT};
+use super::state::{state, COUNTS, PUBLISHED};
 use crate::node::durable;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -10,7 +10,7 @@ pub(crate) fn info_fields() -> [(&'static str, u64); 20] {
         let st = state();
         let m = &st.book.members;
         let n = |v: usize| v as u64;
-        let adv = HOT.advanced.load(Relaxed);
+        let adv = PUBLISHED.advanced.load(Relaxed);
         let used = |acked: Option<u64>| acked.map_or(0, |a| adv.saturating_sub(a));
         (
             n(st.queue.len()),
@@ -22,8 +22,8 @@ pub(crate) fn info_fields() -> [(&'static str, u64); 20] {
             st.local.round_ms().unwrap_or(0),
         )
     };
-    let fence = HOT.fence();
-    let aof = HOT.aof();
+    let fence = PUBLISHED.fence();
+    let aof = PUBLISHED.aof();
     [
         ("fence_replicas", if fence { required } else { 0 }),
         ("fence_term_replicas", members),

@@ -7,7 +7,7 @@
 //! - the node's own AOF (`node::durable`): on with `appendfsync everysec`, and with `always`
 //!   while Redis skips its fsyncs for a child.
 //!
-//! A call says what it hands out ([`Need`]); [`check`] lets it answer now, makes it wait, or
+//! A call says what it hands out ([`Outgoing`]); [`check`] lets it answer now, makes it wait, or
 //! refuses it before it changes anything, and [`Verdict::answer`] replies or blocks the client
 //! until what it waits for is held (`NOREPLICAS` or `NOTDURABLE` after `imid.fence-timeout`).
 //! Inside MULTI, a script or a function nothing can wait, so such a call is refused instead. A
@@ -37,8 +37,8 @@ mod term;
 pub(crate) use crate::core::fence::Lease;
 pub(crate) use errors::skip_refused;
 pub(crate) use gate::{
-    advanced, appeared, charge_stored_skip, check, check_read, renewed, skips_pending,
-    store_skip_alone, target_id, Need, Verdict,
+    charge_raise, charge_stored_skip, check, check_read, key_appeared, renewed, skips_pending,
+    store_skip_alone, target_id, Outgoing, Verdict,
 };
 pub(crate) use info::info_fields;
 pub(crate) use rounds::{

@@ -7,9 +7,9 @@
 use super::errors::{demoted, not_durable, timed_out, too_few};
 use super::state::{
     arm_deadline, arm_tick, fsync_failed, mono_ms, publish, release, release_ready, state,
-    subscribe, Released, State, Unblocked, COUNTS, HOT, LOOP, NONE,
+    subscribe, Released, State, Unblocked, COUNTS, LOOP, NONE, PUBLISHED,
 };
-use super::term::{drop_migrated, follow, prune_facks, read_min_replicas};
+use super::term::{drop_migrated, follow_term, prune_facks, read_min_replicas};
 use crate::config::{seq_gap, CLUSTER_MODE, FENCE_ACK};
 use crate::core::durable::Level;
 use crate::core::fence::{info_replica, Reading};
@@ -37,7 +37,7 @@ pub(crate) fn on_timer(ctx: &Ctx, which: Timer) {
     // The AOF has samples to take: the before-sleep event takes them.
     let (idle, aof_work) = {
         let st = state();
-        (st.queue.is_empty(), HOT.aof() && aof_pending(&st))
+        (st.queue.is_empty(), PUBLISHED.aof() && aof_pending(&st))
     };
     if aof_work {
         subscribe(ctx);
@@ -61,7 +61,7 @@ pub(crate) fn after_sleep() {
 /// will not postpone its write (this iteration's replies go out after it).
 pub(crate) fn before_sleep(ctx: &Ctx) {
     LOOP.awake.store(false, Relaxed);
-    if HOT.aof() {
+    if PUBLISHED.aof() {
         aof_upkeep(ctx);
     }
     let waiting = !state().queue.is_empty();
@@ -77,7 +77,7 @@ pub(crate) fn before_sleep(ctx: &Ctx) {
 pub(super) fn aof_pending(st: &State) -> bool {
     let c = &st.local.channel;
     st.queue.waits_for_aof()
-        || HOT.advanced.load(Relaxed) > c.renew_at(seq_gap())
+        || PUBLISHED.advanced.load(Relaxed) > c.renew_at(seq_gap())
         || c.renewal_pending()
         || c.gap_pending()
         || c.skips() > 0
@@ -87,7 +87,7 @@ pub(super) fn aof_pending(st: &State) -> bool {
 /// postponed, a sample (its point written at once) and the calls waiting for that released;
 /// then an fsync for the next iteration, when one is wanted.
 pub(super) fn aof_upkeep(ctx: &Ctx) {
-    let advanced = HOT.advanced.load(Relaxed);
+    let advanced = PUBLISHED.advanced.load(Relaxed);
     let want = {
         let mut st = state();
         if !aof_pending(&st) {
@@ -162,23 +162,23 @@ pub(crate) fn cron(ctx: &Ctx) {
         REFRESHED.store(now, Relaxed);
         durable::refresh(ctx);
     }
-    follow();
+    follow_term();
     // What replicas report fsynced is read by a command filter, registered once the fence is
     // first on (until then every command would pay for it).
-    if HOT.fence() {
+    if PUBLISHED.fence() {
         ctx.watch_replconf();
     }
     let waiting = !state().queue.is_empty();
-    if HOT.active() || LOOP.subscribed.load(Relaxed) || waiting {
+    if PUBLISHED.active() || LOOP.subscribed.load(Relaxed) || waiting {
         arm_tick(ctx);
     }
-    if HOT.fence() {
+    if PUBLISHED.fence() {
         read_lags();
     }
-    if HOT.gone_since.load(Relaxed) != NONE && CLUSTER_MODE.load(Relaxed) {
+    if PUBLISHED.gone_since.load(Relaxed) != NONE && CLUSTER_MODE.load(Relaxed) {
         drop_migrated(ctx);
     }
-    if HOT.active() {
+    if PUBLISHED.active() {
         gap_upkeep(ctx);
     }
     prune_facks();
@@ -193,21 +193,25 @@ pub(super) fn gap_upkeep(ctx: &Ctx) {
     }
     let round_ms = {
         let st = state();
-        let aof = HOT.aof().then(|| st.local.round_ms()).flatten();
-        let fence = HOT.fence().then(|| st.book.channel.round_ms()).flatten();
+        let aof = PUBLISHED.aof().then(|| st.local.round_ms()).flatten();
+        let fence = PUBLISHED
+            .fence()
+            .then(|| st.book.channel.round_ms())
+            .flatten();
         aof.max(fence).unwrap_or(0)
     };
-    let Some(gap) = durable::next_record(HOT.advanced.load(Relaxed), mono_ms(), round_ms) else {
+    let Some(gap) = durable::next_record(PUBLISHED.advanced.load(Relaxed), mono_ms(), round_ms)
+    else {
         return;
     };
     ctx.replicate_int(c"SEQ.GAP", crate::core::to_i64(gap));
     durable::written(gap);
     COUNTS.gap_records.add(1);
     let mut st = state();
-    if HOT.fence() {
+    if PUBLISHED.fence() {
         st.book.channel.gap_written(gap);
     }
-    if HOT.aof() {
+    if PUBLISHED.aof() {
         st.local.channel.gap_written(gap);
     }
     publish(&st);
@@ -222,7 +226,10 @@ pub(super) fn read_lags() {
     let Some(info) = ServerInfo::read(c"replication") else {
         return;
     };
-    let n = info.int(c"connected_slaves").unwrap_or(0).clamp(0, 1024);
+    let n = info
+        .int_field(c"connected_slaves")
+        .unwrap_or(0)
+        .clamp(0, 1024);
     let lags: Vec<(String, u64)> = (0..n)
         .filter_map(|i| {
             let name = std::ffi::CString::new(format!("slave{i}")).ok()?;
@@ -238,8 +245,8 @@ pub(super) fn read_lags() {
 /// reported fsynced), then the calls it released or timed out answered and the replicas asked.
 /// Off, or on a replica, whoever still waits for the replicas is answered as without the fence.
 pub(super) fn tick(ctx: &Ctx) {
-    let role = if HOT.fence() { ctx.role() } else { None };
-    if !HOT.fence() {
+    let role = if PUBLISHED.fence() { ctx.role() } else { None };
+    if !PUBLISHED.fence() {
         // Off: nothing to wait for from the replicas any more.
         release_ready(&mut state());
     }
@@ -247,7 +254,7 @@ pub(super) fn tick(ctx: &Ctx) {
         Some(role) => {
             let mut st = state();
             let required = usize::try_from(st.required).unwrap_or(usize::MAX);
-            let advanced = HOT.advanced.load(Relaxed);
+            let advanced = PUBLISHED.advanced.load(Relaxed);
             let online = with_fsynced(&role.replicas, &st.facks);
             let waiting = {
                 st.queue.stamp(role.offset);
@@ -283,7 +290,7 @@ pub(super) fn tick(ctx: &Ctx) {
 pub(super) fn expire(too_few: Option<usize>, required: u64) {
     let expired = {
         let mut st = state();
-        let acked = if HOT.fence() {
+        let acked = if PUBLISHED.fence() {
             st.fence_acked
         } else {
             Some(u64::MAX)

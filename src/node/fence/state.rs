@@ -1,4 +1,4 @@
-//! The gate's state: what every call reads without the lock ([`HOT`]), the event loop's side
+//! The gate's state: what every call reads without the lock ([`PUBLISHED`]), the event loop's side
 //! ([`LOOP`]: timers, the before-sleep event), the `INFO imid` counters ([`COUNTS`]), and the
 //! bookkeeping behind the lock ([`State`]: the waiting calls, the replicas' book, the AOF's
 //! points); [`publish`] copies what the acknowledgers hold for the calls, [`release_ready`]
@@ -51,7 +51,7 @@ pub(crate) enum Unblocked {
 /// What every call reads without the lock: whether the gate is on (either acknowledger), the
 /// fence alone, the node's count of sequence increases, and what both acknowledgers hold as
 /// of their last change ([`publish`]).
-pub(super) struct Hot {
+pub(super) struct Published {
     pub(super) active: AtomicBool,
     pub(super) fence: AtomicBool,
     pub(super) aof: AtomicBool,
@@ -70,7 +70,7 @@ pub(super) struct Hot {
 
 pub(super) const NONE: u64 = u64::MAX;
 
-pub(super) static HOT: Hot = Hot {
+pub(super) static PUBLISHED: Published = Published {
     active: AtomicBool::new(false),
     fence: AtomicBool::new(false),
     aof: AtomicBool::new(false),
@@ -83,7 +83,7 @@ pub(super) static HOT: Hot = Hot {
     gone_since: AtomicU64::new(NONE),
 };
 
-impl Hot {
+impl Published {
     pub(super) fn active(&self) -> bool {
         self.active.load(Relaxed)
     }
@@ -98,16 +98,16 @@ impl Hot {
 /// What the acknowledgers hold, copied for the calls: the lower of the two where both count.
 pub(super) fn publish(st: &State) {
     let gap = seq_gap();
-    let fence = HOT.fence().then(|| st.book.view(gap));
-    let aof = HOT.aof().then(|| {
+    let fence = PUBLISHED.fence().then(|| st.book.view(gap));
+    let aof = PUBLISHED.aof().then(|| {
         let (m, u) = st.local.channel.ids_acked();
         (st.local.channel.limit(gap), m, u, st.local.channel.skips())
     });
     // The AOF's own renewal runs from the before-sleep event while it is subscribed: the
     // calls need arm no round for it then.
-    let aof_renews = HOT.aof() && !LOOP.subscribed.load(Relaxed);
+    let aof_renews = PUBLISHED.aof() && !LOOP.subscribed.load(Relaxed);
     let renew = [
-        HOT.fence().then(|| st.book.channel.renew_at(gap)),
+        PUBLISHED.fence().then(|| st.book.channel.renew_at(gap)),
         aof_renews.then(|| st.local.channel.renew_at(gap)),
     ];
     let min = |a: Option<u64>, b: Option<u64>| match (a, b) {
@@ -115,9 +115,10 @@ pub(super) fn publish(st: &State) {
         (Some(x), None) | (None, Some(x)) => x,
         (None, None) => 0,
     };
-    HOT.limit
+    PUBLISHED
+        .limit
         .store(min(fence.map(|v| v.limit), aof.map(|a| a.0)), Relaxed);
-    HOT.renew_at.store(
+    PUBLISHED.renew_at.store(
         if renew == [None, None] {
             u64::MAX
         } else {
@@ -125,13 +126,16 @@ pub(super) fn publish(st: &State) {
         },
         Relaxed,
     );
-    HOT.msgid_acked
+    PUBLISHED
+        .msgid_acked
         .store(min(fence.map(|v| v.msgid_acked), aof.map(|a| a.1)), Relaxed);
-    HOT.uid_acked
+    PUBLISHED
+        .uid_acked
         .store(min(fence.map(|v| v.uid_acked), aof.map(|a| a.2)), Relaxed);
     let skips = fence.map_or(0, |v| v.skips) + aof.map_or(0, |a| a.3);
-    HOT.skips.store(skips as u64, Relaxed);
-    HOT.gone_since
+    PUBLISHED.skips.store(skips as u64, Relaxed);
+    PUBLISHED
+        .gone_since
         .store(fence.and_then(|v| v.gone_since).unwrap_or(NONE), Relaxed);
 }
 
@@ -277,7 +281,7 @@ pub(super) fn arm_deadline(ctx: &Ctx) {
 
 /// Whether the fence is on here.
 pub(crate) fn active() -> bool {
-    HOT.fence()
+    PUBLISHED.fence()
 }
 
 /// A monotonic clock in ms (since its first read) for the deadlines and the GETACK pacing:
@@ -297,12 +301,12 @@ pub(super) fn arm_tick(ctx: &Ctx) {
 
 /// The calls whose needs are met, released.
 pub(super) fn release_ready(st: &mut State) {
-    let acked = if HOT.fence() {
+    let acked = if PUBLISHED.fence() {
         st.fence_acked
     } else {
         Some(u64::MAX)
     };
-    let points = if HOT.aof() {
+    let points = if PUBLISHED.aof() {
         st.local.points()
     } else {
         Points {

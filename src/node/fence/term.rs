@@ -4,7 +4,7 @@
 //! ([`term_replicas`], [`forget`]).
 
 use super::state::{
-    arm_tick, fsync_failed, mono_ms, publish, release, release_ready, state, Unblocked, HOT,
+    arm_tick, fsync_failed, mono_ms, publish, release, release_ready, state, Unblocked, PUBLISHED,
 };
 use crate::config::{FenceReplicas, FENCE_REPLICAS};
 use crate::core::fence::{replicating_elsewhere, ForgetError, Member};
@@ -61,7 +61,7 @@ pub(super) fn read_min_replicas(ctx: &Ctx) {
 /// Calls nothing in Redis, so that a config's apply callback, whose context has no client, may
 /// run it. What a call waited for from an acknowledger turned off is no longer needed: it goes
 /// at the next round.
-pub(super) fn follow() {
+pub(super) fn follow_term() {
     let mut st = state();
     let required = match FENCE_REPLICAS.with(|v| *v) {
         FenceReplicas::Count(n) => n,
@@ -69,28 +69,28 @@ pub(super) fn follow() {
     };
     st.required = required;
     let fence = required > 0 && st.primary;
-    if HOT.fence.swap(fence, Relaxed) != fence {
+    if PUBLISHED.fence.swap(fence, Relaxed) != fence {
         // On: a new term, nothing acknowledged yet. Off: the calls still waiting for the
         // replicas get their replies at the next round.
         st.book.reset();
         st.fence_acked = None;
     }
     let aof = durable::gated() && st.primary;
-    if HOT.aof.swap(aof, Relaxed) != aof {
+    if PUBLISHED.aof.swap(aof, Relaxed) != aof {
         // On: nothing is known fsynced yet, but where everything before was (`always` until
         // now, or nothing handed out since the load's fsync). Off: nothing more to wait for
         // from the AOF.
         st.local.reset();
-        if aof && st.durable_until == Some(HOT.advanced.load(Relaxed)) {
+        if aof && st.durable_until == Some(PUBLISHED.advanced.load(Relaxed)) {
             st.local
-                .start_durable(HOT.advanced.load(Relaxed), mono_ms());
+                .start_durable(PUBLISHED.advanced.load(Relaxed), mono_ms());
         }
     }
     st.durable_until = match durable::mode() {
-        durable::Mode::Always => Some(HOT.advanced.load(Relaxed)),
+        durable::Mode::Always => Some(PUBLISHED.advanced.load(Relaxed)),
         _ => None,
     };
-    HOT.active.store(fence || aof, Relaxed);
+    PUBLISHED.active.store(fence || aof, Relaxed);
     publish(&st);
     release_ready(&mut st);
 }
@@ -100,7 +100,7 @@ pub(super) fn follow() {
 pub(crate) fn config_applied() {
     let loaded = state().loaded;
     if loaded {
-        follow();
+        follow_term();
     }
 }
 
@@ -108,7 +108,7 @@ pub(crate) fn config_applied() {
 /// read again and the gate follows them.
 pub(crate) fn config_changed(ctx: &Ctx) {
     if durable::refresh(ctx) && state().loaded {
-        follow();
+        follow_term();
     }
 }
 
@@ -116,7 +116,7 @@ pub(crate) fn config_changed(ctx: &Ctx) {
 /// `no-appendfsync-on-rewrite yes`). Calls nothing in Redis.
 pub(crate) fn child_changed(alive: bool) {
     if durable::child(alive) && state().loaded {
-        follow();
+        follow_term();
     }
 }
 
@@ -140,12 +140,12 @@ pub(crate) fn load_ended(ctx: &Ctx) {
         Some((dir, manifest)) => crate::host::aof::fsync_now(&dir, &manifest),
         None => Err("the AOF's directory and manifest are unknown".to_owned()),
     };
-    let advanced = HOT.advanced.load(Relaxed);
+    let advanced = PUBLISHED.advanced.load(Relaxed);
     let mut st = state();
     match synced {
         Ok(()) => {
             st.durable_until = Some(advanced);
-            if HOT.aof() {
+            if PUBLISHED.aof() {
                 st.local.start_durable(advanced, mono_ms());
             }
             publish(&st);
@@ -164,7 +164,7 @@ pub(crate) fn load(ctx: &Ctx) {
     state().primary = ctx.is_primary();
     read_min_replicas(ctx);
     durable::load(ctx);
-    follow();
+    follow_term();
     state().loaded = true;
 }
 
@@ -175,9 +175,9 @@ pub(crate) fn role_changed(ctx: &Ctx, primary: bool) {
     let demoted = {
         let mut st = state();
         st.primary = primary;
-        HOT.fence.store(false, Relaxed);
-        HOT.aof.store(false, Relaxed);
-        HOT.active.store(false, Relaxed);
+        PUBLISHED.fence.store(false, Relaxed);
+        PUBLISHED.aof.store(false, Relaxed);
+        PUBLISHED.active.store(false, Relaxed);
         st.book.reset();
         st.local.reset();
         st.fence_acked = None;
@@ -193,7 +193,7 @@ pub(crate) fn role_changed(ctx: &Ctx, primary: bool) {
     }
     read_min_replicas(ctx);
     durable::refresh(ctx);
-    follow();
+    follow_term();
     arm_tick(ctx);
 }
 

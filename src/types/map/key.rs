@@ -107,13 +107,13 @@ impl<'a> MapKey<'a> {
     }
 
     /// Sets `field` to `s`, creating the map when the key is missing; a raise is charged to the
-    /// gate (`node::fence::advanced`), as every write that is not a reservation is. A refused
+    /// gate (`node::fence::charge_raise`), as every write that is not a reservation is. A refused
     /// field changes nothing, and a map that this call created (so is empty) is deleted again.
     #[inline]
     pub(crate) fn set_field(&mut self, field: &[u8], s: Seq) -> Result<(), WriteError> {
         let old = self.field(field).value();
         self.update(|m| m.set(field, s).map(drop))?;
-        fence::advanced(s.value().saturating_sub(old));
+        fence::charge_raise(s.value().saturating_sub(old));
         Ok(())
     }
 
@@ -142,7 +142,7 @@ impl<'a> MapKey<'a> {
             self.update(|m| m.set_batch(batch))?
         };
         if written.changed {
-            fence::advanced(written.raised);
+            fence::charge_raise(written.raised);
         }
         Ok(written)
     }

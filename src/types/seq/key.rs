@@ -52,12 +52,12 @@ impl<'a> SeqKey<'a> {
     }
 
     /// Sets the sequence to `s` (SEQ.SET, SEQ.CONVERT): a raise is charged to the gate
-    /// (`node::fence::advanced`), as every write that is not a reservation is: a replica that
+    /// (`node::fence::charge_raise`), as every write that is not a reservation is: a replica that
     /// missed it would, promoted, hand out again the values above the old one.
     pub(crate) fn set(&mut self, s: Seq) -> Result<(), Error> {
         let old = self.get().map_or(0, Seq::value);
         self.store(s)?;
-        fence::advanced(s.value().saturating_sub(old));
+        fence::charge_raise(s.value().saturating_sub(old));
         Ok(())
     }
 
@@ -72,7 +72,7 @@ impl<'a> SeqKey<'a> {
         let raised = new.value().saturating_sub(old.value());
         if raised > 0 {
             self.store(new)?;
-            fence::advanced(raised);
+            fence::charge_raise(raised);
         }
         Ok((new.value(), raised > 0))
     }
@@ -87,12 +87,12 @@ impl<'a> SeqKey<'a> {
     ) -> Result<(), Error> {
         let old = self.get().map_or(0, Seq::value);
         self.store_with_token(s, drop, e)?;
-        fence::advanced(s.value().saturating_sub(old));
+        fence::charge_raise(s.value().saturating_sub(old));
         Ok(())
     }
 
     /// Stores `s` (the key must have been opened for writing), keeping its TTL and tokens,
-    /// without charging the gate: a reservation's write, whose values the call's `Need`
+    /// without charging the gate: a reservation's write, whose values the call's `Outgoing`
     /// charges (`handout::reserve`). The hot path (a key without tokens, a value that fits the
     /// word) is one word stored, as before tokens existed.
     #[inline(always)]

@@ -298,6 +298,9 @@ impl Table {
             // A page not written yet (or the end of the table): empty.
             return Err(start);
         }
+        // Like `Table::find`'s walk, and kept apart from it: a lookup compares names only (a
+        // hit hashes nothing), a probe hashes every entry it passes to stop at the first one
+        // hashed above `h`. Past the first probes both go on in the one `find_far`.
         for (k, &s) in near.iter().take(LINEAR_PROBES).enumerate() {
             if s == 0 {
                 return Err(start + k);

@@ -423,71 +423,104 @@ pub(crate) struct StartValues {
 /// anywhere (`openid-keys <K1>, <K2>` makes `<K2>` a name, a key given first is a name too), so
 /// no word the user gave reaches the log.
 pub(crate) fn parse_args(args: &[&[u8]]) -> Result<StartValues, String> {
-    let total = args.len();
     let (given, at_of) = given_values(args)?;
     let [gap, gap_max, idmp_ttl, idmp_max, keys, hash, layout, epoch, unit, node, replicas, timeout, ack] =
         given;
-    let refuse = |name: &str, why: String| {
+    let a = ArgPlaces {
+        at_of,
+        total: args.len(),
+    };
+    Ok(StartValues {
+        seq_gap: a.number(&SEQ_GAP, gap)?,
+        seq_gap_max: a.number(&SEQ_GAP_MAX, gap_max)?,
+        seq_idmp_ttl: a.number(&SEQ_IDMP_TTL, idmp_ttl)?,
+        seq_idmp_max: a.number(&SEQ_IDMP_MAX, idmp_max)?,
+        openid_keys: a.text("openid-keys", keys, "", check_openid_keys)?,
+        msgid_hash: a.msgid_hash(hash)?,
+        uid_layout: a.text("uid-layout", layout, "auto", check_uid_layout)?,
+        uid_epoch: a.text("uid-epoch", epoch, "auto", check_uid_epoch)?,
+        uid_time_unit: a.text("uid-time-unit", unit, "auto", check_uid_time_unit)?,
+        uid_node: a.text("uid-node", node, "auto", check_uid_node)?,
+        fence_replicas: a.text("fence-replicas", replicas, "auto", check_fence_replicas)?,
+        fence_timeout: a.number(&FENCE_TIMEOUT, timeout)?,
+        fence_ack: a.fence_ack(ack)?,
+    })
+}
+
+/// Where each given module argument stood (by config, [`NAMES`]' order) among `total`: what
+/// [`parse_args`]' errors about a value name it by.
+struct ArgPlaces {
+    at_of: [usize; NAMES.len()],
+    total: usize,
+}
+
+impl ArgPlaces {
+    /// The error for config `name`'s value, refused for `why`.
+    fn refuse(&self, name: &str, why: String) -> String {
         let pos = NAMES
             .iter()
             .position(|k| *k == name)
-            .and_then(|i| at_of.get(i))
+            .and_then(|i| self.at_of.get(i))
             .copied()
             .unwrap_or(0);
+        let total = self.total;
         format!("module argument {pos} of {total} (the value of imid.{name}) refused: {why}")
-    };
-    let number = |c: &IntConfig, v: Option<&str>| {
+    }
+
+    /// An integer config's value: `v` in its range, else its default.
+    fn number(&self, c: &IntConfig, v: Option<&str>) -> Result<i64, String> {
         let (name, (min, max)) = (c.name, c.range);
         match v {
             None => Ok(c.default),
             Some(t) => parse_int(t)
                 .filter(|n| (min..=max).contains(n))
                 .ok_or_else(|| {
-                    refuse(
+                    self.refuse(
                         name,
                         format!("imid.{name} must be an integer in {min}..{max}"),
                     )
                 }),
         }
-    };
-    let text = |name: &str, v: Option<&str>, default, check: fn(&str) -> Result<(), String>| {
+    }
+
+    /// A text config's value: `v` (else `default`) as `check` takes it.
+    fn text(
+        &self,
+        name: &str,
+        v: Option<&str>,
+        default: &str,
+        check: fn(&str) -> Result<(), String>,
+    ) -> Result<String, String> {
         let t = v.unwrap_or(default);
-        check(t).map(|()| t.to_owned()).map_err(|e| refuse(name, e))
-    };
-    Ok(StartValues {
-        seq_gap: number(&SEQ_GAP, gap)?,
-        seq_gap_max: number(&SEQ_GAP_MAX, gap_max)?,
-        seq_idmp_ttl: number(&SEQ_IDMP_TTL, idmp_ttl)?,
-        seq_idmp_max: number(&SEQ_IDMP_MAX, idmp_max)?,
-        openid_keys: text("openid-keys", keys, "", check_openid_keys)?,
-        msgid_hash: match hash.map(str::to_ascii_lowercase).as_deref() {
-            None | Some("auto") => HashMode::auto,
-            Some("java") => HashMode::java,
-            Some("slot") => HashMode::slot,
-            Some(_) => {
-                return Err(refuse(
-                    "msgid-hash",
-                    "imid.msgid-hash must be java, slot or auto".to_owned(),
-                ))
-            }
-        },
-        uid_layout: text("uid-layout", layout, "auto", check_uid_layout)?,
-        uid_epoch: text("uid-epoch", epoch, "auto", check_uid_epoch)?,
-        uid_time_unit: text("uid-time-unit", unit, "auto", check_uid_time_unit)?,
-        uid_node: text("uid-node", node, "auto", check_uid_node)?,
-        fence_replicas: text("fence-replicas", replicas, "auto", check_fence_replicas)?,
-        fence_timeout: number(&FENCE_TIMEOUT, timeout)?,
-        fence_ack: match ack.map(str::to_ascii_lowercase).as_deref() {
-            None | Some("fsynced") => FenceAck::fsynced,
-            Some("applied") => FenceAck::applied,
-            Some(_) => {
-                return Err(refuse(
-                    "fence-ack",
-                    "imid.fence-ack must be fsynced or applied".to_owned(),
-                ))
-            }
-        },
-    })
+        check(t)
+            .map(|()| t.to_owned())
+            .map_err(|e| self.refuse(name, e))
+    }
+
+    /// `imid.msgid-hash`: java, slot or auto (any case).
+    fn msgid_hash(&self, v: Option<&str>) -> Result<HashMode, String> {
+        match v.map(str::to_ascii_lowercase).as_deref() {
+            None | Some("auto") => Ok(HashMode::auto),
+            Some("java") => Ok(HashMode::java),
+            Some("slot") => Ok(HashMode::slot),
+            Some(_) => Err(self.refuse(
+                "msgid-hash",
+                "imid.msgid-hash must be java, slot or auto".to_owned(),
+            )),
+        }
+    }
+
+    /// `imid.fence-ack`: fsynced or applied (any case).
+    fn fence_ack(&self, v: Option<&str>) -> Result<FenceAck, String> {
+        match v.map(str::to_ascii_lowercase).as_deref() {
+            None | Some("fsynced") => Ok(FenceAck::fsynced),
+            Some("applied") => Ok(FenceAck::applied),
+            Some(_) => Err(self.refuse(
+                "fence-ack",
+                "imid.fence-ack must be fsynced or applied".to_owned(),
+            )),
+        }
+    }
 }
 
 /// The module arguments' values by config ([`NAMES`]' order), and the position of each given

@@ -414,6 +414,7 @@ mod tests {
             dropped: u64::MAX,
         };
         assert_eq!(max.text(&mut buf).len(), IDS_MAX);
+        // A table of refused texts, shaped like core::seq's counter test: each parser has its own.
         for bad in [
             &b""[..],
             b"7 x 1 2",

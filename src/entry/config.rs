@@ -4,9 +4,9 @@
 
 use super::{guard, EntryPoint};
 use crate::config::{
-    parse_args, IntConfig, StringConfig, TextConfig, FENCE_ACK, FENCE_REPLICAS, FENCE_TIMEOUT,
-    MSGID_HASH, OPENID_KEYS, SEQ_GAP, SEQ_GAP_MAX, SEQ_IDMP_MAX, SEQ_IDMP_TTL, UID_EPOCH,
-    UID_LAYOUT, UID_NODE, UID_TIME_UNIT,
+    parse_args, FenceAck, IntConfig, StringConfig, TextConfig, FENCE_ACK, FENCE_REPLICAS,
+    FENCE_TIMEOUT, MSGID_HASH, OPENID_KEYS, SEQ_GAP, SEQ_GAP_MAX, SEQ_IDMP_MAX, SEQ_IDMP_TTL,
+    UID_EPOCH, UID_LAYOUT, UID_NODE, UID_TIME_UNIT,
 };
 use crate::host::string::HeldString;
 use redis_module::configuration::{
@@ -165,6 +165,72 @@ fn register_int(ctx: &Context, cfg: &'static IntConfig, start: i64) {
     );
 }
 
+/// Registers `imid.openid-keys` starting at `keys`.
+fn register_openid_keys(ctx: &Context, keys: String) -> Status {
+    // SENSITIVE asks Redis to redact CONFIG SET's value (Redis 7.0.15 still shows it in SLOWLOG and
+    // MONITOR; docs/commands.md says so). HIDDEN leaves it out of pattern queries (`CONFIG GET *`),
+    // so config dumps do not carry keys; `CONFIG GET imid.openid-keys` by exact name and CONFIG
+    // REWRITE still see them.
+    let Ok(keys) = CString::new(keys) else {
+        ctx.log_warning("imid: module argument openid-keys must not contain NUL");
+        return Status::Err;
+    };
+    let flags = ConfigurationFlags::SENSITIVE | ConfigurationFlags::HIDDEN;
+    if !register_string(ctx, c"openid-keys", &OPENID_KEYS, &keys, flags.bits(), None) {
+        ctx.log_warning("imid: could not register config openid-keys");
+        return Status::Err;
+    }
+    Status::Ok
+}
+
+/// Registers the UID configs, set at load only (`IMMUTABLE`), starting at the layout, epoch,
+/// time unit and node given.
+fn register_uid_configs(ctx: &Context, [layout, epoch, unit, node]: [&str; 4]) -> Status {
+    let uid_configs = [
+        (c"uid-layout", &UID_LAYOUT, layout),
+        (c"uid-epoch", &UID_EPOCH, epoch),
+        (c"uid-time-unit", &UID_TIME_UNIT, unit),
+        (c"uid-node", &UID_NODE, node),
+    ];
+    for (name, cfg, default) in uid_configs {
+        if register_text_config(ctx, name, cfg, default, ConfigurationFlags::IMMUTABLE)
+            == Status::Err
+        {
+            return Status::Err;
+        }
+    }
+    Status::Ok
+}
+
+/// Registers the fence's configs (`node::fence`): `imid.fence-replicas` (a count or `auto`),
+/// its bound `imid.fence-timeout` and `imid.fence-ack`.
+fn register_fence_configs(ctx: &Context, replicas: String, timeout: i64, ack: FenceAck) -> Status {
+    let Ok(replicas) = CString::new(replicas) else {
+        return Status::Err;
+    };
+    if !register_string(
+        ctx,
+        c"fence-replicas",
+        &FENCE_REPLICAS,
+        &replicas,
+        ConfigurationFlags::DEFAULT.bits(),
+        Some(fence_replicas_applied),
+    ) {
+        ctx.log_warning("imid: could not register config fence-replicas");
+        return Status::Err;
+    }
+    register_int(ctx, &FENCE_TIMEOUT, timeout);
+    register_enum_configuration(
+        ctx,
+        "fence-ack",
+        &FENCE_ACK,
+        ack,
+        ConfigurationFlags::DEFAULT,
+        None,
+    );
+    Status::Ok
+}
+
 /// Registers the module configs, starting from the module arguments ([`parse_args`]), and
 /// applies the values queued for them (`imid.<name> value` config lines, `--imid.*`,
 /// `MODULE LOADEX ... CONFIG`). A refused argument or value fails the load.
@@ -181,17 +247,7 @@ pub(crate) fn register(ctx: &Context, args: &[RedisString]) -> Status {
     register_int(ctx, &SEQ_GAP_MAX, start.seq_gap_max);
     register_int(ctx, &SEQ_IDMP_TTL, start.seq_idmp_ttl);
     register_int(ctx, &SEQ_IDMP_MAX, start.seq_idmp_max);
-    // SENSITIVE asks Redis to redact CONFIG SET's value (Redis 7.0.15 still shows it in SLOWLOG and
-    // MONITOR; docs/commands.md says so). HIDDEN leaves it out of pattern queries (`CONFIG GET *`),
-    // so config dumps do not carry keys; `CONFIG GET imid.openid-keys` by exact name and CONFIG
-    // REWRITE still see them.
-    let Ok(keys) = CString::new(start.openid_keys) else {
-        ctx.log_warning("imid: module argument openid-keys must not contain NUL");
-        return Status::Err;
-    };
-    let flags = ConfigurationFlags::SENSITIVE | ConfigurationFlags::HIDDEN;
-    if !register_string(ctx, c"openid-keys", &OPENID_KEYS, &keys, flags.bits(), None) {
-        ctx.log_warning("imid: could not register config openid-keys");
+    if register_openid_keys(ctx, start.openid_keys) == Status::Err {
         return Status::Err;
     }
     register_enum_configuration(
@@ -202,43 +258,24 @@ pub(crate) fn register(ctx: &Context, args: &[RedisString]) -> Status {
         ConfigurationFlags::DEFAULT,
         None,
     );
-    let uid_configs = [
-        (c"uid-layout", &UID_LAYOUT, &start.uid_layout),
-        (c"uid-epoch", &UID_EPOCH, &start.uid_epoch),
-        (c"uid-time-unit", &UID_TIME_UNIT, &start.uid_time_unit),
-        (c"uid-node", &UID_NODE, &start.uid_node),
+    let uid_starts: [&str; 4] = [
+        &start.uid_layout,
+        &start.uid_epoch,
+        &start.uid_time_unit,
+        &start.uid_node,
     ];
-    for (name, cfg, default) in uid_configs {
-        if register_text_config(ctx, name, cfg, default, ConfigurationFlags::IMMUTABLE)
-            == Status::Err
-        {
-            return Status::Err;
-        }
-    }
-    // The fence (`node::fence`): a count or `auto`, and its bound.
-    let Ok(replicas) = CString::new(start.fence_replicas) else {
-        return Status::Err;
-    };
-    if !register_string(
-        ctx,
-        c"fence-replicas",
-        &FENCE_REPLICAS,
-        &replicas,
-        ConfigurationFlags::DEFAULT.bits(),
-        Some(fence_replicas_applied),
-    ) {
-        ctx.log_warning("imid: could not register config fence-replicas");
+    if register_uid_configs(ctx, uid_starts) == Status::Err {
         return Status::Err;
     }
-    register_int(ctx, &FENCE_TIMEOUT, start.fence_timeout);
-    register_enum_configuration(
+    if register_fence_configs(
         ctx,
-        "fence-ack",
-        &FENCE_ACK,
+        start.fence_replicas,
+        start.fence_timeout,
         start.fence_ack,
-        ConfigurationFlags::DEFAULT,
-        None,
-    );
+    ) == Status::Err
+    {
+        return Status::Err;
+    }
     if !load_configs(ctx) {
         ctx.log_warning("imid: a module config was refused (see the line above); not loading");
         return Status::Err;

@@ -9,7 +9,7 @@
 //! is the smallest gap in force anywhere from `D` on: the one acknowledged, and every one
 //! written since ([`Gaps::budget`]). A raise counts once acknowledged; a lowering at once.
 
-use std::collections::VecDeque;
+use super::marks::Stamped;
 
 /// How many gap records wait for their acknowledgement at most; beyond it the newest is
 /// replaced (its later position covers both; the smaller of the two counts until then).
@@ -19,7 +19,7 @@ pub const GAPS: usize = 8;
 /// once known), and the newest acknowledged one.
 #[derive(Debug, Default)]
 pub struct Gaps {
-    pending: VecDeque<(u64, Option<u64>)>,
+    pending: Stamped<GAPS>,
     /// The gap of the newest acknowledged record (0: none, so `imid.seq-gap` alone).
     acked: u64,
 }
@@ -27,7 +27,7 @@ pub struct Gaps {
 impl Gaps {
     pub const fn new() -> Gaps {
         Gaps {
-            pending: VecDeque::new(),
+            pending: Stamped::new(),
             acked: 0,
         }
     }
@@ -35,34 +35,18 @@ impl Gaps {
     /// A record of `gap` was written in the running call or event; its position is stamped
     /// later.
     pub fn push(&mut self, gap: u64) {
-        if self.pending.len() >= GAPS {
-            if let Some(last) = self.pending.back_mut() {
-                *last = (gap.min(last.0), None);
-            }
-            return;
-        }
-        self.pending.push_back((gap, None));
+        self.pending.push(gap, u64::min);
     }
 
     /// Every record written so far lies at or below `pos`.
     pub fn stamp(&mut self, pos: u64) {
-        for (_, at) in self.pending.iter_mut().rev() {
-            if at.is_some() {
-                break;
-            }
-            *at = Some(pos);
-        }
+        self.pending.stamp(pos);
     }
 
     /// The acknowledger holds `pos`: the newest record stamped at or below it is in force there.
     pub fn ack(&mut self, pos: u64) {
-        while let Some(&(gap, Some(at))) = self.pending.front() {
-            if at > pos {
-                break;
-            }
-            self.acked = gap;
-            self.pending.pop_front();
-        }
+        let acked = &mut self.acked;
+        self.pending.ack(pos, |gap| *acked = gap);
     }
 
     /// What may be handed out beyond the acknowledged count: the smallest gap in force from the
@@ -72,41 +56,31 @@ impl Gaps {
         // The gap in force at a position x is max(floor, the last record at or before x), and
         // max(floor, _) keeps order, so the smallest from the acknowledged position on is
         // max(floor, the smallest record among the acknowledged one and those pending).
-        let smallest = self
-            .pending
-            .iter()
-            .map(|&(g, _)| g)
-            .fold(self.acked, u64::min);
+        let smallest = self.pending.values().fold(self.acked, u64::min);
         smallest.max(floor)
     }
 
     /// The gap of the newest record, acknowledged or not (0: none).
     pub fn newest(&self) -> u64 {
-        self.pending.back().map_or(self.acked, |&(g, _)| g)
+        self.pending.newest().unwrap_or(self.acked)
     }
 
     /// Whether a record waits for its acknowledgement, and whether one waits to be stamped.
     pub fn pending(&self) -> (bool, bool) {
-        (
-            !self.pending.is_empty(),
-            self.pending.iter().any(|&(_, at)| at.is_none()),
-        )
+        (!self.pending.is_empty(), self.pending.unstamped())
     }
 
     /// The highest position a record not yet acknowledged was stamped with.
     pub fn highest_target(&self) -> Option<u64> {
-        self.pending.iter().filter_map(|&(_, at)| at).max()
+        self.pending.highest_target()
     }
 
     /// The acknowledger starts over (a replica joined): nothing of what it held counts; the
     /// newest record waits again, to be stamped with the next position.
     pub fn restart(&mut self) {
         let top = self.newest();
-        self.pending.clear();
+        self.pending.reset_to(top);
         self.acked = 0;
-        if top > 0 {
-            self.pending.push_back((top, None));
-        }
     }
 
     pub fn clear(&mut self) {

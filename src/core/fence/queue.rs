@@ -145,25 +145,16 @@ impl<H> Queue<H> {
             }
             out
         };
-        if self.waiting.is_empty() {
-            self.unordered = false;
-        }
-        taken
-            .into_iter()
-            .map(|w| {
-                let missing = Missing {
-                    replicas: match w.replicas {
-                        None => false,
-                        Some(t) => t.is_none_or(|t| acked.is_none_or(|a| t > a)),
-                    },
-                    aof: w
-                        .aof
-                        .filter(|&(p, level)| !points.holds(p, level))
-                        .map(|(_, level)| level),
-                };
-                (w.handle, missing)
-            })
-            .collect()
+        self.hand_back(taken, |w| Missing {
+            replicas: match w.replicas {
+                None => false,
+                Some(t) => t.is_none_or(|t| acked.is_none_or(|a| t > a)),
+            },
+            aof: w
+                .aof
+                .filter(|&(p, level)| !points.holds(p, level))
+                .map(|(_, level)| level),
+        })
     }
 
     /// Every call waiting for the replicas (fewer are online than required: no
@@ -173,16 +164,26 @@ impl<H> Queue<H> {
             .into_iter()
             .partition(|w| w.replicas.is_some());
         self.waiting = left;
+        self.hand_back(taken, |w| Missing {
+            replicas: true,
+            aof: w.aof.map(|(_, level)| level),
+        })
+    }
+
+    /// The calls `taken` out of the queue, each with what it still waited for (`missing`); an
+    /// emptied queue is in order again.
+    fn hand_back(
+        &mut self,
+        taken: impl IntoIterator<Item = Waiter<H>>,
+        missing: impl Fn(&Waiter<H>) -> Missing,
+    ) -> Vec<(H, Missing)> {
         if self.waiting.is_empty() {
             self.unordered = false;
         }
         taken
             .into_iter()
             .map(|w| {
-                let missing = Missing {
-                    replicas: true,
-                    aof: w.aof.map(|(_, level)| level),
-                };
+                let missing = missing(&w);
                 (w.handle, missing)
             })
             .collect()

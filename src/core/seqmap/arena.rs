@@ -171,6 +171,16 @@ enum Move {
     Full,
 }
 
+/// What a compaction pass finds where it stands ([`Arena::pass_at`]).
+enum PassAt {
+    /// The pass is over, or stopped (it starts again later).
+    Stop,
+    /// Nothing to move there.
+    Passed,
+    /// A live entry of this many bytes, to move.
+    Live(usize),
+}
+
 /// What a compaction step did: the entries it moved, each with its old and new address and its
 /// name, for the index to follow.
 pub(super) struct Moved {
@@ -428,39 +438,11 @@ impl Arena {
             };
             let (id, off) = (id as usize, off as usize);
             spent += 1;
-            let Some(c) = self.chunks.get(id) else {
-                // Past the last chunk: the pass is over.
-                self.compact = None;
-                break;
+            let size = match self.pass_at(id, off) {
+                PassAt::Stop => break,
+                PassAt::Passed => continue,
+                PassAt::Live(size) => size,
             };
-            let len = c.bytes.len();
-            let skip = len == 0
-                || off >= len
-                || (off == 0 && (c.dead as usize) * COMPACT_CHUNK_SHARE < len);
-            if skip {
-                self.compact = Some((id as u32 + 1, 0));
-                continue;
-            }
-            if id == self.tail as usize {
-                // The tail is emptied like any other chunk, into a new tail (a small map has
-                // only the tail).
-                if self.open_chunk().is_none() {
-                    self.compact = None;
-                    break;
-                }
-            }
-            let Some(c) = self.chunks.get(id) else {
-                continue;
-            };
-            let Some(e) = read_entry(&c.bytes, off) else {
-                self.compact = Some((id as u32 + 1, 0));
-                continue;
-            };
-            let size = e.size;
-            self.compact = Some((id as u32, (off + size) as u32));
-            if e.header & DEAD != 0 {
-                continue;
-            }
             match self.move_entry(id, off, size, &mut moved) {
                 Move::Skipped => {}
                 Move::Done => spent += MOVE_COST - 1,
@@ -473,6 +455,45 @@ impl Arena {
             }
         }
         spent
+    }
+
+    /// What a compaction pass at `off` in chunk `id` finds, the pass moved on past it (to the
+    /// next chunk where this one is not worth emptying or is read to its end).
+    #[inline]
+    fn pass_at(&mut self, id: usize, off: usize) -> PassAt {
+        let Some(c) = self.chunks.get(id) else {
+            // Past the last chunk: the pass is over.
+            self.compact = None;
+            return PassAt::Stop;
+        };
+        let len = c.bytes.len();
+        let skip =
+            len == 0 || off >= len || (off == 0 && (c.dead as usize) * COMPACT_CHUNK_SHARE < len);
+        if skip {
+            self.compact = Some((id as u32 + 1, 0));
+            return PassAt::Passed;
+        }
+        if id == self.tail as usize {
+            // The tail is emptied like any other chunk, into a new tail (a small map has
+            // only the tail).
+            if self.open_chunk().is_none() {
+                self.compact = None;
+                return PassAt::Stop;
+            }
+        }
+        let Some(c) = self.chunks.get(id) else {
+            return PassAt::Passed;
+        };
+        let Some(e) = read_entry(&c.bytes, off) else {
+            self.compact = Some((id as u32 + 1, 0));
+            return PassAt::Passed;
+        };
+        let size = e.size;
+        self.compact = Some((id as u32, (off + size) as u32));
+        if e.header & DEAD != 0 {
+            return PassAt::Passed;
+        }
+        PassAt::Live(size)
     }
 
     /// Moves the live entry of `size` bytes at `off` in chunk `id` to the tail and tells

@@ -298,6 +298,9 @@ impl Table {
             // A page not written yet (or the end of the table): empty.
             return Err(start);
         }
+        // Like `Table::find`'s walk, and kept apart from it: a lookup compares names only (a
+        // hit hashes nothing), a probe hashes every entry it passes to stop at the first one
+        // hashed above `h`. Past the first probes both go on in the one `find_far`.
         for (k, &s) in near.iter().take(LINEAR_PROBES).enumerate() {
             if s == 0 {
                 return Err(start + k);
@@ -433,6 +436,54 @@ impl Table {
         }
     }
 
+    /// [`Index::scan`] in this table from slot `start`: calls `out` with the entries hashed at
+    /// least `from` (and, in the current table during a resize, below `below`), counting the
+    /// empty slots in `empties`. `Some` with the next cursor where the scan stops (`out` said
+    /// so, or past `empty_budget` empty slots), `None` when this table is done.
+    #[inline]
+    fn scan_run(
+        &self,
+        start: usize,
+        (from, below): (u64, Option<u64>),
+        empties: &mut usize,
+        empty_budget: usize,
+        arena: &Arena,
+        out: &mut impl FnMut(u32, u64) -> bool,
+    ) -> Option<u64> {
+        // In the current table during a resize, nothing lives past the split's home cluster.
+        let end_home = below.map(|s| self.home(s));
+        let mut i = start;
+        while i < self.cap() {
+            let s = self.get(i);
+            if s == 0 {
+                if end_home.is_some_and(|e| i >= e) {
+                    return None;
+                }
+                *empties += 1;
+                if *empties > empty_budget {
+                    // Every entry homed at or before i sits before it (i is empty): go on
+                    // from the first hash homed after it.
+                    let next = first_hash_of(i + 1, self.buckets());
+                    return match (next, below) {
+                        (Some(n), Some(b)) => Some(n.min(b)),
+                        (Some(n), None) => Some(n),
+                        // This table is done.
+                        (None, Some(b)) => Some(b),
+                        (None, None) => None,
+                    };
+                }
+                i += 1;
+                continue;
+            }
+            let h = arena.entry(s as usize - 1).map_or(0, |e| hash(e.name));
+            if h >= from && out(s, h) {
+                return Some(h);
+            }
+            i += 1;
+        }
+        None
+    }
+
     /// Slots in order (empty ones as 0).
     fn slots(&self) -> impl Iterator<Item = u32> + '_ {
         self.pages.iter().flat_map(|p| p.iter().copied())
@@ -460,6 +511,116 @@ impl Old {
     fn table(&mut self) -> &mut Table {
         self.peeked = None;
         &mut self.t
+    }
+
+    /// [`Index::sweep`]'s pages: moves slots into `cur` from `sweep` until the step's budget is
+    /// spent or this table is swept, freeing each page it passes.
+    #[inline]
+    fn sweep_into(&mut self, cur: &mut Table, step: &mut SweepStep, arena: &Arena) {
+        let (shift, mask) = (self.t.shift, self.t.mask());
+        while self.sweep < self.t.cap() {
+            let Some(page) = self.t.pages.get_mut(self.sweep >> shift) else {
+                break;
+            };
+            let from = self.sweep & mask;
+            if page.is_empty() {
+                // Never written: empty slots, passed at once (within the budget).
+                let n = (mask + 1 - from)
+                    .min(self.t.cap() - self.sweep)
+                    .min(step.budget.saturating_sub(step.spent));
+                if n == 0 {
+                    break;
+                }
+                self.sweep += n;
+                step.spent += n;
+                step.peeked = None;
+            } else if !step.move_page(page, from, &mut self.sweep, cur, arena) {
+                // Stopped at the budget: the hash of the slot there is kept for the next step.
+                self.peeked = step.peeked.take();
+                break;
+            }
+            self.t.free_before(self.sweep);
+        }
+    }
+
+    /// Ends a sweep step whose last entry moved had hash `last`: sets the split past it, and
+    /// says whether this table is done with.
+    #[inline]
+    fn split_after(&mut self, last: Option<u64>) -> bool {
+        match last {
+            // The largest hash moved: nothing is left in the old table (its entries all had
+            // it, and they were contiguous), and no split can be above it.
+            Some(u64::MAX) => true,
+            Some(h) => {
+                self.split = h + 1;
+                self.sweep >= self.t.cap()
+            }
+            None => self.sweep >= self.t.cap(),
+        }
+    }
+}
+
+/// One step of [`Index::sweep`]: its budget and what it has done so far.
+struct SweepStep {
+    budget: usize,
+    /// Slots visited.
+    spent: usize,
+    /// The hash of the last entry moved.
+    last: Option<u64>,
+    /// Once an entry is placed, every slot of the current table after it is empty: the
+    /// entries there before this step all hash below the split, so below the ones moved
+    /// now, which are moved in hash order. So the next goes to its home or right after.
+    next: Option<usize>,
+    /// The hash of the slot at the sweep, if known (hashed by the step before, or by this
+    /// one where it stopped).
+    peeked: Option<u64>,
+}
+
+impl SweepStep {
+    /// Moves the entries of a written page of the old table from slot `from` (`sweep` is its
+    /// place in the table) into `cur`, emptying their slots. Returns false where the budget
+    /// stopped it, the hash of the slot there left in `peeked`.
+    #[inline]
+    fn move_page(
+        &mut self,
+        page: &mut [u32],
+        from: usize,
+        sweep: &mut usize,
+        cur: &mut Table,
+        arena: &Arena,
+    ) -> bool {
+        let hash_of = |s: u32| arena.name(s as usize - 1).map_or(0, hash);
+        for j in from..page.len() {
+            let s = page.get(j).copied().unwrap_or(0);
+            // The entries about to move are all over the arena: each load is started a few
+            // slots ahead, so that they overlap instead of waiting in turn.
+            if let Some(&a) = page.get(j + SWEEP_PREFETCH).filter(|&&a| a != 0) {
+                arena.prefetch(a as usize - 1);
+            }
+            let known = self.peeked.take();
+            let h = (s != 0).then(|| known.unwrap_or_else(|| hash_of(s)));
+            // Past the budget only for the entries that share the last one's hash.
+            if self.spent >= self.budget && (h.is_none() || h != self.last) {
+                self.peeked = h;
+                return false;
+            }
+            if let Some(h) = h {
+                let home = cur.home(h);
+                let dest = match self.next {
+                    Some(n) => n.max(home),
+                    None => cur.first_empty(home),
+                };
+                cur.put_at(dest, s);
+                self.next = Some(dest + 1);
+                if let Some(slot) = page.get_mut(j) {
+                    *slot = 0;
+                }
+                self.last = Some(h);
+            }
+            *sweep += 1;
+            self.spent += 1;
+        }
+        true
     }
 }
 
@@ -807,81 +968,19 @@ impl Index {
         let Some(o) = self.old.as_deref_mut() else {
             return 0;
         };
-        let cur = &mut self.cur;
-        let hash_of = |s: u32| arena.name(s as usize - 1).map_or(0, hash);
-        let mut spent = 0;
-        let mut last: Option<u64> = None;
-        // Once an entry is placed, every slot of the current table after it is empty: the
-        // entries there before this step all hash below the split, so below the ones moved
-        // now, which are moved in hash order. So the next goes to its home or right after.
-        let mut next: Option<usize> = None;
-        // The peeked hash is the first slot's, if any.
-        let mut peeked = o.peeked.take();
-        let (shift, mask) = (o.t.shift, o.t.mask());
-        'pages: while o.sweep < o.t.cap() {
-            let Some(page) = o.t.pages.get_mut(o.sweep >> shift) else {
-                break;
-            };
-            let from = o.sweep & mask;
-            if page.is_empty() {
-                // Never written: empty slots, passed at once (within the budget).
-                let n = (mask + 1 - from)
-                    .min(o.t.cap() - o.sweep)
-                    .min(budget.saturating_sub(spent));
-                if n == 0 {
-                    break;
-                }
-                o.sweep += n;
-                spent += n;
-                peeked = None;
-            } else {
-                for j in from..page.len() {
-                    let s = page.get(j).copied().unwrap_or(0);
-                    // The entries about to move are all over the arena: each load is started
-                    // a few slots ahead, so that they overlap instead of waiting in turn.
-                    if let Some(&a) = page.get(j + SWEEP_PREFETCH).filter(|&&a| a != 0) {
-                        arena.prefetch(a as usize - 1);
-                    }
-                    let known = peeked.take();
-                    let h = (s != 0).then(|| known.unwrap_or_else(|| hash_of(s)));
-                    // Past the budget only for the entries that share the last one's hash.
-                    if spent >= budget && (h.is_none() || h != last) {
-                        o.peeked = h;
-                        break 'pages;
-                    }
-                    if let Some(h) = h {
-                        let home = cur.home(h);
-                        let dest = match next {
-                            Some(n) => n.max(home),
-                            None => cur.first_empty(home),
-                        };
-                        cur.put_at(dest, s);
-                        next = Some(dest + 1);
-                        if let Some(slot) = page.get_mut(j) {
-                            *slot = 0;
-                        }
-                        last = Some(h);
-                    }
-                    o.sweep += 1;
-                    spent += 1;
-                }
-            }
-            o.t.free_before(o.sweep);
-        }
-        let finished = match last {
-            // The largest hash moved: nothing is left in the old table (its entries all had
-            // it, and they were contiguous), and no split can be above it.
-            Some(u64::MAX) => true,
-            Some(h) => {
-                o.split = h + 1;
-                o.sweep >= o.t.cap()
-            }
-            None => o.sweep >= o.t.cap(),
+        let mut step = SweepStep {
+            budget,
+            spent: 0,
+            last: None,
+            next: None,
+            // The peeked hash is the first slot's, if any.
+            peeked: o.peeked.take(),
         };
-        if finished {
+        o.sweep_into(&mut self.cur, &mut step, arena);
+        if o.split_after(step.last) {
             self.old = None;
         }
-        spent
+        step.spent
     }
 
     /// Every address (plus one) in hash order.
@@ -930,37 +1029,15 @@ impl Index {
             let Some(t) = table else {
                 continue;
             };
-            // In the current table during a resize, nothing lives past the split's home
-            // cluster.
-            let end_home = below.map(|s| t.home(s));
-            let mut i = start;
-            while i < t.cap() {
-                let s = t.get(i);
-                if s == 0 {
-                    if end_home.is_some_and(|e| i >= e) {
-                        break;
-                    }
-                    empties += 1;
-                    if empties > empty_budget {
-                        // Every entry homed at or before i sits before it (i is empty): go on
-                        // from the first hash homed after it.
-                        let next = first_hash_of(i + 1, t.buckets());
-                        match (next, below) {
-                            (Some(n), Some(b)) => return n.min(b),
-                            (Some(n), None) => return n,
-                            // This table is done.
-                            (None, Some(b)) => return b,
-                            (None, None) => break,
-                        }
-                    }
-                    i += 1;
-                    continue;
-                }
-                let h = arena.entry(s as usize - 1).map_or(0, |e| hash(e.name));
-                if h >= from && out(s, h) {
-                    return h;
-                }
-                i += 1;
+            if let Some(next) = t.scan_run(
+                start,
+                (from, below),
+                &mut empties,
+                empty_budget,
+                arena,
+                &mut out,
+            ) {
+                return next;
             }
         }
         0

@@ -44,35 +44,6 @@ pub enum LayoutError {
 impl fmt::Display for LayoutError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            LayoutError::Syntax => write!(
-                f,
-                "imid.uid-layout must be auto, a named layout ({}), three bit widths time,node,seq (e.g. 41,10,12) or named fields in order (e.g. time:39,seq:8,node:16), summing to 63 or 64",
-                names()
-            ),
-            LayoutError::Sum(s) => write!(
-                f,
-                "imid.uid-layout widths must sum to 63 (or 64, the time field's top bit kept 0), not {s}"
-            ),
-            LayoutError::NoTime => f.write_str(
-                "imid.uid-layout time width must be at least 1 (at least 2 when the widths sum to 64)",
-            ),
-            LayoutError::TimeNotFirst => f.write_str(
-                "imid.uid-layout must name time first: UIDs are ordered by their time field",
-            ),
-            LayoutError::FieldTwice(name) => {
-                write!(f, "imid.uid-layout names the {name} field twice")
-            }
-            LayoutError::UnitSyntax => f.write_str(
-                "imid.uid-time-unit must be auto, ms, s, or a whole number of them (e.g. 10ms, 2s), at most 1 day",
-            ),
-            LayoutError::EpochSyntax => f.write_str(
-                "imid.uid-epoch must be auto or Unix ms, an integer in 0..9223372036854775807",
-            ),
-            LayoutError::NodeSyntax => {
-                f.write_str(
-                    "imid.uid-node must be auto or a non-negative integer (no spaces or leading zeros)",
-                )
-            }
             LayoutError::TooWide { widths, unit } => write!(
                 f,
                 "imid.uid-layout {widths} in {unit} reaches past the largest Unix time (2^63-1 ms)"
@@ -103,6 +74,48 @@ impl fmt::Display for LayoutError {
                 "imid.uid-node auto puts the hash slot in the node field in cluster mode, which needs at least 14 node bits; the layout has {bits}: set imid.uid-node to this node's worker number (0..{}), or use a layout with 14 or more node bits",
                 max_of(*bits)
             ),
+            // A config text that does not parse.
+            _ => self.fmt_text_error(f),
+        }
+    }
+}
+
+impl LayoutError {
+    /// The message for a config text that does not parse (`Display` writes the layouts that
+    /// parse but do not fit the clock or the node).
+    fn fmt_text_error(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LayoutError::Syntax => write!(
+                f,
+                "imid.uid-layout must be auto, a named layout ({}), three bit widths time,node,seq (e.g. 41,10,12) or named fields in order (e.g. time:39,seq:8,node:16), summing to 63 or 64",
+                names()
+            ),
+            LayoutError::Sum(s) => write!(
+                f,
+                "imid.uid-layout widths must sum to 63 (or 64, the time field's top bit kept 0), not {s}"
+            ),
+            LayoutError::NoTime => f.write_str(
+                "imid.uid-layout time width must be at least 1 (at least 2 when the widths sum to 64)",
+            ),
+            LayoutError::TimeNotFirst => f.write_str(
+                "imid.uid-layout must name time first: UIDs are ordered by their time field",
+            ),
+            LayoutError::FieldTwice(name) => {
+                write!(f, "imid.uid-layout names the {name} field twice")
+            }
+            LayoutError::UnitSyntax => f.write_str(
+                "imid.uid-time-unit must be auto, ms, s, or a whole number of them (e.g. 10ms, 2s), at most 1 day",
+            ),
+            LayoutError::EpochSyntax => f.write_str(
+                "imid.uid-epoch must be auto or Unix ms, an integer in 0..9223372036854775807",
+            ),
+            LayoutError::NodeSyntax => {
+                f.write_str(
+                    "imid.uid-node must be auto or a non-negative integer (no spaces or leading zeros)",
+                )
+            }
+            // Display's own arms: not sent here.
+            _ => write!(f, "{self:?}"),
         }
     }
 }

@@ -311,59 +311,9 @@ impl LayoutSpec {
                 name: Some(n.name),
             }));
         }
-        let width = |p: &str| -> Result<u32, LayoutError> {
-            if p.is_empty() || p.len() > 2 || !p.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(LayoutError::Syntax);
-            }
-            p.parse().map_err(|_| LayoutError::Syntax)
-        };
         let parts: Vec<&str> = text.split(',').map(str::trim).collect();
         let spec = if parts.iter().any(|p| p.contains(':')) {
-            // time:T,node:N,seq:S in the order given
-            if parts.len() > 3 {
-                return Err(LayoutError::Syntax);
-            }
-            let mut got: [Option<u32>; 3] = [None; 3];
-            let mut order = Vec::with_capacity(3);
-            for p in &parts {
-                let (name, w) = p.split_once(':').ok_or(LayoutError::Syntax)?;
-                let field = match name.trim().to_ascii_lowercase().as_str() {
-                    "time" => Field::Time,
-                    "node" => Field::Node,
-                    "seq" => Field::Seq,
-                    _ => return Err(LayoutError::Syntax),
-                };
-                let slot = match field {
-                    Field::Time => 0,
-                    Field::Node => 1,
-                    Field::Seq => 2,
-                };
-                match got.get_mut(slot) {
-                    Some(s @ None) => *s = Some(width(w.trim())?),
-                    _ => return Err(LayoutError::FieldTwice(field.name())),
-                }
-                order.push(field);
-            }
-            if order.first() != Some(&Field::Time) {
-                return Err(LayoutError::TimeNotFirst);
-            }
-            let [time, node, seq] = got;
-            let seq_above_node = matches!(order.as_slice(), [_, Field::Seq, Field::Node]);
-            LayoutSpec {
-                widths: Widths {
-                    time: time.unwrap_or(0),
-                    node: node.unwrap_or(0),
-                    seq: seq.unwrap_or(0),
-                },
-                order: if seq_above_node {
-                    Order::SeqNode
-                } else {
-                    Order::NodeSeq
-                },
-                epoch_ms: None,
-                unit: None,
-                name: None,
-            }
+            LayoutSpec::fields_in_order(&parts)?
         } else {
             let [t, n, s] = parts.as_slice() else {
                 return Err(LayoutError::Syntax);
@@ -376,6 +326,45 @@ impl LayoutSpec {
         };
         check_widths(spec.widths)?;
         Ok(Some(spec))
+    }
+
+    /// `time:T,node:N,seq:S` in the order given (`parts` already split at the commas): at most
+    /// three fields, each once, time first; a field left out has 0 bits.
+    fn fields_in_order(parts: &[&str]) -> Result<LayoutSpec, LayoutError> {
+        if parts.len() > 3 {
+            return Err(LayoutError::Syntax);
+        }
+        let mut got: [Option<u32>; 3] = [None; 3];
+        let mut order = Vec::with_capacity(3);
+        for p in parts {
+            let (name, w) = p.split_once(':').ok_or(LayoutError::Syntax)?;
+            let (field, slot) = field_and_slot(name.trim())?;
+            match got.get_mut(slot) {
+                Some(s @ None) => *s = Some(width(w.trim())?),
+                _ => return Err(LayoutError::FieldTwice(field.name())),
+            }
+            order.push(field);
+        }
+        if order.first() != Some(&Field::Time) {
+            return Err(LayoutError::TimeNotFirst);
+        }
+        let [time, node, seq] = got;
+        let seq_above_node = matches!(order.as_slice(), [_, Field::Seq, Field::Node]);
+        Ok(LayoutSpec {
+            widths: Widths {
+                time: time.unwrap_or(0),
+                node: node.unwrap_or(0),
+                seq: seq.unwrap_or(0),
+            },
+            order: if seq_above_node {
+                Order::SeqNode
+            } else {
+                Order::NodeSeq
+            },
+            epoch_ms: None,
+            unit: None,
+            name: None,
+        })
     }
 
     /// The layout with an explicit epoch and unit where given, else this spec's own (a named
@@ -392,6 +381,30 @@ impl LayoutSpec {
             unit.or(self.unit).unwrap_or(TimeUnit::Ms),
         )
     }
+}
+
+/// One width of a layout text: one or two decimal digits.
+fn width(p: &str) -> Result<u32, LayoutError> {
+    if p.is_empty() || p.len() > 2 || !p.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(LayoutError::Syntax);
+    }
+    p.parse().map_err(|_| LayoutError::Syntax)
+}
+
+/// A field's name in a layout text (any case), and its slot in `[time, node, seq]`.
+fn field_and_slot(name: &str) -> Result<(Field, usize), LayoutError> {
+    let field = match name.to_ascii_lowercase().as_str() {
+        "time" => Field::Time,
+        "node" => Field::Node,
+        "seq" => Field::Seq,
+        _ => return Err(LayoutError::Syntax),
+    };
+    let slot = match field {
+        Field::Time => 0,
+        Field::Node => 1,
+        Field::Seq => 2,
+    };
+    Ok((field, slot))
 }
 
 /// The widths' own rules: they sum to 63 or 64, with at least one usable time bit.

@@ -6,7 +6,7 @@
 //! In the script's order and with its rules (`core::send`): a message ID, a UID, then the
 //! conversation's next seq at most once per IDMP token (the reserve protocol,
 //! `handout::reserve`), the message into every inbox. No key is written before every argument
-//! and every key's type is checked. The rules in full are on [`send`], its retry's on `retry`,
+//! and every key's type is checked. The rules in full are on [`send()`], its retry's on `retry`,
 //! its replication on [`sendset`].
 
 use super::args::channel_type_arg;
@@ -338,7 +338,7 @@ fn retry(ctx: &Ctx, s: &SendArgs, seq: u64) -> Result<Reply, Error> {
 /// IM.SENDSET "seq msgid uid expires-ms dropped" tag seq inbox trimmed [...] channel_type sender
 /// client_msg_id body cap
 ///
-/// IM.SEND's replicated form (see [`send`]): the sequence set to `seq` (marked for the gap when
+/// IM.SEND's replicated form (see [`send()`]): the sequence set to `seq` (marked for the gap when
 /// replayed, as SEQ.SET's value), the token `sha1hex(sender|client_msg_id)` recorded with `seq`,
 /// `expires-ms` and COUNT 1 as its request after the `dropped` oldest tokens go (as SEQ.IDMPSET
 /// does), then the inboxes, caps and markers as IM.SEND wrote them: deterministic on the same

@@ -6,17 +6,12 @@
 //! - `core`: Redis-free logic (ID layouts, generators, sequences, maps, IDMP, the reserve
 //!   protocol, the fence's bookkeeping), unit-tested without a server;
 //! - `host`: what imid calls in Redis (context, arguments, keys, replies, replication, RDB/AOF
-//!   handles), unsafe;
-//! - `config`: the `imid.*` configs' values and rules;
+//!   handles), unsafe; `config`: the `imid.*` configs' values and rules;
 //! - `node`: node-wide state (ID generators and leases, the IDMP clock, slot adoption, server
-//!   events, exposure, the fence);
-//! - `types`: the two data types, a folder each;
-//! - `commands`: the handlers, one file per family;
-//! - `entry`: where Redis calls in (every callback, behind one panic guard; registration),
-//!   unsafe.
-//!
-//! Only `core` is public (benches/core.rs links it), and the system clock the benches time;
-//! everything else is internal to the module and says so (`pub(crate)`).
+//!   events, exposure, the fence); `types`: the two data types, a folder each;
+//! - `handout`: everything a command hands out (IDs, reserved values, inbox delivery, the runner
+//!   in front of the gate); `commands`: the handlers, one file per family;
+//! - `entry`: where Redis calls in (every callback, behind one panic guard; registration), unsafe.
 #![deny(unreachable_pub)]
 #![cfg_attr(
     test,
@@ -38,7 +33,9 @@ mod host;
 mod node;
 mod types;
 
-/// The wall clock the generators read (without a test build's steering), for the benches.
+/// The wall clock the generators read (without a test build's steering), for the benches. With
+/// `core` (benches/core.rs links it), the only public items; everything else is internal to the
+/// module and says so (`pub(crate)`).
 pub use host::clock::system_now_ms;
 
 use entry::registry::{

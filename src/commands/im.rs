@@ -3,28 +3,11 @@
 //!
 //! IM.SEND tag seq inbox trimmed [inbox trimmed ...] channel_type sender client_msg_id body cap
 //!
-//! In the script's order and with its rules (`core::send`): a message ID (MSGID.GEN's, for the
-//! tag), a UID (UID.GEN's), then the next value of the conversation's sequence at most once per
-//! IDMP token `sha1hex(sender|client_msg_id)` (the reserve protocol, `handout::reserve`); a
-//! retry writes nothing and replies the first send's seq with its IDs read back from the first
-//! inbox still holding the message, after checking that it repeats the first send (the same
-//! body in every inbox named that still holds it, no inbox named that never got it). Otherwise `msgid|uid|sender|body` goes into each inbox at
-//! score seq, each inbox keeps its newest `cap` members, and the highest dropped score raises
-//! that recipient's trimmed marker. Reply `[seq, msgid, duplicate, uid]`.
-//!
-//! All or nothing: every argument and every key's type is checked before anything is written
-//! (the script checks an inbox's or a marker's type only when it reaches it, after writing what
-//! came before). The IDs are issued before the sequence key is read, as the script issues them,
-//! so a run of sends and retries takes the same IDs either way.
-//!
-//! Replication: replaying IM.SEND as called would issue other IDs (they come from the clock), so it
-//! replicates one command, `IM.SENDSET "seq msgid uid expires-ms dropped" <IM.SEND's arguments>`:
-//! the values it chose as one argument, then its own arguments by reference (one
-//! `RedisModule_Replicate`, one argument object made). IM.SENDSET sets the sequence to `seq`,
-//! records the token with its absolute expiry after dropping the `dropped` oldest (as SEQ.IDMPSET
-//! does), and writes the inboxes and markers as IM.SEND did: deterministic on the same data, so it
-//! replicates as called. Nothing is replicated for a retry. The leases (MSGID.FLOOR, UID.FLOOR) and
-//! the IDMP clock (SEQ.IDMPCLOCK) go out as for MSGID.GEN, UID.GEN and SEQ.NEXT ... IDMP.
+//! In the script's order and with its rules (`core::send`): a message ID, a UID, then the
+//! conversation's next seq at most once per IDMP token (the reserve protocol,
+//! `handout::reserve`), the message into every inbox. No key is written before every argument
+//! and every key's type is checked. The rules in full are on [`send()`], its retry's on `retry`,
+//! its replication on [`sendset`].
 
 use super::args::channel_type_arg;
 use crate::core::idmp::Entry;
@@ -95,6 +78,27 @@ fn key_positions(ctx: &Ctx, args: &[Arg], offset: usize) {
 }
 
 /// IM.SEND tag seq inbox trimmed [inbox trimmed ...] channel_type sender client_msg_id body cap
+///
+/// In the script's order and with its rules (`core::send`): a message ID (MSGID.GEN's, for the
+/// tag), a UID (UID.GEN's), then the next value of the conversation's sequence at most once per
+/// IDMP token `sha1hex(sender|client_msg_id)` (the reserve protocol, `handout::reserve`); a
+/// retry writes nothing and replies the first send's seq with its IDs read back ([`retry`]).
+/// Otherwise `msgid|uid|sender|body` goes into each inbox at score seq, each inbox keeps its
+/// newest `cap` members, and the highest dropped score raises that recipient's trimmed marker.
+/// Reply `[seq, msgid, duplicate, uid]`.
+///
+/// All or nothing for the keys: every argument and every key's type is checked before any key
+/// is written (the script checks an inbox's or a marker's type only when it reaches it, after
+/// writing what came before). The IDs are issued before the sequence key is read, as the script
+/// issues them, so a run of sends and retries takes the same IDs either way; issuing them may
+/// replicate a lease renewal (MSGID.FLOOR, UID.FLOOR) before a later check refuses the call.
+///
+/// Replication: replaying IM.SEND as called would issue other IDs (they come from the clock),
+/// so it replicates one command, `IM.SENDSET "seq msgid uid expires-ms dropped" <IM.SEND's
+/// arguments>` ([`sendset`]): the values it chose as one argument, then its own arguments by
+/// reference (one `RedisModule_Replicate`, one argument object made). Nothing is replicated for
+/// a retry. The leases (MSGID.FLOOR, UID.FLOOR) and the IDMP clock (SEQ.IDMPCLOCK) go out as
+/// for MSGID.GEN, UID.GEN and SEQ.NEXT ... IDMP.
 pub(crate) fn send(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     if ctx.keys_position_request() {
         key_positions(ctx, args, 0);
@@ -334,11 +338,12 @@ fn retry(ctx: &Ctx, s: &SendArgs, seq: u64) -> Result<Reply, Error> {
 /// IM.SENDSET "seq msgid uid expires-ms dropped" tag seq inbox trimmed [...] channel_type sender
 /// client_msg_id body cap
 ///
-/// IM.SEND's replicated form (see the module comment): the sequence set to `seq` (marked for the
-/// gap when replayed, as SEQ.SET's value), the token `sha1hex(sender|client_msg_id)` recorded
-/// with `seq`, `expires-ms` and COUNT 1 as its request after the `dropped` oldest tokens go, then
-/// the inboxes, caps and markers as IM.SEND wrote them. Replicates as called. Internal, like
-/// SEQ.IDMPSET; the channel type is carried along, unused.
+/// IM.SEND's replicated form (see [`send()`]): the sequence set to `seq` (marked for the gap when
+/// replayed, as SEQ.SET's value), the token `sha1hex(sender|client_msg_id)` recorded with `seq`,
+/// `expires-ms` and COUNT 1 as its request after the `dropped` oldest tokens go (as SEQ.IDMPSET
+/// does), then the inboxes, caps and markers as IM.SEND wrote them: deterministic on the same
+/// data, so it replicates as called. Internal, like SEQ.IDMPSET; the channel type is carried
+/// along, unused.
 pub(crate) fn sendset(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     if ctx.keys_position_request() {
         key_positions(ctx, args, SENDSET_PREFIX);

@@ -1,8 +1,8 @@
 //! The read side of the IM flow, natively: IM.SYNC (`examples/lua/sync.lua`), IM.READ
 //! (`read.lua`), IM.PULL (`pull.lua`) and IM.CHANGE (`change.lua`), each with its script's
 //! arguments without `numkeys`, its replies and the data it stores (the scripts stay, as the way
-//! to change the storage model); IM.CHANGESET is IM.CHANGE's replicated form when replaying it
-//! as called would not reproduce it. The rules and error texts are `core::read`'s.
+//! to change the storage model); IM.UNREAD and IM.READBY have no script; IM.CHANGESET is
+//! IM.CHANGE's replicated form. The rules and error texts are `core::read`'s.
 //!
 //! IM.SYNC seq inbox trimmed last limit
 //! IM.READ read inbox seq user upto
@@ -11,29 +11,8 @@
 //! IM.PULL seqs trimmed log [log ...] kind seq [kind seq ...]
 //! IM.CHANGE seqs trimmed log kind change cap
 //!
-//! IM.UNREAD and IM.READBY have no script: IM.UNREAD is IM.READ's count without the write (a
-//! badge, on replicas too), IM.READBY the read receipts of one message (how many of the members
-//! named have read it, and the lowest cursor among them). A user's own messages are never
-//! unread (the member's sender is the user). A change log records its kind (`kind|<kind>` at
-//! score +inf, written by its first IM.CHANGE): IM.CHANGE and IM.PULL refuse a log that records
-//! another kind, so a kind paired with another kind's log by position is an error, not a
-//! silent mix-up.
-//!
-//! All or nothing: IM.READ and IM.CHANGE check every argument and every key's type before they
-//! write (the scripts find a wrong type only when they reach the key, after writing what came
-//! before). A key named in two roles that would have to hold two types is WRONGTYPE at once.
-//!
-//! The fence (docs/durability.md): on a primary with `imid.fence-replicas` above 0, IM.SYNC and
-//! IM.PULL reply only once the replicas of the term hold every sequence increase this node made
-//! (`handout::gate::read`): they wait for them as IM.SEND does, so no reader is shown a
-//! message, a seq or a change that a failover could take back. IM.CHANGE hands out a seq and
-//! waits as SEQ.HNEXT does (the reserve protocol). IM.READ waits for nothing (a read cursor is
-//! the client's own, clamped to the conversation's seq).
-//!
-//! Replication: IM.READ replicates as called when it moved the cursor (replay clamps to the same
-//! seq and finds the same cursor), nothing otherwise. IM.CHANGE replicates as called when its
-//! reservation does (`core::reserve`), else `IM.CHANGESET seq <its arguments>`, which sets the
-//! kind's seq and writes the log and the trimmed marker as IM.CHANGE did.
+//! Each handler's doc says its rules: what it checks before it writes, whether it waits on the
+//! fence (docs/durability.md, `handout::gate`), and how it replicates.
 
 use super::args::value_arg;
 use crate::core::read;
@@ -61,6 +40,11 @@ fn rows(n: u64) -> usize {
 
 /// IM.SYNC seq inbox trimmed last limit -> `[max_seq, cursor, complete, trimmed_through,
 /// [seq, member, ...]]`, as sync.lua: the inbox's messages after `last`, at most `limit`.
+///
+/// The fence (docs/durability.md): on a primary with `imid.fence-replicas` above 0, IM.SYNC
+/// (and IM.PULL, IM.UNREAD) reply only once the replicas of the term hold every sequence
+/// increase this node made (`handout::gate::read`): they wait for them as IM.SEND does, so no
+/// reader is shown a message, a seq or a change that a failover could take back.
 pub(crate) fn sync(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     if ctx.keys_position_request() {
         key_range(ctx, args, 1, 3);
@@ -139,6 +123,13 @@ fn key_range(ctx: &Ctx, args: &[Arg], first: usize, last: usize) {
 /// IM.READ read inbox seq user upto -> `[cursor, unread]`, as read.lua: the user's field of the
 /// read map raised to `upto` clamped to the conversation's seq (SEQ.HADVANCE ... LIMIT), then
 /// the inbox's messages above it counted, the user's own left out ([`count_unread`]).
+///
+/// All or nothing: every argument and both keys' types are checked before the cursor is written
+/// (read.lua finds a wrong type only when it reaches the key, after writing what came before);
+/// an inbox that is also the read map would have to hold two types: WRONGTYPE at once. It
+/// waits for nothing on the fence (a read cursor is the client's own, clamped to the
+/// conversation's seq). It replicates as called when it moved the cursor (replay clamps to the
+/// same seq and finds the same cursor), nothing otherwise.
 pub(crate) fn read(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     if ctx.keys_position_request() {
         key_range(ctx, args, 1, 3);
@@ -174,7 +165,8 @@ pub(crate) fn read(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     Ok(())
 }
 
-/// The messages of `inbox` above `cursor` that `user` did not send: the newest
+/// The messages of `inbox` above `cursor` that `user` did not send (a user's own messages are
+/// never unread: the member's sender is the user): the newest
 /// [`read::UNREAD_WALK`] looked at one by one (who sent each is in its member), the rest, if
 /// any, counted by ZCOUNT (O(log n)) whoever sent them.
 fn count_unread(ctx: &Ctx, inbox: &Arg, cursor: u64, user: &[u8]) -> Result<u64, Error> {
@@ -194,7 +186,8 @@ fn count_unread(ctx: &Ctx, inbox: &Arg, cursor: u64, user: &[u8]) -> Result<u64,
     Ok(read::unread(others, walked as u64, above))
 }
 
-/// IM.UNREAD read inbox user -> the unread count IM.READ would reply, without moving anything:
+/// IM.UNREAD read inbox user -> the unread count IM.READ would reply, without moving anything
+/// (IM.READ's count without the write; no script):
 /// read-only (replicas serve it), one conversation per call, for a badge (pipelined across
 /// conversations, also in Cluster). It waits on the fence as IM.SYNC does, so it counts no
 /// message a reader could not be shown yet.
@@ -215,7 +208,8 @@ pub(crate) fn unread(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 /// IM.READBY read seq member [member ...] -> `[read, lowest]`: how many of the members named
 /// have a read cursor at or past `seq` (each argument counts once per time it is given), and
 /// the lowest cursor among them ("read by all" when it is at or past `seq`; every message up to
-/// it is read by all of them). One map lookup per member; read-only.
+/// it is read by all of them): the read receipts of one message, with no script. One map lookup
+/// per member; read-only.
 pub(crate) fn readby(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     if ctx.keys_position_request() {
         key_range(ctx, args, 1, 1);
@@ -252,6 +246,11 @@ pub(crate) fn readby(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 
 /// IM.PULL seqs trimmed log [log ...] kind seq [kind seq ...] -> `[kind, seq, reset, [seq,
 /// change, ...], ...]` for each kind whose seq is above the client's, as pull.lua.
+///
+/// A change log records its kind (`kind|<kind>` at score +inf, written by its first IM.CHANGE):
+/// IM.PULL and IM.CHANGE refuse a log that records another kind, so a kind paired with another
+/// kind's log by position is an error, not a silent mix-up. It waits on the fence as IM.SYNC
+/// does.
 pub(crate) fn pull(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, rest @ ..] = args else {
         return Err(Error::WrongArity);
@@ -433,6 +432,14 @@ fn open_change_keys<'a>(ctx: &'a Ctx, c: &Change<'a>) -> Result<ChangeKeys<'a>, 
 /// IM.CHANGE seqs trimmed log kind change cap -> the change's seq, as change.lua: the kind's
 /// next seq (SEQ.HNEXT), `seq|change` into the log at that score, the log kept to its newest
 /// `cap` members, the highest dropped score raising the kind's trimmed marker.
+///
+/// All or nothing: every argument and every key's type is checked before it writes (change.lua
+/// finds a wrong type only when it reaches the key, after writing what came before); a key named
+/// in two roles that would have to hold two types is WRONGTYPE at once ([`ChangeKeys`]). Its log
+/// must record its kind (see [`pull`]). It hands out a seq and waits on the fence as SEQ.HNEXT
+/// does (the reserve protocol). It replicates as called when its reservation does
+/// (`core::reserve`), else `IM.CHANGESET seq <its arguments>` ([`changeset`]), which sets the
+/// kind's seq and writes the log and the trimmed marker as IM.CHANGE did.
 pub(crate) fn change(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     if ctx.keys_position_request() {
         key_range(ctx, args, 1, 3);

@@ -1,27 +1,16 @@
 //! The test-only commands, compiled in only with the cargo feature `test-hooks` (never in a
 //! release build made by `make build` / `make run`); the state they set is `node::test_hooks`.
-//!
-//! `IMID.TEST-CLOCK OFFSET <ms>`: the module's clock reads real time + ms (ms may be negative).
-//! `IMID.TEST-CLOCK FREEZE <unix_ms>`: the clock reads exactly unix_ms until changed.
-//! `IMID.TEST-CLOCK REAL`: back to the system clock.
-//! `IMID.TEST-PANIC`: panics inside a guarded handler.
-//! `IMID.TEST-PANIC-NEXT <entry>`: the next call from Redis into the entry named `<entry>`, as
-//! the guard's log line names it (`digest`, `rdb_load`, `mem_usage`, `a config setter`, `the
-//! cron event`, `the lease timer`, ...), panics inside the guard, once.
-//! `IMID.TEST-REPLICATE-FLOOR <ms>`: writes `MSGID.FLOOR <ms>` to the AOF and replicas, as a
-//! lease renewal does, without any check or local effect (to test what replay and replicas do
-//! with a floor no client could set).
-//! `IMID.TEST-DEAF 1|0`: the cluster bus receiver drops (1) or hears (0) the peers' promises
-//! (to test what travels inside a slot migration without the bus).
-//! `IMID.TEST-MAP-PENDING <key>`: `[pending, queued]`: 1 when the sequence map at key has
-//! background work left (an index resize, a compaction pass), else 0 (a missing key too); and
-//! how many maps wait in the cron's queue (`types::map::idle`).
+//! Each handler's doc says what its command does: IMID.TEST-CLOCK, IMID.TEST-PANIC,
+//! IMID.TEST-PANIC-NEXT, IMID.TEST-REPLICATE-FLOOR, IMID.TEST-DEAF, IMID.TEST-MAP-PENDING.
 
 use crate::error::{Error, SYNTAX};
 use crate::host::{Arg, Ctx};
 use crate::node::test_hooks::{arm_panic, set_clock, set_deaf, ClockMode};
 
 /// IMID.TEST-CLOCK REAL | OFFSET ms | FREEZE unix_ms
+///
+/// `OFFSET <ms>`: the module's clock reads real time + ms (ms may be negative). `FREEZE
+/// <unix_ms>`: the clock reads exactly unix_ms until changed. `REAL`: back to the system clock.
 pub(crate) fn test_clock(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let mode = args
         .get(1)
@@ -38,7 +27,7 @@ pub(crate) fn test_clock(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     Ok(())
 }
 
-/// IMID.TEST-PANIC
+/// IMID.TEST-PANIC: panics inside a guarded handler.
 #[allow(clippy::indexing_slicing)] // the point of this command
 pub(crate) fn test_panic(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let v: Vec<u8> = Vec::new();
@@ -47,7 +36,9 @@ pub(crate) fn test_panic(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     Ok(())
 }
 
-/// IMID.TEST-PANIC-NEXT entry
+/// IMID.TEST-PANIC-NEXT entry: the next call from Redis into the entry named `<entry>`, as the
+/// guard's log line names it (`digest`, `rdb_load`, `mem_usage`, `a config setter`, `the cron
+/// event`, `the lease timer`, ...), panics inside the guard, once.
 pub(crate) fn test_panic_next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, entry] = args else {
         return Err(Error::WrongArity);
@@ -57,7 +48,9 @@ pub(crate) fn test_panic_next(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     Ok(())
 }
 
-/// IMID.TEST-REPLICATE-FLOOR ms
+/// IMID.TEST-REPLICATE-FLOOR ms: writes `MSGID.FLOOR <ms>` to the AOF and replicas, as a lease
+/// renewal does, without any check or local effect (to test what replay and replicas do with a
+/// floor no client could set).
 pub(crate) fn test_replicate_floor(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, ms] = args else {
         return Err(Error::WrongArity);
@@ -67,7 +60,8 @@ pub(crate) fn test_replicate_floor(ctx: &Ctx, args: &[Arg]) -> Result<(), Error>
     Ok(())
 }
 
-/// IMID.TEST-DEAF 1|0
+/// IMID.TEST-DEAF 1|0: the cluster bus receiver drops (1) or hears (0) the peers' promises (to
+/// test what travels inside a slot migration without the bus).
 pub(crate) fn test_deaf(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, on] = args else {
         return Err(Error::WrongArity);
@@ -80,7 +74,9 @@ pub(crate) fn test_deaf(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     Ok(())
 }
 
-/// IMID.TEST-MAP-PENDING key
+/// IMID.TEST-MAP-PENDING key -> `[pending, queued]`: 1 when the sequence map at key has
+/// background work left (an index resize, a compaction pass), else 0 (a missing key too); and
+/// how many maps wait in the cron's queue (`types::map::idle`).
 pub(crate) fn test_map_pending(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
     let [_, key] = args else {
         return Err(Error::WrongArity);

@@ -1,20 +1,12 @@
 //! Idempotent allocation (IDMP), Redis-free: the token window of one sequence key.
 //!
 //! A token is what a client sends with `SEQ.NEXT ... IDMP token` (1..64 bytes, e.g. its message
-//! ID); the window remembers, per token, the first call's reply (`last`), when the token stops
-//! counting (`expires_ms`, absolute unix ms) and the request itself ([`Request`]: its COUNT, and
-//! for a map its field, both kept and compared exactly), so that a retry gets the first answer
-//! and a different request under the same token is refused instead of answered with another
-//! request's reservation. No fingerprint stands in for the request, so no crafted field can
-//! pass for another (a 64-bit hash of a known function falls to a birthday search).
-//!
-//! Entries are kept in insertion order. The window changes in one way only, [`Window::apply`]:
-//! drop the `drop` oldest entries, then append one. The command decides `drop` on the primary
-//! ([`Window::plan`]: the expired entries at the front, then the oldest while more than the
-//! per-key maximum would remain) and replicates it as a number, so a replica or an AOF replay
-//! reaches the same window without reading its own clock or configs (see
-//! `src/handout/reserve.rs`). Lookups ignore entries expired by the caller's clock; expired
-//! entries further back than the first live one stay until they reach the front.
+//! ID); the window remembers, per token, the first call's reply, when the token stops counting
+//! and the request itself ([`Entry`], [`Request`]), so that a retry gets the first answer and a
+//! different request under the same token is refused instead of answered with another
+//! request's reservation. The window changes in one way only, [`Window::apply`], by a number
+//! the primary decides ([`Window::plan`]) and replicates, so a replica or an AOF replay reaches
+//! the same window without reading its own clock or configs (see `src/handout/reserve.rs`).
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -88,7 +80,10 @@ const FIRST_CAPACITY: usize = 1;
 
 /// What an entry remembers of its first call's request, to tell a retry (the same request)
 /// from another request under the same token: a sequence key's COUNT (`u64`), a map's field
-/// and COUNT ([`FieldRequest`]). Compared exactly.
+/// and COUNT ([`FieldRequest`]). Compared exactly: no fingerprint stands in for the request, so
+/// no crafted field can pass for another (a 64-bit hash of a known function falls to a birthday
+/// search). The one exception is a token loaded from a file of the first layout, until it
+/// leaves the window ([`FieldRequest::legacy`]).
 pub trait Request: Clone + PartialEq + fmt::Debug {
     /// A call's request as the command holds it (borrowed from its arguments).
     type Ask<'a>: Copy;
@@ -347,6 +342,14 @@ impl Hasher for Fnv {
 
 /// The token window of one key: a sequence key's remembers COUNTs ([`SeqTokens`]), a map's
 /// fields and COUNTs ([`MapTokens`]). `Window` alone names the map's (`core::seqmap::Tokens`).
+///
+/// Entries are kept in insertion order. The window changes in one way only, [`Window::apply`]:
+/// drop the `drop` oldest entries, then append one (replacing an older entry of its token). The
+/// command decides `drop` on the primary ([`Window::plan`]: the expired entries at the front,
+/// then the oldest while more than the per-key maximum would remain) and replicates it as a
+/// number, so a replica or an AOF replay reaches the same window without reading its own clock
+/// or configs (see `src/handout/reserve.rs`). Lookups ignore entries expired by the caller's
+/// clock; expired entries further back than the first live one stay until they reach the front.
 ///
 /// A ring of slots in insertion order. While it has at most [`SCAN_MAX`] slots a lookup scans
 /// them; above, `index` maps each live entry's token hash to its position. The index is built

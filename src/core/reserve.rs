@@ -4,19 +4,7 @@
 //! the node through another ([`Node`]: the gap, whether the call is a replay, what a missing
 //! target starts from), and returns a [`Plan`]: answer a retry, or reserve `count` values and
 //! say how the call must replicate. The command stores, replicates and replies as the plan says
-//! (`handout::reserve`).
-//!
-//! The rules (docs/commands.md, docs/durability.md):
-//! - a target this process did not write itself (loaded, replicated, or missing on a node that
-//!   inherited its data) skips `imid.seq-gap` values at its first NEXT, unless the call is a
-//!   replay (from the primary or the AOF), which must reproduce the recorded effect;
-//! - with `IDMP token`, a live token recorded for the same request answers its first reply and
-//!   changes nothing; one recorded for another request is refused; otherwise the call reserves
-//!   and records the token, after dropping what the IDMP clock says (expired tokens, then the
-//!   oldest beyond the window's size);
-//! - a call replicates as called when replaying it reproduces its effect exactly: not when it
-//!   skipped the gap (replay could not know it was due), nor when its IDMP clock is not one
-//!   replicas replay by; those replicate their explicit effect.
+//! (`handout::reserve`). The rules (docs/commands.md, docs/durability.md) are [`plan`]'s.
 
 use super::idmp::{Clock, Entry, Lookup, Request, Window};
 use super::seq::{Next, NextError, Seq};
@@ -103,7 +91,18 @@ impl From<NextError> for Refusal {
     }
 }
 
-/// What a call of `count` values on `store` (with `idmp`, when given) does.
+/// What a call of `count` values on `store` (with `idmp`, when given) does. The rules
+/// (docs/commands.md, docs/durability.md):
+/// - a target this process did not write itself (loaded, replicated, or missing on a node that
+///   inherited its data) skips `imid.seq-gap` values at its first NEXT, unless the call is a
+///   replay (from the primary or the AOF), which must reproduce the recorded effect;
+/// - with `IDMP token`, a live token recorded for the same request answers its first reply and
+///   changes nothing; one recorded for another request is refused; otherwise the call reserves
+///   and records the token, after dropping what the IDMP clock says (expired tokens, then the
+///   oldest beyond the window's size);
+/// - a call replicates as called when replaying it reproduces its effect exactly: not when it
+///   skipped the gap (replay could not know it was due), nor when its IDMP clock is not one
+///   replicas replay by; those replicate their explicit effect.
 #[inline(always)]
 pub fn plan<S: Store>(
     store: &S,

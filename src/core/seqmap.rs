@@ -1,42 +1,15 @@
 //! The sequence map, Redis-free: many named sequences in one value, each with exactly the
 //! rules of [`Seq`] (the SEQ.H* commands apply them; this file only stores the states).
 //!
-//! Layout, chosen for memory (a counter with a 10-byte name and a value below 2^32 costs 21 to
-//! 24 bytes, see docs/operations.md, "Sequence maps") with O(1) access, and so that no call
-//! ever does work in proportion to the whole map:
+//! Its two rules: O(1) access in little memory (a counter with a 10-byte name and a value below
+//! 2^32 costs 21 to 24 bytes, see docs/operations.md, "Sequence maps"), and no call ever does
+//! work in proportion to the whole map: growth and compaction run a bounded step per write
+//! ([`SeqMap::step`]), and whatever reads the whole map reads it in any intermediate state.
 //!
-//! - the arena ([`arena`]): the entries back to back in chunks of at most 16 KiB. An entry is a
-//!   header byte (the value's width, the never-reissue mark, dead), the name's length, the
-//!   name, the value in 1, 2, 4 or 8 bytes. A value that outgrows its width moves the entry to
-//!   the end and leaves the old one dead; dead bytes are reclaimed chunk by chunk, a few entries
-//!   per write, once they pass a quarter of the arena.
-//! - the index ([`index`]): an open-addressing table of entry addresses with linear probing, in
-//!   pages of 4 KiB, its slots kept in the order of the entries' 64-bit hashes. It grows by half
-//!   (and shrinks) incrementally, as Redis's dict rehashes: a new table is filled from the old
-//!   one a few slots per write, fast enough to end before the old one passes 90% full. At every
-//!   moment the entries below a hash `split` are in the new table and the rest in the old one,
-//!   both in hash order, so a lookup needs one probe (an insert's stops at the first entry
-//!   hashed above its own) and [`SeqMap::scan`] can use "the next hash to return" as a cursor
-//!   that survives growth, deletes and compaction. A table of at most 2,048 slots (8 KiB, about
-//!   1,700 fields) is one allocation, resized at once.
-//!
-//! A write of many fields (SEQ.HSET) hashes each name once ([`Batch`]), builds a new map at
-//! once, as an RDB load does, and loads what the probes of the fields ahead will read while it
-//! writes the current one.
-//!
-//! Every write ends with a bounded step of that background work ([`SeqMap::step`], which the
-//! cron also calls for a map nobody writes: `types::map::idle`): an insert sweeps the old table
-//! at the rate that ends the resize in time (at least [`SWEEP_STEP`] slots), any other write
-//! [`SWEEP_STEP`] slots, and each write spends [`COMPACT_STEP`] units on compaction while it is
-//! due. No allocation is ever reallocated above 16 KiB (a chunk) except the two directories (32
-//! bytes per 16 KiB chunk, 16 per 4 KiB page). Everything that reads the whole map (RDB, DUMP, AOF
-//! rewrite, digest, HGETALL) reads it in any of these intermediate states.
-//!
-//! Allocations are sized to the allocator's size classes (jemalloc: four per doubling), so that
-//! [`SeqMap::mem_usage`] reports the bytes `used_memory` counts.
-//!
-//! The hash ([`crate::core::hash`]) is keyed per process, so a client cannot choose field names
-//! that collide, and cursors hold within one process (a restarted server starts a new iteration).
+//! The pieces: the entries in `arena`, their index in `index` ([`SeqMap`] says how the two are
+//! laid out), a write of many fields in [`Batch`]. The hash ([`crate::core::hash`]) is keyed
+//! per process, so a client cannot choose field names that collide, and cursors hold within
+//! one process (a restarted server starts a new iteration).
 
 mod arena;
 mod index;
@@ -72,7 +45,28 @@ pub enum MapError {
 /// IDMP holds `None`: one word, no allocation.
 pub type Tokens = crate::core::idmp::Window;
 
-/// One map. See the module comment for the layout.
+/// One map. Its layout, chosen for memory with O(1) access, and so that no call ever does work
+/// in proportion to the whole map:
+///
+/// - the arena (`arena`): the entries back to back in chunks of at most 16 KiB. An entry is a
+///   header byte (the value's width, the never-reissue mark, dead), the name's length, the
+///   name, the value in 1, 2, 4 or 8 bytes. A value that outgrows its width moves the entry to
+///   the end and leaves the old one dead; dead bytes are reclaimed chunk by chunk, a few entries
+///   per write, once they pass a quarter of the arena.
+/// - the index (`index`): an open-addressing table of entry addresses with linear probing, in
+///   pages of 4 KiB, its slots kept in the order of the entries' 64-bit hashes. It grows by half
+///   (and shrinks) incrementally, as Redis's dict rehashes: a new table is filled from the old
+///   one a few slots per write, fast enough to end before the old one passes 90% full. At every
+///   moment the entries below a hash `split` are in the new table and the rest in the old one,
+///   both in hash order, so a lookup needs one probe (an insert's stops at the first entry
+///   hashed above its own) and [`SeqMap::scan`] can use "the next hash to return" as a cursor
+///   that survives growth, deletes and compaction. A table of at most 2,048 slots (8 KiB, about
+///   1,700 fields) is one allocation, resized at once.
+///
+/// No allocation is ever reallocated above 16 KiB (a chunk) except the two directories (32
+/// bytes per 16 KiB chunk, 16 per 4 KiB page). Everything that reads the whole map (RDB, DUMP,
+/// AOF rewrite, digest, HGETALL) reads it in any of the intermediate states of
+/// [`SeqMap::step`]'s background work.
 #[derive(Debug, Default)]
 pub struct SeqMap {
     arena: Arena,
@@ -376,6 +370,12 @@ impl SeqMap {
     /// One bounded step of the background work (resizing the index, compacting the arena),
     /// at most about `budget` slots and `budget` compaction units, for a map no write reaches
     /// (a timer's step). Whether work is left.
+    ///
+    /// Every write ends with such a bounded step too (`finish_write`), and the cron calls this
+    /// one for a map nobody writes (`types::map::idle`): an insert sweeps the old table at the
+    /// rate that ends the resize in time (at least [`SWEEP_STEP`] slots), any other write
+    /// [`SWEEP_STEP`] slots, and each write spends [`COMPACT_STEP`] units on compaction while it
+    /// is due.
     pub fn step(&mut self, budget: usize) -> bool {
         self.step_parts(budget, budget);
         self.pending()
@@ -433,7 +433,9 @@ impl SeqMap {
     }
 
     /// Bytes this map holds on the heap (its chunks, pages and their directories, the token
-    /// window's box) plus the map itself, which the caller boxes.
+    /// window's box) plus the map itself, which the caller boxes. Allocations are sized to the
+    /// allocator's size classes (jemalloc: four per doubling), so that this reports the bytes
+    /// `used_memory` counts.
     pub fn mem_usage(&self) -> usize {
         heap(std::mem::size_of::<SeqMap>())
             + self.arena.heap_bytes()
@@ -633,7 +635,10 @@ impl SeqMap {
 }
 
 /// The fields of one write of many (SEQ.HSET), each name hashed once. A name given more than
-/// once is written once, at its first place, with its last state (as HSET does).
+/// once is written once, at its first place, with its last state (as HSET does). A missing
+/// key's map is built from it at once, as an RDB load builds one ([`SeqMap::from_batch`]); an
+/// existing map takes its fields one by one, loading what the probes of the fields ahead will
+/// read while it writes the current one ([`SeqMap::set_batch`]).
 #[derive(Debug, Default)]
 pub struct Batch<'a> {
     fields: Vec<BatchField<'a>>,

@@ -4,21 +4,9 @@
 //! MIGRATION`). (The module option Valkey needs is set in `host::server`.)
 //!
 //! The two servers number their events independently, and the same numbers mean different
-//! things: on Valkey 9.1 event 18 is an authentication attempt and 19 the slot migration, on
-//! Redis 8.4+ 18 is the slot migration and 19 its trimming. So each is subscribed to only on
-//! its own server (`host::server::is_valkey`).
-//!
-//! Valkey: the constants and the event's data layout are from its `src/valkeymodule.h` (atomic
-//! slot migration came with Valkey 9.0); the `redis-module` crate's header predates them.
-//! Checked on Valkey 9.1.2: the event fires as id 19 with these subevents, and the job name and
-//! slot ranges read through this layout are those `CLUSTER GETSLOTMIGRATIONS` shows.
-//!
-//! Redis: from Redis 8.6.3's `src/redismodule.h` (`REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION`,
-//! `RedisModuleClusterSlotMigrationInfoV1`), the event since Redis 8.4; Redis 8.2 and older
-//! refuse the subscription. Its data names the source and the destination. The trimming event
-//! (19) is not subscribed to: imid keeps nothing per key outside the keys, so a trim has nothing
-//! of imid's to undo (and subscribing to the per-key trim notification would force Redis to
-//! trim on its main thread).
+//! things, so each is subscribed to only on its own server ([`subscribe`]). Where each layout
+//! comes from and what was checked: [`MigrationInfoV1`] (Valkey), `RedisMigrationInfoV1`
+//! (Redis).
 
 use super::event_data;
 use crate::host::cluster::NODE_ID_LEN;
@@ -42,7 +30,11 @@ struct SlotRange {
     end: c_int,
 }
 
-/// `ValkeyModuleAtomicSlotMigrationInfoV1`, the event's data.
+/// `ValkeyModuleAtomicSlotMigrationInfoV1`, the event's data. The constants and the event's
+/// data layout are from Valkey's `src/valkeymodule.h` (atomic slot migration came with Valkey
+/// 9.0); the `redis-module` crate's header predates them. Checked on Valkey 9.1.2: the event
+/// fires as id 19 with these subevents, and the job name and slot ranges read through this
+/// layout are those `CLUSTER GETSLOTMIGRATIONS` shows.
 #[repr(C)]
 struct MigrationInfoV1 {
     version: u64,
@@ -54,6 +46,13 @@ struct MigrationInfoV1 {
 /// Subscribes to the server's atomic slot migration event (OnLoad, cluster mode): Valkey's or
 /// Redis's. A server that does not know the event refuses the subscription; that is logged and
 /// the load goes on: such a server cannot run the migration either.
+///
+/// The two servers number their events independently, and the same numbers mean different
+/// things: on Valkey 9.1 event 18 is an authentication attempt and 19 the slot migration, on
+/// Redis 8.4+ 18 is the slot migration and 19 its trimming. So each is subscribed to only on
+/// its own server (`host::server::is_valkey`). The trimming event (19) is not subscribed to:
+/// imid keeps nothing per key outside the keys, so a trim has nothing of imid's to undo (and
+/// subscribing to the per-key trim notification would force Redis to trim on its main thread).
 pub(crate) fn subscribe(ctx: &Ctx) {
     let (id, callback, refused): (u64, raw::RedisModuleEventCallback, &str) = if is_valkey() {
         (
@@ -196,7 +195,10 @@ struct RedisSlotRangeArray {
     ranges: [RedisSlotRange; 0],
 }
 
-/// `RedisModuleClusterSlotMigrationInfoV1`, the event's data.
+/// `RedisModuleClusterSlotMigrationInfoV1`, the event's data: from Redis 8.6.3's
+/// `src/redismodule.h` (`REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION`), the event since Redis
+/// 8.4; Redis 8.2 and older refuse the subscription. Its data names the source and the
+/// destination.
 #[repr(C)]
 struct RedisMigrationInfoV1 {
     version: u64,

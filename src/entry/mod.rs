@@ -4,21 +4,15 @@
 //! one panic guard, [`guard`], but the two in `fence` that cannot panic. They decode their raw
 //! arguments into the safe handles of `host` and call down into the handlers (`commands`), the
 //! data types (`types`) and the node's state (`node`), which hold the rules. Registration
-//! (commands, configs, data types, subscriptions) is here too.
+//! (commands, configs, data types, subscriptions) is here too. With `host`, the only layer whose
+//! unsafe code touches Redis; nothing below imports it.
 //!
-//! With `host`, the only layer whose unsafe code touches Redis; nothing below imports it.
-//!
-//! - here: the guard, a callback with nothing to answer ([`guarded`]) and a command's entry
-//!   ([`call`]);
-//! - `load`: OnLoad, its steps in order;
-//! - `registry`: command registration (CreateCommand, SetCommandInfo, ACL categories);
-//! - `config`: the configs' registration and the string config callbacks;
-//! - `data_type`: the data types' callbacks (RDB, AOF, digest, memory, copy, free, aux data);
-//! - `events`: server event subscription and callbacks;
-//! - `cluster`: the cluster bus receiver, the lease timer and the command filter;
-//! - `migration`: the atomic slot migration events of Valkey 9 and Redis 8.4+;
-//! - `fence`: the fence's blocked-client callbacks, its before-sleep event and its timer;
-//! - `info`: the `imid` section of INFO.
+//! The files: here the guard, a callback with nothing to answer ([`guarded`]) and a command's
+//! entry ([`call`]); `load` (OnLoad, its steps in order); `registry` (command registration:
+//! CreateCommand, SetCommandInfo, ACL categories); `config` (the configs' registration, the
+//! string config callbacks); `data_type` (RDB, AOF, digest, memory, copy, free, aux data);
+//! `events`; `cluster` (the bus receiver, the lease timer, the command filter); `migration`
+//! (Valkey 9's and Redis 8.4+'s atomic slot migration); `fence`; `info` (INFO's `imid` section).
 
 pub(crate) mod cluster;
 pub(crate) mod config;

@@ -1,25 +1,15 @@
 //! The bottom floor: what imid calls in Redis. The context of a call and its arguments, replies,
 //! replication, keyspace events, logging, server INFO (here); keys and module values (`key`,
-//! `value`); the RDB, AOF and digest handles of the data types' callbacks (`io`); strings this
-//! module owns (`string`); cluster node IDs and bus messages (`cluster`); what the server is
-//! and declared (`server`); the system clock (`clock`).
+//! `value`); sorted sets (`zset`); the RDB, AOF and digest handles of the data types' callbacks
+//! (`io`); strings this module owns (`string`); cluster node IDs and bus messages (`cluster`);
+//! what the server is and declared (`server`); the system clock (`clock`); the fence's blocked
+//! clients and replica acknowledgements (`fence`); the AOF's files and imid's fsync (`aof`).
 //!
 //! It imports nothing of imid but the error type, and it is one of the two places with unsafe
 //! code; the other is the top floor, `entry`, where every callback from Redis comes in (behind
 //! one panic guard) and which hands these handles to the rest. Everything between the two
-//! floors is safe Rust but one block: the CPU prefetch hint of `core/seqmap/arena.rs`.
-//!
-//! Why not the crate's `Context`/`RedisString`/`RedisValue` path: it copies the argument vector
-//! into a `Vec`, retains and releases every argument, and builds a `RedisValue` per reply; on
-//! the hot commands that was a third to a half of the module's own instructions (callgrind,
-//! server-bench/RESULTS.md). Here a call allocates nothing unless it fails.
-//!
-//! Every `unsafe` block below relies on the same two facts, stated once:
-//! - Redis fills every `RedisModule_*` function pointer before `RedisModule_OnLoad` runs (the
-//!   crate's init does it); each is still called through `Option` and a missing one fails soft.
-//! - A [`Ctx`] and its [`Arg`]s exist only for the duration of one call from Redis (`entry` makes
-//!   them from the call's frame and lends them out), during which Redis keeps the context and
-//!   `argv` alive. A key handle borrows its `Ctx`, so it cannot outlive the call either.
+//! floors is safe Rust but one block: the CPU prefetch hint of `core/seqmap/arena.rs`. What
+//! every `unsafe` block here relies on, and why not the crate's own wrappers: [`Ctx`].
 
 pub(crate) mod aof;
 pub(crate) mod clock;
@@ -50,6 +40,18 @@ pub(crate) enum WriteOrigin {
 }
 
 /// The context of the running call (a command, or a callback with a context).
+///
+/// Every `unsafe` block of this module relies on the same two facts, stated once:
+/// - Redis fills every `RedisModule_*` function pointer before `RedisModule_OnLoad` runs (the
+///   crate's init does it); each is still called through `Option` and a missing one fails soft.
+/// - A `Ctx` and its [`Arg`]s exist only for the duration of one call from Redis (`entry` makes
+///   them from the call's frame and lends them out), during which Redis keeps the context and
+///   `argv` alive. A key handle borrows its `Ctx`, so it cannot outlive the call either.
+///
+/// Why not the crate's `Context`/`RedisString`/`RedisValue` path: it copies the argument vector
+/// into a `Vec`, retains and releases every argument, and builds a `RedisValue` per reply; on
+/// the hot commands that was a third to a half of the module's own instructions (callgrind,
+/// server-bench/RESULTS.md). Here a call allocates nothing unless it fails.
 pub(crate) struct Ctx {
     ptr: *mut raw::RedisModuleCtx,
 }

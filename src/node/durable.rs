@@ -2,23 +2,9 @@
 //! setting promises a hand-out, and so what the gate (`node::fence`) makes it wait for; the gap
 //! the node's data carries (`SEQ.GAP`) and the one it asks for as its rate grows.
 //!
-//! By setting ([`Mode`]):
-//! - AOF off: nothing here (`node::exposure` says what a crash without AOF takes back).
-//! - `appendfsync no`: Redis writes its AOF buffer before every reply and never postpones it,
-//!   so a process crash takes nothing back; what a host crash keeps is the system's affair.
-//! - `everysec`: Redis postpones its write while its background fsync runs. A record (an IDMP
-//!   token, a read) answers only where the write cannot be postponed, or waits until it is
-//!   written; a value (a sequence's, a lease's, a gap skip) only once fsynced, by imid's own
-//!   fsync of the AOF files, within a budget of the gap in force, so it rarely waits.
-//! - `always`: Redis writes and fsyncs before every reply: everything at once, but while a child
-//!   runs with `no-appendfsync-on-rewrite yes`, when Redis skips its fsyncs and everything waits
-//!   for imid's own.
-//!
-//! The gap: a restart from this node's files, or a promotion of a replica, skips on each
-//! sequence the gap in force in the data at that point: the last `SEQ.GAP` record (at least
-//! `imid.seq-gap`). The node raises it when its rate and its acknowledgers' rounds need a
-//! larger budget, up to `imid.seq-gap-max`, and lowers it again when they no longer do
-//! (`core::durable::wanted_gap`, `next_gap`).
+//! The setting's promises, one per [`Mode`]. The gap: a restart from this node's files, or a
+//! promotion of a replica, skips on each sequence the gap in force in the data at that point
+//! ([`gap_in_force`]), which the node raises and lowers with its rate ([`next_record`]).
 
 use crate::config::{seq_gap, seq_gap_max};
 use crate::core::durable::{next_gap, wanted_gap, Level};
@@ -31,15 +17,22 @@ use std::sync::{Mutex, MutexGuard};
 /// What the AOF setting promises, and so what the gate does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Mode {
-    /// AOF off.
+    /// AOF off: nothing here (`node::exposure` says what a crash without AOF takes back).
     Off,
-    /// `appendfsync no`: written before every reply, fsynced by the system.
+    /// `appendfsync no`: written before every reply, fsynced by the system. Redis writes its
+    /// AOF buffer before every reply and never postpones it, so a process crash takes nothing
+    /// back; what a host crash keeps is the system's affair.
     Written,
-    /// `appendfsync everysec`.
+    /// `appendfsync everysec`: Redis postpones its write while its background fsync runs. A
+    /// record (an IDMP token, a read) answers only where the write cannot be postponed, or waits
+    /// until it is written; a value (a sequence's, a lease's, a gap skip) only once fsynced, by
+    /// imid's own fsync of the AOF files, within a budget of the gap in force, so it rarely
+    /// waits.
     Everysec,
-    /// `appendfsync always`: written and fsynced before every reply.
+    /// `appendfsync always`: written and fsynced before every reply, everything at once.
     Always,
     /// `always` while a child runs with `no-appendfsync-on-rewrite yes`: written, not fsynced.
+    /// Redis skips its fsyncs then, and everything waits for imid's own.
     AlwaysUnsynced,
 }
 
@@ -214,7 +207,8 @@ pub(crate) fn stream_gap() -> u64 {
     STREAM_GAP.load(Relaxed)
 }
 
-/// The gap in force in the data here: the last record's, at least `imid.seq-gap`.
+/// The gap in force in the data here: the last record's, at least `imid.seq-gap`. A restart
+/// from this node's files, or a promotion of a replica, skips it on each sequence.
 pub(crate) fn gap_in_force() -> u64 {
     seq_gap().max(stream_gap())
 }
@@ -246,7 +240,9 @@ const CALM_MS: u64 = 10_000;
 
 /// The cron's measure: the node's count `advanced` at `now_ms`, and its slowest acknowledger's
 /// round (`round_ms`): the gap record to write now, if any (the caller writes it and notes it
-/// with its acknowledgers: [`written`]).
+/// with its acknowledgers: [`written`]). The node raises the gap when its rate and its
+/// acknowledgers' rounds need a larger budget, up to `imid.seq-gap-max`, and lowers it again
+/// when they no longer do (`core::durable::wanted_gap`, `next_gap`).
 pub(crate) fn next_record(advanced: u64, now_ms: u64, round_ms: u64) -> Option<u64> {
     let mut r = RATE.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((count, at)) = r.last {

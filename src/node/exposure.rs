@@ -3,27 +3,13 @@
 //!
 //! Why: without AOF a crash (kill -9, OOM killer, power loss) restarts the node from its last
 //! snapshot, and every SEQ.NEXT since that snapshot's fork is lost. The gap covers a key only
-//! while at most `imid.seq-gap` of its values were lost. And a key that skipped the gap since
-//! the snapshot comes back at its old value, still marked, so its next skip lands exactly on the
-//! values handed out after the lost skip: any skip since the snapshot is exposed, whatever the
-//! gap. The counts here are node-wide sums, so they bound what any one key can lose.
+//! while at most `imid.seq-gap` of its values were lost, and any skip since the snapshot is
+//! exposed, whatever the gap ([`Exposure`]). The counts here are node-wide sums, so they bound
+//! what any one key can lose.
 //!
 //! Nothing is added to SEQ.NEXT: the counts derive from `SEQ_ISSUED` and `SEQ_GAP_SKIPS`, which
-//! it already keeps, read at the moments a snapshot starts. Where those are, as this (parent)
-//! process sees them (Redis 7.0.15's source, and `tests/it/exposure.rs` on real servers):
-//! - BGSAVE (the command, a `save` rule, a full sync to a disk-based replica) forks; the
-//!   snapshot holds the data of that instant. FORK_CHILD BORN fires in the parent right after
-//!   the fork. `rdb_saves` counts disk snapshots started (not diskless transfers to replicas,
-//!   not AOF rewrites, not module forks); `rdb_bgsave_in_progress` is 1 for RDB children only.
-//!   FORK_CHILD DIED fires after Redis ran its done handler: on success it set
-//!   `rdb_last_bgsave_status:ok` and `rdb_last_save_time` to the end time (seconds); a child
-//!   killed with SIGUSR1 (FLUSHALL, a replica's full sync, shutdown) changes neither. So a
-//!   snapshot counts when it was a disk save, ended ok and moved `rdb_last_save_time`; one that
-//!   ends within the same second as the previous save is not counted (the count then stays
-//!   higher than the truth, never lower). The PERSISTENCE events of a BGSAVE fire in the child,
-//!   where they change nothing here.
-//! - SAVE (the command, FLUSHALL with save rules, DEBUG RELOAD, shutdown) runs in the main
-//!   process: PERSISTENCE SYNC_RDB_START, then ENDED or FAILED.
+//! it already keeps, read at the moments a snapshot starts. Which moments those are, as this
+//! (parent) process sees them: [`Snapshots`].
 
 use super::{SEQ_GAP_SKIPS, SEQ_ISSUED};
 use crate::host::server::ServerInfo;
@@ -47,7 +33,9 @@ pub(crate) struct Exposure {
     pub(crate) issued: u64,
     /// Gap skips since then.
     pub(crate) skips: u64,
-    /// The AOF is off and a crash could reissue: more than `gap` values, or any skip.
+    /// The AOF is off and a crash could reissue: more than `gap` values, or any skip. A key that
+    /// skipped the gap since the snapshot comes back at its old value, still marked, so its next
+    /// skip lands exactly on the values handed out after the lost skip.
     pub(crate) exceeds_gap: bool,
 }
 
@@ -63,7 +51,22 @@ pub(crate) fn exposure(now: Mark, base: Mark, gap: u64, aof: bool) -> Exposure {
 }
 
 /// The snapshot bookkeeping, Redis-free: attempts in flight and where the last successful one
-/// started. The event callbacks feed it what INFO persistence says.
+/// started. The event callbacks feed it what INFO persistence says. Where a snapshot starts and
+/// ends, as the parent process sees it (Redis 7.0.15's source, and `tests/it/exposure.rs` on
+/// real servers):
+/// - BGSAVE (the command, a `save` rule, a full sync to a disk-based replica) forks; the
+///   snapshot holds the data of that instant. FORK_CHILD BORN fires in the parent right after
+///   the fork. `rdb_saves` counts disk snapshots started (not diskless transfers to replicas,
+///   not AOF rewrites, not module forks); `rdb_bgsave_in_progress` is 1 for RDB children only.
+///   FORK_CHILD DIED fires after Redis ran its done handler: on success it set
+///   `rdb_last_bgsave_status:ok` and `rdb_last_save_time` to the end time (seconds); a child
+///   killed with SIGUSR1 (FLUSHALL, a replica's full sync, shutdown) changes neither. So a
+///   snapshot counts when it was a disk save, ended ok and moved `rdb_last_save_time`; one that
+///   ends within the same second as the previous save is not counted (the count then stays
+///   higher than the truth, never lower). The PERSISTENCE events of a BGSAVE fire in the child,
+///   where they change nothing here.
+/// - SAVE (the command, FLUSHALL with save rules, DEBUG RELOAD, shutdown) runs in the main
+///   process: PERSISTENCE SYNC_RDB_START, then ENDED or FAILED.
 #[derive(Debug, Default)]
 pub(crate) struct Snapshots {
     base: Mark,

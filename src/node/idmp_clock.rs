@@ -6,15 +6,7 @@
 //! (whether a token still counts, which tokens to drop). So a primary decides by this clock,
 //! and writes it as `SEQ.IDMPCLOCK ms ttl-ms max` just before the first call that uses it and
 //! changes its key ([`CallClock`]); a replay decides by the clock last replayed, and the call
-//! replicates verbatim. A clock whose tokens would expire past 2^63-1 ms is refused wherever it
-//! enters: the streams write an expiry as a signed integer.
-//!
-//! The clock follows the wall clock when that reads a second or more past it (never back), and
-//! the configs when they change: at most one `SEQ.IDMPCLOCK` a second. Every fork (`ForkBorn`)
-//! marks it unsent, so a stream that starts from a snapshot gets it again; an RDB file carries
-//! it in its aux data (`types::seq::aux`). An atomic slot migration's stream drops keyless
-//! commands, so on a cluster node of Valkey 9 or Redis 8.4+ IDMP keeps its explicit effect
-//! ([`for_call`]).
+//! replicates verbatim. When the clock moves, and where it cannot be shared: [`for_call`].
 
 use crate::config::{seq_idmp_max, seq_idmp_ttl_ms};
 pub(crate) use crate::core::idmp::Clock;
@@ -97,11 +89,20 @@ impl CallClock {
 /// - A replay (the primary's stream, the AOF at load) takes the clock last replayed. Should
 ///   there be none (no correct stream lacks it), the call decides by this node's own clock and
 ///   configs, and a warning is logged once.
-/// - Where IDMP calls cannot replicate as called (a Valkey 9 or Redis 8.4+ cluster node, see
-///   the module comment), and for a client's write on a writable replica, the wall clock and
-///   the configs, nothing written.
-/// - Else (a primary's call) the clock, moved as the module comment says; a moved clock, or
-///   one not written since the last fork, is written as `SEQ.IDMPCLOCK` when the call commits.
+/// - Where IDMP calls cannot replicate as called, and for a client's write on a writable
+///   replica, the wall clock and the configs, nothing written: an atomic slot migration's
+///   stream drops keyless commands, so on a cluster node of Valkey 9 or Redis 8.4+ IDMP keeps
+///   its explicit effect.
+/// - Else (a primary's call) the clock; a moved clock, or one not written since the last fork,
+///   is written as `SEQ.IDMPCLOCK` when the call commits. The clock follows the wall clock when
+///   that reads a second or more past it (never back), and the configs when they change: at
+///   most one `SEQ.IDMPCLOCK` a second. Every fork ([`on_fork_born`]) marks it unsent, so a
+///   stream that starts from a snapshot gets it again; an RDB file carries it in its aux data
+///   (`types::seq::aux`).
+///
+/// A clock whose tokens would expire past 2^63-1 ms is refused wherever it enters (here, and
+/// [`check`] for `SEQ.IDMPCLOCK` and an RDB file's aux data): the streams write an expiry as a
+/// signed integer.
 pub(crate) fn for_call(ctx: &Ctx) -> Result<CallClock, Error> {
     let call = clock_for(ctx);
     if Clock::fits(call.clock.now_ms, call.clock.ttl_ms) {

@@ -4,17 +4,9 @@
 //! and raised on load or promotion. The rules themselves are Redis-free (`core::generator`,
 //! `core::lease`, `core::uid`).
 //!
-//! Two leases, one per family, so that UID.GEN's borrowing (a whole time unit per full seq
-//! field, in a layout of the user's choosing) never moves message IDs' time. One rule links
-//! them, one way: whatever raises the message-ID floor (MSGID.FLOOR from any source, a loaded
-//! mark) raises the UID floor to the same time, and a renewal of the message-ID lease extends
-//! the UID lease to it (as its replay, MSGID.FLOOR, raises a replica's UID floor). So old AOFs
-//! and RDB files, whose one mark covered both families, keep covering UIDs; the UID mark is
-//! never below the message-ID mark; and a replica or an AOF replay, which sees each
-//! MSGID.FLOOR once, reaches exactly the primary's two marks.
-//!
-//! Commands run on Redis's main thread, so the lock is never contended; it is a Mutex only to
-//! make the static `Sync`.
+//! Two leases, one per family, so that UID.GEN's borrowing never moves message IDs' time; one
+//! rule links them, one way: whatever raises the message-ID mark raises the UID mark to it
+//! (the rule in full: `Ids`).
 
 use crate::config::uid_settings;
 use crate::core::generator::{GenStats, Generator, Issued, MsgidExhausted};
@@ -40,6 +32,14 @@ pub(crate) const MSGID_LEASE_CAP: u64 = MAX_TIME + 1;
 /// below 2^63-1 ms (`core::uid::Layout::new`).
 pub(crate) const UID_LEASE_CAP: u64 = i64::MAX as u64;
 
+/// The generators and their leases. Two leases, one per family, so that UID.GEN's borrowing (a
+/// whole time unit per full seq field, in a layout of the user's choosing) never moves message
+/// IDs' time. One rule links them, one way: whatever raises the message-ID floor (MSGID.FLOOR
+/// from any source, a loaded mark) raises the UID floor to the same time, and a renewal of the
+/// message-ID lease extends the UID lease to it (as its replay, MSGID.FLOOR, raises a replica's
+/// UID floor). So old AOFs and RDB files, whose one mark covered both families, keep covering
+/// UIDs; the UID mark is never below the message-ID mark; and a replica or an AOF replay, which
+/// sees each MSGID.FLOOR once, reaches exactly the primary's two marks.
 struct Ids {
     msgid_lease: Lease,
     uid_lease: Lease,
@@ -51,6 +51,8 @@ struct Ids {
     uid_last_ms: u64,
 }
 
+/// Commands run on Redis's main thread, so the lock is never contended; it is a Mutex only to
+/// make the static `Sync`.
 static IDS: Mutex<Ids> = Mutex::new(Ids {
     msgid_lease: Lease::new(MSGID_LEASE_CAP),
     uid_lease: Lease::new(UID_LEASE_CAP),

@@ -4,22 +4,10 @@
 //! option Valkey needs is declared in `host::server`; the subscriptions and the raw events are
 //! in `entry::migration`.
 //!
-//! Neither migration runs `CLUSTER SETSLOT`: the source sends the slots' keys to the target as a
-//! snapshot (Valkey: AOF format, the sequence type's `aof_rewrite`, `SEQ.SET key value`; Redis:
-//! `RESTORE` payloads), then streams the writes to those slots, pauses its writers, and the
-//! target claims the slots. Both servers run the snapshot and the stream as a replicated client,
-//! so sequences arrive marked for the gap and streamed `SEQ.NEXT` calls replay exactly; what the
-//! events add is slot adoption (`node::cluster`): the importing node follows the source from the
-//! import's start, raises its floors to the source's promise when it takes the slots over, and
-//! stops following it when the import is cancelled or fails.
-//!
-//! Redis also lets the source send commands of its own to the target inside the migration,
-//! ordered with the slots' writes and all applied before the target takes the slots over: the
-//! source's promise goes that way too (`MSGID.PROMISE`), once before the snapshot (handed to the
-//! migration in the fork child that writes it) and again with every renewal while the migration
-//! lasts (`node::ids`), so the target does not depend on the bus having carried the last one.
-//! Valkey's stream forwards only what has a key of a moving slot and offers no such step before
-//! its snapshot; there the bus alone carries the promise.
+//! Neither migration runs `CLUSTER SETSLOT`, and both run their snapshot and stream as a
+//! replicated client, so sequences arrive marked for the gap and streamed `SEQ.NEXT` calls
+//! replay exactly; what the events add is slot adoption (`node::cluster`): [`on_import`] follows
+//! the source, and on Redis [`before_snapshot`] and [`on_migrate`] carry the source's promise.
 
 use crate::host::cluster::NODE_ID_LEN;
 use crate::host::Ctx;
@@ -37,6 +25,15 @@ pub(crate) enum Phase {
 /// Applies `phase` of the import `job` of `slots`; returns the line to log. `source` is the
 /// node the event names (Redis), or `None` (Valkey: taken from `CLUSTER NODES` when the
 /// import starts).
+///
+/// Neither migration runs `CLUSTER SETSLOT`: the source sends the slots' keys to the target as a
+/// snapshot (Valkey: AOF format, the sequence type's `aof_rewrite`, `SEQ.SET key value`; Redis:
+/// `RESTORE` payloads), then streams the writes to those slots, pauses its writers, and the
+/// target claims the slots. Both servers run the snapshot and the stream as a replicated client,
+/// so sequences arrive marked for the gap and streamed `SEQ.NEXT` calls replay exactly; what the
+/// events add is slot adoption (`node::cluster`): the importing node follows the source from the
+/// import's start, raises its floors to the source's promise when it takes the slots over, and
+/// stops following it when the import is cancelled or fails.
 pub(crate) fn on_import(
     ctx: &Ctx,
     phase: Phase,
@@ -114,6 +111,13 @@ fn migrate_line(phase: Phase, job: &str, slots: &[u16], destination: &[u8]) -> S
 /// asks modules for commands to send before the keys): this node's promise at the fork, as
 /// `MSGID.PROMISE`, goes first. Later promises follow in the stream ([`on_migrate`]). A failure
 /// is returned for the log; the bus still carries the promise.
+///
+/// Redis lets the source send commands of its own to the target inside the migration, ordered
+/// with the slots' writes and all applied before the target takes the slots over: the source's
+/// promise goes that way, once before the snapshot (here) and again with every renewal while
+/// the migration lasts (`node::ids`), so the target does not depend on the bus having carried
+/// the last one. Valkey's stream forwards only what has a key of a moving slot and offers no
+/// such step before its snapshot; there the bus alone carries the promise.
 pub(crate) fn before_snapshot(ctx: &Ctx, slots: &[u16]) -> Result<(), String> {
     let Some(&slot) = slots.first() else {
         return Ok(());

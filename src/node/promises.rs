@@ -7,27 +7,12 @@
 //! Cluster-wide uniqueness rests on "equal slot, same primary, whose generator never repeats".
 //! When a slot changes owner, the new owner's generator knows nothing of the old owner's IDs. So
 //! every primary sends a *promise* to every node over the cluster bus: a time (per ID family)
-//! above every ID it has issued, which it will not reach without sending a new promise first.
-//! The promise reaches [`PROMISE_MS`] past the last issued time and is sent again once an issued
-//! time comes within half of that (and once a second, by the timer, with the node's floor).
-//! Each node keeps the latest promise of each peer, by node ID.
+//! above every ID it has issued, which it will not reach without sending a new promise first
+//! ([`issued`], [`PROMISE_MS`]). Each node keeps the promises of its peers ([`heard`]).
 //!
-//! Only a slot that really changes owner is adopted, and only from its old owner:
-//! - `CLUSTER SETSLOT <slot> IMPORTING <source>` (or an atomic migration's import): while the
-//!   slot is importing, every ID this node issues for it first raises the node's floor to the
-//!   source's latest promise (the source may still issue for keys it holds until they move);
-//! - `CLUSTER SETSLOT <slot> NODE <this node>`: once more from the source (from every peer if no
-//!   import was seen, as when a slot is assigned by hand);
-//! - a promotion (failover): from the former primary (every peer if it is unknown);
-//! - `ADDSLOTS`/`ADDSLOTSRANGE`: from every peer (the slot's earlier owner, if any, is unknown).
-//!
-//! Nothing at startup: a restarted node's own persisted mark keeps it above its own IDs.
-//!
-//! The bound: an adopting node's IDs lead its clock by at most the old owner's promise, that is
-//! the old owner's own lead plus [`PROMISE_MS`] plus the clock skew between the two. Promises
-//! are never taken from nodes that are not the slot's old owner, so nodes no longer ratchet
-//! each other's time forward (each adoption from the largest peer lease added five seconds to
-//! every node's time, one adoption at a time, hours after a few thousand calls).
+//! The rule: only a slot that really changes owner is adopted, and only from its old owner (each
+//! event and what it adopts from: [`adopt`], [`import_finished`], [`promoted`], [`slots_added`];
+//! the bound this keeps: [`PROMISE_MS`]).
 
 use super::Counter;
 use crate::core::msgid::MAX_TIME;
@@ -42,7 +27,11 @@ pub(crate) const LEASE_MESSAGE: u8 = 0x49;
 /// How far past the last issued ID's time the promise sent to the other nodes reaches. It is
 /// sent again when an issued time comes within half of it: under load one 16-byte bus message
 /// per primary every half second, and the bus has half a second to carry it before the promise
-/// could be outrun.
+/// could be outrun. (The lease timer sends it once a second too, with the node's floor:
+/// [`advertised`].)
+///
+/// The bound: an adopting node's IDs lead its clock by at most the old owner's promise, that is
+/// the old owner's own lead plus `PROMISE_MS` plus the clock skew between the two.
 pub(crate) const PROMISE_MS: u64 = 1_000;
 
 /// A peer's promise further than this ahead of this node's clock is refused (and logged): no
@@ -128,7 +117,8 @@ fn id_of(b: &[u8]) -> Option<NodeId> {
 }
 
 /// Promises received from the peer `sender` (its node ID), checked against this node's clock
-/// `now`. A refusal says why (the caller logs it); nothing is recorded then.
+/// `now`. A refusal says why (the caller logs it); nothing is recorded then. Each peer's
+/// promises are kept by node ID, the largest heard per family.
 pub(crate) fn heard(sender: Option<&[u8]>, l: Leases, now: u64) -> Result<(), String> {
     let Some(id) = sender.and_then(id_of) else {
         return Err("a lease message without a sender node ID".to_owned());
@@ -186,6 +176,10 @@ pub(crate) fn peer_lease() -> u64 {
 }
 
 /// `source`'s promise, or every peer's largest when the source is unknown or not heard yet.
+/// Promises are never taken from nodes that are not the slot's old owner when it is known, so
+/// nodes no longer ratchet each other's time forward (each adoption from the largest peer lease
+/// added five seconds to every node's time, one adoption at a time, hours after a few thousand
+/// calls).
 fn promise_of(s: &State, source: Option<NodeId>) -> Leases {
     let known = source.and_then(|id| s.peers.iter().find(|(p, _)| *p == id).map(|(_, l)| *l));
     known.unwrap_or_else(|| {
@@ -201,6 +195,9 @@ fn bit(slot: u16) -> (Option<&'static AtomicU64>, u64) {
 
 /// Before issuing an ID for `slot`: the floor to raise the node's time to, when the slot is
 /// being imported (the source's latest promise); `None` otherwise (one load and a bit test).
+/// While `CLUSTER SETSLOT <slot> IMPORTING <source>` (or an atomic migration's import) lasts,
+/// every ID this node issues for the slot is raised so, since the source may still issue for
+/// keys it holds until they move.
 pub(crate) fn adopt(slot: u16) -> Option<Leases> {
     let (w, b) = bit(slot);
     if w?.load(Ordering::Relaxed) & b == 0 {
@@ -232,7 +229,7 @@ fn stop_importing(s: &mut State, slot: u16) -> Option<Option<NodeId>> {
 
 /// This node owns `slot` now (SETSLOT NODE naming this node, or an atomic migration that
 /// completed): the floors to raise the node's to, the old owner's promise (every peer's largest
-/// when no import named it). Counted as an adoption.
+/// when no import named it, as when a slot is assigned by hand). Counted as an adoption.
 pub(crate) fn import_finished(slot: u16) -> Leases {
     let floors = {
         let mut s = state();
@@ -249,8 +246,8 @@ pub(crate) fn import_cancelled(slot: u16) {
     stop_importing(&mut state(), slot);
 }
 
-/// Slots were assigned to this node by hand (ADDSLOTS): their earlier owner, if any, is
-/// unknown, so the floors to raise to are every peer's largest promise. Counted.
+/// Slots were assigned to this node by hand (ADDSLOTS, ADDSLOTSRANGE): their earlier owner, if
+/// any, is unknown, so the floors to raise to are every peer's largest promise. Counted.
 pub(crate) fn slots_added() -> Leases {
     let floors = promise_of(&state(), None);
     ADOPTIONS.add(1);
@@ -272,7 +269,9 @@ pub(crate) fn promoted() -> Leases {
 
 /// The imports in progress according to `CLUSTER NODES` (this node's line, entries
 /// `[<slot>-<-<source>]`): after a restart in the middle of an import, nodes.conf keeps the slot
-/// importing, but no SETSLOT announced it to this process.
+/// importing, but no SETSLOT announced it to this process. Only the following is restored:
+/// nothing is adopted at startup, since a restarted node's own persisted mark keeps it above
+/// its own IDs.
 pub(crate) fn restore_imports(cluster_nodes: &[u8]) {
     let text = String::from_utf8_lossy(cluster_nodes);
     let Some(me) = text.lines().find(|l| {

@@ -61,6 +61,21 @@ impl Run {
 pub(super) const NONE: u64 = u64::MAX;
 
 /// The UID generator: a layout, the node mode, and per lane the linear index of its last ID.
+///
+/// Its rules (as MSGID's):
+/// - per lane (one lane per node, or per hash slot in cluster mode) every ID is strictly
+///   greater than every ID issued before it;
+/// - time is `max(now, last, floor)`: a clock that runs backwards never makes IDs go back;
+/// - a full seq field borrows the next time unit; nothing sleeps, spins or wraps;
+/// - the generator owns no lease: it takes the shared time floor (Unix ms) and reports the ms
+///   time of the last ID it issued, which the caller keeps below the shared time lease. After
+///   a restart the floor is at or above that lease, and UID time units start at
+///   `ceil((floor - epoch) / unit)`, above every unit issued before.
+///
+/// Within a lane the generator works on the linear index `L = time_unit << S | seq`: the IDs of
+/// a lane are consecutive values of `L`, so a batch of `n` IDs is the run `L .. L + n - 1`, and
+/// a full seq field rolls over into the next time unit by plain addition. The node field is
+/// fixed per lane, so where it sits (below or above seq) only changes the shifts.
 #[derive(Debug)]
 pub struct UidGenerator {
     pub(super) layout: Layout,

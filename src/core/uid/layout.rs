@@ -507,6 +507,15 @@ pub struct UidFields {
 }
 
 /// A validated layout: widths, order, epoch and unit, with everything derived from them.
+///
+/// An ID is a positive signed 64-bit integer, most significant bits first:
+/// `[0] | time (T bits) | node (N bits) | seq (S bits)`, or with seq above node
+/// (`time | seq | node`, Sonyflake's order). The widths sum to 63 (bit 63 stays clear) or to 64
+/// (the time field's top bit is bit 63: IDs stay positive as signed 64-bit only while it is 0,
+/// so imid uses the time field's lower `T - 1` bits, Discord's and Instagram's rule). The time
+/// field counts units (any whole number of ms) since the epoch (Unix ms). Snowflake is
+/// `41,10,12` in ms, Baidu's UidGenerator `28,22,13` in seconds, Sonyflake
+/// `time:39,seq:8,node:16` in 10 ms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     pub(super) widths: Widths,

@@ -285,7 +285,9 @@ pub(super) fn what_to_wait_for(need: Outgoing) -> Wait {
 
 /// [`check`]'s path for a call that cannot answer at once: it waits, or is refused when its
 /// client cannot wait or a member is gone; a replay, and an IDMP answer within what the
-/// replicas hold inside MULTI or a script, answer now.
+/// replicas hold inside MULTI or a script, answer now. Inside MULTI, a script or a function
+/// nothing can wait, so such a call is refused instead, unless all it lacks is the replicas'
+/// copy of an IDMP record or an AOF write Redis makes before its reply (both counted).
 #[cold]
 #[inline(never)]
 pub(super) fn wait_or_refuse(ctx: &Ctx, need: Outgoing) -> Result<Verdict, Error> {
@@ -348,7 +350,9 @@ pub(super) fn wait_or_refuse(ctx: &Ctx, need: Outgoing) -> Result<Verdict, Error
 
 /// The call waits for `w`: its client is blocked, and `reply` goes out once that is held, or
 /// the gate's error after `imid.fence-timeout` (the deadline timer runs the round that times
-/// it out).
+/// it out). A waiting call is answered by one path only: the round that releases it, times it
+/// out or finds the node demoted unblocks it, and the reply callback writes what that round
+/// decided; Redis keeps no timeout of its own for it (`host::fence`, `Ctx::block`).
 pub(super) fn wait(ctx: &Ctx, w: Wait, reply: Reply) -> Result<(), Error> {
     let Some(bc) = ctx.block() else {
         return Err(if w.replicas {

@@ -58,7 +58,8 @@ pub(crate) fn after_sleep() {
 
 /// Before the event loop sleeps: the acknowledgements that arrived in this iteration release
 /// their calls, the calls blocked in it are stamped, and the AOF takes a sample where Redis
-/// will not postpone its write (this iteration's replies go out after it).
+/// will not postpone its write (this iteration's replies go out after it); imid's own thread
+/// fsyncs it (`host::aof`, [`fsynced`]).
 pub(crate) fn before_sleep(ctx: &Ctx) {
     LOOP.awake.store(false, Relaxed);
     if PUBLISHED.aof() {
@@ -242,7 +243,11 @@ pub(super) fn read_lags() {
 }
 
 /// One fence round ([`Book::round`]) on the offsets `ROLE` shows (with what each replica last
-/// reported fsynced), then the calls it released or timed out answered and the replicas asked.
+/// reported fsynced), then the calls it released or timed out answered and the replicas asked
+/// for more (`REPLCONF GETACK *`). The bookkeeping is Redis-free: `core::fence::Book` for the
+/// replicas, `core::durable::Local` for the AOF, each counting a `core::fence::Channel`, and
+/// the waiting calls' `core::fence::Queue`; rounds run before the event loop sleeps while
+/// something waits, from one-shot timers, and from the cron.
 /// Off, or on a replica, whoever still waits for the replicas is answered as without the fence.
 pub(super) fn tick(ctx: &Ctx) {
     let role = if PUBLISHED.fence() { ctx.role() } else { None };

@@ -53,7 +53,13 @@ pub(crate) enum Unblocked {
 /// of their last change ([`publish`]).
 pub(super) struct Published {
     pub(super) active: AtomicBool,
+    /// The replicas of the primary's term count (the fence): on while `imid.fence-replicas`
+    /// (`auto`: the server's `min-replicas-to-write`) is above 0 and this node is a primary; a
+    /// replica holds what it acknowledged, or (`imid.fence-ack fsynced`, where it reports it)
+    /// what it fsynced ([`super::term::follow_term`]).
     pub(super) fence: AtomicBool,
+    /// The node's own AOF counts (`node::durable`): on a primary, with `appendfsync everysec`,
+    /// and with `always` while Redis skips its fsyncs for a child.
     pub(super) aof: AtomicBool,
     pub(super) advanced: AtomicU64,
     /// The node's count may reach this at once (the lower of the acknowledgers' limits).

@@ -1,5 +1,5 @@
 //! The term's upkeep: the replicas of the primary's term followed through role changes, loads,
-//! slot migrations and config changes ([`follow`], [`role_changed`], [`load`]), what each
+//! slot migrations and config changes ([`follow_term`], [`role_changed`], [`load`]), what each
 //! replica reported (`REPLCONF ACK ... FACK`), and the operator's view and FENCE.FORGET
 //! ([`term_replicas`], [`forget`]).
 

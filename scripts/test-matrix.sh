@@ -44,7 +44,7 @@ soak="soak::"
 # (IMID_MATRIX_PINNED=first, the default), in every run (all), or in none (none: CI, whose
 # `make test` ran them already).
 # IMID_TEST_THREADS (default 8): tests at once. They wait on servers far more than they compute
-# (the whole suite at 8 used under one core of two), so 8 take a third of the time 2 take.
+# (the whole suite at 8 used under one core of two): 2.6 minutes at 8, 4.8 at 4.
 # Expects the release and test-hooks builds (make test-matrix builds them). Full output of each
 # run in target/test-matrix/<server>.log; a summary table at the end; exit 1 if any run failed.
 set -euo pipefail

@@ -6,6 +6,10 @@
 //! Tests that need Redis 8.2, 8.6 or Valkey 9.1 (`common::newer_server`) skip, saying so, when
 //! the server is missing, unless `IMID_NEWER_SERVERS=require` (set by `make test`); the soak
 //! runs are `#[ignore]`d and run by `make soak` (the ignored tests named `soak` or `jepsen`).
+//!
+//! A new module here goes into one of scripts/test-matrix.sh's two lists too: `$per_server`
+//! (run again on every server of `make test-matrix`) or `$once` (run by `make test` only); the
+//! rule is written above them, and `make test` stops while a module is in neither.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -42,12 +42,17 @@ run: build
 # IMID_NEWER_SERVERS=require: the tests that need Redis 8.2/8.6 or Valkey 9.1 fail when one is missing
 # (plain `cargo test` skips them, saying so). IMID_TEST_THREADS tests at once (they mostly wait
 # on servers: the suite took 2.6 minutes at 8, 4.8 at 4); first, every tests/it/ module must be in one
-# of scripts/test-matrix.sh's two lists (per server or once).
+# of scripts/test-matrix.sh's two lists (per server or once). The tests that measure the server's
+# memory run after the others, one at a time (ALONE).
 IMID_TEST_THREADS ?= 8
+# The tests that measure the server's memory, run after the others one at a time.
+ALONE = $(shell bash scripts/test-matrix.sh --alone)
 test: deps-test build build-test-hooks servers
 	bash scripts/test-matrix.sh --check
 	cargo build --release --examples
-	IMID_NEWER_SERVERS=require cargo test --release --all-targets -- --test-threads $(IMID_TEST_THREADS)
+	IMID_NEWER_SERVERS=require cargo test --release --all-targets -- --test-threads $(IMID_TEST_THREADS) \
+		$(addprefix --skip ,$(ALONE))
+	IMID_NEWER_SERVERS=require cargo test --release --test it -- --test-threads 1 $(ALONE)
 	$(MAKE) --no-print-directory soak
 
 # The two halves of `make test` without the soak runs. `unit`: the unit tests of the library
@@ -119,7 +124,7 @@ dist: build
 
 # rust-version: Cargo.toml's must be what the locked dependencies need (scripts/rust-version.sh).
 # The layer order of docs/architecture.md: no import circle, no arrow running up.
-LAYERS := error,core,host,config,node,types,handout,commands,entry,lib
+LAYERS := error,core,host,config,node,types,handout,args,commands,entry,lib
 
 lint:
 	bash scripts/rust-version.sh

@@ -10,7 +10,7 @@
 //! - `node`: node-wide state (ID generators and leases, the IDMP clock, slot adoption, server
 //!   events, exposure, the fence); `types`: the two data types, a folder each;
 //! - `handout`: everything a command hands out (IDs, reserved values, inbox delivery, the runner
-//!   in front of the gate); `commands`: the handlers, one file per family;
+//!   in front of the gate); `args`: shared argument rules; `commands`: one file per family;
 //! - `entry`: where Redis calls in (every callback, behind one panic guard; registration), unsafe.
 #![deny(unreachable_pub)]
 #![cfg_attr(
@@ -23,6 +23,7 @@
     )
 )]
 
+mod args;
 mod commands;
 mod config;
 pub mod core;

@@ -9,7 +9,7 @@
 //! and every key's type is checked. The rules in full are on [`send()`], its retry's on `retry`,
 //! its replication on [`sendset`].
 
-use super::args::channel_type_arg;
+use crate::args::channel_type_arg;
 use crate::core::idmp::Entry;
 use crate::core::msgid::MsgId;
 use crate::core::send;

@@ -14,7 +14,7 @@
 //! Each handler's doc says its rules: what it checks before it writes, whether it waits on the
 //! fence (docs/durability.md, `handout::gate`), and how it replicates.
 
-use super::args::value_arg;
+use crate::args::value_arg;
 use crate::core::read;
 use crate::core::send;
 use crate::core::seq::Seq;

@@ -1,11 +1,8 @@
-//! Command handlers, one file per family; each handler parses its arguments, calls the core,
-//! the node or a data type's key view, and replies through `host::Ctx` as its last step. What
-//! several families share: the sequence commands' arguments (`args`), the reserve protocol's
-//! Redis side (`reserve`, SEQ.NEXT and SEQ.HNEXT), the FLOOR commands' rules (`floor`).
+//! Command handlers, one file per family; each handler parses its arguments (`crate::args`
+//! holds the rules several families share), then calls the hand-out layer (`crate::handout`)
+//! for what it hands out, or a data type's key view, and replies. No file here imports another.
 
-pub(crate) mod args;
 pub(crate) mod fence;
-pub(crate) mod floor;
 pub(crate) mod im;
 pub(crate) mod im_read;
 pub(crate) mod msgid;

@@ -2,7 +2,7 @@
 //! `commands::floor`), and MSGID.PROMISE (a slot migration's source's promise, carried inside
 //! the migration).
 
-use super::args::{channel_type_arg, msgid_arg};
+use crate::args::{channel_type_arg, msgid_arg};
 use crate::config::effective_hash_mode;
 use crate::core::msgid::{Fields, MAX_HASH, MAX_SEQ, MAX_TIME};
 use crate::core::to_i64;
@@ -84,7 +84,7 @@ pub(crate) fn hash(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
 /// rules every FLOOR command shares are in `commands::floor`; at most 2^42 here (the end of the
 /// 42-bit time field, the lease's cap: every message ID is below it).
 pub(crate) fn floor(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
-    super::floor::apply(
+    handout::floor::apply(
         ctx,
         args,
         "MSGID.FLOOR",

@@ -1,6 +1,6 @@
 //! OPENID.ENC / OPENID.DEC: public message IDs, plain or keyed per `imid.openid-keys`.
 
-use super::args::msgid_arg;
+use crate::args::msgid_arg;
 use crate::config::OPENID_KEYS;
 use crate::core::openid::OpenId;
 use crate::core::to_i64;

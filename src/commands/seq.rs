@@ -11,7 +11,7 @@
 //! (`Ctx::changed`): a no-op (an older ack, the same value, an IDMP retry) leaves a client's
 //! WATCH alone.
 
-use super::args::{advance_target, limit_key_positions, next_options, seq_token_record, value_arg};
+use crate::args::{advance_target, limit_key_positions, next_options, seq_token_record, value_arg};
 use crate::core::seq::{counter_value, Seq};
 use crate::core::to_i64;
 use crate::error::{err, Error};

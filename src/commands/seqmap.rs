@@ -9,7 +9,7 @@
 //! SEQ.NEXT (`handout::reserve`). Every write opens its key once, for writing, and signals it
 //! only when it changed it (`Ctx::changed`), so a no-op leaves a client's WATCH alone.
 
-use super::args::{
+use crate::args::{
     advance_target, field_arg, limit_key_positions, map_token_record, next_options, value_arg,
     MapRecord,
 };

@@ -36,7 +36,7 @@ pub(crate) fn info_fields() -> [(&'static str, u64); 5] {
 /// As MSGID.FLOOR: from a client at most a minute ahead of the server clock; from any source
 /// at most 2^63-1 (the UID lease's cap).
 pub(crate) fn floor(ctx: &Ctx, args: &[Arg]) -> Result<(), Error> {
-    super::floor::apply(
+    handout::floor::apply(
         ctx,
         args,
         "UID.FLOOR",

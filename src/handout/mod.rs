@@ -5,6 +5,7 @@
 //! - [`reserve`]: reserve sequence values, with an IDMP token (SEQ.NEXT, SEQ.HNEXT, IM.SEND's
 //!   seq, IM.CHANGE's), and the two data types' adapters for it;
 //! - [`inbox`]: deliver a member to an inbox kept to its cap (IM.SEND, IM.CHANGE's log);
+//! - [`floor`]: raise an ID family's replicated time floor (MSGID.FLOOR, UID.FLOOR);
 //! - [`gate`]: the runner, the one door to the gate (`node::fence`): what the call needs is
 //!   checked, its writes are made, then it is answered now or waits; a retry's answer and the
 //!   fenced reads (IM.SYNC, IM.UNREAD, IM.PULL) go through the same door.
@@ -13,6 +14,7 @@
 //! `SeqKey::set`, `MapKey::set_field`, ...) and by the runner (what a call hands out); no
 //! command file asks, answers or charges it.
 
+pub(crate) mod floor;
 pub(crate) mod gate;
 pub(crate) mod ids;
 pub(crate) mod inbox;

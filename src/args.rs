@@ -1,7 +1,8 @@
 //! Arguments several command files share: the sequence commands' (SEQ.* and SEQ.H*: a value, a
 //! field name, NEXT's options, a token record, an ADVANCE's target and its LIMIT key) and a
-//! message ID's (MSGID.DECODE, OPENID.ENC). Each is checked whole before any key changes. With
-//! `floor` (the FLOOR commands' rules), the only file the command files import from each other.
+//! message ID's (MSGID.DECODE, OPENID.ENC), a channel type's. Each is checked whole before any
+//! key changes. A layer of its own, between the hand-out layer and the command files, so that
+//! no command file imports another.
 
 use crate::core::idmp::{check_token, Entry, FieldRequest, Request};
 use crate::core::msgid::{MsgId, MAX_TYPE};

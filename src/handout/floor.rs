@@ -1,5 +1,5 @@
-//! The FLOOR commands' shared rules (MSGID.FLOOR, UID.FLOOR): the replicated time high-water
-//! marks of the two ID families (`node::ids`).
+//! Raise an ID family's floor: the FLOOR commands' shared rules (MSGID.FLOOR, UID.FLOOR), the
+//! replicated time high-water marks of the two ID families (`node::ids`).
 
 use crate::core::to_i64;
 use crate::error::{err, Error};

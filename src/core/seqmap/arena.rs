@@ -7,13 +7,7 @@
 //! allocator size class at a time up to [`CHUNK`], so that no reallocation ever copies more than
 //! one chunk, and a map's last chunk wastes no more than a size class's step.
 //!
-//! An entry's address is `chunk id << CHUNK_BITS | offset in the chunk`, below 2^32 - 1 (the
-//! index stores address + 1 in a u32). A value that outgrows its width moves the entry to the
-//! tail and leaves the old copy dead; a removed field leaves its entry dead. Dead bytes are
-//! reclaimed chunk by chunk ([`Arena::compact_step`]): once they pass a quarter of the arena, a
-//! pass over the chunks moves the live entries of every chunk at least an eighth dead to the
-//! tail, a bounded number per step, and frees the chunk when none is left; a chunk that is all
-//! dead is freed at once, without a walk. Freed chunk ids are reused before new ones.
+//! Addresses, moves and the reclaiming of dead bytes: [`Arena`].
 
 use super::MAX_NAME;
 use crate::core::seq::{Seq, MAX_VALUE};
@@ -140,7 +134,15 @@ struct Chunk {
     dead: u32,
 }
 
-/// The arena. See the module comment.
+/// The arena. See the module comment; its addresses and dead bytes:
+///
+/// An entry's address is `chunk id << CHUNK_BITS | offset in the chunk`, below 2^32 - 1 (the
+/// index stores address + 1 in a u32). A value that outgrows its width moves the entry to the
+/// tail and leaves the old copy dead; a removed field leaves its entry dead. Dead bytes are
+/// reclaimed chunk by chunk ([`Arena::compact_step`]): once they pass a quarter of the arena, a
+/// pass over the chunks moves the live entries of every chunk at least an eighth dead to the
+/// tail, a bounded number per step, and frees the chunk when none is left; a chunk that is all
+/// dead is freed at once, without a walk. Freed chunk ids are reused before new ones.
 #[derive(Debug, Default)]
 pub(super) struct Arena {
     chunks: Vec<Chunk>,

@@ -8,16 +8,7 @@
 //! that "the next hash to return" is a scan cursor that survives everything (see
 //! `SeqMap::scan`), and an insert's probe stops at the first entry hashed above its own.
 //!
-//! Resizing is incremental, as Redis's dict rehashes: a new table (`cur`), half as large again,
-//! is set up empty and the old one is swept into it a few slots per write ([`Index::sweep`],
-//! each entry hashed again to find its home there), in slot order, which is hash order. So at
-//! any time the entries with a hash below `split` are in `cur`, the others in the old table at
-//! or after `sweep`, and every lookup knows where to look from the hash alone; both halves
-//! stay in hash order, one after the other. An old-table probe starts at
-//! `max(home, sweep)`: the slots before `sweep` are empty, every entry at or after it still has
-//! the slots between there and itself filled. A page of the new table is allocated when first
-//! written, a page of the old one freed once swept, so the index never holds much more than one
-//! table's worth of pages.
+//! Resizing is incremental, as Redis's dict rehashes ([`Index`] says how).
 
 use super::arena::Arena;
 use crate::core::hash::hash;
@@ -624,7 +615,18 @@ impl SweepStep {
     }
 }
 
-/// The index. See the module comment.
+/// The index. See the module comment; its resize:
+///
+/// Resizing is incremental, as Redis's dict rehashes: a new table (`cur`), half as large again,
+/// is set up empty and the old one is swept into it a few slots per write ([`Index::sweep`],
+/// each entry hashed again to find its home there), in slot order, which is hash order. So at
+/// any time the entries with a hash below `split` are in `cur`, the others in the old table at
+/// or after `sweep`, and every lookup knows where to look from the hash alone; both halves
+/// stay in hash order, one after the other. An old-table probe starts at
+/// `max(home, sweep)`: the slots before `sweep` are empty, every entry at or after it still has
+/// the slots between there and itself filled. A page of the new table is allocated when first
+/// written, a page of the old one freed once swept, so the index never holds much more than one
+/// table's worth of pages.
 #[derive(Debug, Default)]
 pub(super) struct Index {
     cur: Table,

@@ -86,9 +86,8 @@ pub(crate) fn uid(ctx: &Ctx, target: &Arg) -> Result<(u64, u64), Error> {
 #[inline(always)]
 pub(crate) fn gen_uid(ctx: &Ctx, target: &Arg) -> Result<(), Error> {
     let (id, time) = uid(ctx, target)?;
-    gate::run(ctx, Outgoing::default().with_ids(None, Some(time)), || {
-        Ok(to_i64(id))
-    })
+    let verdict = gate::enter(ctx, Outgoing::default().with_ids(None, Some(time)))?;
+    gate::leave(ctx, verdict, &to_i64(id))
 }
 
 /// UID.GEN target COUNT n / STRING: a run of `n` UIDs, answered as `reply` makes it of them.

@@ -173,17 +173,6 @@ impl Answer for [u8] {
     }
 }
 
-/// A bulk reply of a fixed size (a message ID's text).
-impl<const N: usize> Answer for [u8; N] {
-    #[inline(always)]
-    fn write(&self, ctx: &Ctx) {
-        ctx.reply_bulk(self);
-    }
-    fn keep(&self) -> Reply {
-        Reply::Bulk(self.to_vec())
-    }
-}
-
 /// A reply element for [`Ctx::reply_fields`].
 pub(crate) enum FieldValue<'a> {
     Int(i64),

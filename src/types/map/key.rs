@@ -111,9 +111,14 @@ impl<'a> MapKey<'a> {
     /// field changes nothing, and a map that this call created (so is empty) is deleted again.
     #[inline]
     pub(crate) fn set_field(&mut self, field: &[u8], s: Seq) -> Result<(), WriteError> {
-        let old = self.field(field).value();
+        let old = self.field(field);
+        self.write_field(field, old, s)
+    }
+
+    /// [`MapKey::set_field`] with the field's state `old` already read.
+    fn write_field(&mut self, field: &[u8], old: Seq, s: Seq) -> Result<(), WriteError> {
         self.update(|m| m.set(field, s).map(drop))?;
-        fence::charge_raise(s.value().saturating_sub(old));
+        fence::charge_raise(s.value().saturating_sub(old.value()));
         Ok(())
     }
 
@@ -125,7 +130,7 @@ impl<'a> MapKey<'a> {
         let new = old.advance(to).ok_or_else(|| err("value out of range"))?;
         let moved = new.value() != old.value();
         if moved {
-            self.set_field(field, new).map_err(Error::from)?;
+            self.write_field(field, old, new).map_err(Error::from)?;
         }
         Ok((new, moved))
     }

@@ -145,6 +145,7 @@ const COMMANDS: &[registry::Command] = &[
     // The fence's operator commands (commands/fence.rs): the replicas this primary's term counts.
     command!("fence.replicas", commands::fence::replicas, "readonly fast", "read fast", 1, None, "The replicas of this primary's term the fence counts, with their state"),
     command!("fence.forget", commands::fence::forget, "admin", "admin dangerous slow", 2, None, "Stops the fence counting a replica that is gone for good"),
+    command!("fence.stale", commands::fence::stale, "admin", "admin dangerous slow", -1, None, "Whether this primary was promoted without having synced from the primary it followed (then it hands out nothing); CLEAR: an operator says that term's data is gone for good"),
 ];
 
 /// The test build's commands (`commands::test_hooks`); never in a release build.

@@ -42,8 +42,10 @@ pub(crate) fn set_hooks(h: Hooks) {
 /// once for each, also when its client disconnected: Redis frees the handle only then).
 pub(crate) struct Blocked(*mut raw::RedisModuleBlockedClient);
 
-// SAFETY: a handle is made, kept and used on Redis's main thread only (commands, events and
-// timers all run there); the Mutex holding the handles needs `Send` to be a static.
+// SAFETY: a handle is made and kept on Redis's main thread (commands, events and timers all
+// run there), where the Mutex holding the handles needs `Send` to be a static; the one handle
+// used elsewhere is FENCE.FORGET's, unblocked from its probe's thread, which
+// `RedisModule_UnblockClient` allows (it is thread-safe by contract).
 unsafe impl Send for Blocked {}
 
 impl Blocked {

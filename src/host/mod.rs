@@ -17,6 +17,7 @@ pub(crate) mod cluster;
 pub(crate) mod fence;
 pub(crate) mod io;
 pub(crate) mod key;
+pub(crate) mod probe;
 pub(crate) mod server;
 pub(crate) mod string;
 pub(crate) mod value;
@@ -288,6 +289,35 @@ impl Ctx {
                 free(reply);
             }
             value
+        }
+    }
+
+    /// Sets a server config (`CONFIG SET name value`); whether Redis accepted it. Needs a
+    /// context with a client, as [`Ctx::config_get`]; not for the hot path.
+    pub(crate) fn config_set(&self, name: &CStr, value: &CStr) -> bool {
+        // SAFETY: see the module comment; the format "ccc" consumes three NUL-terminated C
+        // strings; the reply is read while alive and freed once, below.
+        unsafe {
+            let Some(call) = raw::RedisModule_Call else {
+                return false;
+            };
+            let reply = call(
+                self.ptr,
+                c"CONFIG".as_ptr(),
+                c"ccc".as_ptr(),
+                c"SET".as_ptr(),
+                name.as_ptr(),
+                value.as_ptr(),
+            );
+            if reply.is_null() {
+                return false;
+            }
+            let ok = raw::RedisModule_CallReplyType
+                .is_some_and(|f| f(reply) != raw::REDISMODULE_REPLY_ERROR as c_int);
+            if let Some(free) = raw::RedisModule_FreeCallReply {
+                free(reply);
+            }
+            ok
         }
     }
 

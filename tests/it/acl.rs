@@ -52,7 +52,7 @@ const READERS: &[&str] = &[
     "fence.replicas",
 ];
 /// Operators' commands: `@admin`, `@dangerous`, `@slow`, neither `@write` nor `@read`.
-const ADMINS: &[&str] = &["fence.forget"];
+const ADMINS: &[&str] = &["fence.forget", "fence.stale"];
 
 /// Readers that walk a whole map: `@slow`, as HGETALL and HSCAN are.
 const SLOW_READERS: &[&str] = &["seq.hgetall", "seq.hscan"];

@@ -54,6 +54,7 @@ const EXPECTED: &[(&str, i64, &str, [i64; 3], &str)] = &[
     ("im.changeset",  8,   "denyoom movablekeys write",      [2, 4, 1],  "RW access update"),
     ("fence.replicas", 1,  "fast readonly",                  [0, 0, 0],  ""),
     ("fence.forget",  2,   "admin",                          [0, 0, 0],  ""),
+    ("fence.stale",   -1,  "admin",                          [0, 0, 0],  ""),
 ];
 
 /// The LIMIT key of SEQ.ADVANCE and SEQ.HADVANCE: a second key spec, read-only, found after

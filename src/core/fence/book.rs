@@ -44,6 +44,9 @@ pub struct Round {
     pub too_few: Option<usize>,
     /// Ask the replicas to acknowledge now.
     pub ask: bool,
+    /// Addresses that more replicas than before announce, above one (`(addr, how many)`):
+    /// the node says so ([`super::Observed::shared`]).
+    pub shared: Vec<(String, usize)>,
 }
 
 /// What one round reads: the primary's replication `offset`, the replicas `online` (`(addr,
@@ -88,7 +91,8 @@ impl Book {
             waiting,
             now_ms,
         } = *r;
-        if self.members.observe(online, now_ms).joined > 0 {
+        let seen = self.members.observe(online, now_ms);
+        if seen.joined > 0 {
             self.restart();
         }
         let acked = self.members.acked(required, fsynced);
@@ -103,6 +107,7 @@ impl Book {
             acked,
             too_few,
             ask,
+            shared: seen.shared,
         }
     }
 

@@ -24,21 +24,34 @@ pub struct Members {
     overflow: bool,
 }
 
-/// One replica of the term.
+/// One replica of the term: one address, as `ROLE` lists it. Two or more replicas that
+/// announce the same `ip:port` (a copied `replica-announce-ip` line, a replica restarted under
+/// another's address) cannot be told apart: they are one member of [`Member::width`]
+/// replicas, counted by the lowest acknowledgement among them, and while fewer are connected
+/// than were at once, as offline (the one missing may be any of them).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Member {
     /// `ip:port`, as the replica announces itself (`ROLE`).
     pub addr: String,
-    /// The offset it acknowledged last (on its current link while online).
+    /// The offset it holds by its acknowledgements: the one it acknowledged last on its
+    /// current link while online; offline, the last one (with several replicas under the
+    /// address, the lowest; while one of them is missing, no more than the lowest when all
+    /// were there).
     pub ack: u64,
     /// The offset it reported fsynced to its AOF last (`REPLCONF ACK <off> FACK <aofoff>`,
     /// Redis 7.2+ and Valkey with AOF on); `None` while it reports none.
     pub fsynced: Option<u64>,
+    /// Every replica seen under the address is connected.
     pub online: bool,
     /// When it joined (online) or went offline, ms on the caller's clock.
     pub since_ms: u64,
     /// Online, but silent: since when it has sent no acknowledgement ([`Members::lags`]).
     pub quiet_since: Option<u64>,
+    /// The most replicas `ROLE` listed at once under this address during the term (1 but for
+    /// a misconfiguration).
+    pub width: usize,
+    /// How many are connected now.
+    pub connected: usize,
 }
 
 /// A replica online whose last acknowledgement is this many seconds old (Redis's `lag`) or
@@ -53,6 +66,9 @@ pub struct Observed {
     /// Replicas that joined the term now: what was counted as acknowledged before did not
     /// count them, so the caller starts its acknowledgements over.
     pub joined: usize,
+    /// Addresses that now have more replicas behind them than before, above one: the caller
+    /// says so (the log), once per growth.
+    pub shared: Vec<(String, usize)>,
 }
 
 impl Members {
@@ -65,37 +81,67 @@ impl Members {
 
     /// One reading of the replicas online now (`(addr, acknowledged offset, fsynced offset)`,
     /// as `ROLE` lists them with what they reported fsynced) at `now_ms`: new ones join, each
-    /// member's offsets and state follow.
+    /// member's offsets and state follow. Entries that share an address are one member: never
+    /// the highest of their acknowledgements (the budget would renew from one replica while
+    /// another, the one a failover promotes, stands still), but the lowest; and when fewer are
+    /// listed than were at once, the member is offline and holds no more than the lowest did
+    /// when all were there.
     pub fn observe(&mut self, online: &[(String, u64, Option<u64>)], now_ms: u64) -> Observed {
         let mut seen = Observed::default();
         for m in &mut self.list {
-            let now = online
-                .iter()
-                .filter(|(a, ..)| *a == m.addr)
-                .map(|&(_, ack, fsynced)| (ack, fsynced))
-                .max();
-            match now {
-                // Online: its link's offsets (0 until its first acknowledgement on a new link:
-                // lower, so never more than it holds).
-                Some((ack, fsynced)) => {
+            let entries = online.iter().filter(|(a, ..)| *a == m.addr);
+            let n = entries.clone().count();
+            let lowest = entries.clone().map(|&(_, ack, _)| ack).min();
+            // By what each holds on disk where it says: its fsynced offset, or its
+            // acknowledgement where it reports none.
+            let fsynced = entries
+                .clone()
+                .any(|(.., f)| f.is_some())
+                .then(|| entries.map(|&(_, ack, f)| f.unwrap_or(ack)).min())
+                .flatten();
+            m.connected = n;
+            match lowest {
+                None => {
+                    // Offline: it holds at least what it acknowledged last.
+                    if m.online {
+                        m.online = false;
+                        m.since_ms = now_ms;
+                        m.quiet_since = None;
+                    }
+                }
+                Some(low) if n >= m.width => {
+                    // Every replica of the address is there (0 on a new link until its first
+                    // acknowledgement there: lower, so never more than it holds).
+                    if n > m.width {
+                        seen.joined += n - m.width;
+                        m.width = n;
+                        seen.shared.push((m.addr.clone(), n));
+                    }
                     if !m.online {
                         m.online = true;
                         m.since_ms = now_ms;
                         m.quiet_since = None;
                     }
-                    m.ack = ack;
+                    m.ack = low;
                     m.fsynced = fsynced;
                 }
-                // Offline: it holds at least what it acknowledged last.
-                None if m.online => {
-                    m.online = false;
-                    m.since_ms = now_ms;
-                    m.quiet_since = None;
+                Some(low) => {
+                    // One of several is missing, which one is not known: offline, holding no
+                    // more than the lowest did, nor more than those still there.
+                    if m.online {
+                        m.online = false;
+                        m.since_ms = now_ms;
+                        m.quiet_since = None;
+                    }
+                    m.ack = m.ack.min(low);
+                    m.fsynced = match (m.fsynced, fsynced) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
                 }
-                None => {}
             }
         }
-        for (addr, ack, fsynced) in online {
+        for (addr, ..) in online {
             if self.list.iter().any(|m| m.addr == *addr) {
                 continue;
             }
@@ -103,15 +149,28 @@ impl Members {
                 self.overflow = true;
                 continue;
             }
+            let entries = online.iter().filter(|(a, ..)| a == addr);
+            let n = entries.clone().count();
+            let ack = entries.clone().map(|&(_, ack, _)| ack).min().unwrap_or(0);
+            let fsynced = entries
+                .clone()
+                .any(|(.., f)| f.is_some())
+                .then(|| entries.map(|&(_, ack, f)| f.unwrap_or(ack)).min())
+                .flatten();
             self.list.push(Member {
                 addr: addr.clone(),
-                ack: *ack,
-                fsynced: *fsynced,
+                ack,
+                fsynced,
                 online: true,
                 since_ms: now_ms,
                 quiet_since: None,
+                width: n,
+                connected: n,
             });
-            seen.joined += 1;
+            seen.joined += n;
+            if n > 1 {
+                seen.shared.push((addr.clone(), n));
+            }
         }
         seen
     }
@@ -128,8 +187,14 @@ impl Members {
         self.list.iter().map(|m| m.holds(fsynced)).min()
     }
 
+    /// The replicas connected now (several under one address count each).
     pub fn online(&self) -> usize {
-        self.list.iter().filter(|m| m.online).count()
+        self.list.iter().map(|m| m.connected).sum()
+    }
+
+    /// The members with more than one replica behind their address.
+    pub fn shared(&self) -> usize {
+        self.list.iter().filter(|m| m.width > 1).count()
     }
 
     pub fn len(&self) -> usize {
@@ -147,9 +212,14 @@ impl Members {
     /// Redis's `lag` of each replica online (`(addr, seconds since its last
     /// acknowledgement)`, from `INFO replication`) at `now_ms`: one silent for [`QUIET_S`] or
     /// more is noted quiet from when it last acknowledged; one that acknowledges again is not.
+    /// Of several replicas under one address, the most silent one counts.
     pub fn lags(&mut self, lags: &[(String, u64)], now_ms: u64) {
         for m in self.list.iter_mut().filter(|m| m.online) {
-            let lag = lags.iter().find(|(a, _)| *a == m.addr).map(|&(_, l)| l);
+            let lag = lags
+                .iter()
+                .filter(|(a, _)| *a == m.addr)
+                .map(|&(_, l)| l)
+                .max();
             m.quiet_since = match lag {
                 Some(l) if l >= QUIET_S => {
                     let since = now_ms.saturating_sub(l.saturating_mul(1000));
@@ -188,7 +258,14 @@ impl Members {
     pub fn forget(&mut self, addr: &str) -> Result<bool, ForgetError> {
         match self.list.iter().position(|m| m.addr == addr) {
             None => Ok(false),
-            Some(i) if self.list.get(i).is_some_and(|m| m.online) => Err(ForgetError::Online),
+            Some(i)
+                if self
+                    .list
+                    .get(i)
+                    .is_some_and(|m| m.online || m.connected > 0) =>
+            {
+                Err(ForgetError::Online)
+            }
             Some(i) => {
                 self.list.remove(i);
                 Ok(true)
@@ -319,6 +396,71 @@ mod tests {
             1
         );
         assert_eq!(m.acked(1, true), Some(0));
+    }
+
+    #[test]
+    fn replicas_sharing_an_address_count_by_the_lowest_and_one_missing_is_offline() {
+        let mut m = Members::default();
+        let seen = m.observe(&online(&[("a:1", 50), ("a:1", 90), ("b:1", 70)]), 0);
+        assert_eq!(seen.joined, 3);
+        assert_eq!(seen.shared, [("a:1".to_owned(), 2)]);
+        assert_eq!((m.len(), m.online(), m.shared()), (2, 3, 1));
+        assert_eq!(
+            m.acked(1, true),
+            Some(50),
+            "the lowest of the two, never the highest"
+        );
+        // One keeps acknowledging, the other (cut off, the one a failover promotes) does not.
+        m.observe(&online(&[("a:1", 50), ("a:1", 900), ("b:1", 900)]), 10);
+        assert_eq!(m.acked(1, true), Some(50));
+        // Its link drops: the one left acknowledges more, but the missing one may be either.
+        m.observe(&online(&[("a:1", 1000), ("b:1", 1000)]), 20);
+        assert_eq!(m.acked(1, true), Some(50));
+        assert_eq!(m.online(), 2);
+        assert_eq!(
+            m.offline().first().map(|x| (x.addr.as_str(), x.connected)),
+            Some(("a:1", 1))
+        );
+        assert_eq!(m.gone_since(), Some(20));
+        assert_eq!(
+            m.forget("a:1"),
+            Err(ForgetError::Online),
+            "one is connected"
+        );
+        m.observe(&online(&[("a:1", 2000), ("b:1", 2000)]), 30);
+        assert_eq!(m.acked(1, true), Some(50), "still");
+        // Both there again (the new link at 0 until it acknowledges): by the lowest.
+        m.observe(&online(&[("a:1", 2000), ("a:1", 0), ("b:1", 2000)]), 40);
+        assert_eq!(m.acked(1, true), Some(0));
+        assert!(m.gone().is_empty());
+        m.observe(&online(&[("a:1", 2100), ("a:1", 2050), ("b:1", 2100)]), 50);
+        assert_eq!(m.acked(1, true), Some(2050));
+        // The most silent of them counts.
+        m.lags(&pairs(&[("a:1", 0), ("a:1", 5), ("b:1", 0)]), 60_000);
+        assert_eq!(m.gone_since(), Some(55_000));
+        m.lags(&pairs(&[("a:1", 5), ("a:1", 0), ("b:1", 0)]), 60_100);
+        assert_eq!(m.gone_since(), Some(55_000), "whichever is listed first");
+        // An address that gains a replica: it joins, and the caller hears of it.
+        let seen = m.observe(
+            &online(&[("a:1", 1), ("a:1", 1), ("b:1", 1), ("b:1", 1)]),
+            70_000,
+        );
+        assert_eq!((seen.joined, seen.shared), (1, vec![("b:1".to_owned(), 2)]));
+        // What they hold on disk: the lowest of each one's fsynced offset (or, for one that
+        // reports none, its acknowledgement).
+        let mut m = Members::default();
+        let list = [
+            ("c:1".to_owned(), 100, Some(80)),
+            ("c:1".to_owned(), 90, None),
+        ];
+        m.observe(&list, 0);
+        assert_eq!((m.acked(1, true), m.acked(1, false)), (Some(80), Some(90)));
+        let list = [
+            ("c:1".to_owned(), 100, Some(95)),
+            ("c:1".to_owned(), 99, None),
+        ];
+        m.observe(&list, 1);
+        assert_eq!((m.acked(1, true), m.acked(1, false)), (Some(95), Some(99)));
     }
 
     #[test]

@@ -52,18 +52,24 @@ pub(super) fn describe(members: &Members, now_ms: u64) -> String {
                 Some(f) if fsynced && f < m.ack => " fsynced behind what it applied",
                 _ => "",
             };
+            let addr = if m.width > 1 {
+                format!(
+                    "{} ({} of the {} replicas announcing it connected)",
+                    m.addr, m.connected, m.width
+                )
+            } else {
+                m.addr.clone()
+            };
             if let (true, Some(q)) = (m.online, m.quiet_since) {
                 format!(
-                    "{} silent for {:.1} s",
-                    m.addr,
+                    "{addr} silent for {:.1} s",
                     now_ms.saturating_sub(q) as f64 / 1000.0
                 )
             } else if m.online {
-                format!("{}{lagging}", m.addr)
+                format!("{addr}{lagging}")
             } else {
                 format!(
-                    "{} not connected for {:.1} s",
-                    m.addr,
+                    "{addr} not connected for {:.1} s",
                     now_ms.saturating_sub(m.since_ms) as f64 / 1000.0
                 )
             }
@@ -98,10 +104,9 @@ pub(super) fn gone_too_long() -> Option<Error> {
     Some(Error::Text(format!(
         "NOREPLICAS imid: replica {} of this primary's term {how} for {:.1} s and may hold less \
          than this primary handed out (a failover could promote it); nothing was handed out, a \
-         retry is safe once it is back. If it is gone for good: FENCE.FORGET {}",
+         retry is safe once it is back, or once a failover has replaced this primary",
         first.addr,
         now.saturating_sub(gone_at(first)) as f64 / 1000.0,
-        first.addr
     )))
 }
 

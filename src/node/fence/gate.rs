@@ -107,6 +107,10 @@ pub(crate) fn check(ctx: &Ctx, need: Outgoing) -> Result<Verdict, Error> {
 /// [`check`] with the gate on.
 #[inline(never)]
 pub(super) fn check_on(ctx: &Ctx, need: Outgoing) -> Result<Verdict, Error> {
+    if PUBLISHED.stale() && PUBLISHED.fence() && !ctx.is_replay() {
+        COUNTS.refused.add(1);
+        return Err(super::follow::refusal());
+    }
     let adv = PUBLISHED.advanced.load(Relaxed);
     let limit = PUBLISHED.limit.load(Relaxed);
     let seq_ok = need.values == 0 || adv.saturating_add(need.values) <= limit;

@@ -5,8 +5,8 @@ use crate::node::durable;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// The `INFO imid` fields of the gate, in order.
-pub(crate) fn info_fields() -> [(&'static str, u64); 20] {
-    let (waiting, members, online, required, fence_used, aof_used, round) = {
+pub(crate) fn info_fields() -> [(&'static str, u64); 23] {
+    let (waiting, members, online, shared, required, fence_used, aof_used, round) = {
         let st = state();
         let m = &st.book.members;
         let n = |v: usize| v as u64;
@@ -16,6 +16,7 @@ pub(crate) fn info_fields() -> [(&'static str, u64); 20] {
             n(st.queue.len()),
             n(m.len()),
             n(m.online()),
+            n(m.shared()),
             st.required,
             used(st.book.channel.acked()),
             used(st.local.channel.acked()),
@@ -28,6 +29,9 @@ pub(crate) fn info_fields() -> [(&'static str, u64); 20] {
         ("fence_replicas", if fence { required } else { 0 }),
         ("fence_term_replicas", members),
         ("fence_term_replicas_online", online),
+        ("fence_term_shared_addrs", shared),
+        ("fence_stale", u64::from(PUBLISHED.stale())),
+        ("fence_failover_held", u64::from(super::follow::holding())),
         ("fence_waits", COUNTS.waits.get()),
         ("fence_waiting", waiting),
         ("fence_replied", COUNTS.replied.get()),

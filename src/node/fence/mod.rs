@@ -11,9 +11,12 @@
 //! main thread.
 //!
 //! The files, by job: `gate` (the calls), `rounds` (when rounds run and what they do),
-//! `term` (the replicas of the term), `errors` (the texts), `info` (`INFO imid`), over `state`.
+//! `term` (the replicas of the term), `follow` (a replica's side: the primary it follows, and
+//! a promoted node that never synced from it), `errors` (the texts), `info` (`INFO imid`),
+//! over `state`.
 
 mod errors;
+mod follow;
 mod gate;
 mod info;
 mod rounds;
@@ -22,6 +25,7 @@ mod term;
 
 pub(crate) use crate::core::fence::Lease;
 pub(crate) use errors::skip_refused;
+pub(crate) use follow::{clear as clear_stale, stale};
 pub(crate) use gate::{
     charge_raise, charge_stored_skip, check, check_read, key_appeared, renewed, skips_pending,
     store_skip_alone, target_id, Outgoing, Verdict,

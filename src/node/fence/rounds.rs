@@ -155,6 +155,7 @@ pub(crate) fn fsynced() {
 /// from when it was on.
 pub(crate) fn cron(ctx: &Ctx) {
     read_min_replicas(ctx);
+    super::follow::upkeep(ctx, ctx.is_primary());
     // The AOF's settings follow their config events; read again once a second besides, should
     // an event have been missed (five CONFIG GETs: not every tick).
     static REFRESHED: AtomicU64 = AtomicU64::new(0);
@@ -285,7 +286,19 @@ pub(super) fn tick(ctx: &Ctx) {
         None => (None, None, 0),
     };
     expire(too_few, required);
-    if round.is_some_and(|r| r.ask) {
+    let Some(round) = round else {
+        return;
+    };
+    for (addr, n) in &round.shared {
+        COUNTS.shared_addrs.add(1);
+        ctx.log_warning(&format!(
+            "imid: {n} replicas announce the address {addr} (replica-announce-ip/-port, or a \
+             replica restarted under another's address): the fence cannot tell them apart, so it \
+             counts them by the lowest acknowledgement among them, and while fewer than {n} are \
+             connected as a replica gone; give each replica its own address"
+        ));
+    }
+    if round.ask {
         ctx.request_acks();
     }
 }
@@ -342,6 +355,13 @@ pub(crate) fn reply_released(ctx: &Ctx) {
         return ctx.reply_error(&crate::error::INTERNAL);
     };
     released.replied.set(true);
+    if let Unblocked::Forget(addr, found) = &released.what {
+        match super::term::forget_probed(ctx, addr, found) {
+            Ok(f) => ctx.reply_int(i64::from(f)),
+            Err(e) => ctx.reply_error(&e),
+        }
+        return;
+    }
     COUNTS.replied.add(1);
     match &released.what {
         Unblocked::Ready(r) => ctx.reply_kept(r),
@@ -358,13 +378,14 @@ pub(crate) fn reply_released(ctx: &Ctx) {
             COUNTS.refused.add(1);
             ctx.reply_error(&too_few(*online, *required));
         }
+        Unblocked::Forget(..) => {}
     }
 }
 
 /// A released call's payload is freed: counted as dropped when no reply callback ran (its
 /// client was gone). Runs in the free callback: nothing here calls Redis or can panic.
 pub(crate) fn freed(released: &Released) {
-    if !released.replied.get() {
+    if !released.replied.get() && !matches!(released.what, Unblocked::Forget(..)) {
         COUNTS.dropped.add(1);
     }
 }

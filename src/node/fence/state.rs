@@ -46,6 +46,8 @@ pub(crate) enum Unblocked {
     Demoted,
     /// Fewer replicas than required are online (online, required): no acknowledgement can come.
     TooFew(usize, u64),
+    /// Not a fenced call: FENCE.FORGET of this address, after its probe found this.
+    Forget(String, crate::host::probe::Probe),
 }
 
 /// What every call reads without the lock: whether the gate is on (either acknowledger), the
@@ -72,6 +74,9 @@ pub(super) struct Published {
     pub(super) skips: AtomicU64,
     /// Since when the longest-gone member is gone, [`NONE`] for none.
     pub(super) gone_since: AtomicU64,
+    /// Promoted while following a primary it had not synced from (`super::follow`): nothing
+    /// goes out; the limits below are held at 0 so that every call takes the slow path.
+    pub(super) stale: AtomicBool,
 }
 
 pub(super) const NONE: u64 = u64::MAX;
@@ -87,6 +92,7 @@ pub(super) static PUBLISHED: Published = Published {
     uid_acked: AtomicU64::new(0),
     skips: AtomicU64::new(0),
     gone_since: AtomicU64::new(NONE),
+    stale: AtomicBool::new(false),
 };
 
 impl Published {
@@ -98,6 +104,9 @@ impl Published {
     }
     pub(super) fn aof(&self) -> bool {
         self.aof.load(Relaxed)
+    }
+    pub(super) fn stale(&self) -> bool {
+        self.stale.load(Relaxed)
     }
 }
 
@@ -143,6 +152,11 @@ pub(super) fn publish(st: &State) {
     PUBLISHED
         .gone_since
         .store(fence.and_then(|v| v.gone_since).unwrap_or(NONE), Relaxed);
+    if PUBLISHED.stale() {
+        PUBLISHED.limit.store(0, Relaxed);
+        PUBLISHED.msgid_acked.store(0, Relaxed);
+        PUBLISHED.uid_acked.store(0, Relaxed);
+    }
 }
 
 /// The event loop's side: a one-shot round timer is armed; the deadline timer is armed, to
@@ -194,6 +208,8 @@ pub(super) struct Counts {
     pub(super) fsync_errors: Counter,
     /// Gap records written (`SEQ.GAP`).
     pub(super) gap_records: Counter,
+    /// Times an address was found announced by more replicas than before (above one).
+    pub(super) shared_addrs: Counter,
 }
 
 pub(super) static COUNTS: Counts = Counts {
@@ -209,6 +225,7 @@ pub(super) static COUNTS: Counts = Counts {
     fsyncs: Counter::new(),
     fsync_errors: Counter::new(),
     gap_records: Counter::new(),
+    shared_addrs: Counter::new(),
 };
 
 pub(super) struct State {
@@ -234,6 +251,43 @@ pub(super) struct State {
     pub(super) min_replicas: u64,
     /// `load` ran: the configs' apply callback may follow them from then on.
     pub(super) loaded: bool,
+    /// The primary this node follows, and whether it is stale (`super::follow`).
+    pub(super) follow: Follow,
+}
+
+/// What this node follows, as the fence keeps it (`super::follow`).
+#[derive(Debug, Default)]
+pub(super) struct Follow {
+    /// The primary it synced from last (`ip:port`); `Some("")` for a primary's own data
+    /// (demoted, not synced since); `None` until the first reading after load.
+    pub(super) synced_from: Option<String>,
+    /// The primary it follows now and, when it has not synced from it, since when (mono ms).
+    pub(super) following: Option<String>,
+    pub(super) unsynced_since: Option<u64>,
+    /// Promoted while following a primary it had not synced from: that primary's address.
+    pub(super) stale: Option<String>,
+    /// The failover settings imid holds while unsynced, and the values to give back.
+    pub(super) held: Option<Held>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Held {
+    /// `replica-priority` before imid set 0 (`None`: it was 0 already).
+    pub(super) priority: Option<u64>,
+    /// `cluster-replica-no-failover` was `no` and imid set `yes`.
+    pub(super) no_failover: bool,
+}
+
+impl Follow {
+    pub(super) const fn new() -> Follow {
+        Follow {
+            synced_from: None,
+            following: None,
+            unsynced_since: None,
+            stale: None,
+            held: None,
+        }
+    }
 }
 
 pub(super) static STATE: Mutex<State> = Mutex::new(State {
@@ -248,6 +302,7 @@ pub(super) static STATE: Mutex<State> = Mutex::new(State {
     required: 0,
     min_replicas: 0,
     loaded: false,
+    follow: Follow::new(),
 });
 
 pub(super) fn state() -> MutexGuard<'static, State> {

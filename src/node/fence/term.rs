@@ -9,6 +9,7 @@ use super::state::{
 use crate::config::{FenceReplicas, FENCE_REPLICAS};
 use crate::core::fence::{replicating_elsewhere, ForgetError, Member};
 use crate::error::Error;
+use crate::host::probe::Probe;
 use crate::host::Ctx;
 use crate::node::durable;
 use std::sync::atomic::Ordering::Relaxed;
@@ -172,6 +173,13 @@ pub(crate) fn load(ctx: &Ctx) {
 /// belongs to the old term. A demoted node's waiting calls get the error (Redis disconnects
 /// blocked clients of a primary that becomes a replica too).
 pub(crate) fn role_changed(ctx: &Ctx, primary: bool) {
+    if let Some(master) = super::follow::role_changed(primary) {
+        ctx.log_warning(&format!(
+            "imid: promoted while following {master}, a primary this node had not synced \
+             from: its data may lack values that primary handed out, so it hands out nothing \
+             until it is a replica again or an operator runs FENCE.STALE CLEAR"
+        ));
+    }
     let demoted = {
         let mut st = state();
         st.primary = primary;
@@ -230,24 +238,95 @@ pub(crate) fn term_replicas() -> Vec<(Member, u64)> {
         .collect()
 }
 
-/// `FENCE.FORGET addr`: the member at `addr` stops counting (an operator says it is gone for
-/// good). `Ok(false)`: no such member.
-pub(crate) fn forget(ctx: &Ctx, addr: &str) -> Result<bool, Error> {
+/// How long FENCE.FORGET's probe waits for an answer at the replica's address.
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// `FENCE.FORGET addr`: the member at `addr` stops counting, once nothing answers at its
+/// address. A replica cut off from this primary may still be reached, and promoted, by
+/// Sentinel or the Cluster: forgotten then, the primary would hand out past what it holds. So
+/// the command refuses a member connected now, and otherwise blocks its client while a thread
+/// connects to the address ([`crate::host::probe`]): a refusal (nothing listens there) lets
+/// it go ([`forget_probed`]); a server answering, or no answer at all (a partition), keeps it.
+/// `Ok(Some(false))`: no such member; `Ok(None)`: the reply follows the probe.
+pub(crate) fn forget(ctx: &Ctx, addr: &str) -> Result<Option<bool>, Error> {
+    {
+        let st = state();
+        match st.book.members.list().iter().find(|m| m.addr == addr) {
+            None => return Ok(Some(false)),
+            Some(m) if m.online || m.connected > 0 => return Err(connected(addr)),
+            Some(_) => {}
+        }
+    }
+    let Some(bc) = ctx.block() else {
+        return Err(Error::Static(
+            c"ERR FENCE.FORGET checks that nothing answers at the replica's address first, which a call inside MULTI, a script or a function cannot wait for",
+        ));
+    };
+    // The handle goes to the probe's thread, or, should that not start, back here: exactly one
+    // of the two unblocks it.
+    let handle = std::sync::Arc::new(std::sync::Mutex::new(Some(bc)));
+    let theirs = std::sync::Arc::clone(&handle);
+    let owned = addr.to_owned();
+    let started =
+        crate::host::probe::probe_in_background(addr.to_owned(), PROBE_TIMEOUT, move |found| {
+            let bc = theirs.lock().ok().and_then(|mut h| h.take());
+            if let Some(bc) = bc {
+                release(bc, Unblocked::Forget(owned, found));
+            }
+        });
+    if !started {
+        let bc = handle.lock().ok().and_then(|mut h| h.take());
+        if let Some(bc) = bc {
+            let why = "its probe's thread could not start".to_owned();
+            release(bc, Unblocked::Forget(addr.to_owned(), Probe::NoAnswer(why)));
+        }
+    }
+    Ok(None)
+}
+
+fn connected(addr: &str) -> Error {
+    Error::Text(format!(
+        "ERR replica {addr} is connected to this primary: it counts again at the next reading, \
+         so it cannot be forgotten (stop it, or make it replicate another node, first)"
+    ))
+}
+
+/// FENCE.FORGET's reply, once its probe of `addr` found `found` (a blocked client's reply
+/// callback): forgotten only when nothing runs there and it is still offline.
+pub(super) fn forget_probed(ctx: &Ctx, addr: &str, found: &Probe) -> Result<bool, Error> {
+    match found {
+        Probe::Nothing => {}
+        Probe::Listening => {
+            return Err(Error::Text(format!(
+                "ERR replica {addr} answers at its address, though not connected to this \
+                 primary: Sentinel or the Cluster may still reach it and promote it, so the \
+                 fence keeps counting it. Stop it first (SHUTDOWN), then FENCE.FORGET"
+            )))
+        }
+        Probe::NoAnswer(why) => {
+            return Err(Error::Text(format!(
+                "ERR replica {addr} does not answer at its address ({why}), as under a \
+                 partition that may leave it reachable to Sentinel or the Cluster, which could \
+                 promote it: the fence keeps counting it. Stop it first (FENCE.FORGET then finds \
+                 nothing listening there); if its machine cannot be reached at all, fail over to \
+                 another replica (SENTINEL FAILOVER, or CLUSTER FAILOVER on one): the new \
+                 primary's term does not count it"
+            )))
+        }
+    }
     let mut st = state();
     let forgotten = st
         .book
         .members
         .forget(addr)
-        .map_err(|ForgetError::Online| {
-            Error::Text(format!(
-                "ERR replica {addr} is connected to this primary: it counts again at the next \
-             reading, so it cannot be forgotten (stop it, or make it replicate another node, \
-             first)"
-            ))
-        })?;
+        .map_err(|ForgetError::Online| connected(addr))?;
     if forgotten {
         publish(&st);
         drop(st);
+        ctx.log_notice(&format!(
+            "imid: FENCE.FORGET: the fence no longer counts {addr} (nothing listens at its \
+             address)"
+        ));
         // What the others acknowledged may now release waiting calls.
         arm_tick(ctx);
     }

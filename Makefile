@@ -78,7 +78,8 @@ test-matrix: deps-test build build-test-hooks
 # exposure.rs, named `soak`); sizes via IMID_SOAK_CYCLES, IMID_SOAK_KEYS,
 # IMID_SOAK_FAILOVERS. And the Jepsen-style runs of tests/it/jepsen/ (as root: each makes a
 # network namespace): the CI rows by default (partition and operator_failover on Redis 7.0
-# and Valkey 9.1; pause_no_min_replicas, kill, cluster_partition, split on Redis 7.0),
+# and Valkey 9.1; pause_no_min_replicas, kill, cluster_partition, split, alias_split,
+# stale_candidate on Redis 7.0),
 # IMID_JEPSEN_ROWS=all for every row on Redis 7.0, 8.2, 8.6 and Valkey 9.1 (or a list of row
 # or row/server), IMID_JEPSEN_SCALE for bigger runs, IMID_JEPSEN_EXPECT=report|dupes|clean for
 # what fails them (clean by default: the fence on, anything handed out twice fails),

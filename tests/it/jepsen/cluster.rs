@@ -157,7 +157,12 @@ pub(super) fn run(row: &Row, bin: &Path, module: &Path, size: &Size) -> Outcome 
             match row.fault {
                 Fault::Partition(d) | Fault::Split(d) => fw.cut_for(&cut_off, &others, d),
                 Fault::Pause(d) => nemesis::pause_for(&nodes[victim], d),
-                Fault::SentinelCut(_) | Fault::OperatorFailover | Fault::ReplicaDown(_) => {
+                Fault::SentinelCut(_)
+                | Fault::OperatorFailover
+                | Fault::ReplicaDown(_)
+                | Fault::AliasSplit(_)
+                | Fault::StaleCandidate
+                | Fault::ForgetSplit(_) => {
                     panic!("{:?}: a Sentinel fault, no Cluster one", row.fault)
                 }
                 Fault::Kill => {

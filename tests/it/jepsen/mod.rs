@@ -1,8 +1,11 @@
-//! Jepsen-style runs (issues 27 and 34): partitions, splits, pauses, clock skew, kill -9 (of
-//! the primary, or of a replica without a failover) and an operator's `SENTINEL FAILOVER`
+//! Jepsen-style runs (issues 27, 34 and 44): partitions, splits, pauses, clock skew, kill -9
+//! (of the primary, or of a replica without a failover) and an operator's `SENTINEL FAILOVER`
 //! against Sentinel (a primary, two or three replicas, three
 //! Sentinels) and Cluster (3 primaries with one or two replicas each), under load, with every
-//! successful reply checked for anything handed out twice.
+//! successful reply checked for anything handed out twice. Issue 44's faults, against Sentinel:
+//! a split with two replicas announcing one address, a replica the Sentinels can promote after
+//! it was told to follow a primary it never reached, and an operator's `FENCE.FORGET` of a
+//! replica cut off (not gone) in a split.
 //!
 //! Each run lives in a network namespace of its own ([`netns`]): every server and Sentinel on
 //! its own 127.0.0.x, clients on 127.0.0.1, partitions as nftables DROP rules between
@@ -81,6 +84,8 @@ const CI: &[&str] = &[
     "split/redis7",
     "operator_failover/redis7",
     "operator_failover/valkey9",
+    "alias_split/redis7",
+    "stale_candidate/redis7",
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -107,6 +112,21 @@ enum Fault {
     /// A replica (the last) killed with kill -9, back from its AOF after this long; the
     /// primary stays primary (what its clients see while a replica of its term is down).
     ReplicaDown(Duration),
+    /// Replica n2 announces n1's address (`replica-announce-ip`), so the primary lists two
+    /// replicas under one `ip:port` and the Sentinels know one (n1); then the primary and n2
+    /// cut off from n1 and the Sentinels: n1, the address's owner, is promoted while the
+    /// primary still gets acknowledgements under its address (n2's).
+    AliasSplit(Duration),
+    /// n1 cut off from n2 only; an operator's `SENTINEL FAILOVER` (the Sentinels pick n2,
+    /// `replica-priority 10`; n1 is told to follow it and never reaches it); n2 serves, then is
+    /// killed with kill -9, back from its AOF once another node is primary; the cut healed.
+    /// n0, the old primary, has `replica-priority 200`: Sentinel prefers n1 to it, n1 which
+    /// holds only n0's data.
+    StaleCandidate,
+    /// A split as [`Fault::Split`], and 1 s in an operator on the primary who kills the
+    /// replication link of the replica cut off (n2) and runs `FENCE.FORGET` of it: the replica
+    /// is cut off, not gone, and the Sentinels promote it.
+    ForgetSplit(Duration),
 }
 
 impl Fault {
@@ -316,6 +336,30 @@ const ROWS: &[Row] = &[
         replicas: 2,
         node_timeout_ms: 3000,
         ..CLUSTER
+    },
+    // Issue 44: failovers the fence of issue 34 still let through, each by what the primary
+    // believed of its replicas.
+    Row {
+        name: "alias_split",
+        what: "replica n2 announces n1's address; split: {primary, n2} cut off from {n1, the 3 \
+               Sentinels}, 10 s",
+        fault: Fault::AliasSplit(secs(10)),
+        ..SENTINEL
+    },
+    Row {
+        name: "stale_candidate",
+        what: "n1 cut off from n2 only; SENTINEL FAILOVER by an operator (to n2, replica-priority \
+               10), n2 serves 4 s, kill -9 of n2, back from its AOF; the cut healed",
+        fault: Fault::StaleCandidate,
+        down_after_ms: 3000,
+        ..SENTINEL
+    },
+    Row {
+        name: "forget_split",
+        what: "split: {primary, n1} cut off from {n2, the 3 Sentinels}, 10 s; 1 s in, an \
+               operator kills n2's replication link on the primary and runs FENCE.FORGET of n2",
+        fault: Fault::ForgetSplit(secs(10)),
+        ..SENTINEL
     },
 ];
 
@@ -718,4 +762,7 @@ rows!(
     sentinel_cut,
     replica_down,
     cluster_split,
+    alias_split,
+    stale_candidate,
+    forget_split,
 );

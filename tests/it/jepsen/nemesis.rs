@@ -3,7 +3,7 @@
 //! OFFSET`) and kill -9 (`Node::kill`, in node.rs).
 use super::node::Node;
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const TABLE: &str = "imid_jepsen";
 
@@ -57,9 +57,17 @@ impl Firewall {
 
     /// [`Firewall::cut`] for `d`, then healed (the rules in force said on stderr).
     pub fn cut_for(&self, one: &[String], other: &[String], d: Duration) {
+        self.cut_during(one, other, d, || {});
+    }
+
+    /// [`Firewall::cut_for`], with `during` run once the cut is in force (an operator acting
+    /// on one side); healed `d` after the cut, or when `during` returns if that is later.
+    pub fn cut_during(&self, one: &[String], other: &[String], d: Duration, during: impl FnOnce()) {
+        let from = Instant::now();
         self.cut(one, other);
         eprintln!("partition: {}", Firewall::rules());
-        std::thread::sleep(d);
+        during();
+        std::thread::sleep(d.saturating_sub(from.elapsed()));
         eprintln!("healed: {}", Firewall::rules());
         self.heal();
     }

@@ -10,12 +10,15 @@ use std::time::{Duration, Instant};
 /// What a run saw, beyond the checker's findings.
 pub(super) struct Outcome {
     pub findings: checker::Findings,
-    /// The node that is primary at the end differs from the first one.
+    /// The node that is primary at the end differs from the first one, or is the first one
+    /// in a later term (demoted, then promoted again: a new replication ID).
     pub failover: bool,
     /// When the fault began, ms since the start.
     pub fault_ms: u32,
     /// The last reply of the first primary (any), and the first of the node that is primary at
-    /// the end (for the same slots in Cluster), relative to the fault (ms).
+    /// the end (for the same slots in Cluster), relative to the fault (ms). When the first
+    /// node is primary again at the end, "the first primary" is its earlier terms and "the
+    /// last" its last term.
     pub old_last: Option<i64>,
     /// The first primary's last reply of each kind of the plain load (a sequence value, a
     /// message ID, a UID), relative to the fault (ms): a cut-off primary may still give
@@ -266,12 +269,28 @@ pub(super) fn outcome(
 ) -> Outcome {
     let terms = sh.terms.lock().unwrap().clone();
     let node_of = |t: u16| terms.get(t as usize).map_or("", |t| t.node.as_str());
+    // The first primary's replies and the last one's, by node; when the last primary is the
+    // first node again (stale_candidate: demoted by the operator's failover, promoted back
+    // after the next one), by term: the last is its term met last (terms are kept in the order
+    // clients first met them), the first every earlier one.
+    let last_term = terms.iter().rposition(|t| t.node == last);
+    let back = first == last && last_term != terms.iter().position(|t| t.node == first);
+    let is_last_term = |t: u16| back && Some(usize::from(t)) == last_term;
+    let is_old = |t: u16| node_of(t) == first && !is_last_term(t);
+    let is_new = |t: u16| {
+        if back {
+            is_last_term(t)
+        } else {
+            node_of(t) == last
+        }
+    };
+    let failover = first != last || back;
     let fault = i64::from(got.fault_ms);
     let mut old_last = None;
     let old_last_kind = [load::Kind::Seq, load::Kind::MsgId, load::Kind::Uid].map(|k| {
         got.recs
             .iter()
-            .filter(|r| r.kind == k && node_of(r.term) == first)
+            .filter(|r| r.kind == k && is_old(r.term))
             .map(|r| i64::from(r.at_ms) - fault)
             .max()
     });
@@ -289,28 +308,28 @@ pub(super) fn outcome(
     let sends = got.sends.iter().map(|r| (r.term, r.at_ms, 3));
     for (term, at, kind) in plain.chain(idmp).chain(sends) {
         let rel = i64::from(at) - fault;
-        if node_of(term) == first {
+        if is_old(term) {
             old_last = old_last.max(Some(rel));
             if rel < 0 {
                 before_fault += 1;
             }
-        } else if node_of(term) == last && rel >= 0 {
+        } else if is_new(term) && rel >= 0 {
             new_first = Some(new_first.map_or(rel, |n: i64| n.min(rel)));
             if let Some(k) = new_first_kind.get_mut(kind) {
                 *k = Some(k.map_or(rel, |n: i64| n.min(rel)));
             }
         }
-        if node_of(term) == last && at >= got.settled_ms {
+        if is_new(term) && at >= got.settled_ms {
             after_settled += 1;
         }
     }
     // The time field of the message IDs: the first primary's highest, the last one's lowest,
     // relative to the fault's wall clock (how far the lease the new primary inherited reached).
-    let id_time = |pick: &dyn Fn(&str) -> bool, highest: bool| {
+    let id_time = |pick: &dyn Fn(u16) -> bool, highest: bool| {
         let times = got
             .recs
             .iter()
-            .filter(|r| r.kind == load::Kind::MsgId && pick(node_of(r.term)))
+            .filter(|r| r.kind == load::Kind::MsgId && pick(r.term))
             .map(|r| load::msgid_time_ms(r.v) - got.fault_unix_ms);
         if highest {
             times.max()
@@ -318,10 +337,8 @@ pub(super) fn outcome(
             times.min()
         }
     };
-    let old_id_time = id_time(&|n| n == first, true);
-    let new_id_time = (first != last)
-        .then(|| id_time(&|n| n == last, false))
-        .flatten();
+    let old_id_time = id_time(&is_old, true);
+    let new_id_time = failover.then(|| id_time(&is_new, false)).flatten();
     let mut times: [Vec<i64>; 4] = Default::default();
     let plain = got
         .recs
@@ -362,7 +379,7 @@ pub(super) fn outcome(
     };
     Outcome {
         findings,
-        failover: first != last,
+        failover,
         fault_ms: got.fault_ms,
         old_last,
         old_last_kind,

@@ -321,6 +321,12 @@ impl Ctx {
         }
     }
 
+    /// A server config's value as text, `None` when it cannot be read or is not UTF-8
+    /// ([`Ctx::config_get`]).
+    pub(crate) fn config_string(&self, name: &CStr) -> Option<String> {
+        String::from_utf8(self.config_get(name)?).ok()
+    }
+
     /// A yes/no server config, `None` when it cannot be read ([`Ctx::config_get`]).
     pub(crate) fn config_yes(&self, name: &CStr) -> Option<bool> {
         self.config_get(name).map(|v| v == b"yes")

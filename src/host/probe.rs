@@ -2,7 +2,8 @@
 //! thread of its own, never from Redis's main thread (a connection that gets no answer takes
 //! the whole timeout). It sends nothing and closes at once.
 
-use std::net::{TcpStream, ToSocketAddrs};
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 /// What a connection to an address found.
@@ -18,9 +19,11 @@ pub(crate) enum Probe {
     NoAnswer(String),
 }
 
-/// Connects to `addr` (`ip:port`, or `host:port` as a replica may announce itself), waiting at
-/// most `timeout` for each address it resolves to.
-pub(crate) fn probe(addr: &str, timeout: Duration) -> Probe {
+/// Connects to `addr` (`ip:port`, or `host:port` as a replica may announce itself) from `from`
+/// where given (the server's `bind-source-addr`: the address its replication links leave from,
+/// so that the probe takes their path), waiting at most `timeout` for each address it resolves
+/// to.
+pub(crate) fn probe(addr: &str, from: Option<IpAddr>, timeout: Duration) -> Probe {
     let addrs = match addr.to_socket_addrs() {
         Ok(a) => a.collect::<Vec<_>>(),
         Err(e) => return Probe::NoAnswer(format!("cannot resolve it: {e}")),
@@ -30,8 +33,8 @@ pub(crate) fn probe(addr: &str, timeout: Duration) -> Probe {
     }
     let mut found = Probe::Nothing;
     for a in addrs {
-        match TcpStream::connect_timeout(&a, timeout) {
-            Ok(_) => return Probe::Listening,
+        match connect(a, from, timeout) {
+            Ok(()) => return Probe::Listening,
             Err(e) => match e.kind() {
                 std::io::ErrorKind::ConnectionRefused
                 | std::io::ErrorKind::HostUnreachable
@@ -46,16 +49,26 @@ pub(crate) fn probe(addr: &str, timeout: Duration) -> Probe {
     found
 }
 
+/// One connection to `to`, from `from` when it is of the same family; closed at once.
+fn connect(to: SocketAddr, from: Option<IpAddr>, timeout: Duration) -> std::io::Result<()> {
+    let socket = Socket::new(Domain::for_address(to), Type::STREAM, Some(Protocol::TCP))?;
+    if let Some(ip) = from.filter(|ip| ip.is_ipv4() == to.is_ipv4()) {
+        socket.bind(&SockAddr::from(SocketAddr::new(ip, 0)))?;
+    }
+    socket.connect_timeout(&SockAddr::from(to), timeout)
+}
+
 /// Runs [`probe`] on a thread of its own and hands its finding to `done` there. `false` when
 /// the thread could not start (`done` did not run).
 pub(crate) fn probe_in_background(
     addr: String,
+    from: Option<IpAddr>,
     timeout: Duration,
     done: impl FnOnce(Probe) + Send + 'static,
 ) -> bool {
     std::thread::Builder::new()
         .name("imid-probe".to_owned())
-        .spawn(move || done(probe(&addr, timeout)))
+        .spawn(move || done(probe(&addr, from, timeout)))
         .is_ok()
 }
 
@@ -68,11 +81,14 @@ mod tests {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = l.local_addr().expect("addr").port();
         let at = format!("127.0.0.1:{port}");
-        assert_eq!(probe(&at, Duration::from_secs(1)), Probe::Listening);
+        let s = Duration::from_secs(1);
+        assert_eq!(probe(&at, None, s), Probe::Listening);
+        let from: IpAddr = "127.0.0.1".parse().expect("ip");
+        assert_eq!(probe(&at, Some(from), s), Probe::Listening);
         drop(l);
-        assert_eq!(probe(&at, Duration::from_secs(1)), Probe::Nothing);
+        assert_eq!(probe(&at, None, s), Probe::Nothing);
         assert!(matches!(
-            probe("no-such-host.invalid:6379", Duration::from_secs(1)),
+            probe("no-such-host.invalid:6379", None, s),
             Probe::NoAnswer(_)
         ));
     }

@@ -264,16 +264,24 @@ pub(crate) fn forget(ctx: &Ctx, addr: &str) -> Result<Option<bool>, Error> {
     };
     // The handle goes to the probe's thread, or, should that not start, back here: exactly one
     // of the two unblocks it.
+    // From the address the server's own links leave from, where it sets one.
+    let from = ctx
+        .config_string(c"bind-source-addr")
+        .and_then(|a| a.parse::<std::net::IpAddr>().ok());
     let handle = std::sync::Arc::new(std::sync::Mutex::new(Some(bc)));
     let theirs = std::sync::Arc::clone(&handle);
     let owned = addr.to_owned();
-    let started =
-        crate::host::probe::probe_in_background(addr.to_owned(), PROBE_TIMEOUT, move |found| {
+    let started = crate::host::probe::probe_in_background(
+        addr.to_owned(),
+        from,
+        PROBE_TIMEOUT,
+        move |found| {
             let bc = theirs.lock().ok().and_then(|mut h| h.take());
             if let Some(bc) = bc {
                 release(bc, Unblocked::Forget(owned, found));
             }
-        });
+        },
+    );
     if !started {
         let bc = handle.lock().ok().and_then(|mut h| h.take());
         if let Some(bc) = bc {

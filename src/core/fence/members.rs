@@ -89,16 +89,7 @@ impl Members {
     pub fn observe(&mut self, online: &[(String, u64, Option<u64>)], now_ms: u64) -> Observed {
         let mut seen = Observed::default();
         for m in &mut self.list {
-            let entries = online.iter().filter(|(a, ..)| *a == m.addr);
-            let n = entries.clone().count();
-            let lowest = entries.clone().map(|&(_, ack, _)| ack).min();
-            // By what each holds on disk where it says: its fsynced offset, or its
-            // acknowledgement where it reports none.
-            let fsynced = entries
-                .clone()
-                .any(|(.., f)| f.is_some())
-                .then(|| entries.map(|&(_, ack, f)| f.unwrap_or(ack)).min())
-                .flatten();
+            let (n, lowest, fsynced) = under(online, &m.addr);
             m.connected = n;
             match lowest {
                 None => {
@@ -149,17 +140,10 @@ impl Members {
                 self.overflow = true;
                 continue;
             }
-            let entries = online.iter().filter(|(a, ..)| a == addr);
-            let n = entries.clone().count();
-            let ack = entries.clone().map(|&(_, ack, _)| ack).min().unwrap_or(0);
-            let fsynced = entries
-                .clone()
-                .any(|(.., f)| f.is_some())
-                .then(|| entries.map(|&(_, ack, f)| f.unwrap_or(ack)).min())
-                .flatten();
+            let (n, ack, fsynced) = under(online, addr);
             self.list.push(Member {
                 addr: addr.clone(),
-                ack,
+                ack: ack.unwrap_or(0),
                 fsynced,
                 online: true,
                 since_ms: now_ms,
@@ -253,24 +237,25 @@ impl Members {
         v
     }
 
-    /// An operator says the member at `addr` is gone for good: it stops counting. Refused
-    /// for a member online now (the next reading would count it again at once).
-    pub fn forget(&mut self, addr: &str) -> Result<bool, ForgetError> {
-        match self.list.iter().position(|m| m.addr == addr) {
+    /// Whether the member at `addr` could be forgotten now: `Ok(false)` for no such member,
+    /// refused while any replica under its address is connected (the next reading would
+    /// count it again at once).
+    pub fn may_forget(&self, addr: &str) -> Result<bool, ForgetError> {
+        match self.list.iter().find(|m| m.addr == addr) {
             None => Ok(false),
-            Some(i)
-                if self
-                    .list
-                    .get(i)
-                    .is_some_and(|m| m.online || m.connected > 0) =>
-            {
-                Err(ForgetError::Online)
-            }
-            Some(i) => {
-                self.list.remove(i);
-                Ok(true)
-            }
+            Some(m) if m.connected > 0 => Err(ForgetError::Online),
+            Some(_) => Ok(true),
         }
+    }
+
+    /// An operator says the member at `addr` is gone for good: it stops counting. Refused
+    /// as [`Members::may_forget`] says.
+    pub fn forget(&mut self, addr: &str) -> Result<bool, ForgetError> {
+        if !self.may_forget(addr)? {
+            return Ok(false);
+        }
+        self.list.retain(|m| m.addr != addr);
+        Ok(true)
     }
 
     /// The term ended (or began): nobody counts.
@@ -316,6 +301,23 @@ pub fn replicating_elsewhere(nodes: &[u8], addrs: &[&str]) -> Vec<String> {
         })
         .map(|a| (*a).to_owned())
         .collect()
+}
+
+/// The entries of `online` under `addr`: how many, the lowest acknowledgement, and the lowest
+/// of what each holds on disk (its fsynced offset, or its acknowledgement where it reports
+/// none; `None` when none reports one).
+fn under(online: &[(String, u64, Option<u64>)], addr: &str) -> (usize, Option<u64>, Option<u64>) {
+    let entries = online.iter().filter(|(a, ..)| a == addr);
+    let fsynced = entries
+        .clone()
+        .any(|(.., f)| f.is_some())
+        .then(|| entries.clone().map(|&(_, ack, f)| f.unwrap_or(ack)).min())
+        .flatten();
+    (
+        entries.clone().count(),
+        entries.map(|&(_, ack, _)| ack).min(),
+        fsynced,
+    )
 }
 
 impl Member {

@@ -14,7 +14,7 @@
 //! resync done. At load a replica counts as synced from the primary it is configured to follow
 //! (its files hold what it acknowledged there); a demoted primary as synced from nobody.
 
-use super::state::{mono_ms, publish, state, Held, PUBLISHED};
+use super::state::{publish, state, Held, PUBLISHED};
 use crate::error::Error;
 use crate::host::server::ServerInfo;
 use crate::host::Ctx;
@@ -48,11 +48,7 @@ pub(crate) fn upkeep(ctx: &Ctx, primary: bool) {
             f.synced_from = Some(master.clone());
         }
         let unsynced = f.synced_from.as_deref() != Some(master.as_str());
-        f.unsynced_since = match (unsynced, f.unsynced_since) {
-            (false, _) => None,
-            (true, Some(t)) if f.following.as_deref() == Some(master.as_str()) => Some(t),
-            (true, _) => Some(mono_ms()),
-        };
+        f.unsynced = unsynced;
         f.following = Some(master.clone());
         unsynced && st.required > 0
     };
@@ -144,15 +140,12 @@ pub(super) fn role_changed(primary: bool) -> Option<String> {
     let required = st.required;
     let f = &mut st.follow;
     if primary {
-        f.stale = f
-            .unsynced_since
-            .and(f.following.clone())
-            .filter(|_| required > 0);
+        f.stale = f.following.clone().filter(|_| f.unsynced && required > 0);
     } else {
         f.stale = None;
         f.synced_from = Some(String::new());
     }
-    f.unsynced_since = None;
+    f.unsynced = false;
     f.following = None;
     let stale = f.stale.clone();
     PUBLISHED.stale.store(stale.is_some(), Relaxed);

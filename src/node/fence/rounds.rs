@@ -290,7 +290,6 @@ pub(super) fn tick(ctx: &Ctx) {
         return;
     };
     for (addr, n) in &round.shared {
-        COUNTS.shared_addrs.add(1);
         ctx.log_warning(&format!(
             "imid: {n} replicas announce the address {addr} (replica-announce-ip/-port, or a \
              replica restarted under another's address): the fence cannot tell them apart, so it \
@@ -355,14 +354,10 @@ pub(crate) fn reply_released(ctx: &Ctx) {
         return ctx.reply_error(&crate::error::INTERNAL);
     };
     released.replied.set(true);
-    if let Unblocked::Forget(addr, found) = &released.what {
-        match super::term::forget_probed(ctx, addr, found) {
-            Ok(f) => ctx.reply_int(i64::from(f)),
-            Err(e) => ctx.reply_error(&e),
-        }
-        return;
+    // FENCE.FORGET's probe is no fenced call: not in the fence's counts.
+    if !matches!(released.what, Unblocked::Forget(..)) {
+        COUNTS.replied.add(1);
     }
-    COUNTS.replied.add(1);
     match &released.what {
         Unblocked::Ready(r) => ctx.reply_kept(r),
         Unblocked::TimedOut(m) if m.replicas => {
@@ -378,7 +373,10 @@ pub(crate) fn reply_released(ctx: &Ctx) {
             COUNTS.refused.add(1);
             ctx.reply_error(&too_few(*online, *required));
         }
-        Unblocked::Forget(..) => {}
+        Unblocked::Forget(addr, found) => match super::term::forget_probed(ctx, addr, found) {
+            Ok(f) => ctx.reply_int(i64::from(f)),
+            Err(e) => ctx.reply_error(&e),
+        },
     }
 }
 

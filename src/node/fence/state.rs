@@ -208,8 +208,6 @@ pub(super) struct Counts {
     pub(super) fsync_errors: Counter,
     /// Gap records written (`SEQ.GAP`).
     pub(super) gap_records: Counter,
-    /// Times an address was found announced by more replicas than before (above one).
-    pub(super) shared_addrs: Counter,
 }
 
 pub(super) static COUNTS: Counts = Counts {
@@ -225,7 +223,6 @@ pub(super) static COUNTS: Counts = Counts {
     fsyncs: Counter::new(),
     fsync_errors: Counter::new(),
     gap_records: Counter::new(),
-    shared_addrs: Counter::new(),
 };
 
 pub(super) struct State {
@@ -261,9 +258,9 @@ pub(super) struct Follow {
     /// The primary it synced from last (`ip:port`); `Some("")` for a primary's own data
     /// (demoted, not synced since); `None` until the first reading after load.
     pub(super) synced_from: Option<String>,
-    /// The primary it follows now and, when it has not synced from it, since when (mono ms).
+    /// The primary it follows now, and whether it has not synced from it.
     pub(super) following: Option<String>,
-    pub(super) unsynced_since: Option<u64>,
+    pub(super) unsynced: bool,
     /// Promoted while following a primary it had not synced from: that primary's address.
     pub(super) stale: Option<String>,
     /// The failover settings imid holds while unsynced, and the values to give back.
@@ -283,7 +280,7 @@ impl Follow {
         Follow {
             synced_from: None,
             following: None,
-            unsynced_since: None,
+            unsynced: false,
             stale: None,
             held: None,
         }

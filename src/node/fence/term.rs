@@ -249,13 +249,9 @@ const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
 /// it go ([`forget_probed`]); a server answering, or no answer at all (a partition), keeps it.
 /// `Ok(Some(false))`: no such member; `Ok(None)`: the reply follows the probe.
 pub(crate) fn forget(ctx: &Ctx, addr: &str) -> Result<Option<bool>, Error> {
-    {
-        let st = state();
-        match st.book.members.list().iter().find(|m| m.addr == addr) {
-            None => return Ok(Some(false)),
-            Some(m) if m.online || m.connected > 0 => return Err(connected(addr)),
-            Some(_) => {}
-        }
+    let member = state().book.members.may_forget(addr);
+    if !member.map_err(|ForgetError::Online| connected(addr))? {
+        return Ok(Some(false));
     }
     let Some(bc) = ctx.block() else {
         return Err(Error::Static(

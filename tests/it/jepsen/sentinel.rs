@@ -124,13 +124,7 @@ fn stale_candidate(
     let all = |nodes: &[Node]| logs(&nodes.iter().chain(sentinels).collect::<Vec<_>>());
     fw.cut(r1, r2);
     eprintln!("partition: {}", Firewall::rules());
-    let ok: String = sentinels[0]
-        .query(&["SENTINEL", "FAILOVER", MASTER])
-        .unwrap_or_else(|e| panic!("SENTINEL FAILOVER: {e}"));
-    eprintln!(
-        "SENTINEL FAILOVER {MASTER} to {}: {ok}",
-        sentinels[0].addr()
-    );
+    operator_failover(sentinels);
     let n2 = nodes[2].addr();
     // n0 must hold n2's data before n2 goes: the Sentinels turn it into n2's replica only some
     // seconds after the promotion (it reports itself a primary until then).
@@ -157,6 +151,17 @@ fn stale_candidate(
     nodes[2].restart();
     eprintln!("healed: {}", Firewall::rules());
     fw.heal();
+}
+
+/// An operator's `SENTINEL FAILOVER` to the first Sentinel (its reply said on stderr).
+fn operator_failover(sentinels: &[Node]) {
+    let ok: String = sentinels[0]
+        .query(&["SENTINEL", "FAILOVER", MASTER])
+        .unwrap_or_else(|e| panic!("SENTINEL FAILOVER: {e}"));
+    eprintln!(
+        "SENTINEL FAILOVER {MASTER} to {}: {ok}",
+        sentinels[0].addr()
+    );
 }
 
 /// One row against Sentinel: the nodes and Sentinels, the load, the fault against the primary,
@@ -318,15 +323,7 @@ pub(super) fn run(row: &Row, bin: &Path, module: &Path, size: &Size) -> Outcome 
                         n.restart();
                     }
                 }
-                Fault::OperatorFailover => {
-                    let ok: String = sentinels[0]
-                        .query(&["SENTINEL", "FAILOVER", MASTER])
-                        .unwrap_or_else(|e| panic!("SENTINEL FAILOVER: {e}"));
-                    eprintln!(
-                        "SENTINEL FAILOVER {MASTER} to {}: {ok}",
-                        sentinels[0].addr()
-                    );
-                }
+                Fault::OperatorFailover => operator_failover(&sentinels),
             }
             if matches!(row.fault, Fault::Kill | Fault::OperatorFailover) {
                 let old = nodes[0].addr();
